@@ -1,0 +1,37 @@
+# Thin wrapper over CMake. `make` builds the release binary in build/;
+# `make test` is the whole test suite (what .ci/run calls): it installs what it
+# needs, builds with ASan+UBSan in build-asan/, and runs CTest.
+JOBS ?= $(shell nproc)
+CMAKE ?= cmake
+
+.PHONY: all release asan test test-fast deps fuzz bench clean
+
+all: release
+
+release:
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(CMAKE) --build build -j $(JOBS)
+
+asan:
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCV_SANITIZE=ON >/dev/null
+	$(CMAKE) --build build-asan -j $(JOBS)
+
+deps:
+	scripts/install-deps.sh
+
+# The suite: sanitizer build for every C test, plus the release binary that the
+# end-to-end tests drive (speed-sensitive checks run against it).
+test: deps release asan
+	cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# Same suite without reinstalling dependencies (for a developer's loop).
+test-fast: release asan
+	cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+fuzz:
+	$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+	$(CMAKE) --build build-fuzz -j $(JOBS)
+	scripts/run-fuzz.sh
+
+clean:
+	rm -rf build build-asan build-fuzz

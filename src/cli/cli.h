@@ -1,0 +1,26 @@
+/* cli — the `corvid` command. Each command lives in cmd_<name>.c and has one
+ * row in the table in commands.c; `corvid help` is generated from the table. */
+#ifndef CV_CLI_H
+#define CV_CLI_H
+
+#include "base/base.h"
+
+typedef struct cv_cmd {
+    const char *name;
+    const char *summary; /* one line for `corvid help` */
+    const char *usage;   /* full usage text for `corvid help NAME` and errors */
+    int (*fn)(int argc, char **argv); /* argv[0] is the command name; returns the exit status */
+} cv_cmd;
+
+extern const cv_cmd cv_cmds[];
+extern const int cv_n_cmds;
+
+/* Prints `corvid NAME: msg` and the usage line to stderr; returns 2 (bad usage). */
+int cv_cli_usage_error(const cv_cmd *cmd, const char *fmt, ...) CV_PRINTF(2, 3);
+const cv_cmd *cv_cli_find(const char *name);
+
+/* Command entry points (one per cmd_*.c). */
+int cv_cmd_help(int argc, char **argv);
+int cv_cmd_version(int argc, char **argv);
+
+#endif

@@ -1,0 +1,152 @@
+/* test_base.c — the base layer: buffers, JSON string escaping, UTF-8 edge
+ * cases, the streaming boundary helper, the RNG's determinism, the thread
+ * pool and range splitting, and errors. */
+#include <stdatomic.h>
+
+#include "base/base.h"
+#include "test.h"
+
+TEST(buf_appends_and_stays_nul_terminated)
+{
+    cv_buf b = { 0 };
+    for (int i = 0; i < 1000; i++)
+        cv_buf_printf(&b, "%d,", i);
+    CHECK(b.data[b.len] == 0);
+    CHECK(!strncmp(b.data, "0,1,2,", 6));
+    cv_buf_consume(&b, 2);
+    CHECK(!strncmp(b.data, "1,2,", 4));
+    char *s = cv_buf_steal(&b);
+    CHECK(b.len == 0 && b.data == NULL);
+    free(s);
+}
+
+TEST(json_string_escapes_controls_and_replaces_bad_utf8)
+{
+    cv_buf b = { 0 };
+    const char in[] = "a\"b\\c\n\x01\xC3\xA9\xFF";
+    cv_buf_put_json_str(&b, in, sizeof in - 1);
+    CHECK_EQ_STR(b.data, "\"a\\\"b\\\\c\\n\\u0001\xC3\xA9\xEF\xBF\xBD\"");
+    cv_buf_free(&b);
+}
+
+TEST(utf8_rejects_overlongs_surrogates_and_out_of_range)
+{
+    uint32_t cp;
+    CHECK(cv_utf8_decode("\xC0\x80", 2, &cp) < 0);          /* overlong NUL */
+    CHECK(cv_utf8_decode("\xE0\x80\x80", 3, &cp) < 0);      /* overlong */
+    CHECK(cv_utf8_decode("\xED\xA0\x80", 3, &cp) < 0);      /* surrogate D800 */
+    CHECK(cv_utf8_decode("\xF4\x90\x80\x80", 4, &cp) < 0);  /* > U+10FFFF */
+    CHECK(cv_utf8_decode("\xF0\x9F\x98\x80", 4, &cp) == 4 && cp == 0x1F600);
+    char out[4];
+    CHECK(cv_utf8_encode(0x1F600, out) == 4 && !memcmp(out, "\xF0\x9F\x98\x80", 4));
+    CHECK(cv_utf8_encode(0xD800, out) == 0);
+    CHECK(cv_utf8_valid("h\xC3\xA9llo", 6));
+    CHECK(!cv_utf8_valid("h\xC3", 2));
+}
+
+TEST(utf8_complete_prefix_holds_only_a_cut_sequence)
+{
+    CHECK(cv_utf8_complete_prefix("ab", 2) == 2);
+    CHECK(cv_utf8_complete_prefix("a\xF0\x9F", 3) == 1);        /* emoji cut after 2 bytes */
+    CHECK(cv_utf8_complete_prefix("a\xF0\x9F\x98\x80", 5) == 5);
+    CHECK(cv_utf8_complete_prefix("a\xE2\x82", 3) == 1);        /* euro sign cut */
+    CHECK(cv_utf8_complete_prefix("a\xFF", 2) == 2);            /* invalid: not held */
+    CHECK(cv_utf8_complete_prefix("a\xE0\x80", 3) == 3);        /* can never be valid */
+    CHECK(cv_utf8_complete_prefix("a\xE0", 2) == 1);
+}
+
+TEST(rng_is_deterministic_for_a_seed)
+{
+    cv_rng a, b;
+    cv_rng_seed(&a, 42);
+    cv_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++)
+        CHECK(cv_rng_u64(&a) == cv_rng_u64(&b));
+    cv_rng_seed(&a, 43);
+    CHECK(cv_rng_u64(&a) != cv_rng_u64(&b));
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 20000; i++) {
+        float x = cv_rng_normal(&a);
+        sum += x;
+        sq += x * x;
+    }
+    CHECK_NEAR(sum / 20000, 0.0, 0.05);
+    CHECK_NEAR(sq / 20000, 1.0, 0.05);
+}
+
+static void add_share(void *ctx, int ith, int nth)
+{
+    _Atomic int64_t *total = ctx;
+    int64_t lo, hi;
+    cv_split_range(100003, ith, nth, 8, &lo, &hi);
+    atomic_fetch_add(total, hi - lo);
+}
+
+TEST(pool_runs_every_share_exactly_once)
+{
+    cv_pool *p = cv_pool_create(4, NULL);
+    CHECK(p != NULL);
+    for (int r = 0; r < 2000; r++) {
+        _Atomic int64_t total = 0;
+        cv_pool_run(p, add_share, &total);
+        CHECK_EQ_INT(total, 100003);
+        if (total != 100003) break;
+    }
+    cv_pool_destroy(p);
+}
+
+TEST(split_range_covers_and_aligns)
+{
+    int64_t prev = 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t lo, hi;
+        cv_split_range(1000, i, 3, 32, &lo, &hi);
+        CHECK(lo == prev);
+        CHECK(lo % 32 == 0);
+        prev = hi;
+    }
+    CHECK(prev == 1000);
+}
+
+TEST(err_prefix_keeps_the_original_message)
+{
+    cv_err e = { 0 };
+    CHECK(CV_CORRUPT(&e, "tensor '%s' dim %d = %d, must be >= 0", "w", 1, -4) == CV_ECORRUPT);
+    cv_err_prefix(&e, "loading %s: ", "m.gguf");
+    CHECK_EQ_STR(e.msg, "loading m.gguf: tensor 'w' dim 1 = -4, must be >= 0");
+    CHECK(e.line > 0);
+}
+
+TEST(json_parse_reports_position_and_rejects_nan)
+{
+    cv_err e = { 0 };
+    json_t *v = cv_json_parse("{\"a\": NaN}", 10, &e);
+    CHECK(v == NULL && e.code == CV_EINVAL && strstr(e.msg, "column"));
+    cv_buf deep = { 0 };
+    for (int i = 0; i < 200; i++) cv_buf_putc(&deep, '[');
+    for (int i = 0; i < 200; i++) cv_buf_putc(&deep, ']');
+    v = cv_json_parse(deep.data, deep.len, &e);
+    CHECK(v == NULL && e.code == CV_ELIMIT);
+    cv_buf_free(&deep);
+    v = cv_json_parse("{\"n\": 5.0, \"s\": 1}", 18, &e);
+    int64_t n = 0;
+    const char *s = NULL;
+    CHECK(cv_json_get_int(v, "n", "req", &n, &e) == 0 && n == 5);
+    CHECK(cv_json_get_str(v, "s", "req", &s, &e) == CV_EINVAL);
+    CHECK_EQ_STR(e.msg, "'req.s' must be a string, got an integer");
+    json_decref(v);
+}
+
+int main(void)
+{
+    RUN(buf_appends_and_stays_nul_terminated);
+    RUN(json_string_escapes_controls_and_replaces_bad_utf8);
+    RUN(utf8_rejects_overlongs_surrogates_and_out_of_range);
+    RUN(utf8_complete_prefix_holds_only_a_cut_sequence);
+    RUN(rng_is_deterministic_for_a_seed);
+    RUN(pool_runs_every_share_exactly_once);
+    RUN(split_range_covers_and_aligns);
+    RUN(err_prefix_keeps_the_original_message);
+    RUN(json_parse_reports_position_and_rejects_nan);
+    return test_report();
+}

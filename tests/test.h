@@ -1,0 +1,120 @@
+/* test.h — corvid's tiny C test harness. A test file defines functions with
+ * TEST(name) and a main that calls RUN(name) for each, then returns
+ * test_report(). Checks record a failure (file:line, expression, values)
+ * and let the test continue, so one run shows every broken case.
+ * Data under ../shared/testdata is reached with test_data("vocab/x.gguf");
+ * when the folder is absent a test calls test_skip(), which exits with 77
+ * (CTest's SKIP_RETURN_CODE) and says why. */
+#ifndef CV_TEST_H
+#define CV_TEST_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int test_failures, test_checks, test_cases;
+static const char *test_current;
+
+#define TEST(name) static void test_##name(void)
+#define RUN(name)                                   \
+    do {                                            \
+        int before_ = test_failures;                \
+        test_current = #name;                       \
+        test_cases++;                               \
+        test_##name();                              \
+        printf("%s %s\n", test_failures == before_ ? "ok  " : "FAIL", #name); \
+        fflush(stdout);                             \
+    } while (0)
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        test_checks++;                                                                     \
+        if (!(cond)) {                                                                     \
+            test_failures++;                                                               \
+            fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n", __FILE__, __LINE__, test_current, #cond); \
+        }                                                                                  \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                         \
+    do {                                                                             \
+        test_checks++;                                                               \
+        if (!(cond)) {                                                               \
+            test_failures++;                                                         \
+            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, test_current);        \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                    \
+    do {                                                                                      \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                   \
+        CHECK_MSG(a_ == b_, "%s == %s: %lld != %lld", #a, #b, a_, b_);                        \
+    } while (0)
+
+#define CHECK_EQ_STR(a, b)                                                                    \
+    do {                                                                                      \
+        const char *a_ = (a), *b_ = (b);                                                      \
+        CHECK_MSG(a_ && b_ && !strcmp(a_, b_), "%s == %s: \"%s\" != \"%s\"", #a, #b,          \
+                  a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                    \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                 \
+    do {                                                                                      \
+        double a_ = (double)(a), b_ = (double)(b);                                            \
+        CHECK_MSG(fabs(a_ - b_) <= (tol), "%s ~ %s: %g vs %g (tol %g)", #a, #b, a_, b_, (double)(tol)); \
+    } while (0)
+
+static inline const char *test_data_dir(void)
+{
+#ifdef CV_TESTDATA_DIR
+    const char *d = getenv("CV_TESTDATA_DIR");
+    return d ? d : CV_TESTDATA_DIR;
+#else
+    const char *d = getenv("CV_TESTDATA_DIR");
+    return d ? d : "../shared/testdata";
+#endif
+}
+
+/* Returns a static path under the testdata folder (one at a time per call site
+ * is enough for the tests; copy it if you need two). */
+static inline const char *test_data(const char *rel)
+{
+    static char path[4][4096];
+    static int k;
+    k = (k + 1) & 3;
+    snprintf(path[k], sizeof path[k], "%s/%s", test_data_dir(), rel);
+    return path[k];
+}
+
+static inline void test_skip(const char *why)
+{
+    printf("SKIP: %s\n", why);
+    exit(77);
+}
+
+/* Skips the whole test binary when ../shared/testdata is missing. */
+static inline void test_require_data(void)
+{
+    struct stat st;
+    if (stat(test_data_dir(), &st) != 0) {
+        fprintf(stderr, "testdata folder %s is absent: these tests need ../shared/testdata beside the checkout\n",
+                test_data_dir());
+        test_skip("../shared/testdata is absent");
+    }
+}
+
+static inline int test_report(void)
+{
+    printf("%d cases, %d checks, %d failures\n", test_cases, test_checks, test_failures);
+    if (test_checks == 0) {
+        fprintf(stderr, "no checks ran\n");
+        return 1;
+    }
+    return test_failures ? 1 : 0;
+}
+
+#endif
