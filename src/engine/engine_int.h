@@ -4,6 +4,8 @@
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
+#include <assert.h>
+
 #include "engine/engine.h"
 
 /* ---- KV block pool ---- */

@@ -163,7 +163,7 @@ static inline uint64_t tick(const cv_engine *e) { return e->profiling ? cv_now_n
 
 int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int32_t *n_logits, cv_err *err)
 {
-    int32_t n_want;
+    int32_t n_want = 0;
     int rc = check_batch(e, b, &n_want, err);
     if (rc)
         return rc;

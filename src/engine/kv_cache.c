@@ -136,7 +136,7 @@ int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
     kv_seq *s = seq_get(e, src);
     if (!s)
         return cv_err_set(err, CV_EINVAL, "engine: cannot fork sequence %d: it is not open", src);
-    int32_t d;
+    int32_t d = -1;
     int rc = cv_engine_seq_open(e, &d, err);
     if (rc)
         return rc;
