@@ -5,9 +5,9 @@
  * ranked by (logit descending, id ascending), so the same logits, params
  * and seed give the same token on every machine and thread count.
  *
- * Cost per token is O(n_vocab) plus O(k log k) for the kept candidates:
- * top-p never sorts the whole vocabulary; it ranks the best 64, 256, 1024,
- * ... until their mass reaches p. All scratch is allocated at creation. */
+ * Cost per token is O(n_vocab) (top-k adds O(n_vocab log k)): top-p never
+ * sorts the vocabulary; a quickselect on probability mass finds its
+ * boundary. All scratch is allocated at creation. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -29,6 +29,7 @@ struct cv_sampler {
     float *work;           /* [n_vocab] adjusted logits */
     int32_t *cand;         /* [n_vocab] */
     float *prob;           /* [n_vocab] */
+    float *weight;         /* [n_vocab] exp(l - max) by token id, for top-p */
 };
 
 /* ---- ranking ---- */
@@ -88,6 +89,52 @@ static void top_k_sorted(const float *l, const int32_t *ids, int32_t n, int32_t 
         out[c] = id;
         out[end] = worst;
     }
+}
+
+/* Reorders ids[0..n) so that ids[0..k) is the shortest prefix, in the
+ * order of `better`, whose weights w[id] sum to at least target (which
+ * must not exceed the total), and returns k. A quickselect on mass: each
+ * round partitions around a median-of-three pivot and keeps only the side
+ * the boundary is in, so it costs O(n) expected instead of a sort. The
+ * kept ids are not sorted; the draw does not need them to be. */
+static int32_t mass_select(const float *l, const float *w, int32_t *ids, int32_t n, double target)
+{
+    int32_t lo = 0, hi = n; /* ids[0..lo) are in; the boundary is in [lo, hi] */
+    double need = target;   /* mass still missing after ids[0..lo) */
+    while (hi - lo > 1) {
+        int32_t a = ids[lo], b = ids[lo + (hi - lo) / 2], c = ids[hi - 1], pv;
+        if (better(l, a, b))
+            pv = better(l, b, c) ? b : better(l, a, c) ? c : a;
+        else
+            pv = better(l, a, c) ? a : better(l, b, c) ? c : b;
+        int32_t i = lo, at = -1;
+        for (int32_t j = lo; j < hi; j++) {
+            if (ids[j] == pv) {
+                at = j;
+            } else if (better(l, ids[j], pv)) {
+                int32_t t = ids[i];
+                ids[i] = ids[j];
+                ids[j] = t;
+                if (at == i)
+                    at = j;
+                i++;
+            }
+        }
+        ids[at] = ids[i];
+        ids[i] = pv;
+        double upper = 0;
+        for (int32_t j = lo; j < i; j++)
+            upper += w[ids[j]];
+        if (upper >= need) {
+            hi = i;
+        } else if (upper + w[pv] >= need) {
+            return i + 1;
+        } else {
+            need -= upper + w[pv];
+            lo = i + 1;
+        }
+    }
+    return CV_MAX(hi, 1);
 }
 
 int32_t cv_argmax(const float *l, int32_t n)
@@ -152,6 +199,7 @@ int cv_sampler_create(const cv_sample_params *p, int32_t n_vocab, cv_sampler **o
     s->work = cv_xmalloc((size_t)n_vocab * sizeof *s->work);
     s->cand = cv_xmalloc((size_t)n_vocab * sizeof *s->cand);
     s->prob = cv_xmalloc((size_t)n_vocab * sizeof *s->prob);
+    s->weight = cv_xmalloc((size_t)n_vocab * sizeof *s->weight);
     *out = s;
     return 0;
 }
@@ -168,6 +216,7 @@ void cv_sampler_destroy(cv_sampler *s)
     free(s->work);
     free(s->cand);
     free(s->prob);
+    free(s->weight);
     free(s);
 }
 
@@ -250,27 +299,12 @@ int32_t cv_sampler_sample(cv_sampler *s, const float *logits)
         for (int32_t i = 0; i < n; i++)
             mx = l[cand[i]] > mx ? l[cand[i]] : mx;
         double z = 0;
-        for (int32_t i = 0; i < n; i++)
-            z += exp((double)l[cand[i]] - mx);
-        const double target = s->p.top_p * z;
-        int32_t *ranked = (int32_t *)s->prob;
-        for (int32_t k = CV_MIN(n, 64);; k = CV_MIN(n, k * 4)) {
-            top_k_sorted(l, cand, n, k, ranked);
-            double cum = 0;
-            int32_t keep = k;
-            for (int32_t i = 0; i < k; i++) {
-                cum += exp((double)l[ranked[i]] - mx);
-                if (cum >= target) {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            if (cum >= target || k == n) {
-                n = keep;
-                memcpy(cand, ranked, (size_t)n * sizeof *cand);
-                break;
-            }
+        for (int32_t i = 0; i < n; i++) {
+            float w = expf(l[cand[i]] - mx);
+            s->weight[cand[i]] = w;
+            z += w;
         }
+        n = mass_select(l, s->weight, cand, n, s->p.top_p * z);
     }
 
     float mx = -INFINITY;

@@ -15,7 +15,7 @@
 #include "gguf/gguf.h"
 #include "test.h"
 
-static json_t *ref_json(const char *path)
+static inline json_t *ref_json(const char *path)
 {
     cv_buf b = { 0 };
     cv_err err = { 0 };
@@ -31,7 +31,7 @@ static json_t *ref_json(const char *path)
 }
 
 /* n floats from a raw little-endian f32 file; NULL if the size differs. */
-static float *ref_f32(const char *path, int32_t n)
+static inline float *ref_f32(const char *path, int32_t n)
 {
     cv_buf b = { 0 };
     cv_err err = { 0 };
@@ -47,7 +47,7 @@ static float *ref_f32(const char *path, int32_t n)
 }
 
 /* 32 lines of "id margin". */
-static int ref_greedy(const char *path, int32_t *ids, float *margins)
+static inline int ref_greedy(const char *path, int32_t *ids, float *margins)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -60,7 +60,7 @@ static int ref_greedy(const char *path, int32_t *ids, float *margins)
 }
 
 /* The ids of sequences.json's sequences.<family>.<name>; caller frees. */
-static int32_t *ref_seq(json_t *seqs, const char *family, const char *name, int32_t *n)
+static inline int32_t *ref_seq(json_t *seqs, const char *family, const char *name, int32_t *n)
 {
     json_t *a = json_object_get(json_object_get(json_object_get(seqs, "sequences"), family), name);
     *n = (int32_t)json_array_size(a);
@@ -75,7 +75,7 @@ typedef struct ref_metrics {
     int32_t top1_a, top1_b;
 } ref_metrics;
 
-static ref_metrics ref_compare(const float *ref, const float *x, int32_t n)
+static inline ref_metrics ref_compare(const float *ref, const float *x, int32_t n)
 {
     ref_metrics m = { 0 };
     double dot = 0, na = 0, nb = 0, ss = 0;
@@ -109,7 +109,7 @@ static ref_metrics ref_compare(const float *ref, const float *x, int32_t n)
 
 /* Runs ids through a fresh sequence in one forward call and copies the
  * logits of the rows asked for (want == NULL: the last) into out. */
-static int ref_run(cv_engine *e, const int32_t *ids, int32_t n, const bool *want, float *out)
+static inline int ref_run(cv_engine *e, const int32_t *ids, int32_t n, const bool *want, float *out)
 {
     int32_t seq;
     cv_err err = { 0 };
@@ -135,7 +135,7 @@ static int ref_run(cv_engine *e, const int32_t *ids, int32_t n, const bool *want
 }
 
 /* Greedy continuation: the prompt in one call, then n_gen - 1 single steps. */
-static int ref_greedy_run(cv_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_gen, int32_t *out)
+static inline int ref_greedy_run(cv_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_gen, int32_t *out)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
     int32_t seq;
@@ -166,7 +166,7 @@ static int ref_greedy_run(cv_engine *e, const int32_t *prompt, int32_t n_prompt,
 }
 
 /* A temp file path under $TMPDIR (the caller unlinks it). */
-static void ref_tmp_path(char *out, size_t n, const char *tag)
+static inline void ref_tmp_path(char *out, size_t n, const char *tag)
 {
     const char *dir = getenv("TMPDIR");
     snprintf(out, n, "%s/corvid-test-%s-%d-XXXXXX", dir ? dir : "/tmp", tag, (int)getpid());
