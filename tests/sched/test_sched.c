@@ -3,9 +3,9 @@
  * the queue), stop tokens, cancel, timeouts, a full queue, requests that
  * can never fit, logprobs, submitters on several threads (same seed, same
  * tokens), release before the end, and shutdown with work pending.
- * "Long" requests are bounded by work, not time: a 2000-token prefill of
- * the reference qwen3 model is billions of multiply-adds, so a request
- * queued behind it cannot have an event within a millisecond. */
+ * "Long" requests are bounded by work, not time: a request queued behind
+ * one that decodes 400 tokens (400 forward calls) cannot have an event a
+ * moment after both were submitted. */
 #include <pthread.h>
 
 #include "../engine/ref_util.h"
@@ -20,11 +20,14 @@ typedef struct rig {
     cv_sched *s;
 } rig;
 
-static bool rig_open(rig *r, const char *path, int32_t n_ctx, int32_t queue_max)
+/* stories260K (n_ctx 512); n_batch small makes a long prompt many chunks,
+ * and the scheduler reads the cancel flag between chunks. */
+static bool rig_open(rig *r, int32_t n_batch, int32_t queue_max)
 {
+    const char *path = g_stories;
     cv_err err = { 0 };
     memset(r, 0, sizeof *r);
-    cv_engine_params ep = { .n_threads = 2, .n_ctx = n_ctx, .n_batch = 512 };
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 512, .n_batch = n_batch };
     cv_sched_config sc = { .queue_max = queue_max, .seed = 99 };
     if (cv_model_open(path, NULL, &r->m, &err) || cv_engine_create(r->m, &ep, &r->e, &err) ||
         cv_sched_create(r->e, &sc, &r->s, &err)) {
@@ -80,7 +83,7 @@ static int32_t *long_prompt(int32_t n, int32_t n_vocab)
 TEST(greedy_request_streams_the_documented_stories260k_ids)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 0))
+    if (!rig_open(&r, 512, 0))
         return;
     int32_t bos = 1, got[256], n;
     bool ok;
@@ -109,7 +112,7 @@ TEST(greedy_request_streams_the_documented_stories260k_ids)
 TEST(stop_token_ends_generation_after_emitting_it)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 0))
+    if (!rig_open(&r, 512, 0))
         return;
     int32_t bos = 1, got[64], n;
     int32_t stop[2] = { 2, (int32_t)json_integer_value(json_array_get(g_expect, 5)) };
@@ -134,7 +137,7 @@ TEST(stop_token_ends_generation_after_emitting_it)
 TEST(cancel_stops_a_running_request_at_its_next_step)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 0))
+    if (!rig_open(&r, 512, 0))
         return;
     int32_t bos = 1;
     cv_sched_params p = { .prompt = &bos, .n_prompt = 1, .max_tokens = 500 };
@@ -164,14 +167,14 @@ TEST(cancel_stops_a_running_request_at_its_next_step)
 TEST(cancel_during_a_long_prefill_ends_it_before_any_token)
 {
     rig r;
-    if (!rig_open(&r, test_data("reference/models/tiny-qwen3-gpt2-Q8_0.gguf"), 2048, 0))
+    if (!rig_open(&r, 16, 0))
         return;
-    int32_t *lp = long_prompt(2000, 4096);
-    cv_sched_params pa = { .prompt = lp, .n_prompt = 2000, .max_tokens = 40 };
+    int32_t *lp = long_prompt(480, 512);
+    cv_sched_params pa = { .prompt = lp, .n_prompt = 480, .max_tokens = 30 };
     cv_sched_req *a;
     cv_err err = { 0 };
     CHECK(cv_sched_submit(r.s, &pa, &a, &err) == 0);
-    cv_sched_cancel(a); /* the prefill runs in 4 chunks of 512; cancel is read between them */
+    cv_sched_cancel(a); /* the prefill runs in 30 chunks of 16; cancel is read between them */
     int32_t got[40], n;
     bool ok;
     cv_sched_event last = drain(a, got, 40, &n, &ok);
@@ -185,10 +188,10 @@ TEST(cancel_during_a_long_prefill_ends_it_before_any_token)
 TEST(next_times_out_with_ebusy_while_the_request_waits)
 {
     rig r;
-    if (!rig_open(&r, test_data("reference/models/tiny-qwen3-gpt2-Q8_0.gguf"), 2048, 0))
+    if (!rig_open(&r, 512, 0))
         return;
-    int32_t *lp = long_prompt(2000, 4096), one = 5;
-    cv_sched_params pa = { .prompt = lp, .n_prompt = 2000, .max_tokens = 8 };
+    int32_t *lp = long_prompt(100, 512), one = 5;
+    cv_sched_params pa = { .prompt = lp, .n_prompt = 100, .max_tokens = 400 };
     cv_sched_params pb = { .prompt = &one, .n_prompt = 1, .max_tokens = 2 };
     cv_sched_req *a, *b;
     cv_err err = { 0 };
@@ -197,10 +200,10 @@ TEST(next_times_out_with_ebusy_while_the_request_waits)
     cv_sched_event ev;
     CHECK_EQ_INT(cv_sched_next(b, 1, &ev), CV_EBUSY);
     CHECK_EQ_INT(cv_sched_next(b, 0, &ev), CV_EBUSY);
-    int32_t got[8], n;
+    int32_t got[400], n;
     bool ok;
-    CHECK_EQ_INT(drain(a, got, 8, &n, &ok).finish, CV_FINISH_LENGTH);
-    CHECK_EQ_INT(drain(b, got, 8, &n, &ok).finish, CV_FINISH_LENGTH);
+    CHECK_EQ_INT(drain(a, got, 400, &n, &ok).finish, CV_FINISH_LENGTH);
+    CHECK_EQ_INT(drain(b, got, 400, &n, &ok).finish, CV_FINISH_LENGTH);
     CHECK(ok && n == 2);
     cv_sched_release(a);
     cv_sched_release(b);
@@ -212,10 +215,10 @@ TEST(full_queue_refuses_with_ebusy)
 {
     rig r;
     const int32_t qmax = 3;
-    if (!rig_open(&r, test_data("reference/models/tiny-qwen3-gpt2-Q8_0.gguf"), 2048, qmax))
+    if (!rig_open(&r, 512, qmax))
         return;
-    int32_t *lp = long_prompt(2000, 4096), one = 5;
-    cv_sched_params pa = { .prompt = lp, .n_prompt = 2000, .max_tokens = 1 };
+    int32_t *lp = long_prompt(100, 512), one = 5;
+    cv_sched_params pa = { .prompt = lp, .n_prompt = 100, .max_tokens = 400 };
     cv_sched_params pb = { .prompt = &one, .n_prompt = 1, .max_tokens = 1 };
     cv_sched_req *reqs[8] = { 0 };
     cv_err err = { 0 };
@@ -228,9 +231,9 @@ TEST(full_queue_refuses_with_ebusy)
     CHECK_MSG(accepted == qmax || accepted == qmax + 1, "%d accepted with a queue of %d", accepted, qmax);
     CHECK(strstr(err.msg, "waiting") != NULL);
     for (int i = 0; i < accepted; i++) {
-        int32_t got[2], n;
+        int32_t got[400], n;
         bool ok;
-        CHECK_EQ_INT(drain(reqs[i], got, 2, &n, &ok).finish, CV_FINISH_LENGTH);
+        CHECK_EQ_INT(drain(reqs[i], got, 400, &n, &ok).finish, CV_FINISH_LENGTH);
         cv_sched_release(reqs[i]);
     }
     free(lp);
@@ -240,7 +243,7 @@ TEST(full_queue_refuses_with_ebusy)
 TEST(requests_that_can_never_run_fail_at_submit)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 0))
+    if (!rig_open(&r, 512, 0))
         return;
     int32_t ids[600], stops[CV_MAX_STOP_TOKENS + 1] = { 0 };
     for (int i = 0; i < 600; i++)
@@ -283,7 +286,7 @@ TEST(requests_that_can_never_run_fail_at_submit)
 TEST(logprobs_come_with_each_token_when_asked)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 0))
+    if (!rig_open(&r, 512, 0))
         return;
     int32_t bos = 1;
     cv_sched_params p = { .prompt = &bos, .n_prompt = 1, .max_tokens = 5, .logprobs = true, .n_top_logprobs = 4 };
@@ -345,7 +348,7 @@ static void *submitter(void *arg)
 TEST(submitters_on_several_threads_get_whole_streams_and_seeded_repeats)
 {
     rig r;
-    if (!rig_open(&r, g_stories, 512, 4))
+    if (!rig_open(&r, 512, 4))
         return;
     enum { NT = 4 };
     worker_arg w[NT];
@@ -375,10 +378,10 @@ TEST(submitters_on_several_threads_get_whole_streams_and_seeded_repeats)
 TEST(release_before_the_end_and_shutdown_with_work_pending_are_clean)
 {
     rig r;
-    if (!rig_open(&r, test_data("reference/models/tiny-qwen3-gpt2-Q8_0.gguf"), 2048, 0))
+    if (!rig_open(&r, 16, 0))
         return;
-    int32_t *lp = long_prompt(2000, 4096), one = 5;
-    cv_sched_params pa = { .prompt = lp, .n_prompt = 2000, .max_tokens = 40 };
+    int32_t *lp = long_prompt(480, 512), one = 5;
+    cv_sched_params pa = { .prompt = lp, .n_prompt = 480, .max_tokens = 30 };
     cv_sched_params pb = { .prompt = &one, .n_prompt = 1, .max_tokens = 40 };
     cv_sched_req *dropped, *a, *b;
     cv_err err = { 0 };
