@@ -164,6 +164,26 @@ static void choose_reply(fake_backend *f, const cv_chat_request *r, fake_req *q)
         cv_buf_puts(&q->text, f->reply);
         return;
     }
+    const char *b64 = t ? strstr(t, "[[say64:") : NULL;
+    if (b64) {
+        /* Base64 lets a test substitute any recorded model output, newlines,
+         * brackets and all (tests/js/server/toolcalls.test.mjs). */
+        static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        uint32_t acc = 0;
+        int bits = 0;
+        for (const char *p = b64 + 8; *p && *p != ']'; p++) {
+            const char *k = strchr(alphabet, *p);
+            if (!k || *p == 0)
+                continue;
+            acc = (acc << 6) | (uint32_t)(k - alphabet);
+            bits += 6;
+            if (bits >= 8) {
+                bits -= 8;
+                cv_buf_putc(&q->text, (char)((acc >> bits) & 0xff));
+            }
+        }
+        return;
+    }
     const char *say = t ? strstr(t, "[[say:") : NULL;
     if (say) {
         say += 6;
@@ -350,6 +370,7 @@ typedef struct fparser {
     pmode mode;
     cv_buf pending;
     int n_calls;
+    bool after_think; /* a newline right after </think> is layout, not content */
 } fparser;
 
 void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud)
@@ -416,6 +437,13 @@ void fake_parser_feed(void *pp, cv_str text)
         size_t n = p->pending.len;
         if (!n)
             return;
+        if (p->after_think) {
+            p->after_think = false;
+            if (s[0] == '\n') {
+                cv_buf_consume(&p->pending, 1);
+                continue;
+            }
+        }
         if (p->mode == P_TEXT) {
             char *th = memmem(s, n, "<think>", 7), *tc = memmem(s, n, "<tool_call>", 11);
             char *first = th && (!tc || th < tc) ? th : tc;
@@ -438,10 +466,8 @@ void fake_parser_feed(void *pp, cv_str text)
             }
             emit(p, CV_CHAT_REASONING, s, (size_t)(e - s));
             cv_buf_consume(&p->pending, (size_t)(e - s) + 8);
-            /* The newline after a reasoning block is layout, not content. */
-            if (p->pending.len && p->pending.data[0] == '\n')
-                cv_buf_consume(&p->pending, 1);
             p->mode = P_TEXT;
+            p->after_think = true;
         } else {
             char *e = memmem(s, n, "</tool_call>", 12);
             if (!e)

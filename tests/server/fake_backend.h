@@ -12,6 +12,7 @@
  *   1. fake_backend_set_reply() text, when set (C tests);
  *   2. a directive in the last user-visible text of the request:
  *        [[say:TEXT]]       reply TEXT exactly ("\n" in TEXT is a newline)
+ *        [[say64:BASE64]]   reply the decoded bytes exactly
  *        [[slow:MS]]        wait MS between tokens
  *        [[prefill:MS]]     wait MS before the first token
  *        [[fail]]           the scheduler reports an error mid-stream
