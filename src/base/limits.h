@@ -26,4 +26,31 @@
  * the tree cannot exhaust the stack. */
 #define CV_MAX_JSON_DEPTH 128
 
+/* ---- chat templates (chat/jinja/) ----
+ * Templates arrive inside downloaded model files, so they are untrusted
+ * programs: every resource a render can consume is bounded, and hitting a
+ * bound is a CV_ELIMIT error naming the limit, never a hang or a crash. */
+/* Template source: the largest real chat templates are ~40 KB. */
+#define CV_JINJA_MAX_SOURCE (4u << 20)
+/* Nesting of the recursive-descent parser (brackets, operators, blocks):
+ * real templates nest < 20 deep; this keeps a hostile "((((..." from
+ * exhausting the C stack. */
+#define CV_JINJA_MAX_PARSE_DEPTH 200
+/* Loop iterations + calls + filter applications in one render: a 40-turn,
+ * 24-tool agent conversation takes ~20k; 5M is ~0.5 s of work. */
+#define CV_JINJA_MAX_STEPS 5000000u
+/* Rendered bytes, and bytes of any captured block or macro result: prompts
+ * beyond a million tokens (~4 MB) exceed every context window. */
+#define CV_JINJA_MAX_OUTPUT (32u << 20)
+/* Scratch bytes allocated by values during one render. */
+#define CV_JINJA_MAX_MEMORY (256u << 20)
+/* Nested macro / caller / recursive-loop calls: real templates recurse only
+ * over JSON-schema depth (< 20); Python's own recursion limit stops Jinja2
+ * itself at a few hundred. */
+#define CV_JINJA_MAX_DEPTH 100
+/* Wall time of one render, a backstop behind the step limit. */
+#define CV_JINJA_MAX_NS (2000000000ull)
+/* range() length: Jinja2's sandbox MAX_RANGE. */
+#define CV_JINJA_MAX_RANGE 100000
+
 #endif
