@@ -20,6 +20,17 @@
 /* Tensor rank: GGUF defines at most 4 dimensions. */
 #define CV_MAX_TENSOR_DIMS 4
 
+/* ---- kernels/ ---- */
+/* Rows and row length of one matmul weight: the largest real matrices are
+ * output layers of ~256k rows and FFNs of ~50k inputs; 16M keeps every
+ * element index and packed offset far inside int64 and every per-row block
+ * count inside int32. */
+#define CV_MAX_MATMUL_DIM (1 << 24)
+/* Rotated dimensions per attention head (RoPE): real heads are <= 256 wide;
+ * 1024 sizes the on-stack angle tables. Model loaders reject a head_dim
+ * above it. */
+#define CV_MAX_ROPE_DIMS 1024
+
 /* ---- JSON ---- */
 /* Nesting depth of any JSON document we parse: deep enough for real tool
  * schemas (which rarely pass 20), shallow enough that recursive walkers over
