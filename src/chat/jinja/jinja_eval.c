@@ -121,6 +121,8 @@ jv jgetitem(jrender *R, jv obj, jv key)
 {
     if (obj.t == JV_UNDEF)
         jfail_undef(R, obj);
+    if (obj.t == JV_LIST && (obj.flags & JF_GEN))
+        jfail(R, CV_EINVAL, "'generator' object is not subscriptable");
     if (jv_is_list(obj)) {
         if (key.t == JV_INT || key.t == JV_BOOL) {
             int64_t n = jv_len(R, obj), i = norm_index(key.i, n);
@@ -211,6 +213,8 @@ static jv do_slice(jrender *R, jv obj, jv start, jv stop, jv step)
         return r;
     }
     if (jv_is_list(obj)) {
+        if (obj.flags & JF_GEN)
+            jfail(R, CV_EINVAL, "'generator' object is not subscriptable");
         int64_t n = jv_len(R, obj), a, b, st;
         slice_indices(R, start, stop, step, n, &a, &b, &st);
         jlist *l = jlist_new(R, 4);
@@ -330,7 +334,7 @@ static jv binop(jrender *R, int op, jv a, jv b)
     case OP_ADD:
         if (a.t == JV_STR && b.t == JV_STR)
             return jstr_concat(R, a, b);
-        if (jv_is_list(a) && jv_is_list(b)) {
+        if (jv_is_list(a) && jv_is_list(b) && !(a.flags & JF_GEN) && !(b.flags & JF_GEN)) {
             int64_t na = jv_len(R, a), nb = jv_len(R, b);
             jlist *l = jlist_new(R, (uint32_t)CV_MAX(1, na + nb));
             for (int64_t i = 0; i < na; i++)

@@ -60,6 +60,12 @@ static jv mk_tuple2(jrender *R, jv a, jv b)
     return t;
 }
 
+static jv gen(jv v)
+{
+    v.flags = JF_GEN;
+    return v;
+}
+
 static jv list_of(jrender *R, jv *items, int64_t n)
 {
     jlist *l = jlist_new(R, (uint32_t)CV_MAX(1, n));
@@ -437,7 +443,7 @@ static jv f_items(jrender *R, jv v, jcallargs *a)
     jlist *l = jlist_new(R, (uint32_t)CV_MAX(1, n));
     for (int64_t i = 0; i < n; i++)
         jlist_push(R, l, mk_tuple2(R, ks[i], vs[i]));
-    return jv_list(l);
+    return gen(jv_list(l));
 }
 
 static jv f_join(jrender *R, jv v, jcallargs *a)
@@ -477,9 +483,10 @@ static jv f_list(jrender *R, jv v, jcallargs *a)
 
 static jv f_map(jrender *R, jv v, jcallargs *a)
 {
-    jv *items;
-    int64_t n;
-    jv_iter(R, v, &items, &n);
+    jv *items = NULL;
+    int64_t n = 0;
+    if (jv_truthy(R, v)) /* Jinja2: `if value: for item in value` */
+        jv_iter(R, v, &items, &n);
     jlist *l = jlist_new(R, (uint32_t)CV_MAX(1, n));
     bool by_attr = a->n_pos == 0 && jarg_has(a, -1, "attribute");
     if (by_attr) {
@@ -492,7 +499,7 @@ static jv f_map(jrender *R, jv v, jcallargs *a)
                 x = dflt;
             jlist_push(R, l, x);
         }
-        return jv_list(l);
+        return gen(jv_list(l));
     }
     if (a->n_pos == 0)
         jfail(R, CV_EINVAL, "map requires a filter argument");
@@ -503,7 +510,7 @@ static jv f_map(jrender *R, jv v, jcallargs *a)
         jstep(R);
         jlist_push(R, l, jfilter_by_name(R, nm, items[i], &rest));
     }
-    return jv_list(l);
+    return gen(jv_list(l));
 }
 
 static int cmp_plain(jrender *R, const void *x, const void *y, void *ctx)
@@ -552,9 +559,10 @@ static jv f_pprint(jrender *R, jv v, jcallargs *a)
 /* select/reject(test, args...) and selectattr/rejectattr(attr, test, args...) */
 static jv select_impl(jrender *R, jv v, jcallargs *a, bool by_attr, bool keep_if)
 {
-    jv *items;
-    int64_t n;
-    jv_iter(R, v, &items, &n);
+    jv *items = NULL;
+    int64_t n = 0;
+    if (jv_truthy(R, v)) /* Jinja2: `if value: for item in value` */
+        jv_iter(R, v, &items, &n);
     int off = 0;
     jv attr = jv_none();
     if (by_attr) {
@@ -578,7 +586,7 @@ static jv select_impl(jrender *R, jv v, jcallargs *a, bool by_attr, bool keep_if
         if (ok == keep_if)
             jlist_push(R, l, items[i]);
     }
-    return jv_list(l);
+    return gen(jv_list(l));
 }
 
 static jv f_select(jrender *R, jv v, jcallargs *a) { return select_impl(R, v, a, false, true); }
@@ -612,7 +620,7 @@ static jv f_reverse(jrender *R, jv v, jcallargs *a)
     jlist *l = jlist_new(R, (uint32_t)CV_MAX(1, n));
     for (int64_t i = n - 1; i >= 0; i--)
         jlist_push(R, l, items[i]);
-    return jv_list(l);
+    return gen(jv_list(l));
 }
 
 static jv f_round(jrender *R, jv v, jcallargs *a)
@@ -783,7 +791,7 @@ static jv f_unique(jrender *R, jv v, jcallargs *a)
             jlist_push(R, l, items[i]);
         }
     }
-    return jv_list(l);
+    return gen(jv_list(l));
 }
 
 static jv f_wordcount(jrender *R, jv v, jcallargs *a)
@@ -822,7 +830,7 @@ static jv f_batch(jrender *R, jv v, jcallargs *a)
         }
         jlist_push(R, out, jv_list(row));
     }
-    return jv_list(out);
+    return gen(jv_list(out));
 }
 
 const jfilter_def jfilters[] = {

@@ -33,7 +33,12 @@ typedef enum {
     JV_FUNC,  /* fn */
 } jv_type;
 
-enum { JF_SAFE = 1, JF_TUPLE = 2, JF_UNSAFE = 4 /* undefined from a blocked attribute */ };
+enum {
+    JF_SAFE = 1,   /* a Markup string */
+    JF_TUPLE = 2,  /* a tuple: prints as one, immutable */
+    JF_UNSAFE = 4, /* an Undefined from a blocked attribute */
+    JF_GEN = 8,    /* a generator (map, select, unique, reverse...): always true, no len(), not JSON */
+};
 
 typedef struct jlist jlist;
 typedef struct jdict jdict;

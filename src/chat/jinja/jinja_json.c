@@ -125,6 +125,8 @@ void jv_tojson(jrender *R, cv_buf *b, jv v, const char *indent, int indent_len, 
     case JV_STR: put_json_str(b, v.s, v.n, ensure_ascii); return;
     case JV_LIST:
     case JV_JSON:
+        if (v.t == JV_LIST && (v.flags & JF_GEN))
+            jfail(R, CV_EINVAL, "Object of type generator is not JSON serializable");
         if (jv_is_list(v)) {
             int64_t n = jv_len(R, v);
             if (n == 0) {

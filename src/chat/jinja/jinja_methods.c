@@ -723,8 +723,6 @@ static jv m_format(jrender *R, jv self, jcallargs *a)
         } else if (conv == 's') {
             v = jv_to_str(R, v);
         }
-        if (v.t == JV_UNDEF && !(p < fl && f[p] == ':'))
-            ; /* Undefined formats as "" */
         if (p < fl && f[p] == ':')
             format_spec(R, b, v, f + p + 1, fl - p - 1);
         else

@@ -171,7 +171,7 @@ const char *jv_type_name(jv v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return v.flags & JF_SAFE ? "Markup" : "str";
-    case JV_LIST: return v.flags & JF_TUPLE ? "tuple" : "list";
+    case JV_LIST: return v.flags & JF_GEN ? "generator" : v.flags & JF_TUPLE ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_JSON: return json_is_array(v.j) ? "list" : "dict";
     case JV_NS: return "Namespace";
@@ -216,7 +216,10 @@ int64_t jv_len(jrender *R, jv v)
     switch (v.t) {
     case JV_UNDEF: return 0;
     case JV_STR: return (int64_t)utf8_count(v.s, v.n);
-    case JV_LIST: return v.l->n;
+    case JV_LIST:
+        if (v.flags & JF_GEN)
+            jfail(R, CV_EINVAL, "object of type 'generator' has no len()");
+        return v.l->n;
     case JV_DICT: case JV_NS: return v.d->n;
     case JV_JSON: return json_is_array(v.j) ? (int64_t)json_array_size(v.j) : (int64_t)json_object_size(v.j);
     default: jfail(R, CV_EINVAL, "object of type '%s' has no len()", jv_type_name(v));
@@ -230,7 +233,8 @@ bool jv_truthy(jrender *R, jv v)
     case JV_BOOL: case JV_INT: return v.i != 0;
     case JV_FLOAT: return v.f != 0;
     case JV_STR: return v.n != 0;
-    case JV_LIST: case JV_DICT: case JV_JSON: return jv_len(R, v) != 0;
+    case JV_LIST: return (v.flags & JF_GEN) || v.l->n != 0;
+    case JV_DICT: case JV_JSON: return jv_len(R, v) != 0;
     default: return true;
     }
 }
@@ -252,6 +256,8 @@ bool jv_eq(jv a, jv b)
     if (a.t == JV_UNDEF || b.t == JV_UNDEF)
         return a.t == b.t;
     if (jv_is_list(a) && jv_is_list(b)) {
+        if ((a.t == JV_LIST && (a.flags & JF_GEN)) || (b.t == JV_LIST && (b.flags & JF_GEN)))
+            return a.t == b.t && a.l == b.l;
         /* tuple != list in Python */
         if ((a.t == JV_LIST && (a.flags & JF_TUPLE)) != (b.t == JV_LIST && (b.flags & JF_TUPLE)))
             return false;
@@ -593,6 +599,10 @@ void jv_repr_append(jrender *R, cv_buf *b, jv v, int depth)
         cv_buf_puts(b, "Undefined");
         return;
     case JV_LIST: case JV_JSON:
+        if (v.t == JV_LIST && (v.flags & JF_GEN)) {
+            cv_buf_puts(b, "<generator object>");
+            return;
+        }
         if (jv_is_list(v)) {
             bool tuple = v.t == JV_LIST && (v.flags & JF_TUPLE);
             int64_t n = jv_len(R, v);
