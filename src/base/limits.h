@@ -20,6 +20,17 @@
 /* Tensor rank: GGUF defines at most 4 dimensions. */
 #define CV_MAX_TENSOR_DIMS 4
 
+/* ---- kernels/ ---- */
+/* Rows and row length of one matmul weight: the largest real matrices are
+ * output layers of ~256k rows and FFNs of ~50k inputs; 16M keeps every
+ * element index and packed offset far inside int64 and every per-row block
+ * count inside int32. */
+#define CV_MAX_MATMUL_DIM (1 << 24)
+/* Rotated dimensions per attention head (RoPE): real heads are <= 256 wide;
+ * 1024 sizes the on-stack angle tables. Model loaders reject a head_dim
+ * above it. */
+#define CV_MAX_ROPE_DIMS 1024
+
 /* ---- JSON ---- */
 /* Nesting depth of any JSON document we parse: deep enough for real tool
  * schemas (which rarely pass 20), shallow enough that recursive walkers over
@@ -64,5 +75,32 @@
  * conversation, so the ceiling bounds memory. */
 #define CV_RESPONSE_STORE_DEFAULT 256
 #define CV_MAX_RESPONSE_STORE 65536
+
+/* ---- chat templates (chat/jinja/) ----
+ * Templates arrive inside downloaded model files, so they are untrusted
+ * programs: every resource a render can consume is bounded, and hitting a
+ * bound is a CV_ELIMIT error naming the limit, never a hang or a crash. */
+/* Template source: the largest real chat templates are ~40 KB. */
+#define CV_JINJA_MAX_SOURCE (4u << 20)
+/* Nesting of the recursive-descent parser (brackets, operators, blocks):
+ * real templates nest < 20 deep; this keeps a hostile "((((..." from
+ * exhausting the C stack. */
+#define CV_JINJA_MAX_PARSE_DEPTH 200
+/* Loop iterations + calls + filter applications in one render: a 40-turn,
+ * 24-tool agent conversation takes ~20k; 5M is ~0.5 s of work. */
+#define CV_JINJA_MAX_STEPS 5000000u
+/* Rendered bytes, and bytes of any captured block or macro result: prompts
+ * beyond a million tokens (~4 MB) exceed every context window. */
+#define CV_JINJA_MAX_OUTPUT (32u << 20)
+/* Scratch bytes allocated by values during one render. */
+#define CV_JINJA_MAX_MEMORY (256u << 20)
+/* Nested macro / caller / recursive-loop calls: real templates recurse only
+ * over JSON-schema depth (< 20); Python's own recursion limit stops Jinja2
+ * itself at a few hundred. */
+#define CV_JINJA_MAX_DEPTH 100
+/* Wall time of one render, a backstop behind the step limit. */
+#define CV_JINJA_MAX_NS (2000000000ull)
+/* range() length: Jinja2's sandbox MAX_RANGE. */
+#define CV_JINJA_MAX_RANGE 100000
 
 #endif
