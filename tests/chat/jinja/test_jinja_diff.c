@@ -197,6 +197,9 @@ TEST(every_template_renders_every_conversation_exactly_as_jinja2)
             } else {
                 if (rc != 0) {
                     n_both_fail++;
+                    if (getenv("CV_JINJA_DIFF_VERBOSE")) /* to compare the two reasons by eye */
+                        fprintf(stderr, "BOTH-FAIL %s × %s\n  jinja2: %s\n  corvid: %s\n", tmpls[i], cname,
+                                json_string_value(json_object_get(res, "error")), e3.msg);
                 } else if (ex) {
                     n_excl++;
                 } else {
