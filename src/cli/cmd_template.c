@@ -71,7 +71,7 @@ int cv_cmd_template(int argc, char **argv)
     bool gen = true;
     long bench = 0;
     int64_t now = 0;
-    json_t *kwargs = json_object(), *messages = NULL, *tools = NULL, *doc = NULL;
+    json_t *kwargs = json_object(), *messages = NULL, *tools = NULL, *doc = NULL, *tools_doc = NULL;
     char *gbos = NULL, *geos = NULL, *src = NULL;
     size_t src_len = 0;
     cv_chat_template *t = NULL;
@@ -155,26 +155,20 @@ int cv_cmd_template(int argc, char **argv)
     } else {
         messages = doc;
     }
-    json_t *tools_doc = NULL;
     if (tools_path) {
         if (!(tools_doc = load_json(tools_path, &err))) {
             rc = fail("", &err);
             goto done;
         }
         tools = tools_doc;
-        json_object_set_new(kwargs, "__tools_owner", tools_doc); /* freed with kwargs */
     }
-    json_t *kw = json_deep_copy(kwargs);
-    json_object_del(kw, "__tools_owner");
     if (cv_chat_template_create(src, src_len, path, &t, &err) != 0) {
-        json_decref(kw);
         rc = fail("", &err);
         goto done;
     }
     cv_chat_render_opts o = { .messages = messages, .tools = tools, .add_generation_prompt = gen,
-                              .bos_token = bos ? bos : gbos, .eos_token = eos ? eos : geos, .kwargs = kw, .now = now };
+                              .bos_token = bos ? bos : gbos, .eos_token = eos ? eos : geos, .kwargs = kwargs, .now = now };
     if (cv_chat_template_render(t, &o, &out, &err) != 0) {
-        json_decref(kw);
         rc = fail("", &err);
         goto done;
     }
@@ -193,12 +187,12 @@ int cv_cmd_template(int argc, char **argv)
     } else {
         fwrite(out.data ? out.data : "", 1, out.len, stdout);
     }
-    json_decref(kw);
     rc = 0;
 done:
     cv_chat_template_destroy(t);
     cv_buf_free(&out);
     json_decref(doc);
+    json_decref(tools_doc);
     json_decref(kwargs);
     free(src);
     free(gbos);

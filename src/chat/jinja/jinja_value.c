@@ -184,7 +184,11 @@ void jfail_undef(jrender *R, jv v)
 {
     if (v.flags & JF_UNSAFE)
         jfail(R, CV_EINVAL, "access to attribute '%s' is unsafe in the sandbox", v.s ? v.s : "?");
-    jfail(R, CV_EINVAL, "%s is undefined", v.s ? v.s : "a value");
+    /* a bare quoted name reads "'x' is undefined"; a reason reads as itself */
+    const char *h = v.s ? v.s : "a value";
+    size_t n = strlen(h);
+    bool bare = n >= 2 && h[0] == '\'' && h[n - 1] == '\'' && !memchr(h, ' ', n);
+    jfail(R, CV_EINVAL, bare ? "%s is undefined" : "%s", h);
 }
 
 /* ---- UTF-8 helpers ---- */

@@ -176,14 +176,16 @@ TEST(sandbox_limits_stop_hostile_templates_with_clear_errors)
     }
 }
 
-TEST(default_limits_stop_an_infinite_loop_by_steps)
+TEST(default_limits_stop_an_infinite_loop)
 {
-    /* with the production limits: a loop that would run 10^10 iterations */
+    /* with the production limits: a loop that would run 10^10 iterations
+     * stops at the step limit, or at the time limit first on a slow
+     * (sanitizer, loaded) machine: either way a CV_ELIMIT naming it */
     cv_buf out = { 0 };
     cv_err err = { 0 };
     int rc = render("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", NULL, NULL, &out, &err);
     CHECK_EQ_INT(rc, CV_ELIMIT);
-    CHECK(strstr(err.msg, "loop iterations") != NULL);
+    CHECK_MSG(strstr(err.msg, "loop iterations") || strstr(err.msg, "took longer"), "%s", err.msg);
     cv_buf_free(&out);
 }
 
@@ -305,7 +307,7 @@ int main(void)
 {
     RUN(each_case_renders_as_jinja2_or_fails_where_it_fails);
     RUN(sandbox_limits_stop_hostile_templates_with_clear_errors);
-    RUN(default_limits_stop_an_infinite_loop_by_steps);
+    RUN(default_limits_stop_an_infinite_loop);
     RUN(deeply_nested_source_is_refused_at_compile_time);
     struct stat st;
     if (stat(test_data("templates"), &st) == 0) /* the rest needs no testdata */

@@ -98,8 +98,14 @@ static void show_diff(const char *tmpl, const char *conv, const char *want, size
 
 TEST(every_template_renders_every_conversation_exactly_as_jinja2)
 {
-    if (system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
-        test_skip("python3 with jinja2 is not installed (scripts/install-deps.sh installs python3-jinja2)");
+    /* Debian's python3-jinja2 is the oracle the project installs; another
+     * python3 on PATH (a pyenv) is used only when the Debian one is absent */
+    const char *py = "/usr/bin/python3";
+    if (system("/usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
+        py = "python3";
+        if (system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
+            test_skip("python3 with jinja2 is not installed (scripts/install-deps.sh installs python3-jinja2)");
+    }
     load_exclusions();
     cv_err err = { 0 };
     cv_buf cb = { 0 };
@@ -133,7 +139,7 @@ TEST(every_template_renders_every_conversation_exactly_as_jinja2)
     fclose(fin);
     json_decref(req);
     char cmd[4200];
-    snprintf(cmd, sizeof cmd, "TZ=UTC python3 tests/chat/jinja/jinja_oracle.py < %s", in_path);
+    snprintf(cmd, sizeof cmd, "TZ=UTC %s tests/chat/jinja/jinja_oracle.py < %s", py, in_path);
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
 
@@ -197,6 +203,9 @@ TEST(every_template_renders_every_conversation_exactly_as_jinja2)
             } else {
                 if (rc != 0) {
                     n_both_fail++;
+                    if (getenv("CV_JINJA_DIFF_VERBOSE")) /* to compare the two reasons by eye */
+                        fprintf(stderr, "BOTH-FAIL %s × %s\n  jinja2: %s\n  corvid: %s\n", tmpls[i], cname,
+                                json_string_value(json_object_get(res, "error")), e3.msg);
                 } else if (ex) {
                     n_excl++;
                 } else {
@@ -215,6 +224,7 @@ out:
     free(line);
     pclose(p);
     unlink(in_path);
+    printf("oracle: %s\n", py);
     printf("differential: %d identical, %d fail on both sides, %d excluded, %d mismatched (jinja2 rendered %d of %d)\n",
            n_same, n_both_fail, n_excl, n_bad, n_ok_py, nt * (int)json_array_size(convs));
     CHECK_EQ_INT(n_bad, 0);
