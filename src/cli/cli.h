@@ -26,5 +26,8 @@ int cv_cmd_serve(int argc, char **argv);
 int cv_cmd_import(int argc, char **argv);
 int cv_cmd_info(int argc, char **argv);
 int cv_cmd_template(int argc, char **argv);
+int cv_cmd_run(int argc, char **argv);
+int cv_cmd_bench(int argc, char **argv);
+int cv_cmd_synth(int argc, char **argv);
 
 #endif
