@@ -228,8 +228,8 @@ typedef struct cv_synth_params {
 
 /* Writes a random-weight model with the shape's dimensions and the arch's
  * tensors to out_path: the same bytes for the same parameters, whatever the
- * thread count. Weights are N(0, 1/fan_in) (embeddings N(0, 0.15^2)), norm
- * weights U(0.5, 1.5), biases N(0, 0.3^2). With a vocab file the vocabulary
+ * thread count. Weights are N(0, 1/fan_in) (embedding and output
+ * N(0, 0.15^2)), norm weights U(0.5, 1.5), biases N(0, 0.3^2). With a vocab file the vocabulary
  * size is its token count. CV_EINVAL names a bad arch/shape/dtype. */
 int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err);
 

@@ -14,7 +14,9 @@
  *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
  *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
  *   tools do: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
- * Norm weights and biases stay F32. */
+ * Norm weights and biases stay F32. Weights: matrices N(0, 1/fan_in), the
+ * embedding and the output N(0, 0.15^2), norms U(0.5, 1.5), biases
+ * N(0, 0.3^2). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -272,7 +274,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS:
                 j.how = DIST_NORMAL, j.std = 0.3f;
                 break;
-            case CV_ROLE_TOKEN_EMBD: j.how = DIST_NORMAL, j.std = 0.15f; break;
+            /* Embedding and output alike: logits then have a spread of
+             * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
+            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j.how = DIST_NORMAL, j.std = 0.15f; break;
             default: j.how = DIST_NORMAL, j.std = 1.0f / sqrtf((float)ne[0]); break;
             }
             j.row_bytes = cv_ggml_row_bytes(j.type, ne[0]);
