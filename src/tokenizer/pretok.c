@@ -1,0 +1,165 @@
+/* pretok.c — byte-level BPE pre-tokenizers: the table of regex sequences per
+ * `tokenizer.ggml.pre` name, their compilation with PCRE2 (UTF + Unicode
+ * properties + JIT), and the splitter that cuts text into the words BPE
+ * runs on.
+ *
+ * Semantics (Hugging Face tokenizers `Split` with behavior "Isolated", and
+ * the ByteLevel pre-tokenizer's own regex): a regex cuts a piece into its
+ * matches and the gaps between them, each kept as its own piece, in order;
+ * the next regex of the sequence then cuts each of those pieces. The regexes
+ * are the ones in each model's tokenizer.json (facts of the format, not
+ * code); `\p{N}` stands for the Digits pre-tokenizer, whose test is
+ * Unicode's numeric categories. The invariant is that the pieces concatenate
+ * back to the input exactly. */
+#include "tokenizer/tok_int.h"
+
+#include <stdio.h>
+
+/* GPT-2's ByteLevel regex (use_regex = true). */
+#define RX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+/* Llama 3 / Qwen 2 share this shape; they differ in the digit run length. */
+#define RX_LLAMA3                                                                                   \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_QWEN2                                                                                    \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_GPT4O                                                                                              \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_DEEPSEEK3_TAIL                                                                          \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|" \
+    " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+/* CJK blocks as the DeepSeek tokenizers spell them: 一-龥, ࠀ-一 and 가-퟿. */
+#define RX_DEEPSEEK_CJK "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+
+static const tok_pre_def pre_defs[] = {
+    { "gpt-2 default gpt2 mpt olmo jais trillion gpt-neox phi-2 roberta-bpe", { RX_GPT2 }, false, TOK_NORM_NONE },
+    { "llama-bpe llama3 dbrx smaug-bpe falcon3 pixtral", { RX_LLAMA3 }, true, TOK_NORM_NONE },
+    { "qwen2 qwen35 deepseek-r1-qwen stablelm2 hunyuan megrez", { RX_QWEN2 }, false, TOK_NORM_NFC },
+    { "gpt-4o gpt-oss o200k", { RX_GPT4O }, true, TOK_NORM_NONE },
+    { "starcoder refact command-r smollm codeshell exaone minerva-7b", { "\\p{N}", RX_GPT2 }, false, TOK_NORM_NONE },
+    { "falcon",
+      { "[\\p{P}\\x{21}-\\x{2f}\\x{3a}-\\x{40}\\x{5b}-\\x{60}\\x{7b}-\\x{7e}]+", RX_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" },
+      false, TOK_NORM_NONE },
+    { "deepseek-llm",
+      { "[\r\n]",
+        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+        "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RX_DEEPSEEK_CJK, "\\p{N}+" },
+      false, TOK_NORM_NONE },
+    { "deepseek-coder", { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_DEEPSEEK_CJK, "\\p{N}" }, false, TOK_NORM_NONE },
+    { "deepseek-v3 deepseek3-llm hunyuan-dense kimi-k2",
+      { "\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", RX_DEEPSEEK3_TAIL },
+      false, TOK_NORM_NONE },
+};
+
+static bool name_in(const char *names, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *e = strchr(p, ' ');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0)
+            return true;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
+const tok_pre_def *tok_pre_find(const char *name)
+{
+    for (size_t i = 0; i < CV_ARRAY_LEN(pre_defs); i++)
+        if (name_in(pre_defs[i].names, name))
+            return &pre_defs[i];
+    return NULL;
+}
+
+const tok_pre_def *tok_pre_match(const char *const *regex, int n)
+{
+    for (size_t i = 0; i < CV_ARRAY_LEN(pre_defs); i++) {
+        const tok_pre_def *d = &pre_defs[i];
+        int k = 0;
+        while (k < TOK_MAX_REGEX && d->regex[k])
+            k++;
+        if (k != n)
+            continue;
+        bool same = true;
+        for (int j = 0; j < n && same; j++)
+            same = strcmp(d->regex[j], regex[j]) == 0;
+        if (same)
+            return d;
+    }
+    return NULL;
+}
+
+int tok_pre_compile(cv_tok *t, cv_err *err)
+{
+    for (int i = 0; i < TOK_MAX_REGEX && t->pre->regex[i]; i++) {
+        int ec;
+        PCRE2_SIZE off;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)t->pre->regex[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec,
+                                       &off, NULL);
+        if (!re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ec, msg, sizeof msg);
+            /* Our own table failed to compile: a build of PCRE2 without
+             * Unicode support is the only way here. */
+            return cv_err_set(err, CV_EUNSUPPORTED, "pre-tokenizer %s regex %d does not compile at offset %zu: %s",
+                              t->pre_name, i, (size_t)off, (const char *)msg);
+        }
+        /* JIT is an optimisation: without it (a platform PCRE2 lacks it for)
+         * the interpreter gives the same matches. */
+        (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
+        t->re[t->n_re++] = re;
+    }
+    return 0;
+}
+
+/* ---- splitting ---- */
+
+static void split_level(const cv_tok *t, tok_scratch *s, int level, const char *text, size_t len, tok_piece_fn fn,
+                        cv_tok_ids *out)
+{
+    if (len == 0)
+        return;
+    if (level == t->n_re) {
+        fn(t, s, text, len, out);
+        return;
+    }
+    pcre2_match_data *md = s->md[level];
+    if (!md)
+        md = s->md[level] = pcre2_match_data_create(1, NULL);
+    size_t pos = 0, gap = 0;
+    while (pos < len) {
+        /* The text was validated once by the caller, so each match skips
+         * PCRE2's own UTF check (which would make the loop quadratic). */
+        int rc = pcre2_match(t->re[level], (PCRE2_SPTR)text, len, pos, PCRE2_NO_UTF_CHECK, md, s->mctx);
+        s->work++;
+        if (rc < 0)
+            break;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t ms = ov[0], me = ov[1];
+        if (me == ms) {
+            /* An empty match (none of our regexes has one, but the loop must
+             * advance whatever the pattern): step one character. */
+            pos = ms + 1;
+            while (pos < len && ((unsigned char)text[pos] & 0xC0) == 0x80)
+                pos++;
+            continue;
+        }
+        if (ms > gap)
+            split_level(t, s, level + 1, text + gap, ms - gap, fn, out);
+        split_level(t, s, level + 1, text + ms, me - ms, fn, out);
+        gap = pos = me;
+    }
+    if (gap < len)
+        split_level(t, s, level + 1, text + gap, len - gap, fn, out);
+}
+
+void tok_pre_split(const cv_tok *t, tok_scratch *s, const char *text, size_t len, tok_piece_fn fn, cv_tok_ids *out)
+{
+    split_level(t, s, 0, text, len, fn, out);
+}
