@@ -4,6 +4,10 @@
 
 const cv_cmd cv_cmds[] = {
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
+    { "import", "convert another format to GGUF",
+      "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf", cv_cmd_import },
+    { "info", "show a GGUF file's metadata and tensors (and validate it)", "corvid info [--all] MODEL.gguf",
+      cv_cmd_info },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
 };
 const int cv_n_cmds = (int)CV_ARRAY_LEN(cv_cmds);
