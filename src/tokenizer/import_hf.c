@@ -97,11 +97,20 @@ static const char *config_token(json_t *cfg, const char *key)
     return NULL;
 }
 
-static int read_json(const char *path, json_t **out, cv_err *err)
+/* lenient: tokenizer_config.json holds integers past 64 bits
+ * (model_max_length = 1e30) that strict parsing rejects; only strings and
+ * booleans are read from it. */
+static int read_json(const char *path, bool lenient, json_t **out, cv_err *err)
 {
     cv_buf b = { 0 };
     int rc = cv_read_file(path, &b, CV_MAX_TOK_JSON_BYTES, err);
-    if (rc == 0) {
+    if (rc == 0 && lenient) {
+        json_error_t je;
+        *out = json_loadb(b.data, b.len, JSON_DECODE_INT_AS_REAL, &je);
+        if (!*out)
+            rc = cv_err_set(err, CV_EINVAL, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column,
+                            je.text);
+    } else if (rc == 0) {
         *out = cv_json_parse(b.data, b.len, err);
         if (!*out) {
             cv_err_prefix(err, "%s: ", path);
@@ -168,9 +177,9 @@ int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
     char **merge_owned = NULL;
     size_t n_merges = 0;
     int rc;
-    if ((rc = read_json(tj, &root, err)) != 0)
+    if ((rc = read_json(tj, false, &root, err)) != 0)
         goto fail;
-    if (exists(tc) && (rc = read_json(tc, &cfg, err)) != 0)
+    if (exists(tc) && (rc = read_json(tc, true, &cfg, err)) != 0)
         goto fail;
     if (!cfg)
         cfg = json_object();
