@@ -394,7 +394,10 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
             len = (size_t)cv_utf8_encode(byte_to_cp(b), tmp);
         else
             len = (size_t)snprintf(tmp, sizeof tmp, "<0x%02X>", b);
-        t->byte_id[b] = tok_map_find(t, tmp, len);
+        int32_t id = tok_map_find(t, tmp, len);
+        /* only a NORMAL or BYTE token spells a raw byte: deepseek-llm has a
+         * USER_DEFINED "ü" that means the character, not byte 0xFC */
+        t->byte_id[b] = id >= 0 && (t->type[id] == CV_TOKTYPE_NORMAL || t->type[id] == CV_TOKTYPE_BYTE) ? id : -1;
     }
 
     for (int32_t i = 0; i < n; i++)
