@@ -8,7 +8,12 @@
  * "a b" became (id(a), id(b)) -> (rank, id(ab)) in a hash table, so the inner
  * loop hashes two integers. A binary heap of candidate pairs with lazy
  * invalidation keeps a word of n bytes at O(n log n), so one 10 MB word costs
- * the same per byte as many short ones. */
+ * the same per byte as many short ones.
+ *
+ * Source code repeats its words, so a call that has seen many words keeps a
+ * small direct-mapped cache of short words and their ids (per call, so the
+ * tokenizer stays shareable). A hit gives the ids BPE would give: the
+ * result depends only on the word's bytes. */
 #include "tokenizer/tok_int.h"
 
 #include <stdlib.h>
@@ -85,6 +90,23 @@ static void push_byte(const cv_tok *t, unsigned char b, cv_tok_ids *out)
         tok_ids_push(out, id);
 }
 
+#define CACHE_SLOTS 4096
+#define CACHE_KEY 22
+#define CACHE_IDS 8
+/* Words before the cache is made: short texts never pay for it. */
+#define CACHE_AFTER 512
+
+typedef struct tok_word_cache {
+    struct {
+        uint64_t hash; /* 0 = empty */
+        uint8_t len, n;
+        char key[CACHE_KEY];
+        int32_t ids[CACHE_IDS];
+    } e[CACHE_SLOTS];
+} tok_word_cache;
+
+static void bpe_merge(const cv_tok *t, tok_scratch *s, const char *p, size_t n, cv_tok_ids *out);
+
 void tok_bpe_word(const cv_tok *t, tok_scratch *s, const char *p, size_t n, cv_tok_ids *out)
 {
     s->work++;
@@ -92,6 +114,38 @@ void tok_bpe_word(const cv_tok *t, tok_scratch *s, const char *p, size_t n, cv_t
         push_byte(t, (unsigned char)p[0], out);
         return;
     }
+    if (n > CACHE_KEY) {
+        bpe_merge(t, s, p, n, out);
+        return;
+    }
+    if (!s->cache) {
+        if (++s->n_words < CACHE_AFTER) {
+            bpe_merge(t, s, p, n, out);
+            return;
+        }
+        s->cache = cv_xcalloc(1, sizeof *s->cache);
+    }
+    uint64_t h = tok_hash_bytes(p, n) | 1;
+    typeof(s->cache->e[0]) *e = &s->cache->e[h & (CACHE_SLOTS - 1)];
+    if (e->hash == h && e->len == n && memcmp(e->key, p, n) == 0) {
+        for (int i = 0; i < e->n; i++)
+            tok_ids_push(out, e->ids[i]);
+        return;
+    }
+    size_t mark = out->n;
+    bpe_merge(t, s, p, n, out);
+    size_t got = out->n - mark;
+    if (got <= CACHE_IDS) {
+        e->hash = h;
+        e->len = (uint8_t)n;
+        e->n = (uint8_t)got;
+        memcpy(e->key, p, n);
+        memcpy(e->ids, out->ids + mark, got * sizeof(int32_t));
+    }
+}
+
+static void bpe_merge(const cv_tok *t, tok_scratch *s, const char *p, size_t n, cv_tok_ids *out)
+{
     if (t->ignore_merges) {
         /* Llama 3 and gpt-4o: a word that is itself a token is emitted
          * as-is, even where merge order would not reach it. */

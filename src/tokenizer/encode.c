@@ -48,32 +48,57 @@ void tok_scratch_fini(tok_scratch *s)
     cv_buf_free(&s->word);
     free(s->sym);
     free(s->heap);
+    free(s->cache);
 }
 
 /* ---- byte-level fragments ---- */
 
-static bool needs_nfc(const char *p, size_t n)
+/* NFC without paying for it on ASCII: an ASCII character is a starter that
+ * never composes with what precedes it, so text can be cut before any ASCII
+ * character and each piece normalized alone. ASCII stretches are copied;
+ * only a window holding non-ASCII characters (with the ASCII character just
+ * before it, which a combining mark may join) goes through utf8proc. */
+static const char *nfc(tok_scratch *s, const char *p, size_t n, size_t *out_len)
 {
-    /* ASCII is already NFC; most source code never pays for utf8proc. */
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] >= 0x80)
-            return true;
-    return false;
+    size_t i = 0;
+    while (i < n && (unsigned char)p[i] < 0x80)
+        i++;
+    if (i == n) {
+        *out_len = n;
+        return p;
+    }
+    cv_buf *b = &s->norm;
+    cv_buf_reset(b);
+    size_t copied = 0;
+    while (i < n) {
+        /* window: [start, end) from the ASCII char before i to the next
+         * ASCII char after the non-ASCII run */
+        size_t start = i > copied && (unsigned char)p[i - 1] < 0x80 ? i - 1 : i;
+        size_t end = i;
+        while (end < n && (unsigned char)p[end] >= 0x80)
+            end++;
+        cv_buf_append(b, p + copied, start - copied);
+        utf8proc_uint8_t *out = NULL;
+        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)p + start, (utf8proc_ssize_t)(end - start), &out,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (r >= 0)
+            cv_buf_append(b, out, (size_t)r);
+        else /* cannot happen on valid UTF-8: keep the text as it is */
+            cv_buf_append(b, p + start, end - start);
+        free(out);
+        copied = i = end;
+        while (i < n && (unsigned char)p[i] < 0x80)
+            i++;
+    }
+    cv_buf_append(b, p + copied, n - copied);
+    *out_len = b->len;
+    return b->data;
 }
 
 static void bpe_valid_run(const cv_tok *t, tok_scratch *s, const char *p, size_t n, cv_tok_ids *out)
 {
-    if (t->norm == TOK_NORM_NFC && needs_nfc(p, n)) {
-        utf8proc_uint8_t *nfc = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)p, (utf8proc_ssize_t)n, &nfc,
-                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-        if (r >= 0) {
-            tok_pre_split(t, s, (const char *)nfc, (size_t)r, tok_bpe_word, out);
-            free(nfc);
-            return;
-        }
-        free(nfc); /* cannot happen on valid UTF-8; tokenize unnormalized */
-    }
+    if (t->norm == TOK_NORM_NFC)
+        p = nfc(s, p, n, &n);
     tok_pre_split(t, s, p, n, tok_bpe_word, out);
 }
 
@@ -145,14 +170,6 @@ int tok_encode_work(const cv_tok *t, const char *text, size_t len, unsigned flag
     if (len > CV_MAX_TOK_INPUT)
         return cv_err_set(err, CV_ELIMIT, "text to tokenize is %zu bytes, at most %u allowed", len, CV_MAX_TOK_INPUT);
     tok_scratch s = { 0 };
-    if (t->n_re > 0) {
-        /* Long runs of one class can need more than PCRE2's default 32 KiB
-         * JIT stack; the stack grows on demand up to 8 MiB. */
-        s.jit = pcre2_jit_stack_create(32 << 10, 8 << 20, NULL);
-        s.mctx = pcre2_match_context_create(NULL);
-        if (s.jit && s.mctx)
-            pcre2_jit_stack_assign(s.mctx, NULL, s.jit);
-    }
     bool add = (flags & CV_TOK_ADD_SPECIAL) != 0;
     bool parse_special = (flags & CV_TOK_PARSE_SPECIAL) != 0;
     if (add && t->add_bos && t->bos >= 0)

@@ -35,14 +35,17 @@
 #define RX_DEEPSEEK_CJK "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
 
 static const tok_pre_def pre_defs[] = {
-    { "gpt-2 default gpt2 mpt olmo jais trillion gpt-neox phi-2 roberta-bpe", { RX_GPT2 }, false, TOK_NORM_NONE },
-    { "llama-bpe llama3 dbrx smaug-bpe falcon3 pixtral", { RX_LLAMA3 }, true, TOK_NORM_NONE },
-    { "qwen2 qwen35 deepseek-r1-qwen stablelm2 hunyuan megrez", { RX_QWEN2 }, false, TOK_NORM_NFC },
-    { "gpt-4o gpt-oss o200k", { RX_GPT4O }, true, TOK_NORM_NONE },
-    { "starcoder refact command-r smollm codeshell exaone minerva-7b", { "\\p{N}", RX_GPT2 }, false, TOK_NORM_NONE },
+    { "gpt-2 default gpt2 mpt olmo jais trillion gpt-neox phi-2 roberta-bpe", { RX_GPT2 }, false, TOK_NORM_NONE, 0 },
+    { "llama-bpe llama3 dbrx smaug-bpe falcon3 pixtral", { RX_LLAMA3 }, true, TOK_NORM_NONE, 3 },
+    { "qwen2 deepseek-r1-qwen stablelm2 hunyuan megrez", { RX_QWEN2 }, false, TOK_NORM_NFC, 1 },
+    /* Qwen 3.5 dropped the NFC normalizer (vocab/no-gguf/ggml-vocab-qwen35
+     * keeps decomposed accents apart) */
+    { "qwen35", { RX_QWEN2 }, false, TOK_NORM_NONE, 1 },
+    { "gpt-4o gpt-oss o200k", { RX_GPT4O }, true, TOK_NORM_NONE, 0 },
+    { "starcoder refact command-r smollm codeshell exaone minerva-7b", { "\\p{N}", RX_GPT2 }, false, TOK_NORM_NONE, 0 },
     { "falcon",
       { "[\\p{P}\\x{21}-\\x{2f}\\x{3a}-\\x{40}\\x{5b}-\\x{60}\\x{7b}-\\x{7e}]+", RX_GPT2, "[0-9]+", "[0-9][0-9][0-9]" },
-      false, TOK_NORM_NONE },
+      false, TOK_NORM_NONE, 0 },
     { "deepseek-llm",
       { "[\r\n]",
         "\\s?["
@@ -63,11 +66,11 @@ static const tok_pre_def pre_defs[] = {
         "\\x{118df}\\x{1e900}-\\x{1e943}"
         "]+",
         "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RX_DEEPSEEK_CJK, "\\p{N}+" },
-      false, TOK_NORM_NONE },
-    { "deepseek-coder", { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_DEEPSEEK_CJK, "\\p{N}" }, false, TOK_NORM_NONE },
+      false, TOK_NORM_NONE, 0 },
+    { "deepseek-coder", { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_DEEPSEEK_CJK, "\\p{N}" }, false, TOK_NORM_NONE, 0 },
     { "deepseek-v3 deepseek3-llm hunyuan-dense kimi-k2",
       { "\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+", RX_DEEPSEEK3_TAIL },
-      false, TOK_NORM_NONE },
+      false, TOK_NORM_NONE, 0 },
 };
 
 static bool name_in(const char *names, const char *name)
@@ -134,6 +137,117 @@ int tok_pre_compile(cv_tok *t, cv_err *err)
     return 0;
 }
 
+/* ---- the Llama 3 / Qwen 2 regex by hand, for ASCII ----
+ *
+ * Most of what agents send is ASCII source code, and the regex engine spends
+ * ~350 instructions a match on it. For ASCII the classes are simple (\p{L}
+ * = [A-Za-z], \p{N} = [0-9], \s = [\t\n\v\f\r ]) and every character
+ * starts a match, so the alternatives can be tried in order by hand. The
+ * moment an answer could depend on a non-ASCII character (a letter run
+ * running into one, a lookahead landing on one, 'ſ after an apostrophe),
+ * fast_llama3 returns -1 and PCRE2 decides that match: the split is the
+ * regex's, only cheaper. tests/tokenizer/diff.sh holds it to the reference. */
+
+enum { C_L = 1, C_N = 2, C_S = 4, C_NL = 8 };
+static const uint8_t ascii_class[128] = {
+    ['\t'] = C_S, ['\n'] = C_S | C_NL, ['\v'] = C_S, ['\f'] = C_S, ['\r'] = C_S | C_NL, [' '] = C_S,
+    ['0'] = C_N, ['1'] = C_N, ['2'] = C_N, ['3'] = C_N, ['4'] = C_N,
+    ['5'] = C_N, ['6'] = C_N, ['7'] = C_N, ['8'] = C_N, ['9'] = C_N,
+    ['A'] = C_L, ['B'] = C_L, ['C'] = C_L, ['D'] = C_L, ['E'] = C_L, ['F'] = C_L, ['G'] = C_L, ['H'] = C_L,
+    ['I'] = C_L, ['J'] = C_L, ['K'] = C_L, ['L'] = C_L, ['M'] = C_L, ['N'] = C_L, ['O'] = C_L, ['P'] = C_L,
+    ['Q'] = C_L, ['R'] = C_L, ['S'] = C_L, ['T'] = C_L, ['U'] = C_L, ['V'] = C_L, ['W'] = C_L, ['X'] = C_L,
+    ['Y'] = C_L, ['Z'] = C_L,
+    ['a'] = C_L, ['b'] = C_L, ['c'] = C_L, ['d'] = C_L, ['e'] = C_L, ['f'] = C_L, ['g'] = C_L, ['h'] = C_L,
+    ['i'] = C_L, ['j'] = C_L, ['k'] = C_L, ['l'] = C_L, ['m'] = C_L, ['n'] = C_L, ['o'] = C_L, ['p'] = C_L,
+    ['q'] = C_L, ['r'] = C_L, ['s'] = C_L, ['t'] = C_L, ['u'] = C_L, ['v'] = C_L, ['w'] = C_L, ['x'] = C_L,
+    ['y'] = C_L, ['z'] = C_L,
+};
+
+#define BAIL (-1)
+
+/* End of the match that starts at i, or BAIL. */
+static long fast_llama3(const unsigned char *s, size_t n, size_t i, int max_digits)
+{
+    unsigned c = s[i];
+    if (c >= 0x80)
+        return BAIL;
+    unsigned k = ascii_class[c];
+    /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+    if (c == '\'' && i + 1 < n) {
+        unsigned a = s[i + 1];
+        if (a >= 0x80)
+            return BAIL; /* 'ſ matches 's case-insensitively */
+        a |= 0x20;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd')
+            return (long)i + 2;
+        if ((a == 'r' || a == 'v' || a == 'l') && i + 2 < n) {
+            unsigned b = s[i + 2];
+            if (b >= 0x80)
+                return BAIL;
+            b |= 0x20;
+            if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                return (long)i + 3;
+        }
+    }
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    size_t j = i;
+    if (!(k & (C_L | C_N | C_NL))) {
+        j = i + 1;
+        if (j < n && s[j] >= 0x80)
+            return BAIL;
+    }
+    if (j < n && (ascii_class[s[j]] & C_L)) {
+        while (j < n && s[j] < 0x80 && (ascii_class[s[j]] & C_L))
+            j++;
+        return j < n && s[j] >= 0x80 ? BAIL : (long)j;
+    }
+    /* \p{N}{1,max} */
+    if (k & C_N) {
+        j = i;
+        while (j < n && (int)(j - i) < max_digits && s[j] < 0x80 && (ascii_class[s[j]] & C_N))
+            j++;
+        if ((int)(j - i) < max_digits && j < n && s[j] >= 0x80)
+            return BAIL;
+        return (long)j;
+    }
+    /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
+    j = c == ' ' ? i + 1 : i;
+    if (j < n) {
+        if (s[j] >= 0x80)
+            return BAIL;
+        if (!ascii_class[s[j]]) {
+            while (j < n && s[j] < 0x80 && !ascii_class[s[j]])
+                j++;
+            if (j < n && s[j] >= 0x80)
+                return BAIL;
+            while (j < n && s[j] < 0x80 && (ascii_class[s[j]] & C_NL))
+                j++;
+            return (long)j;
+        }
+    }
+    /* what is left starts with whitespace */
+    if (!(k & C_S))
+        return BAIL;
+    size_t e = i, last_nl = (size_t)-1;
+    while (e < n && s[e] < 0x80 && (ascii_class[s[e]] & C_S)) {
+        if (ascii_class[s[e]] & C_NL)
+            last_nl = e;
+        e++;
+    }
+    if (e < n && s[e] >= 0x80)
+        return BAIL;
+    /* \s*[\r\n]+ : the whitespace up to and including the last newline */
+    if (last_nl != (size_t)-1)
+        return (long)last_nl + 1;
+    /* \s+(?!\S) : all of it at the end, else all but the last */
+    if (e == n)
+        return (long)e;
+    if (e - i >= 2)
+        return (long)e - 1;
+    /* \s+ */
+    return (long)e;
+}
+
 /* ---- splitting ---- */
 
 static void split_level(const cv_tok *t, tok_scratch *s, int level, const char *text, size_t len, tok_piece_fn fn,
@@ -149,11 +263,32 @@ static void split_level(const cv_tok *t, tok_scratch *s, int level, const char *
     if (!md)
         md = s->md[level] = pcre2_match_data_create(1, NULL);
     size_t pos = 0, gap = 0;
+    int fast = level == 0 ? t->pre->fast_digits : 0;
     while (pos < len) {
+        if (fast) {
+            long e = fast_llama3((const unsigned char *)text, len, pos, fast);
+            if (e != BAIL) {
+                s->work++;
+                split_level(t, s, level + 1, text + pos, (size_t)e - pos, fn, out);
+                gap = pos = (size_t)e;
+                continue;
+            }
+        }
         /* The text was validated once by the caller, so each match skips
          * PCRE2's own UTF check (which would make the loop quadratic). */
         int rc = pcre2_match(t->re[level], (PCRE2_SPTR)text, len, pos, PCRE2_NO_UTF_CHECK, md, s->mctx);
         s->work++;
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->jit) {
+            /* A long run of one class outgrew PCRE2's 32 KiB default JIT
+             * stack: give this call one that grows to 8 MiB and retry.
+             * Made lazily because most texts never need it. */
+            s->jit = pcre2_jit_stack_create(32 << 10, 8 << 20, NULL);
+            s->mctx = pcre2_match_context_create(NULL);
+            if (s->jit && s->mctx) {
+                pcre2_jit_stack_assign(s->mctx, NULL, s->jit);
+                continue;
+            }
+        }
         if (rc < 0)
             break;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

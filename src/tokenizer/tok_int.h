@@ -93,6 +93,8 @@ typedef struct tok_pre_def {
     const char *regex[TOK_MAX_REGEX];
     bool ignore_merges; /* a piece that is a whole token skips BPE (Llama 3, gpt-4o) */
     tok_norm norm;      /* normalizer of the reference tokenizer */
+    int fast_digits;    /* > 0: the Llama 3 / Qwen 2 regex, whose ASCII matches pretok.c
+                           finds by hand; the longest digit run it isolates */
 } tok_pre_def;
 
 const tok_pre_def *tok_pre_find(const char *name);
@@ -163,6 +165,8 @@ typedef struct tok_scratch {
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit;
     size_t work;      /* operations done: regex matches, heap pushes and pops, lookups */
+    struct tok_word_cache *cache; /* bpe.c: recent words -> ids, made once a text proves long */
+    size_t n_words;
 } tok_scratch;
 
 /* encode.c: cv_tok_encode that also reports the work done (tests bound it). */
