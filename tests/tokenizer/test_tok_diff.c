@@ -2,7 +2,7 @@
  * on the generated corpus: identical ids and identical decoded text for
  * every string, and the streaming detokenizer equal to one-shot decoding.
  *   test_tok_diff VOCAB.gguf CORPUS.json ORACLE.json
- * ORACLE.json is tests/js/tok_oracle.js's output for the same corpus; the
+ * ORACLE.json is tests/js/tok_oracle.cjs's output for the same corpus; the
  * driver tests/tokenizer/diff.sh builds all three files. */
 #include "test.h"
 #include "tokenizer/tokenizer.h"

@@ -457,6 +457,72 @@ TEST(malformed_vocabulary_metadata_is_refused_with_the_key_named)
     cv_gguf_writer_destroy(w);
 }
 
+
+/* The hand-written ASCII matcher for the Llama 3 / Qwen 2 regex splits
+ * exactly as PCRE2 does: the same vocabulary with and without it gives the
+ * same ids on random text mixing every ASCII class with the non-ASCII
+ * characters the fast path must hand over (letters, digits, spaces, ſ). */
+TEST(the_ascii_fast_path_splits_exactly_as_the_regex)
+{
+    cv_gguf *src = NULL;
+    CHECK(cv_gguf_open(test_data("vocab/ggml-vocab-gpt-2.gguf"), &src, NULL) == 0);
+    if (!src)
+        return;
+    static const char *const alphabet[] = {
+        "a", "Z", "q", "0", "7", " ", "  ", "\t", "\n", "\r", "\r\n", "\v", "\f", "'", "'s", "'S", "'re", "'LL",
+        "'ve", "'d", "'m", "'t", ".", ",", "{", "}", "_", "-", "/", "\"", "<|", "é", "中", "٣", "\u2009", "\u00a0",
+        "\u3000", "\xc2\x85", "\ufeff", "\u017f", "\u0301", "😀", "\u2028", "ß", "ǅ", "x", "123", "4567",
+    };
+    for (int pre = 0; pre < 2; pre++) {
+        cv_gguf_writer *w = cv_gguf_writer_create();
+        for (int64_t i = 0; i < cv_gguf_n_kv(src); i++) {
+            cv_str k = cv_gguf_kv_key(src, i);
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+            cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(src, i));
+        }
+        cv_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre ? CV_STR("qwen2") : CV_STR("llama-bpe"));
+        cv_tok *t = NULL;
+        cv_err err = { 0 };
+        CHECK_MSG(load_mem(w, &t, &err) == 0, "%s", err.msg);
+        cv_gguf_writer_destroy(w);
+        if (!t)
+            continue;
+        CHECK(t->pre->fast_digits > 0);
+        tok_pre_def slow = *t->pre;
+        slow.fast_digits = 0;
+        const tok_pre_def *fast = t->pre;
+        cv_rng r;
+        cv_rng_seed(&r, 11 + pre);
+        int differ = 0;
+        for (int k = 0; k < 20000; k++) {
+            cv_buf b = { 0 };
+            int n = 1 + (int)cv_rng_below(&r, 24);
+            for (int i = 0; i < n; i++)
+                cv_buf_puts(&b, alphabet[cv_rng_below(&r, CV_ARRAY_LEN(alphabet))]);
+            cv_tok_ids a = { 0 }, c = { 0 };
+            t->pre = fast;
+            cv_tok_encode(t, b.data, b.len, 0, &a, NULL);
+            t->pre = &slow;
+            cv_tok_encode(t, b.data, b.len, 0, &c, NULL);
+            bool same = a.n == c.n && (a.n == 0 || !memcmp(a.ids, c.ids, a.n * sizeof(int32_t)));
+            if (!same && differ++ < 5) {
+                cv_buf j = { 0 };
+                cv_buf_put_json_str(&j, b.data, b.len);
+                fprintf(stderr, "  fast path differs on %s\n", j.data);
+                cv_buf_free(&j);
+            }
+            cv_tok_ids_free(&a);
+            cv_tok_ids_free(&c);
+            cv_buf_free(&b);
+        }
+        t->pre = fast;
+        CHECK_EQ_INT(differ, 0);
+        cv_tok_destroy(t);
+    }
+    cv_gguf_close(src);
+}
+
 int main(void)
 {
     RUN(malformed_vocabulary_metadata_is_refused_with_the_key_named);
@@ -470,5 +536,6 @@ int main(void)
     RUN(stream_holds_partial_characters_and_flush_repairs_them);
     RUN(spm_decoding_at_start_drops_the_added_space_once);
     RUN(one_tokenizer_serves_many_threads_at_once);
+    RUN(the_ascii_fast_path_splits_exactly_as_the_regex);
     return test_report();
 }
