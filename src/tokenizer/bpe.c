@@ -90,7 +90,7 @@ static void push_byte(const cv_tok *t, unsigned char b, cv_tok_ids *out)
         tok_ids_push(out, id);
 }
 
-#define CACHE_SLOTS 4096
+#define CACHE_SLOTS 16384
 #define CACHE_KEY 22
 #define CACHE_IDS 8
 /* Words before the cache is made: short texts never pay for it. */
