@@ -3,6 +3,10 @@
 #include "cli/cli.h"
 
 const cv_cmd cv_cmds[] = {
+    { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "                     [--case decode,batch8,prefill|all] [--threads N] [--repeats N]",
+      cv_cmd_bench_kernels },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
     { "import", "convert another format to GGUF",
       "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf", cv_cmd_import },
