@@ -7,6 +7,8 @@ const cv_cmd cv_cmds[] = {
       "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
       "                     [--case decode,batch8,prefill|all] [--threads N] [--repeats N]",
       cv_cmd_bench_kernels },
+    { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
+      "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
     { "import", "convert another format to GGUF",
       "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf", cv_cmd_import },

@@ -211,6 +211,7 @@ static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK_K) * SB_BYTE
 CV_TILE_RUN(run, tile, group_bytes)
 
 const cv_mm_impl cv_mm_q4_K_avx2 = {
+    .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
     .pack_bytes = pack_bytes,
     .pack = pack,

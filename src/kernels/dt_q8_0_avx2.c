@@ -143,6 +143,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
 CV_TILE_RUN(run, tile, group_bytes)
 
 const cv_mm_impl cv_mm_q8_0_avx2 = {
+    .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
     .pack_bytes = pack_bytes,
     .pack = pack,
