@@ -24,7 +24,9 @@ int cv_cmd_help(int argc, char **argv);
 int cv_cmd_bench_kernels(int argc, char **argv);
 int cv_cmd_doctor(int argc, char **argv);
 int cv_cmd_version(int argc, char **argv);
+int cv_cmd_serve(int argc, char **argv);
 int cv_cmd_import(int argc, char **argv);
 int cv_cmd_info(int argc, char **argv);
+int cv_cmd_template(int argc, char **argv);
 
 #endif
