@@ -5,6 +5,8 @@
  * even everywhere), and d, s kept in f32 rather than f16. */
 #include "kernels/simd_avx2.h"
 
+#define RND (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
 void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
 {
     const int64_t nb = n_in / 32;
@@ -19,11 +21,10 @@ void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
         const float amax = hmax_ps(m);
         const float db = amax / 127;
         const __m256 id = _mm256_set1_ps(db ? 1.0f / db : 0.0f);
-        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), rnd));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), rnd));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), rnd));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), rnd));
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), RND));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), RND));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), RND));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), RND));
         int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
         _mm256_storeu_si256((__m256i *)(row + 32 * b), pack_epi32_to_epi8(i0, i1, i2, i3));
         d[b] = db;
@@ -61,11 +62,10 @@ void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
         const float iscale = -127.f / max;
         const __m256 vis = _mm256_set1_ps(iscale);
         const __m256i lim = _mm256_set1_epi32(127);
-        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
         for (int i = 0; i < 256; i += 32) {
             __m256i v[4];
             for (int k = 0; k < 4; k++) {
-                v[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * k), vis), rnd));
+                v[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * k), vis), RND));
                 v[k] = _mm256_min_epi32(v[k], lim);
             }
             /* Sums of each 16: two dwords vectors per 16 values. */
