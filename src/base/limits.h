@@ -81,8 +81,9 @@
 /* Tool calls in one response: parallel calls from real models are a
  * handful; bounds the encoder's table against a runaway parser. */
 #define CV_MAX_TOOL_CALLS 256
-/* logit_bias entries per request (OpenAI allows 300). */
-#define CV_MAX_LOGIT_BIAS 1024
+/* logit_bias entries per request (OpenAI documents up to 300). The same
+ * definition as the engine's sampler limit, so the two may meet. */
+#define CV_MAX_LOGIT_BIAS 4096
 /* Token ids in a raw completions prompt. */
 #define CV_MAX_PROMPT_IDS (1 << 22)
 /* /v1/responses kept in memory for previous_response_id (LRU). Each holds its

@@ -3,6 +3,12 @@
 #include "cli/cli.h"
 
 const cv_cmd cv_cmds[] = {
+    { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "                     [--case decode,batch8,prefill|all] [--threads N] [--repeats N]",
+      cv_cmd_bench_kernels },
+    { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
+      "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
     { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
