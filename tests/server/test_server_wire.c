@@ -104,8 +104,8 @@ static void check_fixture(const char *file, json_t *rec, parse_fn fn, void *ud)
     }
     size_t i;
     json_t *m;
-    /* Neutral shape: known roles, string content (or null beside calls),
-     * system only first, arguments as objects. */
+    /* Neutral shape: known roles, string content (never null: templates
+     * use `in` on it), system only first, arguments as objects. */
     json_array_foreach(r.messages, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         CHECK_MSG(role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") ||
@@ -115,8 +115,7 @@ static void check_fixture(const char *file, json_t *rec, parse_fn fn, void *ud)
             CHECK_MSG(i == 0 || !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/responses"),
                       "%s: a system message at %zu (must be folded into the first)", file, i);
         json_t *c = json_object_get(m, "content");
-        CHECK_MSG(json_is_string(c) || (json_is_null(c) && json_object_get(m, "tool_calls")),
-                  "%s: messages[%zu] content is not a string", file, i);
+        CHECK_MSG(json_is_string(c), "%s: messages[%zu] content is not a string", file, i);
         size_t k;
         json_t *tc;
         json_array_foreach(json_object_get(m, "tool_calls"), k, tc)
