@@ -91,10 +91,22 @@ int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *d
     w->row_bytes = row_bytes;
     w->data = data;
     w->impl = impl_for(type, isa);
+    /* Block structs hold f16/f32 fields: reading them in place needs the
+     * alignment a GGUF file normally gives (its own alignment may be as low
+     * as 1). Misaligned data is read from an aligned copy. */
+    void *copy = NULL;
+    if ((uintptr_t)data % 4 != 0) {
+        copy = cv_aligned_alloc(n_bytes);
+        memcpy(copy, data, n_bytes);
+        w->data = copy;
+    }
     if (w->impl->pack) {
         w->owned = cv_aligned_alloc(w->impl->pack_bytes(n_in, n_out));
-        w->impl->pack(data, n_in, n_out, w->owned);
+        w->impl->pack(w->data, n_in, n_out, w->owned);
         w->data = w->owned;
+        cv_aligned_free(copy);
+    } else if (copy) {
+        w->owned = copy;
     }
     *out = w;
     return 0;
