@@ -1,12 +1,13 @@
 /* dt_q4_0_avx2.c — q4_0 on AVX2: dequantize, the q4_0 x q8_0 dot, and the
- * matmul tile over weights repacked 8 rows at a time.
+ * matmul tile over weights repacked 16 rows at a time.
  *
- * Packed layout, per group of 8 rows (rows past n_out are zero):
- *   u8 qs[nb][4][32] | f16 d[nb][8]
- * Vector qs[b][j] holds, for row r (bytes 4r..4r+3), values 8j..8j+3 of
- * block b in the low nibbles and values 8j+4..8j+7 in the high nibbles. So
- * one 32-byte load and two masks give two "k-steps": 8 rows x 4 values,
- * each multiplied (vpmaddubsw) by 4 broadcast activation bytes of a token.
+ * Packed layout, per group of 16 rows (rows past n_out are zero):
+ *   u8 qs[nb][4][2 halves][32] | f16 d[nb][16]
+ * Vector qs[b][j][h] holds, for row 8h + r (bytes 4r..4r+3), values
+ * 8j..8j+3 of block b in the low nibbles and values 8j+4..8j+7 in the high
+ * nibbles. So one 32-byte load and two masks give two "k-steps": 8 rows x 4
+ * values, each multiplied (vpmaddubsw) by 4 broadcast activation bytes of a
+ * token; one broadcast serves both halves.
  * Nibbles are used unsigned (0..15); the -8 is applied once per block
  * through the activation sum s (act32), so no sign fix-up is needed, and
  * the 8 products-pairs of a block (each <= 2*15*127) add up in int16

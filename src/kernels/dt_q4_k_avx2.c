@@ -186,6 +186,11 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2320)));
         const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2336)));
         const __m256 m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2352)));
+        /* mins widened once per super-block, shared by the tokens */
+        __m256i mn[8];
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < 8; k++)
+            mn[k] = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2176 + k * 16)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const int16_t *bst = (const int16_t *)((const uint8_t *)(bs + 8 * s) + t * stride);
@@ -193,10 +198,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 4")
             for (int p = 0; p < 4; p++) {
                 const __m256i b2 = bcast32(bst + 2 * p);
-                mi0 = _mm256_add_epi32(mi0, _mm256_madd_epi16(
-                          _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2176 + p * 32))), b2));
-                mi1 = _mm256_add_epi32(mi1, _mm256_madd_epi16(
-                          _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2176 + p * 32 + 16))), b2));
+                mi0 = _mm256_add_epi32(mi0, _mm256_madd_epi16(mn[2 * p], b2));
+                mi1 = _mm256_add_epi32(mi1, _mm256_madd_epi16(mn[2 * p + 1], b2));
             }
             const __m256 da = _mm256_broadcast_ss((const float *)((const uint8_t *)(ad + s) + t * stride));
             acc[2 * t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0[t]), _mm256_mul_ps(d0, da), acc[2 * t]);

@@ -194,6 +194,11 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         }
         const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 3328)));
         const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 3344)));
+        /* scales widened once per super-block, shared by the tokens */
+        __m256i sw[16];
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < 16; k++)
+            sw[k] = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + 3072 + k * 16)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             /* -32 * sum_j sc_j * bsum16_j, two sub-blocks per vpmaddwd */
@@ -202,10 +207,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 8")
             for (int p = 0; p < 8; p++) {
                 const __m256i b2 = bcast32(bst + 2 * p);
-                o0 = _mm256_add_epi32(o0, _mm256_madd_epi16(
-                         _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + 3072 + p * 32))), b2));
-                o1 = _mm256_add_epi32(o1, _mm256_madd_epi16(
-                         _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + 3072 + p * 32 + 16))), b2));
+                o0 = _mm256_add_epi32(o0, _mm256_madd_epi16(sw[2 * p], b2));
+                o1 = _mm256_add_epi32(o1, _mm256_madd_epi16(sw[2 * p + 1], b2));
             }
             const __m256i v0 = _mm256_sub_epi32(i0[t], _mm256_slli_epi32(o0, 5));
             const __m256i v1 = _mm256_sub_epi32(i1[t], _mm256_slli_epi32(o1, 5));

@@ -163,7 +163,7 @@ typedef enum cv_rope_style {
  * Dimensions n_rot..head_dim of each head are left as they are. */
 typedef struct cv_rope_params {
     cv_rope_style style;
-    int32_t n_rot;              /* even, <= head_dim */
+    int32_t n_rot;              /* even, <= head_dim and <= CV_MAX_ROPE_DIMS (the loader checks) */
     float theta;                /* rope base, e.g. 10000 or 1e6 */
     float freq_scale;           /* 1 for none */
     const float *freq_factors;  /* [n_rot/2] or NULL */
