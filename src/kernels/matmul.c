@@ -180,9 +180,10 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     r.ldx = ldx;
     uint8_t *act = cv_aligned_alloc(r.job.act_row_bytes * (size_t)n_tok);
     r.job.act = act;
-    /* One token's quantization is a few microseconds: not worth waking
-     * the pool for the decode case. */
-    if (n_tok == 1)
+    /* Quantizing a row is ~1 us per 2k values: below ~32k values in all
+     * (a decode step, a small batch) waking the pool costs more than it
+     * saves. */
+    if (n_tok * w->n_in <= 32768)
         quant_job(&r, 0, 1);
     else
         cv_pool_run(pool, quant_job, &r);
