@@ -115,6 +115,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *qs, const 
         for (int t = 0; t < T; t++)
             s0[t] = s1[t] = _mm256_setzero_si256();
         const uint8_t *qb = qs + b * 256, *ab = act + b * 32;
+        prefetch_range(qb + 16 * 256, 256);
+        _mm_prefetch((const char *)(dw + (b + 16) * ROWS), _MM_HINT_T0);
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 4; j++) {
             /* Low nibbles for all tokens, then high nibbles: keeps 2 weight

@@ -143,6 +143,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         acc[t] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = wp + s * SB_BYTES, *as = act + s * QK_K;
+        prefetch_range(sb + 2 * SB_BYTES, SB_BYTES);
         __m256i i0[TOK_TILE], i1[TOK_TILE];
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)

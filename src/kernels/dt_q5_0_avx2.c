@@ -127,6 +127,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *bp = wp + b * 320, *ab = act + b * 32;
+        prefetch_range(bp + 12 * 320, 320);
+        _mm_prefetch((const char *)(dw + (b + 12) * ROWS), _MM_HINT_T0);
         __m256i i0[4], i1[4];
         _Pragma("GCC unroll 2")
         for (int q = 0; q < 2; q++) { /* k-steps 4q..4q+3: one int16 round */

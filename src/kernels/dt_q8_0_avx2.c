@@ -117,6 +117,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         for (int t = 0; t < T; t++)
             i0[t] = i1[t] = _mm256_setzero_si256();
         const uint8_t *wb = wp + b * 512, *ab = act + b * 32;
+        prefetch_range(wb + 8 * 512, 512);
+        _mm_prefetch((const char *)(dw + (b + 8) * ROWS), _MM_HINT_T0);
         _Pragma("GCC unroll 1")
         for (int s = 0; s < 8; s++) {
             const __m256i w0 = _mm256_load_si256((const __m256i *)(wb + s * 64));

@@ -231,6 +231,9 @@ typedef struct cv_probe_result {
     int n_repeats;
     int n_threads;
     size_t work;       /* bytes read or multiply-adds per repeat */
+    double cpu_value;  /* median rate by the calling thread's CPU time: with a
+                        * 1-thread pool, the rate while it actually ran (time
+                        * slices given to other processes do not count) */
 } cv_probe_result;
 
 /* Read bandwidth: every thread of the pool sums its share of a 256 MiB
