@@ -3,10 +3,10 @@
  * weights repacked 16 rows at a time.
  *
  * Packed layout, per group of 16 rows and super-block, 2880 bytes (16 x
- * 180; GGUF has 16 x 176): q4_K's tile layout (nibbles, scales and mins as
- * bytes, d, dmin) plus the fifth bits:
- *   u8 qs[8][4][2][32] | u8 qh[8 sub-blocks][2 halves][32] | u8 sc[8][16] |
- *   u8 mn[4][2][8][2] | f16 d[16] | f16 dmin[16]
+ * 180; GGUF has 16 x 176), in reading order (one monotonic stream): q4_K's
+ * tile layout plus the fifth bits before each sub-block's nibbles:
+ *   u8 sc[8][16] | u8 mn[4][2][8][2] | f16 d[16] | f16 dmin[16] |
+ *   8 x { u8 qh[2 halves][32] | u8 qs[4][2 halves][32] }
  * where bit s of qh byte (r, c) of sub-block j is bit 4 of value 4s+c of
  * that sub-block in row r. Levels 0..31: four vpmaddubsw (pairs <=
  * 2*31*127) fit an int16 sum, so each sub-block takes two vpmaddwd with its
@@ -103,17 +103,17 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
                         const uint8_t b = row[s].qs[32 * (j / 2) + l];
                         const int lo = (j & 1) ? b >> 4 : b & 0xF, hb = (row[s].qh[l] >> j) & 1;
                         const int ks = l / 4, c = l % 4, i = ks / 2;
-                        sb[j * 256 + i * 64 + half * 32 + 4 * rr + c] |= (uint8_t)(lo << (4 * (ks & 1)));
-                        sb[2048 + j * 64 + half * 32 + 4 * rr + c] |= (uint8_t)(hb << ks);
+                        sb[320 + j * 320 + 64 + i * 64 + half * 32 + 4 * rr + c] |= (uint8_t)(lo << (4 * (ks & 1)));
+                        sb[320 + j * 320 + half * 32 + 4 * rr + c] |= (uint8_t)(hb << ks);
                     }
-                    sb[2560 + j * 16 + r] = sc[j];
+                    sb[j * 16 + r] = sc[j];
                 }
                 for (int p = 0; p < 4; p++) {
-                    sb[2688 + p * 32 + half * 16 + 2 * rr] = m[2 * p];
-                    sb[2688 + p * 32 + half * 16 + 2 * rr + 1] = m[2 * p + 1];
+                    sb[128 + p * 32 + half * 16 + 2 * rr] = m[2 * p];
+                    sb[128 + p * 32 + half * 16 + 2 * rr + 1] = m[2 * p + 1];
                 }
-                ((cv_f16 *)(sb + 2816))[r] = row[s].d;
-                ((cv_f16 *)(sb + 2848))[r] = row[s].dmin;
+                ((cv_f16 *)(sb + 256))[r] = row[s].d;
+                ((cv_f16 *)(sb + 288))[r] = row[s].dmin;
             }
         }
 }
@@ -154,17 +154,18 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         acc[t] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = wp + s * SB_BYTES, *as = act + s * QK_K;
-        prefetch_range(sb + 2 * SB_BYTES, SB_BYTES);
         __m256i i0[TOK_TILE], i1[TOK_TILE];
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)
             i0[t] = i1[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 8; j++) {
+            /* an eighth of the super-block two ahead, spread out */
+            prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 8), SB_BYTES / 8);
             __m256i s0[TOK_TILE], s1[TOK_TILE];
-            const __m256i scb = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + 2560 + j * 16)));
+            const __m256i scb = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + j * 16)));
             const __m256i sc0 = _mm256_shuffle_epi8(scb, dup0), sc1 = _mm256_shuffle_epi8(scb, dup1);
-            const __m256i *hp = (const __m256i *)(sb + 2048 + j * 64);
+            const __m256i *hp = (const __m256i *)(sb + 320 + j * 320);
             _Pragma("GCC unroll 2")
             for (int q = 0; q < 2; q++) { /* k-steps 4q..4q+3: one int16 round */
                 _Pragma("GCC unroll 8")
@@ -173,7 +174,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 _Pragma("GCC unroll 4")
                 for (int k = 0; k < 4; k++) {
                     const int ks = 4 * q + k; /* k-step in the sub-block: values 4ks..4ks+3 */
-                    const __m256i *pi = (const __m256i *)(sb + j * 256 + (ks / 2) * 64);
+                    const __m256i *pi = (const __m256i *)(sb + 320 + j * 320 + 64 + (ks / 2) * 64);
                     __m256i w0 = (ks & 1) ? _mm256_srli_epi16(_mm256_load_si256(pi), 4) : _mm256_load_si256(pi);
                     __m256i w1 = (ks & 1) ? _mm256_srli_epi16(_mm256_load_si256(pi + 1), 4) : _mm256_load_si256(pi + 1);
                     w0 = _mm256_or_si256(_mm256_and_si256(w0, m4), hbit(_mm256_load_si256(hp), ks, m10));
@@ -192,15 +193,15 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 }
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2816)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2832)));
-        const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2848)));
-        const __m256 m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2864)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 256)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 272)));
+        const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 288)));
+        const __m256 m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 304)));
         /* mins widened once per super-block, shared by the tokens */
         __m256i mn[8];
         _Pragma("GCC unroll 8")
         for (int k = 0; k < 8; k++)
-            mn[k] = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2688 + k * 16)));
+            mn[k] = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 128 + k * 16)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const int16_t *bst = (const int16_t *)((const uint8_t *)(bs + 8 * s) + t * stride);

@@ -237,7 +237,8 @@ typedef struct cv_probe_result {
 } cv_probe_result;
 
 /* Read bandwidth: every thread of the pool sums its share of a 256 MiB
- * buffer (far above any last-level cache) with 256-bit loads
+ * buffer (far above any last-level cache; transparent huge pages where the
+ * OS grants them, like prepared weights) with 256-bit loads
  * (plain f32 adds as a scalar fallback); value is bytes read per second /
  * 1e9 (GB/s), median of repeats after one warm-up pass that also faults the
  * pages in. This is the ceiling for decode: a matvec cannot read its weights
