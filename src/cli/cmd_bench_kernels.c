@@ -7,8 +7,8 @@
  *            included): bytes of weights / time vs read bandwidth;
  *   batch8   8 tokens through every matrix: multiply-adds / time vs the
  *            int8 peak;
- *   prefill  512 tokens through the matrices of the first two layers:
- *            multiply-adds / time vs the int8 peak.
+ *   prefill  512 tokens through the matrices of two layers (the first and
+ *            the middle one): multiply-adds / time vs the int8 peak.
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
@@ -116,14 +116,20 @@ static void model_free(model *m)
     memset(m, 0, sizeof *m);
 }
 
-static int model_build(model *m, const shape *s, const char *mix, int64_t n_layers, bool with_output, cv_err *err)
+/* The matrices of the given layers (all when layers is NULL), plus the
+ * output layer if asked. */
+static int model_build(model *m, const shape *s, const char *mix, const int64_t *layers, int64_t n_layers,
+                       bool with_output, cv_err *err)
 {
     memset(m, 0, sizeof *m);
+    if (!layers)
+        n_layers = s->n_layer;
     m->m = calloc((size_t)(n_layers * 7 + 1), sizeof *m->m);
     cv_rng rng;
     cv_rng_seed(&rng, 1234);
     const int64_t q = s->n_head * s->head_dim, kv = s->n_kv_head * s->head_dim;
-    for (int64_t l = 0; l < n_layers; l++) {
+    for (int64_t li = 0; li < n_layers; li++) {
+        const int64_t l = layers ? layers[li] : li;
         const struct { mat_kind k; int64_t n_in, n_out; } mats[] = {
             { MAT_Q, s->hidden, q },         { MAT_K, s->hidden, kv },       { MAT_V, s->hidden, kv },
             { MAT_O, q, s->hidden },         { MAT_GATE, s->hidden, s->ffn }, { MAT_UP, s->hidden, s->ffn },
@@ -291,7 +297,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                 continue;
             model m;
             if (in_list(cases, "decode") || in_list(cases, "batch8")) {
-                if ((rc = model_build(&m, s, mix, s->n_layer, true, &err))) {
+                if ((rc = model_build(&m, s, mix, NULL, 0, true, &err))) {
                     fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
                     goto done;
                 }
@@ -311,7 +317,10 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                 model_free(&m);
             }
             if (in_list(cases, "prefill")) {
-                if ((rc = model_build(&m, s, mix, 2, false, &err))) {
+                /* layer 0 and the middle one: in Q4_K_M, one with Q6_K
+                 * attn_v/ffn_down and one without, as half the layers are */
+                const int64_t sample[2] = { 0, s->n_layer / 2 };
+                if ((rc = model_build(&m, s, mix, sample, 2, false, &err))) {
                     fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
                     goto done;
                 }
