@@ -37,6 +37,20 @@
  * the tree cannot exhaust the stack. */
 #define CV_MAX_JSON_DEPTH 128
 
+/* ---- tokenizer ---- */
+/* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;
+ * per-call scratch is ~30 bytes per input byte in the worst case (one long
+ * word), so 64 MiB bounds one call near 2 GiB. */
+#define CV_MAX_TOK_INPUT (64u << 20)
+/* Vocabulary entries: real vocabularies reach ~260k; 4M bounds hash tables. */
+#define CV_MAX_TOK_VOCAB (4u << 20)
+/* Bytes of one token's text: real tokens are < 256 bytes (whitespace runs,
+ * long special names); 4 KiB rejects garbage without rejecting a real file. */
+#define CV_MAX_TOK_TEXT 4096u
+/* A tokenizer.json (+ tokenizer_config.json) to import: the largest real ones
+ * (gpt-oss, Gemma) are ~30 MiB. */
+#define CV_MAX_TOK_JSON_BYTES (256u << 20)
+
 /* ---- HTTP server (server/) ---- */
 /* Request body: Claude Code's bodies are 76-89 kB and agent sessions grow with
  * history; 32 MiB holds a very long session with room to spare while bounding

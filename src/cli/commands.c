@@ -16,7 +16,8 @@ const cv_cmd cv_cmds[] = {
       "[--response-store N] [--max-body BYTES] [--grace-ms MS]",
       cv_cmd_serve },
     { "import", "convert another format to GGUF",
-      "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf", cv_cmd_import },
+      "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf\n"
+      "       corvid import tokenizer DIR_OR_tokenizer.json -o OUT.gguf", cv_cmd_import },
     { "info", "show a GGUF file's metadata and tensors (and validate it)", "corvid info [--all] MODEL.gguf",
       cv_cmd_info },
     { "template", "render a conversation with a model's chat template (debugging aid)",
@@ -24,5 +25,10 @@ const cv_cmd cv_cmds[] = {
       "    [--no-generation-prompt] [--kw key=value]... [--bos S] [--eos S] [--now UNIXTIME] [--bench N]",
       cv_cmd_template },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
+    { "tokenize", "text to token ids with a model's vocabulary (or --bench its speed)",
+      "corvid tokenize MODEL [--ids|--pieces|--count] [--no-bos] [--special] (TEXT | -)\n"
+      "       corvid tokenize --bench MODEL [FILE]", cv_cmd_tokenize },
+    { "detokenize", "token ids to text with a model's vocabulary",
+      "corvid detokenize MODEL [--skip-special] ID...", cv_cmd_detokenize },
 };
 const int cv_n_cmds = (int)CV_ARRAY_LEN(cv_cmds);
