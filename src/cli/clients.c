@@ -311,24 +311,24 @@ static void setup_anthropic_sdk(const cv_client_params *p, cv_client_setup *s)
 
 const cv_client cv_clients[] = {
     { "claude-code", "claude claude-cli", "Claude Code", "claude", "npm install -g @anthropic-ai/claude-code",
-      "claude            # or: claude -p \"...\" < /dev/null", setup_claude,
+      "claude -p \"...\" < /dev/null", setup_claude,
       "Claude Code sends max_tokens far above a local context (32000-64000): corvid clamps it.\n"
       "It folds role:\"system\" messages and thinking blocks back into later turns; corvid accepts both.\n"
       "Interactive mode on a fresh install asks onboarding questions once; `claude -p` does not." },
     { "codex", "codex-cli", "Codex CLI", "codex", "npm install -g @openai/codex",
-      "codex             # or: codex exec \"...\" < /dev/null", setup_codex,
+      "codex exec \"...\" < /dev/null", setup_codex,
       "Codex re-sends the whole history every turn over /v1/responses (store:false); the prefix cache\n"
       "makes that cheap. It warns that it has no metadata for the model: harmless.\n"
       "`codex exec` also reads stdin unless it is given < /dev/null." },
     { "opencode", "opencode-ai", "opencode", "opencode", "npm install -g opencode-ai",
-      "opencode          # or: opencode run \"...\"", setup_opencode,
+      "opencode run \"...\"", setup_opencode,
       "opencode sends a title request on small_model next to the main turn: two requests at once.\n"
       "Without limit.output it asks for max_tokens 32000." },
     { "qwen-code", "qwen qwen-cli", "Qwen Code", "qwen", "npm install -g @qwen-code/qwen-code",
-      "qwen              # or: qwen -p \"...\" --yolo < /dev/null (headless mode needs --yolo to run tools)",
+      "qwen -p \"...\" --yolo < /dev/null   (headless mode needs --yolo to run tools)",
       setup_qwen, "Qwen Code sends user and tool content as arrays of text parts; corvid accepts both shapes." },
     { "aider", NULL, "aider", "aider", "python -m pip install aider-install && aider-install",
-      "aider", setup_aider,
+      "aider --message \"...\"", setup_aider,
       "aider talks to OpenAI-compatible servers through the openai/ model prefix. It was not in the\n"
       "recorded client sessions (PyPI was unreachable there): this follows aider's documented setup." },
     { "openai-sdk", "openai", "OpenAI SDK (Python, Node)", NULL, "pip install openai  |  npm install openai",

@@ -2,8 +2,8 @@
  * an agent client or SDK at a corvid server, from the same table `corvid
  * launch` applies (clients.c): environment variables with why each matters,
  * the command line, and the persistent config file for those who prefer one.
- * With no CLIENT it lists the clients. Values are shell-quoted so the output
- * can be pasted or eval'd. */
+ * With no CLIENT it lists the clients. Values are shell-quoted so the lines
+ * can be pasted into a shell. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,7 +44,8 @@ static void print_setup(const cv_client *c, const cv_client_params *p)
 {
     cv_client_setup s = { 0 };
     c->setup(p, &s);
-    printf("# %s -> corvid at http://%s:%d (model \"%s\")\n", c->title, p->host, p->port, p->model);
+    printf("# %s -> corvid at http://%s:%d, model \"%s\" (corvid answers to any model name)\n", c->title, p->host,
+           p->port, p->model);
     printf("# install: %s\n\n", c->install);
     for (int i = 0; i < s.n_unset; i++)
         printf("unset %s\n", s.unset[i]);
@@ -65,7 +66,7 @@ static void print_setup(const cv_client *c, const cv_client_params *p)
             shell_quote(s.args[i], &cmd);
         }
         printf("\n%s\n", cmd.data);
-        printf("# (%s)\n", c->run_hint);
+        printf("# or, headless: %s%s\n", s.n_args ? "the same flags with " : "", c->run_hint);
         cv_buf_free(&cmd);
     } else {
         printf("\n# then run your program: %s\n", c->run_hint);
@@ -76,8 +77,15 @@ static void print_setup(const cv_client *c, const cv_client_params *p)
         else
             printf("\n# or, persistently, %s:\n%s", s.file_path, s.file_body);
     }
-    if (c->notes)
-        printf("\n# notes:\n# %s\n", c->notes);
+    if (c->notes) {
+        printf("\n# notes:\n");
+        for (const char *l = c->notes; *l;) {
+            size_t len = strcspn(l, "\n");
+            printf("#   %.*s\n", (int)len, l);
+            l += len;
+            l += *l == '\n';
+        }
+    }
     printf("\n# corvid launch %s [MODEL] does all of this (starting corvid serve if needed).\n", c->name);
     cv_client_setup_fini(&s);
 }

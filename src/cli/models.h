@@ -209,7 +209,7 @@ typedef struct cv_client {
     const char *title;    /* "Claude Code" */
     const char *exe;      /* what launch runs; NULL: the command after `--` (SDKs) */
     const char *install;  /* how to get it */
-    const char *run_hint; /* the command line the recipe ends with */
+    const char *run_hint; /* another way to run it (headless), or for SDKs how launch runs a program */
     void (*setup)(const cv_client_params *p, cv_client_setup *s);
     const char *notes;    /* details that matter, printed by the recipe */
 } cv_client;
