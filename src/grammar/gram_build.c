@@ -1047,6 +1047,40 @@ static void trim(cv_grammar *g)
     free(work);
 }
 
+/* Shortest completion lengths: dist[s] = bytes from s to its rule's end,
+ * with a call costing the callee's own shortest length. Relaxed to a fixed
+ * point (recursion makes it circular); states of a rule are numbered in BFS
+ * order from the start, so sweeping backwards converges in few passes. */
+static void compute_dist(cv_grammar *g)
+{
+    const int32_t inf = INT32_MAX / 4;
+    g->dist = cv_xmalloc((size_t)(g->n_states ? g->n_states : 1) * sizeof *g->dist);
+    for (int32_t s = 0; s < g->n_states; s++)
+        g->dist[s] = g->states[s].accept ? 0 : inf;
+    bool changed = true;
+    for (int pass = 0; changed && pass < 100000; pass++) {
+        changed = false;
+        for (int32_t s = g->n_states - 1; s >= 0; s--) {
+            const gstate *st = &g->states[s];
+            int32_t best = g->dist[s];
+            for (uint32_t k = 0; k < st->n_byte; k++)
+                best = CV_MIN(best, 1 + g->dist[g->bytes[st->e_byte + k].to]);
+            for (uint32_t k = 0; k < st->n_spec; k++)
+                best = CV_MIN(best, 1 + g->dist[g->specs[st->e_spec + k].to]);
+            for (uint32_t k = 0; k < st->n_call; k++) {
+                const gcall_edge *c = &g->calls[st->e_call + k];
+                int64_t v = (int64_t)g->dist[g->rules[c->rule].start] + g->dist[c->ret];
+                if (v < best)
+                    best = (int32_t)v;
+            }
+            if (best < g->dist[s]) {
+                g->dist[s] = best;
+                changed = true;
+            }
+        }
+    }
+}
+
 static bool rule_productive(const cv_grammar *g, int r)
 {
     const gstate *st = &g->states[g->rules[r].start];
@@ -1120,6 +1154,7 @@ int gb_compile(gbuild *b, int root, cv_grammar **out, cv_err *err)
     rc = check_left_recursion(g, err);
     if (rc)
         goto fail;
+    compute_dist(g);
     g->cache = cv_xcalloc((size_t)g->n_states, sizeof *g->cache);
     free(f.first);
     free(f.e);
@@ -1149,6 +1184,7 @@ void cv_grammar_destroy(cv_grammar *g)
     free(g->specials);
     free(g->special_tok);
     free(g->states);
+    free(g->dist);
     free(g->bytes);
     free(g->calls);
     free(g->specs);

@@ -432,3 +432,95 @@ int cv_grammar_state_mask(cv_grammar_state *s, uint64_t *allowed, cv_err *err)
         return cv_err_set(err, CV_EINVAL, "grammar: state has no vocabulary; masks need one");
     return gm_state_mask(s, allowed, err);
 }
+
+/* ---- finishing within a budget ---- */
+
+static int32_t stack_dist(const cv_grammar *g, const gpool *p, int32_t top)
+{
+    int64_t d = 0;
+    for (int32_t n = top; n >= 0; n = p->nodes[n].parent)
+        d += g->dist[p->nodes[n].state];
+    return (int32_t)CV_MIN(d, INT32_MAX / 4);
+}
+
+static int32_t set_dist(const cv_grammar *g, const gpool *p, const gset *s)
+{
+    int32_t best = s->can_end ? 0 : INT32_MAX / 4;
+    for (int32_t i = 0; i < s->n; i++)
+        best = CV_MIN(best, stack_dist(g, p, s->v[i]));
+    return best;
+}
+
+int32_t cv_grammar_state_min_bytes(cv_grammar_state *s)
+{
+    if (s->done)
+        return 0;
+    return set_dist(s->g, &s->pool, &s->cur);
+}
+
+/* Upper bound on the completion length after piece when it is read by the
+ * top frame's automaton alone (no call, no return); -1 when it is not. */
+static int32_t fast_dist(const cv_grammar *g, const gpool *p, const gset *cur, cv_str piece)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < cur->n; i++) {
+        int32_t st = p->nodes[cur->v[i]].state;
+        for (size_t k = 0; k < piece.len && st >= 0; k++)
+            st = gs_next_byte(g, st, (uint8_t)piece.ptr[k]);
+        if (st < 0)
+            continue;
+        int32_t d = g->dist[st];
+        int32_t parent = p->nodes[cur->v[i]].parent;
+        if (parent >= 0)
+            d = (int32_t)CV_MIN((int64_t)d + stack_dist(g, p, parent), INT32_MAX / 4);
+        if (best < 0 || d < best)
+            best = d;
+    }
+    return best;
+}
+
+int cv_grammar_state_mask_budget(cv_grammar_state *s, uint64_t *allowed, int32_t max_bytes, cv_err *err)
+{
+    const cv_grammar_vocab *v = s->v;
+    if (!v)
+        return cv_err_set(err, CV_EINVAL, "grammar: state has no vocabulary; masks need one");
+    gset x = { 0 }, y = { 0 };
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        if (!(allowed[t >> 6] >> (t & 63) & 1))
+            continue;
+        bool keep = false;
+        if (is_eog(v, t)) {
+            keep = true;
+        } else if (v->flags[t] & CV_GRAMMAR_TOK_SPECIAL) {
+            for (int i = 0; i < s->g->n_specials && !keep; i++) {
+                if (!s->g->special_tok || s->g->special_tok[i] != t)
+                    continue;
+                gm_step_special(s->g, &s->pool, &s->cur, i, &x);
+                keep = (x.n > 0 || x.can_end) && set_dist(s->g, &s->pool, &x) <= max_bytes;
+            }
+        } else {
+            cv_str piece = cv_grammar_vocab_piece(v, t);
+            int32_t fd = fast_dist(s->g, &s->pool, &s->cur, piece);
+            if (fd >= 0 && fd <= max_bytes) {
+                keep = true;
+            } else {
+                const gset *in = &s->cur;
+                bool ok = piece.len > 0;
+                for (size_t i = 0; i < piece.len && ok; i++) {
+                    gm_step(s->g, &s->pool, in, (uint8_t)piece.ptr[i], &y);
+                    gset tmp = x;
+                    x = y;
+                    y = tmp;
+                    in = &x;
+                    ok = x.n > 0 || (i + 1 == piece.len && x.can_end);
+                }
+                keep = ok && set_dist(s->g, &s->pool, &x) <= max_bytes;
+            }
+        }
+        if (!keep)
+            allowed[t >> 6] &= ~(1ull << (t & 63));
+    }
+    gset_free(&x);
+    gset_free(&y);
+    return 0;
+}

@@ -139,6 +139,20 @@ int cv_grammar_state_accept(cv_grammar_state *s, int32_t token, cv_err *err);
 int cv_grammar_state_accept_bytes(cv_grammar_state *s, const char *p, size_t n, cv_err *err);
 /* Advances by the special token whose text is literal (no vocabulary needed). */
 int cv_grammar_state_accept_special(cv_grammar_state *s, const char *text, cv_err *err);
+/* The fewest bytes that complete the output from here (0 when it may end
+ * now). Special-token literals count as one byte. */
+int32_t cv_grammar_state_min_bytes(cv_grammar_state *s);
+/* Narrows allowed (a mask just filled by cv_grammar_state_mask) to the
+ * tokens after which the shortest completion is at most max_bytes (EOG
+ * tokens are kept). This is how structured output ends within max_tokens
+ * instead of being cut off: a sampler with n tokens left, this one
+ * included, calls it with max_bytes = n - 1 once n <= min_bytes +
+ * CV_GRAMMAR_BUDGET_WINDOW; since every byte has a token, the output then
+ * completes in time unless one token commits to more than the window.
+ * Tokens that stay inside the top rule are priced on its automaton alone;
+ * the rest are simulated. */
+#define CV_GRAMMAR_BUDGET_WINDOW 128
+int cv_grammar_state_mask_budget(cv_grammar_state *s, uint64_t *allowed, int32_t max_bytes, cv_err *err);
 /* The output so far is a complete document (an EOG token would be allowed). */
 bool cv_grammar_state_can_end(const cv_grammar_state *s);
 /* Nothing but the end can follow: complete with no possible continuation, or

@@ -152,6 +152,7 @@ struct cv_grammar {
     int root;
     int n_states;
     gstate *states;
+    int32_t *dist;        /* [n_states] fewest bytes from the state to its rule's end */
     gbyte_edge *bytes;
     gcall_edge *calls;
     gspec_edge *specs;
