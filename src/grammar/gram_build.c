@@ -126,7 +126,8 @@ gx *gx_cps(gbuild *b, const uint32_t *ranges, int n_pairs)
         r[2 * n + 1] = hi;
         n++;
     }
-    qsort(r, (size_t)n, 2 * sizeof *r, cmp_u32pair);
+    if (n > 1)
+        qsort(r, (size_t)n, 2 * sizeof *r, cmp_u32pair);
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m && r[2 * i] <= r[2 * (m - 1) + 1] + 1) {
@@ -150,7 +151,8 @@ static gx *gx_list_node(gbuild *b, gx_kind k, int n, gx **kids)
 {
     gx *x = gx_new(b, k);
     x->kids = cv_arena_alloc(&b->arena, (size_t)(n ? n : 1) * sizeof *kids);
-    memcpy(x->kids, kids, (size_t)n * sizeof *kids);
+    if (n)
+        memcpy(x->kids, kids, (size_t)n * sizeof *kids);
     x->n = n;
     return x;
 }
@@ -221,7 +223,8 @@ gx *gx_members(gbuild *b, int n, gx **kids, const bool *required, gx *sep)
 {
     gx *x = gx_list_node(b, GX_MEMBERS, n, kids);
     x->required = cv_arena_alloc(&b->arena, (size_t)(n ? n : 1) * sizeof(bool));
-    memcpy(x->required, required, (size_t)n * sizeof(bool));
+    if (n)
+        memcpy(x->required, required, (size_t)n * sizeof(bool));
     x->sep = sep;
     return x;
 }
@@ -597,7 +600,8 @@ static int32_t closure(dfa_build *d, const int32_t *seeds, int32_t n_seeds)
         if (important)
             d->buf[n++] = s;
     }
-    qsort(d->buf, (size_t)n, sizeof *d->buf, cmp_i32);
+    if (n > 1)
+        qsort(d->buf, (size_t)n, sizeof *d->buf, cmp_i32);
     return n;
 }
 
@@ -743,7 +747,8 @@ static int determinise(gbuild *b, gout *o, int r, nfa *f, int32_t start, int32_t
                 }
             }
         }
-        qsort(bounds, (size_t)nb, sizeof *bounds, cmp_i32);
+        if (nb > 1)
+            qsort(bounds, (size_t)nb, sizeof *bounds, cmp_i32);
         int32_t nu = 0;
         for (int32_t k = 0; k < nb; k++)
             if (nu == 0 || bounds[nu - 1] != bounds[k])
@@ -776,7 +781,8 @@ static int determinise(gbuild *b, gout *o, int r, nfa *f, int32_t start, int32_t
         st = &g->states[base + i]; /* out_* may not move states, but stay safe */
         st->n_byte = o->n_bytes - st->e_byte;
         /* calls and specials, grouped by label */
-        qsort(labs, (size_t)n_lab, sizeof *labs, cmp_lab);
+        if (n_lab > 1)
+            qsort(labs, (size_t)n_lab, sizeof *labs, cmp_lab);
         st->e_call = o->n_calls;
         st->e_spec = o->n_specs;
         for (int32_t k = 0; k < n_lab;) {

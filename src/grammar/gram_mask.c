@@ -85,7 +85,8 @@ int cv_grammar_vocab_create(int32_t n_vocab, const cv_str *pieces, const uint8_t
             continue;
         refs[nr++] = (tokref){ v->bytes + v->off[i], len, i };
     }
-    qsort(refs, (size_t)nr, sizeof *refs, cmp_tokref);
+    if (nr > 1)
+        qsort(refs, (size_t)nr, sizeof *refs, cmp_tokref);
 
     /* insert in sorted order: nodes come out in DFS preorder */
     size_t cap = (size_t)nr + 16;
@@ -323,7 +324,8 @@ static gcache *build_cache(const cv_grammar *g, int32_t state)
     b.sets[0].n = 1;
     walk(&b, 0, 0);
     /* flatten the suffix tokens */
-    qsort(b.pairs, b.n_pairs / 2, 2 * sizeof(int32_t), cmp_pair);
+    if (b.n_pairs > 2)
+        qsort(b.pairs, b.n_pairs / 2, 2 * sizeof(int32_t), cmp_pair);
     c->toks = cv_xmalloc((b.n_pairs / 2 + 1) * sizeof *c->toks);
     uint32_t nt = 0;
     for (size_t i = 0; i < b.n_pairs; i += 2) {

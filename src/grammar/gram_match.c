@@ -282,7 +282,8 @@ static int feed(cv_grammar_state *s, const uint8_t *p, size_t n)
     /* work on copies so that a failure leaves the state unchanged */
     gset x = { 0 }, y = { 0 };
     x.v = cv_xmalloc((size_t)(save.n ? save.n : 1) * sizeof *x.v);
-    memcpy(x.v, save.v, (size_t)save.n * sizeof *x.v);
+    if (save.n)
+        memcpy(x.v, save.v, (size_t)save.n * sizeof *x.v);
     x.n = x.cap = save.n;
     x.can_end = save.can_end;
     for (size_t i = 0; i < n; i++) {
@@ -477,6 +478,45 @@ static int32_t fast_dist(const cv_grammar *g, const gpool *p, const gset *cur, c
             best = d;
     }
     return best;
+}
+
+int32_t cv_grammar_state_min_bytes_after(cv_grammar_state *s, int32_t t)
+{
+    const cv_grammar_vocab *v = s->v;
+    if (!v || t < 0 || t >= v->n_vocab || s->done)
+        return -1;
+    if (is_eog(v, t))
+        return s->cur.can_end ? 0 : -1;
+    gset x = { 0 }, y = { 0 };
+    int32_t d = -1;
+    if (v->flags[t] & CV_GRAMMAR_TOK_SPECIAL) {
+        for (int i = 0; i < s->g->n_specials; i++) {
+            if (!s->g->special_tok || s->g->special_tok[i] != t)
+                continue;
+            gm_step_special(s->g, &s->pool, &s->cur, i, &x);
+            if (x.n > 0 || x.can_end) {
+                int32_t e = set_dist(s->g, &s->pool, &x);
+                d = d < 0 ? e : CV_MIN(d, e);
+            }
+        }
+    } else {
+        cv_str piece = cv_grammar_vocab_piece(v, t);
+        const gset *in = &s->cur;
+        bool ok = piece.len > 0;
+        for (size_t i = 0; i < piece.len && ok; i++) {
+            gm_step(s->g, &s->pool, in, (uint8_t)piece.ptr[i], &y);
+            gset tmp = x;
+            x = y;
+            y = tmp;
+            in = &x;
+            ok = x.n > 0 || (i + 1 == piece.len && x.can_end);
+        }
+        if (ok)
+            d = set_dist(s->g, &s->pool, &x);
+    }
+    gset_free(&x);
+    gset_free(&y);
+    return d;
 }
 
 int cv_grammar_state_mask_budget(cv_grammar_state *s, uint64_t *allowed, int32_t max_bytes, cv_err *err)

@@ -48,7 +48,8 @@ static int cmp_pair32(const void *a, const void *b)
 
 static void cps_normalise(cpset *c)
 {
-    qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, cmp_pair32);
+    if (c->n > 1)
+        qsort(c->r, (size_t)c->n, 2 * sizeof *c->r, cmp_pair32);
     int m = 0;
     for (int i = 0; i < c->n; i++) {
         if (m && c->r[2 * i] <= c->r[2 * (m - 1) + 1] + 1) {

@@ -6,7 +6,7 @@
  * independent validator, tests/grammar/validate.js). Each generation has a
  * budget of MAX_TOKENS; when the tokens left come down to the shortest
  * completion plus a window, the mask is narrowed to tokens that keep it
- * within the budget (cv_grammar_state_mask_budget), as the server does for max_tokens. A
+ * within the budget (cv_grammar_state_min_bytes_after, drawing again when over), as the server does for max_tokens. A
  * generation that still fails to end counts as a failure. */
 #include <dirent.h>
 #include <sys/wait.h>
@@ -158,11 +158,17 @@ TEST(corpus_generations_validate_against_an_independent_validator)
             for (; steps < MAX_TOKENS; steps++) {
                 cv_grammar_state_mask(s, mask, NULL);
                 int32_t left = MAX_TOKENS - steps;
-                if (left <= cv_grammar_state_min_bytes(s) + CV_GRAMMAR_BUDGET_WINDOW) {
-                    cv_grammar_state_mask_budget(s, mask, left - 1, NULL);
-                    n_finishing++;
+                bool near_end = left <= cv_grammar_state_min_bytes(s) + CV_GRAMMAR_BUDGET_WINDOW;
+                n_finishing += near_end;
+                double sum = synth_weigh(&m, mask, 1.0f);
+                int32_t tok = sum > 0 ? synth_draw(&m, mask, sum) : -1;
+                /* near the budget: redraw while the drawn token would leave
+                 * a completion longer than the tokens left */
+                while (near_end && tok >= 0 && cv_grammar_state_min_bytes_after(s, tok) > left - 1) {
+                    mask[tok >> 6] &= ~(1ull << (tok & 63));
+                    sum -= m.logits[tok];
+                    tok = sum > 0 ? synth_draw(&m, mask, sum) : -1;
                 }
-                int32_t tok = synth_sample(&m, mask, 1.0f);
                 if (tok < 0)
                     break;
                 if (cv_grammar_state_accept(s, tok, &err)) {
