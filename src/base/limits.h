@@ -71,6 +71,20 @@
 #define CV_MAX_GRAMMAR_VOCAB (1u << 21)
 #define CV_MAX_GRAMMAR_TOKEN_BYTES 4096
 
+/* ---- tokenizer ---- */
+/* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;
+ * per-call scratch is ~30 bytes per input byte in the worst case (one long
+ * word), so 64 MiB bounds one call near 2 GiB. */
+#define CV_MAX_TOK_INPUT (64u << 20)
+/* Vocabulary entries: real vocabularies reach ~260k; 4M bounds hash tables. */
+#define CV_MAX_TOK_VOCAB (4u << 20)
+/* Bytes of one token's text: real tokens are < 256 bytes (whitespace runs,
+ * long special names); 4 KiB rejects garbage without rejecting a real file. */
+#define CV_MAX_TOK_TEXT 4096u
+/* A tokenizer.json (+ tokenizer_config.json) to import: the largest real ones
+ * (gpt-oss, Gemma) are ~30 MiB. */
+#define CV_MAX_TOK_JSON_BYTES (256u << 20)
+
 /* ---- HTTP server (server/) ---- */
 /* Request body: Claude Code's bodies are 76-89 kB and agent sessions grow with
  * history; 32 MiB holds a very long session with room to spare while bounding
@@ -101,8 +115,9 @@
 /* Tool calls in one response: parallel calls from real models are a
  * handful; bounds the encoder's table against a runaway parser. */
 #define CV_MAX_TOOL_CALLS 256
-/* logit_bias entries per request (OpenAI allows 300). */
-#define CV_MAX_LOGIT_BIAS 1024
+/* logit_bias entries per request (OpenAI documents up to 300). The same
+ * definition as the engine's sampler limit, so the two may meet. */
+#define CV_MAX_LOGIT_BIAS 4096
 /* Token ids in a raw completions prompt. */
 #define CV_MAX_PROMPT_IDS (1 << 22)
 /* /v1/responses kept in memory for previous_response_id (LRU). Each holds its

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static int import_llama2c(const cv_cmd *cmd, int argc, char **argv)
 {
@@ -27,6 +28,27 @@ static int import_llama2c(const cv_cmd *cmd, int argc, char **argv)
     return 0;
 }
 
+static int import_tokenizer(const cv_cmd *cmd, int argc, char **argv)
+{
+    const char *out = NULL;
+    static const struct option opts[] = { { "output", required_argument, 0, 'o' }, { 0, 0, 0, 0 } };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+        if (c == 'o') out = optarg;
+        else return cv_cli_usage_error(cmd, "unknown option");
+    }
+    if (argc - optind != 1 || !out)
+        return cv_cli_usage_error(cmd, "tokenizer needs DIR_OR_tokenizer.json -o OUT.gguf");
+    cv_err err = { 0 };
+    if (cv_tok_import_hf(argv[optind], out, &err) != 0) {
+        fprintf(stderr, "corvid import: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", out);
+    return 0;
+}
+
 typedef struct import_kind {
     const char *name;
     int (*fn)(const cv_cmd *cmd, int argc, char **argv);
@@ -34,6 +56,7 @@ typedef struct import_kind {
 
 static const import_kind kinds[] = {
     { "llama2c", import_llama2c },
+    { "tokenizer", import_tokenizer },
 };
 
 int cv_cmd_import(int argc, char **argv)

@@ -127,6 +127,9 @@ int64_t cv_wmat_n_out(const cv_wmat *w);
 cv_isa cv_wmat_isa(const cv_wmat *w);
 /* Bytes of weight data one full matmul reads (the GGUF size of W). */
 size_t cv_wmat_bytes(const cv_wmat *w);
+/* True when the weights were repacked into memory the wmat owns, so the
+ * caller's data is no longer needed (a loader may drop those mmap pages). */
+bool cv_wmat_owns_data(const cv_wmat *w);
 
 /* Y[t][o] = sum_i W[o][i] * X[t][i] for t < n_tok, o < n_out. X rows are
  * ldx floats apart, Y rows ldy apart (ldx >= n_in, ldy >= n_out). Quantized
@@ -139,6 +142,9 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
                        int64_t ldy);
 /* The same with contiguous rows: X [n_tok][n_in], Y [n_tok][n_out]. */
 void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y);
+/* How a matmul of weight type `type` runs on `isa`, in words (corvid
+ * doctor); the dot it uses is cv_dtypes[type].ops[isa].vec_dot. */
+const char *cv_matmul_path(uint32_t type, cv_isa isa);
 
 /* ---- vector ops ---- */
 
@@ -232,11 +238,19 @@ typedef struct cv_probe_result {
  * faster than this. */
 int cv_probe_read_bandwidth(cv_pool *pool, cv_probe_result *out, cv_err *err);
 /* Int8 multiply-add peak: every thread runs a register-only loop of
- * independent vpmaddubsw (32 u8 x s8 products, pairwise summed) accumulated
- * with vpaddw, the instruction pair the AVX2 quantized dots are built on;
- * value is multiply-adds per second (32 per vpmaddubsw), median of repeats.
- * CV_EUNSUPPORTED without AVX2. This is the compute ceiling for prefill and
- * batched decode. */
+ * independent vpmaddubsw (32 u8 x s8 products, summed in pairs to int16)
+ * accumulated with vpaddw: the inner loop of the 4-, 5- and 6-bit matmul
+ * tiles, and the most int8 multiply-adds any AVX2 sequence can issue (it
+ * is the only AVX2 instruction that multiplies bytes). value is
+ * multiply-adds per second (32 per vpmaddubsw), median of repeats.
+ * CV_EUNSUPPORTED without AVX2. This is the compute ceiling prefill and
+ * batched decode are measured against. */
 int cv_probe_int8_peak(cv_pool *pool, cv_probe_result *out, cv_err *err);
+/* The same with a vpmaddwd per product vector (pairs summed to int32,
+ * then vpaddd): the step of a dot whose int16 sums could overflow, i.e.
+ * q8_0 x q8_0 and most other engines' quantized dots. Reported for context;
+ * it is lower than cv_probe_int8_peak wherever vpmaddwd shares the
+ * multiplier. */
+int cv_probe_int8_peak_i32(cv_pool *pool, cv_probe_result *out, cv_err *err);
 
 #endif

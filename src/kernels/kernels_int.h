@@ -183,6 +183,7 @@ typedef struct cv_mm_job {
  * `rows_per_group` (the interleave of the packed layout); the driver splits
  * whole groups over threads, so a group never straddles two threads. */
 typedef struct cv_mm_impl {
+    const char *name; /* for corvid doctor: "avx2 tile 16x4, repacked" */
     int rows_per_group;
     /* Packed size and packing; pack == NULL means the kernel reads the
      * GGUF rows in place. */

@@ -39,11 +39,20 @@ static void generic_run(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0
 }
 
 static const cv_mm_impl generic_impl = {
+    .name = "row dots (generic driver)",
     .rows_per_group = 1,
     .act_row_bytes = generic_act_row_bytes,
     .quant_act = generic_quant_act,
     .run = generic_run,
 };
+
+static const cv_mm_impl *impl_for(uint32_t type, cv_isa isa)
+{
+    const cv_mm_impl *impl = isa == CV_ISA_AVX2 ? cv_mm_impl_avx2(type) : NULL;
+    return impl ? impl : &generic_impl;
+}
+
+const char *cv_matmul_path(uint32_t type, cv_isa isa) { return impl_for(type, isa)->name; }
 
 /* ---- prepared weights ---- */
 
@@ -81,12 +90,7 @@ int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *d
     w->act_ops = cv_dtype_ops_for(cv_dtype_get(dt->vec_dot_type), isa);
     w->row_bytes = row_bytes;
     w->data = data;
-    w->impl = &generic_impl;
-    if (isa == CV_ISA_AVX2) {
-        const cv_mm_impl *impl = cv_mm_impl_avx2(type);
-        if (impl)
-            w->impl = impl;
-    }
+    w->impl = impl_for(type, isa);
     if (w->impl->pack) {
         w->owned = cv_aligned_alloc(w->impl->pack_bytes(n_in, n_out));
         w->impl->pack(data, n_in, n_out, w->owned);
@@ -115,6 +119,7 @@ int64_t cv_wmat_n_in(const cv_wmat *w) { return w->n_in; }
 int64_t cv_wmat_n_out(const cv_wmat *w) { return w->n_out; }
 cv_isa cv_wmat_isa(const cv_wmat *w) { return w->isa; }
 size_t cv_wmat_bytes(const cv_wmat *w) { return w->row_bytes * (size_t)w->n_out; }
+bool cv_wmat_owns_data(const cv_wmat *w) { return w->owned != NULL; }
 
 /* ---- the driver ---- */
 

@@ -17,6 +17,7 @@
 
 uint64_t cv_probe_read_avx2(const void *p, size_t n);
 uint64_t cv_probe_int8_avx2(int64_t iters);
+uint64_t cv_probe_int8_i32_avx2(int64_t iters);
 
 static uint64_t read_scalar(const void *p, size_t n)
 {
@@ -35,7 +36,7 @@ typedef struct probe_ctx {
     const uint8_t *buf;
     size_t bytes;
     bool avx2;
-    bool int8;
+    int int8; /* 0: bandwidth, 1: i16 peak loop, 2: i32 loop */
     _Atomic uint64_t sink; /* keeps the loads from being optimised away */
 } probe_ctx;
 
@@ -44,7 +45,7 @@ static void probe_job(void *vctx, int ith, int nth)
     probe_ctx *c = vctx;
     uint64_t r;
     if (c->int8) {
-        r = cv_probe_int8_avx2(INT8_ITERS);
+        r = c->int8 == 1 ? cv_probe_int8_avx2(INT8_ITERS) : cv_probe_int8_i32_avx2(INT8_ITERS);
     } else {
         int64_t lo, hi;
         cv_split_range((int64_t)c->bytes, ith, nth, 4096, &lo, &hi);
@@ -97,7 +98,19 @@ int cv_probe_int8_peak(cv_pool *pool, cv_probe_result *out, cv_err *err)
     memset(out, 0, sizeof *out);
     if (!cv_isa_supported(CV_ISA_AVX2))
         return cv_err_set(err, CV_EUNSUPPORTED, "int8 peak probe: this CPU has no AVX2");
-    probe_ctx c = { .int8 = true };
+    probe_ctx c = { .int8 = 1 };
+    const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
+    run_repeats(pool, &c, INT8_REPEATS, macs, out);
+    out->work = (size_t)macs;
+    return 0;
+}
+
+int cv_probe_int8_peak_i32(cv_pool *pool, cv_probe_result *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        return cv_err_set(err, CV_EUNSUPPORTED, "int8 i32 probe: this CPU has no AVX2");
+    probe_ctx c = { .int8 = 2 };
     const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
     run_repeats(pool, &c, INT8_REPEATS, macs, out);
     out->work = (size_t)macs;

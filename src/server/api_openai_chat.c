@@ -40,7 +40,7 @@ static int content_text(json_t *c, const char *what, json_t **out, cv_err *err)
     size_t i;
     json_t *p;
     json_array_foreach(c, i, p) {
-        const char *type = NULL, *text = NULL;
+        const char *type = NULL;
         if (!json_is_object(p) || cv_json_get_str(p, "type", NULL, &type, NULL) || !type) {
             cv_buf_free(&b);
             return cv_err_set(err, CV_EINVAL, "'%s.content[%zu]' must be an object with a 'type'", what, i);
@@ -57,7 +57,6 @@ static int content_text(json_t *c, const char *what, json_t **out, cv_err *err)
             cv_buf_free(&b);
             return cv_err_set(err, CV_EINVAL, "'%s.content[%zu].text' must be a string", what, i);
         }
-        (void)text;
         if (b.len)
             cv_buf_putc(&b, '\n');
         cv_buf_append(&b, json_string_value(t), json_string_length(t));

@@ -12,7 +12,7 @@
 
 static void on_listen(void *ud, int port)
 {
-    printf("listening on %d\n", port);
+    printf("fake_serve: listening on http://127.0.0.1:%d\n", port);
     fflush(stdout);
 }
 

@@ -518,6 +518,75 @@ TEST(a_graceful_stop_ends_running_streams_with_their_final_frames)
     cv_server_destroy(s2);
 }
 
+
+static void *bg_stream(void *ud)
+{
+    bg *b = ud;
+    http("POST", b->path, BEARER, b->body, &b->r);
+    return NULL;
+}
+
+TEST(sixteen_concurrent_streams_each_get_their_own_complete_answer)
+{
+    enum { N = 16 };
+    bg reqs[N];
+    char *bodies[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "[[slow:5]][[say:answer number %d]]", i);
+        bodies[i] = chat_body(text, ",\"stream\":true");
+        reqs[i] = (bg){ "/v1/chat/completions", bodies[i], { 0 } };
+        pthread_create(&t[i], NULL, bg_stream, &reqs[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        /* reassemble the content deltas */
+        cv_buf text = { 0 };
+        const char *p = reqs[i].r.body.data ? reqs[i].r.body.data : "";
+        while ((p = strstr(p, "\"content\":\""))) {
+            p += 11;
+            const char *e = strchr(p, '"');
+            cv_buf_append(&text, p, (size_t)(e - p));
+            p = e;
+        }
+        char want[64];
+        snprintf(want, sizeof want, "answer number %d", i);
+        CHECK_EQ_INT(reqs[i].r.status, 200);
+        CHECK_EQ_STR(text.data ? text.data : "", want);
+        CHECK(strstr(reqs[i].r.body.data, "data: [DONE]") != NULL);
+        cv_buf_free(&text);
+        resp_free(&reqs[i].r);
+        free(bodies[i]);
+    }
+}
+
+TEST(a_client_that_gives_up_on_a_non_streaming_request_cancels_it)
+{
+    long long canceled0 = atomic_load(&fb.n_canceled);
+    char *body = chat_body("[[slow:50]][[say:a slow answer that takes seconds to write out in full, byte by byte]]",
+                           NULL);
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s/v1/chat/completions", base);
+    struct curl_slist *h = curl_slist_append(NULL, BEARER[0]);
+    resp r = { 0 };
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 400L);
+    CHECK(curl_easy_perform(c) == CURLE_OPERATION_TIMEDOUT);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    for (int i = 0; i < 500 && atomic_load(&fb.n_canceled) == canceled0; i++)
+        usleep(10000);
+    CHECK_EQ_INT(atomic_load(&fb.n_canceled), canceled0 + 1);
+    resp_free(&r);
+    free(body);
+}
+
 int main(void)
 {
     test_require_data();
@@ -541,6 +610,8 @@ int main(void)
     RUN(keep_alives_flow_while_a_long_prefill_runs);
     RUN(a_client_that_drops_a_stream_after_3_tokens_cancels_it_and_the_server_keeps_serving);
     RUN(a_failure_mid_stream_is_an_error_frame_in_the_wire_shape);
+    RUN(sixteen_concurrent_streams_each_get_their_own_complete_answer);
+    RUN(a_client_that_gives_up_on_a_non_streaming_request_cancels_it);
     RUN(count_tokens_answers_with_the_rendered_prompt_length);
     RUN(metrics_count_requests_by_route_and_status_in_prometheus_text);
     RUN(cors_preflight_allows_listed_origins_only);

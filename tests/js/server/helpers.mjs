@@ -20,20 +20,25 @@ function serverBinary() {
   throw new Error('fake_serve not built: cmake --build build --target fake_serve');
 }
 
-// Starts a server; resolves to { port, url, stop() }. stop() sends SIGTERM
+// Starts a server and waits for its "listening on http://HOST:PORT" line on
+// stdout; resolves to { port, url, stop() }. stop() sends SIGTERM
 // and resolves to the exit code (a graceful stop exits 0).
-export function startServer(args = []) {
+// bin defaults to fake_serve; model tests pass the release corvid.
+export function startServer(args = [], bin = serverBinary()) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(serverBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 30000);
     proc.stderr.on('data', (d) => { err += d; if (err.length > 100000) err = err.slice(-50000); });
     proc.on('exit', (code) => reject(new Error(`server exited ${code} before listening: ${err}`)));
-    proc.stdout.on('data', (d) => {
+    let done = false;
+    const onData = (d) => {
       out += d;
-      const m = out.match(/listening on (\d+)/);
+      if (done) return;
+      const m = out.match(/listening on http:\/\/\S+:(\d+)/);
       if (!m) return;
+      done = true;
       clearTimeout(timer);
       proc.removeAllListeners('exit');
       const port = Number(m[1]);
@@ -44,7 +49,8 @@ export function startServer(args = []) {
         stderr: () => err,
         stop: async () => { proc.kill('SIGTERM'); return exited; },
       });
-    });
+    };
+    proc.stdout.on('data', onData);
   });
 }
 

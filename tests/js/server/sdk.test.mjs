@@ -291,3 +291,27 @@ describe('limits', () => {
       (e) => e instanceof Anthropic.APIError && e.status === 413 && e.error?.error?.type === 'request_too_large');
   });
 });
+
+describe('SIGTERM with streams running', () => {
+  test('running streams end with their final frames and the process exits 0', async () => {
+    const srv = await startServer(['--grace-ms', '200']);
+    const oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const ant = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
+    const long = `[[slow:30]]${say('y'.repeat(300))}`;
+    const chat = oai.chat.completions.stream({ model: 'm', messages: [{ role: 'user', content: long }] });
+    const msg = ant.messages.stream({ model: 'm', max_tokens: 1000, messages: [{ role: 'user', content: long }] });
+    let started = 0;
+    await new Promise((resolve) => {
+      const go = () => { if (++started === 2) resolve(); };
+      chat.once('content', go);
+      msg.once('text', go);
+    });
+    const code = srv.stop();
+    const c = await chat.finalChatCompletion();
+    const m = await msg.finalMessage();
+    assert.equal(await code, 0);
+    assert.ok(c.choices[0].message.content.length > 0 && c.choices[0].message.content.length < 300);
+    assert.equal(m.content[0].type, 'text');
+    assert.ok(m.content[0].text.length < 300);
+  });
+});
