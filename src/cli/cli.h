@@ -27,6 +27,7 @@ int cv_cmd_version(int argc, char **argv);
 int cv_cmd_serve(int argc, char **argv);
 int cv_cmd_import(int argc, char **argv);
 int cv_cmd_info(int argc, char **argv);
+int cv_cmd_grammar(int argc, char **argv);
 int cv_cmd_tokenize(int argc, char **argv);
 int cv_cmd_detokenize(int argc, char **argv);
 int cv_cmd_template(int argc, char **argv);

@@ -454,7 +454,8 @@ static void nf_build(gbuild *b, nfa *f, const gx *x, int32_t in, int32_t out)
         break;
     }
     case GX_UNTIL: {
-        /* KMP automaton of "text that does not contain lit": state k has
+        /* KMP automaton of "valid UTF-8 text without NUL that does not
+         * contain lit" (lit is ASCII: checked by gx_until): state k has
          * matched k bytes of lit; reaching len is forbidden. */
         size_t L = x->len;
         if (L == 0) {
@@ -476,20 +477,22 @@ static void nf_build(gbuild *b, nfa *f, const gx *x, int32_t in, int32_t out)
         nf_edge(f, in, NE_EPS, 0, 0, 0, st[0]);
         for (size_t k = 0; k < L && !f->over; k++) {
             nf_edge(f, st[k], NE_EPS, 0, 0, 0, out);
-            int32_t tgt[256];
-            for (int c = 0; c < 256; c++) {
+            int32_t tgt[128];
+            for (int c = 1; c < 128; c++) {
                 int32_t j = (int32_t)k;
                 while (j >= 0 && p[j] != c)
                     j = fail[j];
                 tgt[c] = j + 1; /* j == -1 gives 0 */
             }
-            for (int c = 0; c < 256;) {
+            for (int c = 1; c < 128;) {
                 int lo = c;
-                while (c < 256 && tgt[c] == tgt[lo])
+                while (c < 128 && tgt[c] == tgt[lo])
                     c++;
                 if ((size_t)tgt[lo] < L)
                     nf_edge(f, st[k], NE_BYTE, (uint8_t)lo, (uint8_t)(c - 1), 0, st[tgt[lo]]);
             }
+            /* the stop text is ASCII: any other character restarts the match */
+            nf_utf8_range(f, 0x80, 0x10FFFF, st[k], st[0]);
         }
         free(fail);
         free(st);

@@ -172,6 +172,11 @@ cv_str cv_grammar_vocab_piece(const cv_grammar_vocab *v, int32_t id)
     return (cv_str){ v->bytes + v->off[id], v->off[id + 1] - v->off[id] };
 }
 
+unsigned cv_grammar_vocab_flags(const cv_grammar_vocab *v, int32_t id)
+{
+    return id >= 0 && id < v->n_vocab ? v->flags[id] : 0;
+}
+
 /* ---- binding ---- */
 
 int gm_bind_vocab(cv_grammar *g, const cv_grammar_vocab *v, cv_err *err)

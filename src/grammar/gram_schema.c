@@ -15,7 +15,10 @@
 
 #include "grammar/grammar_int.h"
 
-#define MAX_DIGITS 20 /* integer and fraction digits of an unbounded number */
+/* Integer digits of an unbounded number: 18 keeps every integer literal
+ * inside int64, which is what jansson (and so the tool-call parsers and the
+ * servers' argument handling) can read back; 19+ digits fail to parse there. */
+#define MAX_DIGITS 18
 #define MAX_INDENT 32
 
 typedef struct memo { const json_t *node; int rule; } memo;
@@ -114,14 +117,13 @@ static gbuild *B(gschema *c) { return c->b; }
 
 gx *gs_ws(gschema *c)
 {
+    /* up to two blanks, then optionally one line break and an indent */
     gbuild *b = B(c);
-    gx *sp = gx_byterange(b, ' ', ' ');
     uint64_t bits[4] = { 0 };
     bits[0] |= 1ull << ' ' | 1ull << '\t';
     gx *blank = gx_byteset(b, bits);
     gx *nl = gx_seq3(b, gx_opt(b, gx_litz(b, "\r")), gx_litz(b, "\n"), gx_rep(b, blank, 0, MAX_INDENT));
-    CV_UNUSED(sp);
-    return gx_opt(b, gx_alt2(b, blank, nl));
+    return gx_seq2(b, gx_rep(b, blank, 0, 2), gx_opt(b, nl));
 }
 
 static gx *re(gschema *c, const char *pattern, bool json)
@@ -213,8 +215,8 @@ static gx *number_plain(gschema *c, bool integer)
     int r = prim_find(c, key);
     if (r < 0) {
         r = prim_add(c, key, key);
-        gx *body = integer ? re(c, "-?(0|[1-9][0-9]{0,19})", false)
-                           : re(c, "-?(0|[1-9][0-9]{0,19})(\\.[0-9]{1,20})?([eE][-+]?[0-9]{1,2})?", false);
+        gx *body = integer ? re(c, "-?(0|[1-9][0-9]{0,17})", false)
+                           : re(c, "-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,20})?([eE][-+]?[0-9]{1,2})?", false);
         gb_rule_set(B(c), r, body);
     }
     return gx_call(B(c), r);
@@ -361,7 +363,7 @@ static void read_bounds(gschema *c, const json_t *s, bound *lo, bound *hi)
     }
 }
 
-#define BIG 1e19 /* magnitudes past this are treated as unbounded */
+#define BIG 1e18 /* magnitudes past this are treated as unbounded (MAX_DIGITS) */
 
 static gx *integer_value(gschema *c, const json_t *s)
 {

@@ -118,6 +118,9 @@ int cv_grammar_from_tools(const cv_grammar_tools_opts *o, cv_grammar **out, cv_e
     if (json_array_size(o->tools) > CV_MAX_GRAMMAR_ALTS)
         return cv_err_set(err, CV_ELIMIT, "grammar: %zu tools, limit CV_MAX_GRAMMAR_ALTS = %d",
                           json_array_size(o->tools), CV_MAX_GRAMMAR_ALTS);
+    for (const char *z = o->think_close; z && *z; z++)
+        if ((unsigned char)*z >= 0x80 || (unsigned char)*z == 0)
+            return cv_err_set(err, CV_EINVAL, "grammar: think_close '%s' must be ASCII", o->think_close);
     gbuild b;
     gb_init(&b, o->warnings);
     gschema *s = gs_new(&b, err);

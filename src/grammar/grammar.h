@@ -45,8 +45,8 @@ typedef struct cv_grammar_opts {
  * what is enforced) into a grammar for one JSON document. Output is JSON with
  * object keys in the schema's declared order, optional properties allowed
  * and extra properties only where additionalProperties is a schema or true on
- * an object without declared properties; between tokens at most one space or
- * tab, or one line break plus up to 40 spaces/tabs of indent. opts may be
+ * an object without declared properties; between tokens up to two blanks,
+ * then optionally a line break and up to 32 blanks of indent. opts may be
  * NULL. The caller destroys *out. */
 int cv_grammar_from_schema(const json_t *schema, const cv_grammar_opts *opts, cv_grammar **out, cv_err *err);
 /* Parses text as JSON first (CV_EINVAL naming line and column if it is not). */
@@ -108,9 +108,16 @@ enum {
  * CV_MAX_GRAMMAR_TOKEN_BYTES. The caller destroys *out. */
 int cv_grammar_vocab_create(int32_t n_vocab, const cv_str *pieces, const uint8_t *flags, cv_grammar_vocab **out,
                             cv_err *err);
+/* The same from a loaded tokenizer: pieces as cv_tok_piece decodes them
+ * (special tokens as their text), CONTROL/UNKNOWN/UNUSED ids special, the
+ * tokenizer's end-of-generation ids EOG. */
+struct cv_tok;
+int cv_grammar_vocab_from_tok(const struct cv_tok *t, cv_grammar_vocab **out, cv_err *err);
 void cv_grammar_vocab_destroy(cv_grammar_vocab *v);
 int32_t cv_grammar_vocab_n(const cv_grammar_vocab *v);
 cv_str cv_grammar_vocab_piece(const cv_grammar_vocab *v, int32_t id);
+/* The CV_GRAMMAR_TOK_* flags of id (0 when out of range). */
+unsigned cv_grammar_vocab_flags(const cv_grammar_vocab *v, int32_t id);
 
 /* ---- per-sequence state: the sampler's hook ---- */
 

@@ -175,11 +175,12 @@ TEST(corpus_generations_validate_against_an_independent_validator)
                     CHECK_MSG(false, "%s: a masked-in token was refused: %s", id, err.msg);
                     break;
                 }
+                if (!(cv_grammar_vocab_flags(v, tok) & CV_GRAMMAR_TOK_EOG))
+                    cv_buf_put_str(&text, cv_grammar_vocab_piece(v, tok));
                 if (cv_grammar_state_done(s)) {
                     ended = true;
                     break;
                 }
-                cv_buf_put_str(&text, cv_grammar_vocab_piece(v, tok));
                 synth_feed(&m, tok);
             }
             n_tokens += steps;
