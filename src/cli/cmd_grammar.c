@@ -40,10 +40,9 @@ static int bench(cv_grammar *g, const cv_grammar_vocab *v, int n_gen, int max_to
             cv_grammar_get_info(g, &before);
             uint64_t t0 = cv_now_ns();
             cv_grammar_state_mask(s, mask, NULL);
-            int32_t left = max_tokens - step;
-            if (left <= cv_grammar_state_min_bytes(s) + CV_GRAMMAR_BUDGET_WINDOW)
-                cv_grammar_state_mask_budget(s, mask, left - 1, NULL);
             double us = (double)(cv_now_ns() - t0) / 1e3;
+            int32_t left = max_tokens - step;
+            bool near_end = left <= cv_grammar_state_min_bytes(s) + CV_GRAMMAR_BUDGET_WINDOW;
             cv_grammar_get_info(g, &after);
             if (after.n_cached > before.n_cached) {
                 n_cold++;
@@ -69,6 +68,31 @@ static int bench(cv_grammar *g, const cv_grammar_vocab *v, int n_gen, int max_to
                     bits &= bits - 1;
                 tok = (int32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
             }
+            /* near the budget: draw again while over (not timed: it is the
+             * sampler's loop, a few simulations per step) */
+            while (near_end && tok >= 0 && cv_grammar_state_min_bytes_after(s, tok) > left - 1) {
+                mask[tok >> 6] &= ~(1ull << (tok & 63));
+                n_allowed--;
+                if (n_allowed <= 0) {
+                    tok = -1;
+                    break;
+                }
+                int64_t p2 = (int64_t)cv_rng_below(&rng, (uint64_t)n_allowed);
+                tok = -1;
+                for (size_t w = 0; w < words && tok < 0; w++) {
+                    int c = __builtin_popcountll(mask[w]);
+                    if (p2 >= c) {
+                        p2 -= c;
+                        continue;
+                    }
+                    uint64_t bits = mask[w];
+                    while (p2--)
+                        bits &= bits - 1;
+                    tok = (int32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+                }
+            }
+            if (tok < 0)
+                break;
             if (cv_grammar_state_accept(s, tok, &err)) {
                 fprintf(stderr, "corvid grammar: masked-in token refused: %s\n", err.msg);
                 return 1;
