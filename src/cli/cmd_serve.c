@@ -2,12 +2,9 @@
  * model as a cv_server_backend, and serves HTTP until SIGINT/SIGTERM
  * (cv_server_run: a graceful stop, then exit 0).
  *
- * The backend is where the layers below the server meet: the GGUF file, the
- * engine and cv_sched, the tokenizer's streaming detokenizer, the model's
- * chat template and the tool-call/reasoning parser chosen for it. Until those
- * layers are on main, open_backend says so and the command exits 1; the
- * server itself is complete and tested behind a test backend
- * (tests/server/fake_backend.c). */
+ * The backend (server/backend.c) is where the layers below the server meet:
+ * the GGUF model, the engine and cv_sched, the tokenizer's streaming
+ * detokenizer and the model's chat template. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,20 +36,12 @@ static int parse_int(const cv_cmd *cmd, const char *flag, const char *v, long lo
 static void on_listen(void *ud, int port)
 {
     const cv_server_config *cfg = ud;
+    /* stdout, whatever the log level: scripts (and the tests) read the port. */
+    printf("corvid serve: listening on http://%s:%d\n", cfg->host, port);
+    fflush(stdout);
     cv_info("serving on http://%s:%d (OpenAI: /v1/chat/completions, /v1/completions, /v1/responses; "
             "Anthropic: /v1/messages)%s",
             cfg->host, port, cfg->api_key && *cfg->api_key ? "; API key required" : "");
-}
-
-/* Opens MODEL as the server's backend. Needs the engine, tokenizer, chat
- * template and parser layers; see the file comment. */
-static int open_backend(const serve_opts *o, cv_server_backend *be, cv_err *err)
-{
-    memset(be, 0, sizeof *be);
-    return cv_err_set(err, CV_EUNSUPPORTED,
-                      "cannot serve '%s' yet: this build of corvid has no inference engine (the engine, tokenizer and "
-                      "chat-template layers are not built in)",
-                      o->model);
 }
 
 int cv_cmd_serve(int argc, char **argv)
@@ -121,14 +110,17 @@ int cv_cmd_serve(int argc, char **argv)
         o.served_name = alias->name; /* clients ask for the name the user typed */
     o.model = model_path;
     cv_err err = { 0 };
-    cv_server_backend be;
-    if (open_backend(&o, &be, &err)) {
+    cv_server_backend *be;
+    cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
+                                  .n_parallel = o.parallel, .n_threads = o.threads };
+    if (cv_server_backend_open(&bo, &be, &err)) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;
     }
-    if (o.served_name)
-        be.model_id = o.served_name;
-    if (cv_server_run(&cfg, &be, o.grace_ms, on_listen, &cfg, &err)) {
+    cv_info("loaded %s: context %d tokens, %d parallel sequences", be->model_id, be->n_ctx, o.parallel);
+    int rc = cv_server_run(&cfg, be, o.grace_ms, on_listen, &cfg, &err);
+    cv_server_backend_close(be);
+    if (rc) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;
     }

@@ -135,6 +135,22 @@ typedef struct cv_server_backend {
     void (*load)(void *ctx, cv_server_load *out);
 } cv_server_backend;
 
+/* The production backend (backend.c): a GGUF model with its engine,
+ * scheduler thread, tokenizer and chat template. */
+typedef struct cv_server_backend_opts {
+    const char *model_path;
+    const char *served_name; /* NULL: the file name without .gguf */
+    int32_t n_ctx;           /* 0: the engine's default (the model's, capped) */
+    int32_t n_parallel;      /* sequences at once; 0: 1 */
+    int32_t n_threads;       /* compute threads; 0: every CPU */
+} cv_server_backend_opts;
+
+/* Opens the model and starts its scheduler. Errors name the file and what
+ * is wrong (CV_ECORRUPT, CV_EUNSUPPORTED, CV_ENOTFOUND, ...). Close with
+ * cv_server_backend_close after the server is destroyed. */
+int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **out, cv_err *err);
+void cv_server_backend_close(cv_server_backend *be);
+
 /* ---- the server ---- */
 
 typedef struct cv_server_config {

@@ -115,6 +115,8 @@ static void token_text(void *ctx, int32_t token, cv_buf *out)
 typedef struct fake_req {
     fake_backend *f;
     cv_buf text;
+    int32_t *ids;   /* wrapping a real backend: text in the model's own token ids */
+    size_t n_ids;
     size_t pos;
     int32_t max_tokens, n_gen, n_prompt;
     int slow_ms, prefill_ms;
@@ -254,6 +256,18 @@ static int submit(void *ctx, const cv_chat_request *req, const cv_sched_params *
         choose_reply(f, &r, q);
         cv_chat_request_fini(&r);
     }
+    if (f->real) {
+        int32_t *ids = NULL, n = 0;
+        cv_err e2 = { 0 };
+        if (f->real->encode_text(f->real->ctx, (cv_str){ q->text.data ? q->text.data : "", q->text.len }, &ids, &n,
+                                 &e2) == 0) {
+            size_t skip = CV_MIN((size_t)n, f->n_prefix);
+            q->n_ids = (size_t)n - skip;
+            q->ids = cv_xmalloc((q->n_ids + 1) * sizeof *q->ids);
+            memcpy(q->ids, ids + skip, q->n_ids * sizeof *q->ids);
+        }
+        free(ids);
+    }
     q->t_next = cv_now_ns() + (uint64_t)q->prefill_ms * 1000000;
     atomic_fetch_add(&f->running, 1);
     *out = (cv_sched_req *)q;
@@ -316,7 +330,16 @@ static int next(cv_sched_req *r, int timeout_ms, cv_sched_event *ev)
         return 0;
     }
     ev->type = CV_SCHED_TOKEN;
-    if (q->pos < q->text.len) {
+    if (q->f->real) {
+        if (q->pos >= q->n_ids) {
+            /* The model's own end token is not scripted: stop after the text. */
+            ev->type = CV_SCHED_DONE;
+            ev->finish = CV_FINISH_STOP;
+            end(q);
+            return 0;
+        }
+        ev->token = q->ids[q->pos++];
+    } else if (q->pos < q->text.len) {
         ev->token = (unsigned char)q->text.data[q->pos++];
     } else {
         ev->token = EOG;
@@ -347,6 +370,7 @@ static void release(cv_sched_req *r)
         end(q);
     }
     cv_buf_free(&q->text);
+    free(q->ids);
     free(q);
 }
 
@@ -532,6 +556,46 @@ void fake_backend_init(fake_backend *f, int32_t n_ctx)
 }
 
 void fake_backend_fini(fake_backend *f) { free(f->reply); }
+
+/* Thunks: the server passes the fake as ctx; the real functions want theirs. */
+static int w_encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_err *err)
+{
+    fake_backend *f = ctx;
+    atomic_fetch_add(&f->n_encodes, 1);
+    return f->real->encode_chat(f->real->ctx, r, ids, n, err);
+}
+static int w_encode_text(void *ctx, cv_str t, int32_t **ids, int32_t *n, cv_err *err)
+{
+    fake_backend *f = ctx;
+    return f->real->encode_text(f->real->ctx, t, ids, n, err);
+}
+static void *w_detok_create(void *ctx) { return ((fake_backend *)ctx)->real->detok_create(((fake_backend *)ctx)->real->ctx); }
+static bool w_is_eog(void *ctx, int32_t t) { return ((fake_backend *)ctx)->real->is_eog(((fake_backend *)ctx)->real->ctx, t); }
+static void w_token_text(void *ctx, int32_t t, cv_buf *out)
+{
+    ((fake_backend *)ctx)->real->token_text(((fake_backend *)ctx)->real->ctx, t, out);
+}
+
+void fake_backend_wrap(fake_backend *f, const cv_server_backend *real)
+{
+    f->real = real;
+    f->be.ctx = f;
+    f->be.model_id = real->model_id;
+    f->be.n_ctx = f->n_ctx = real->n_ctx;
+    f->be.created = real->created;
+    f->be.encode_chat = w_encode_chat;
+    f->be.encode_text = w_encode_text;
+    f->be.detok_create = w_detok_create;
+    f->be.detok_feed = real->detok_feed;
+    f->be.detok_flush = real->detok_flush;
+    f->be.detok_destroy = real->detok_destroy;
+    f->be.is_eog = w_is_eog;
+    f->be.token_text = w_token_text;
+    int32_t *ids = NULL, n = 0;
+    if (real->encode_text(real->ctx, (cv_str){ "", 0 }, &ids, &n, NULL) == 0)
+        f->n_prefix = (size_t)n; /* BOS the tokenizer adds to any text */
+    free(ids);
+}
 
 void fake_backend_set_reply(fake_backend *f, const char *text)
 {

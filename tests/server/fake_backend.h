@@ -39,11 +39,19 @@ typedef struct fake_backend {
     atomic_llong n_canceled;     /* requests that ended cancelled */
     atomic_int running;
     atomic_llong n_encodes;
+    const cv_server_backend *real; /* wrapped real backend, or NULL */
+    size_t n_prefix;               /* ids the real tokenizer adds to any text (BOS) */
 } fake_backend;
 
 void fake_backend_init(fake_backend *f, int32_t n_ctx);
 void fake_backend_fini(fake_backend *f);
 void fake_backend_set_reply(fake_backend *f, const char *text);
+/* Wraps a real backend (a model): its template, tokenizer and detokenizer
+ * serve every request, and only the sampled tokens are substituted — the
+ * chosen reply, tokenized with the model's own vocabulary, is what the
+ * "scheduler" generates. The fake's parser stays until the chat layer has
+ * one. */
+void fake_backend_wrap(fake_backend *f, const cv_server_backend *real);
 
 /* The fake's parser on its own (tests of the parser path). */
 void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud);

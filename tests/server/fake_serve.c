@@ -4,7 +4,9 @@
  * "listening on PORT" from stdout, talk to it with the official SDKs, and stop
  * it with SIGTERM. Flags:
  *   --port N  --api-key KEY  --keepalive-ms N  --max-body BYTES
- *   --store N  --cors LIST  --ctx N  --grace-ms N */
+ *   --store N  --cors LIST  --ctx N  --grace-ms N
+ *   --model GGUF   wrap a real model: its template, tokenizer and
+ *                  detokenizer serve, only the sampled tokens are substituted */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,6 +23,7 @@ int main(int argc, char **argv)
     cv_server_config cfg = { .host = "127.0.0.1", .port = 0 };
     int32_t n_ctx = 1 << 20;
     int grace = 2000;
+    const char *model = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--port")) cfg.port = atoi(v);
@@ -31,6 +34,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--cors")) cfg.cors_origins = v;
         else if (!strcmp(k, "--ctx")) n_ctx = atoi(v);
         else if (!strcmp(k, "--grace-ms")) grace = atoi(v);
+        else if (!strcmp(k, "--model")) model = v;
         else {
             fprintf(stderr, "fake_serve: unknown flag %s\n", k);
             return 2;
@@ -39,9 +43,19 @@ int main(int argc, char **argv)
     fake_backend f;
     fake_backend_init(&f, n_ctx);
     cv_err err = { 0 };
+    cv_server_backend *real = NULL;
+    if (model) {
+        cv_server_backend_opts o = { .model_path = model, .n_ctx = n_ctx < (1 << 20) ? n_ctx : 0, .n_threads = 1 };
+        if (cv_server_backend_open(&o, &real, &err)) {
+            fprintf(stderr, "fake_serve: %s\n", err.msg);
+            return 1;
+        }
+        fake_backend_wrap(&f, real);
+    }
     int rc = cv_server_run(&cfg, &f.be, grace, on_listen, NULL, &err);
     if (rc)
         fprintf(stderr, "fake_serve: %s\n", err.msg);
     fake_backend_fini(&f);
+    cv_server_backend_close(real);
     return rc ? 1 : 0;
 }

