@@ -24,7 +24,7 @@ void cv_dt_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n)
     const block_q4_0 *x = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F), off = _mm256_set1_epi8(8);
     for (int64_t b = 0; b < n / QK4_0; b++) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d));
         __m128i q = _mm_loadu_si128((const __m128i *)x[b].qs);
         /* low nibbles are values 0..15, high nibbles values 16..31 */
         __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
@@ -51,7 +51,7 @@ void cv_dt_q4_0_dot_avx2(int64_t n, const void *w, const void *a, float *out)
         /* signed x signed through vpmaddubsw: |w| times a with w's sign */
         __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
         __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d) * f16_to_f32(y[b].d));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d) * h2f(y[b].d));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
     }
     *out = hsum_ps(acc);

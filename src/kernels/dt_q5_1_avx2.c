@@ -19,7 +19,7 @@ void cv_dt_q5_1_to_f32_avx2(const void *src, float *dst, int64_t n)
     const block_q5_1 *x = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n / QK5_1; b++) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d)), m = _mm256_set1_ps(f16_to_f32(x[b].m));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d)), m = _mm256_set1_ps(h2f(x[b].m));
         __m128i q = _mm_loadu_si128((const __m128i *)x[b].qs);
         __m256i v = _mm256_or_si256(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4), q5_bits(x[b].qh));
         for (int k = 0; k < 4; k++) {
@@ -41,9 +41,9 @@ void cv_dt_q5_1_dot_avx2(int64_t n, const void *w, const void *a, float *out)
         __m128i q = _mm_loadu_si128((const __m128i *)x[b].qs);
         __m256i wq = _mm256_or_si256(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4), q5_bits(x[b].qh));
         __m256i p = _mm256_maddubs_epi16(wq, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d) * f16_to_f32(y[b].d));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d) * h2f(y[b].d));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), d, acc);
-        offs += f16_to_f32(x[b].m) * f16_to_f32(y[b].s);
+        offs += h2f(x[b].m) * h2f(y[b].s);
     }
     *out = hsum_ps(acc) + offs;
 }
