@@ -152,6 +152,37 @@
 /* range() length: Jinja2's sandbox MAX_RANGE. */
 #define CV_JINJA_MAX_RANGE 100000
 
+/* ---- models (model/) ---- */
+/* Transformer blocks: the largest open models have ~130; 1024 bounds the
+ * per-layer tables a hostile block_count would size. */
+#define CV_MAX_LAYERS 1024
+/* Hidden size, FFN size, q/kv widths: 1M bounds every per-token scratch row
+ * (real models stay under 64k for hidden and 256k for FFN). */
+#define CV_MAX_MODEL_DIM (1 << 20)
+/* Vocabulary: real ones reach ~260k; 4M bounds a logits row at 16 MiB. */
+#define CV_MAX_VOCAB (1 << 22)
+/* Attention heads per layer and the width of one head (real: <= 128 heads,
+ * head_dim <= 256). */
+#define CV_MAX_HEADS 4096
+#define CV_MAX_HEAD_DIM 4096
+
+/* ---- engine (engine/) ---- */
+/* Positions one sequence may hold (context window). 1M tokens is beyond
+ * any model corvid runs on CPU; it bounds block tables. */
+#define CV_MAX_CONTEXT (1 << 20)
+/* Sequences one engine serves at once (slots in the KV cache). */
+#define CV_MAX_SEQS 4096
+/* Tokens in one forward call: bounds the activation scratch, which is sized
+ * once at engine creation (a prefill longer than this is split in chunks). */
+#define CV_MAX_BATCH_TOKENS 8192
+
+/* ---- scheduler (sched/) ---- */
+/* Requests waiting for the engine thread; beyond it submit says CV_EBUSY so
+ * the server answers "overloaded" instead of queueing without bound. */
+#define CV_MAX_SCHED_QUEUE 256
+/* Stop token ids per request (EOS, EOT, <|im_end|>, ...: a handful). */
+#define CV_MAX_STOP_TOKENS 64
+
 /* ---- model store, downloads and launchers (cli/) ---- */
 /* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300
  * bytes; the bound keeps every derived path inside PATH_MAX. */

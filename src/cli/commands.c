@@ -20,6 +20,18 @@ const cv_cmd cv_cmds[] = {
       "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
       "[--response-store N] [--max-body BYTES] [--grace-ms MS]",
       cv_cmd_serve },
+    { "run", "generate a continuation of a prompt (text, or token ids with --ids)",
+      "corvid run MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] "
+      "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos]",
+      cv_cmd_run },
+    { "bench", "measure prefill and decode speed against the machine's ceilings",
+      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--threads N] [--repeats R] [--json] [--exact] "
+      "[--no-probe]",
+      cv_cmd_bench },
+    { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
+      "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "
+      "[--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] [--vocab VOCAB.gguf] [--seed S] [--threads N] -o OUT.gguf",
+      cv_cmd_synth },
     { "import", "convert another format to GGUF",
       "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf\n"
       "       corvid import tokenizer DIR_OR_tokenizer.json -o OUT.gguf", cv_cmd_import },
