@@ -9,6 +9,8 @@
  *            int8 peak;
  *   prefill  512 tokens through the matrices of two layers (the first and
  *            the middle one): multiply-adds / time vs the int8 peak.
+ *   tiles    (extra) each quantized type's matmul on a small matrix kept in
+ *            cache, fastest of 50 runs: compute efficiency without DRAM.
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
@@ -208,6 +210,47 @@ static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeat
     return t[repeats / 2];
 }
 
+/* Compute efficiency of each weight type's matmul with its weights in
+ * cache: a 1024 x 2048 matrix (about 1 MiB in 4-bit types) run again and
+ * again, fastest of many short runs, at 8 and 128 tokens. Separates what
+ * the tile computes from what streaming weights out of DRAM costs. */
+static void bench_tiles(cv_pool *pool, double peak)
+{
+    const int64_t n_in = 2048, n_out = 1024, toks[2] = { 8, 128 };
+    printf("\nin-cache tiles (%lld x %lld, fastest run of 50): GMAC/s and fraction of the int8 peak\n",
+           (long long)n_out, (long long)n_in);
+    cv_rng rng;
+    cv_rng_seed(&rng, 99);
+    float *x = cv_aligned_alloc((size_t)(128 * n_in) * sizeof *x), *y = cv_aligned_alloc((size_t)(128 * n_out) * sizeof *y);
+    for (int64_t i = 0; i < 128 * n_in; i++)
+        x[i] = cv_rng_normal(&rng);
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt || !dt->is_weight || !dt->is_quantized)
+            continue;
+        mat m = { 0 };
+        cv_err err = { 0 };
+        if (make_mat(&m, t, n_in, n_out, &rng, &err) != 0)
+            continue;
+        printf("  %-5s", dt->name);
+        for (int k = 0; k < 2; k++) {
+            double best = 1e30;
+            for (int r = 0; r < 50; r++) {
+                double t0 = clock_s();
+                cv_matmul(pool, m.w, toks[k], x, y);
+                best = CV_MIN(best, clock_s() - t0);
+            }
+            const double g = (double)n_in * n_out * toks[k] / best;
+            printf("   %3lld tok %6.1f GMAC/s %5.1f%%", (long long)toks[k], g / 1e9, 100 * g / peak);
+        }
+        printf("   %s\n", cv_matmul_path(t, cv_isa_active()));
+        cv_wmat_destroy(m.w);
+        free(m.src);
+    }
+    cv_aligned_free(x);
+    cv_aligned_free(y);
+}
+
 static bool in_list(const char *list, const char *item)
 {
     if (!list || !strcmp(list, "all"))
@@ -333,6 +376,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
             fflush(stdout);
         }
     }
+    if (have_peak && in_list(cases, "tiles"))
+        bench_tiles(pool, peak.best);
 done:
     cv_pool_destroy(pool);
     return rc ? 1 : 0;

@@ -34,7 +34,7 @@ void cv_dt_q4_K_to_f32_avx2(const void *src, float *dst, int64_t n)
     const block_q4_K *x = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const float d = f16_to_f32(x[b].d), min = f16_to_f32(x[b].dmin);
+        const float d = h2f(x[b].d), min = h2f(x[b].dmin);
         uint8_t sc[8], m[8];
         cv_kq_unpack_scales(x[b].scales, sc, m);
         float *y = dst + b * QK_K;
@@ -76,7 +76,7 @@ void cv_dt_q4_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
         for (int j = 0; j < 8; j++)
             mins += m[j] * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
         const float da = y[b].d;
-        sum += da * f16_to_f32(x[b].d) * (float)hsum_epi32(isum) - da * f16_to_f32(x[b].dmin) * (float)mins;
+        sum += da * h2f(x[b].d) * (float)hsum_epi32(isum) - da * h2f(x[b].dmin) * (float)mins;
     }
     *out = sum;
 }

@@ -26,7 +26,7 @@ void cv_dt_q6_K_to_f32_avx2(const void *src, float *dst, int64_t n)
     const block_q6_K *x = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), off = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const float d = f16_to_f32(x[b].d);
+        const float d = h2f(x[b].d);
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = x[b].ql + 64 * h, *qh = x[b].qh + 32 * h;
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
@@ -89,7 +89,7 @@ void cv_dt_q6_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
         int off = 0;
         for (int j = 0; j < 16; j++)
             off += x[b].scales[j] * y[b].bsums[j];
-        sum += y[b].d * f16_to_f32(x[b].d) * (float)(hsum_epi32(isum) - 32 * off);
+        sum += y[b].d * h2f(x[b].d) * (float)(hsum_epi32(isum) - 32 * off);
     }
     *out = sum;
 }

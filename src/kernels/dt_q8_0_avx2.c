@@ -18,7 +18,7 @@ void cv_dt_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n)
 {
     const block_q8_0 *x = src;
     for (int64_t b = 0; b < n / QK8_0; b++) {
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d));
         for (int k = 0; k < 4; k++) {
             __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x[b].qs + 8 * k)));
             _mm256_storeu_ps(dst + b * QK8_0 + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
@@ -35,7 +35,7 @@ void cv_dt_q8_0_dot_avx2(int64_t n, const void *w, const void *a, float *out)
         __m256i aq = _mm256_loadu_si256((const __m256i *)y[b].qs);
         __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
         __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-        const __m256 d = _mm256_set1_ps(f16_to_f32(x[b].d) * f16_to_f32(y[b].d));
+        const __m256 d = _mm256_set1_ps(h2f(x[b].d) * h2f(y[b].d));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
     }
     *out = hsum_ps(acc);

@@ -49,6 +49,7 @@ static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_c
     float *y = malloc(ldy * n_tok * sizeof *y), *xq = malloc(n_in * sizeof *xq);
     double *ref_q = malloc(n_out * n_tok * sizeof *ref_q), *ref_f = malloc(n_out * n_tok * sizeof *ref_f);
     double *mag = malloc(n_out * n_tok * sizeof *mag), *qerr = malloc(n_out * n_tok * sizeof *qerr);
+    double *serrs = malloc(n_out * n_tok * sizeof *serrs);
     float *step = malloc(n_in * sizeof *step);
     uint8_t *w = malloc(wbytes), *aq = malloc((size_t)(n_in / act->block_elems) * act->block_bytes);
     fill(wf, n_in * n_out, 17 * dt->type + n_in);
@@ -75,12 +76,15 @@ static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_c
             double sq = 0, sf = 0, m = 0, qe = 0;
             /* q4_1/q5_1 take their offset term from q8_1's stored sum,
              * which is rounded to f16 (the format's design). */
+            double serr = 0; /* what the f16 rounding of q8_1's s can move */
             if (act->type == CV_GGML_Q8_1)
                 for (int64_t b = 0; b < n_in / 32; b++) {
                     const uint8_t *wr = w + o * row;
                     float mb = cv_fp16_to_fp32(dt->type == CV_GGML_Q4_1 ? ((const block_q4_1 *)wr)[b].m
                                                                          : ((const block_q5_1 *)wr)[b].m);
-                    sq += (double)mb * cv_fp16_to_fp32(((const block_q8_1 *)aq)[b].s);
+                    const float sb = cv_fp16_to_fp32(((const block_q8_1 *)aq)[b].s);
+                    sq += (double)mb * sb;
+                    serr += fabs((double)mb * sb) * 0x1p-10;
                     for (int64_t i = 32 * b; i < 32 * b + 32; i++)
                         sq -= (double)mb * xq[i];
                 }
@@ -94,6 +98,7 @@ static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_c
             ref_f[t * n_out + o] = sf;
             mag[t * n_out + o] = m;
             qerr[t * n_out + o] = qe;
+            serrs[t * n_out + o] = serr;
         }
     }
     cv_wmat *wm = NULL;
@@ -114,7 +119,9 @@ static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_c
                 /* Tie-rounding of an activation may differ between ISAs:
                  * one level of one value is at most 1/127 of the block max,
                  * far below 1e-3 of the magnitude for these sizes. */
-                const double tol_q = 2e-6 * m + 1e-5 + (isa != CV_ISA_SCALAR ? 1e-3 * m : 0);
+                /* The SIMD path keeps activation scales and sums in f32 where
+                 * the reference q8_0/q8_1 blocks round them to f16. */
+                const double tol_q = 2e-6 * m + 1e-5 + (isa != CV_ISA_SCALAR ? 1e-3 * m + serrs[t * n_out + o] : 0);
                 const double tol_f = qerr[t * n_out + o] + 1e-5 * m + 1e-5;
                 if (!(fabs(got - ref_q[t * n_out + o]) <= tol_q) || !(fabs(got - ref_f[t * n_out + o]) <= tol_f)) {
                     bad++;
@@ -145,6 +152,7 @@ static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_c
     free(ref_f);
     free(mag);
     free(qerr);
+    free(serrs);
     free(step);
     free(w);
     free(aq);
@@ -171,12 +179,14 @@ TEST(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size)
 /* How far the SIMD matmul may be from the scalar one, relative to
  * sum |w x|: float re-association only, except where the SIMD activation
  * quantizer keeps a scale in f32 that the reference rounds to f16 (the
- * q8_0-activation types: 2^-11 relative per block). */
+ * q8_0-activation types: 2^-11 relative per block; q4_1/q5_1 also meet the
+ * f16-rounded block sum times the block min, larger on these N(0,1) rows
+ * whose mins are about -2). */
 static double isa_tolerance(uint32_t type)
 {
     switch (type) {
     case CV_GGML_Q4_0: case CV_GGML_Q5_0: case CV_GGML_Q8_0: return 5e-4;
-    case CV_GGML_Q4_1: case CV_GGML_Q5_1: return 2e-5;
+    case CV_GGML_Q4_1: case CV_GGML_Q5_1: return 3e-3; /* the reference rounds q8_1 s to f16; min ~ -2 here */
     default: return 2e-6; /* f32 f16 bf16 and the K-quants (identical q8_K levels) */
     }
 }
