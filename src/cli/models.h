@@ -84,6 +84,13 @@ typedef struct cv_model_ref {
  * CV_ENOTFOUND (the message lists the accepted forms) when nothing matches. */
 int cv_model_resolve(const char *spec, cv_model_ref *out, cv_err *err);
 
+/* For commands that read a model but never download one (info, tokenize,
+ * template): the local file MODEL names when it resolves to one (an alias
+ * or repo already pulled, a name in the store), else spec itself unchanged,
+ * so an existing path, and the error a missing one gets, stay as they were.
+ * Returns buf or spec. */
+const char *cv_model_local_or_self(const char *spec, char *buf, size_t n);
+
 /* Picks the GGUF of a quant among a repo's file names: a name that contains
  * the quant as a whole token (Q4_K_M matches "x-Q4_K_M.gguf", not
  * "x-IQ4_K_M.gguf"), ignoring mmproj/draft side files; for quant "" the

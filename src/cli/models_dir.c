@@ -637,6 +637,18 @@ int cv_model_resolve(const char *spec, cv_model_ref *r, cv_err *err)
     return not_found(spec, store, err);
 }
 
+const char *cv_model_local_or_self(const char *spec, char *buf, size_t n)
+{
+    struct stat st;
+    if (!spec || stat(spec, &st) == 0)
+        return spec;
+    cv_model_ref r;
+    if (cv_model_resolve(spec, &r, NULL) != 0 || !r.local || strlen(r.path) >= n)
+        return spec;
+    memcpy(buf, r.path, strlen(r.path) + 1);
+    return buf;
+}
+
 /* ---- what a GGUF says about itself ---- */
 
 /* llama.cpp's llama_ftype values (general.file_type), by number; gaps are

@@ -152,6 +152,15 @@ TEST(pulled_files_are_found_by_alias_repo_quant_and_file_name)
     CHECK(cv_model_resolve(path, &r, &err) == 0 && r.kind == CV_MODEL_FILE && r.local);
     /* A remote quant not in the store stays remote. */
     CHECK(cv_model_resolve("org/repo:Q5_K_M", &r, &err) == 0 && !r.local && r.file[0] == 0);
+    /* What info/tokenize/template use: a stored model by any of its names,
+     * anything else passed through untouched. */
+    char buf[PATH_MAX];
+    snprintf(path, sizeof path, "%s/org/repo/model-Q8_0.gguf", store);
+    CHECK_EQ_STR(cv_model_local_or_self("org/repo:Q8_0", buf, sizeof buf), path);
+    CHECK_EQ_STR(cv_model_local_or_self("model-Q8_0", buf, sizeof buf), path);
+    CHECK_EQ_STR(cv_model_local_or_self("not-pulled/repo:Q8_0", buf, sizeof buf), "not-pulled/repo:Q8_0");
+    CHECK_EQ_STR(cv_model_local_or_self("./missing.gguf", buf, sizeof buf), "./missing.gguf");
+    CHECK_EQ_STR(cv_model_local_or_self(tmp_root, buf, sizeof buf), tmp_root); /* exists: untouched */
     /* Two files of one name in different repos: ambiguous, say how to pick. */
     snprintf(path, sizeof path, "%s/other/repo/model-Q8_0.gguf", store);
     put_file(path, "GGUF", 4);
