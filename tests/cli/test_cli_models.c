@@ -188,6 +188,8 @@ TEST(hostile_or_unknown_model_arguments_are_refused_with_the_reason)
         { "org/repo/sub//x.gguf", CV_EINVAL, ".gguf name inside the repo" },
         { "org/repo/notes.txt", CV_EINVAL, ".gguf" },
         { "org/repo:Q4$(rm)", CV_EINVAL, "QUANT" },
+        { "qwen3-0.6b:Q8 0", CV_EINVAL, "QUANT" },
+        { "qwen3-0.6b:Q4_K_M_THAT_IS_FAR_TOO_LONG_TO_BE_A_QUANT", CV_EINVAL, "too long" },
         { "org/re po", CV_EINVAL, "ORG/REPO" },
         { "ftp://host/x.gguf", CV_EINVAL, "http" },
         { "https://host", CV_EINVAL, "no path" },
