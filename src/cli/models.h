@@ -174,8 +174,10 @@ typedef struct cv_sha256 {
     uint64_t n_bytes;
     uint8_t buf[64];
     size_t n_buf;
+    bool use_ni; /* the CPU's SHA extensions (set by init; a test clears it to compare) */
 } cv_sha256;
 
+/* Picks the SHA-extension path when the CPU has it. */
 void cv_sha256_init(cv_sha256 *s);
 void cv_sha256_update(cv_sha256 *s, const void *p, size_t n);
 /* Writes 64 lowercase hex digits and a NUL into hex. */

@@ -275,16 +275,19 @@ TEST(sha256_matches_fips_vectors_in_any_chunking)
         { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
           "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
     };
-    for (size_t i = 0; i < CV_ARRAY_LEN(v); i++) {
+    for (size_t i = 0; i < 2 * CV_ARRAY_LEN(v); i++) {
         for (size_t step = 1; step <= 65; step += 16) {
             cv_sha256 s;
             cv_sha256_init(&s);
-            size_t len = strlen(v[i].in);
+            if (i >= CV_ARRAY_LEN(v))
+                s.use_ni = false; /* the second pass: the portable path */
+            size_t k = i % CV_ARRAY_LEN(v);
+            size_t len = strlen(v[k].in);
             for (size_t o = 0; o < len; o += step)
-                cv_sha256_update(&s, v[i].in + o, CV_MIN(step, len - o));
+                cv_sha256_update(&s, v[k].in + o, CV_MIN(step, len - o));
             char hex[65];
             cv_sha256_final(&s, hex);
-            CHECK_MSG(!strcmp(hex, v[i].hex), "'%s' step %zu: %s", v[i].in, step, hex);
+            CHECK_MSG(!strcmp(hex, v[k].hex), "'%s' step %zu: %s", v[k].in, step, hex);
         }
     }
     /* One million 'a' (FIPS 180-2 appendix B.3), fed in odd pieces. */
@@ -297,6 +300,32 @@ TEST(sha256_matches_fips_vectors_in_any_chunking)
     char hex[65];
     cv_sha256_final(&s, hex);
     CHECK_EQ_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(sha256_extension_path_equals_the_portable_one_on_every_length)
+{
+    cv_sha256 probe;
+    cv_sha256_init(&probe);
+    if (!probe.use_ni)
+        printf("  (this CPU has no SHA extensions: both runs below take the portable path)\n");
+    cv_rng rng;
+    cv_rng_seed(&rng, 42);
+    unsigned char data[1100];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)cv_rng_u64(&rng);
+    for (size_t len = 0; len <= sizeof data; len += (len < 200 ? 1 : 37)) {
+        char a[65], b[65];
+        cv_sha256 s;
+        cv_sha256_init(&s);
+        cv_sha256_update(&s, data, len / 3);
+        cv_sha256_update(&s, data + len / 3, len - len / 3);
+        cv_sha256_final(&s, a);
+        cv_sha256_init(&s);
+        s.use_ni = false;
+        cv_sha256_update(&s, data, len);
+        cv_sha256_final(&s, b);
+        CHECK_MSG(!strcmp(a, b), "length %zu: %s vs %s", len, a, b);
+    }
 }
 
 TEST(sha256_of_every_reference_model_matches_the_manifest)
@@ -539,6 +568,7 @@ int main(void)
     RUN(quant_is_read_from_file_names_of_every_common_style);
     RUN(picker_prefers_q4_k_m_matches_whole_tokens_and_skips_side_files);
     RUN(sha256_matches_fips_vectors_in_any_chunking);
+    RUN(sha256_extension_path_equals_the_portable_one_on_every_length);
     RUN(sha256_of_every_reference_model_matches_the_manifest);
     RUN(facts_of_the_reference_models_are_what_their_headers_say);
     RUN(store_listing_walks_folders_sorts_and_skips_hidden_and_foreign_files);
