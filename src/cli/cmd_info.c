@@ -46,7 +46,8 @@ int cv_cmd_info(int argc, char **argv)
         return cv_cli_usage_error(cmd, "needs one MODEL.gguf");
     cv_gguf *g;
     cv_err err = { 0 };
-    if (cv_gguf_open(argv[optind], &g, &err) != 0) {
+    char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
+    if (cv_gguf_open(cv_model_local_or_self(argv[optind], mp, sizeof mp), &g, &err) != 0) {
         fprintf(stderr, "corvid info: %s\n", err.msg);
         return 1;
     }

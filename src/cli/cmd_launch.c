@@ -12,13 +12,10 @@
  * next launch finds the model warm; its pid and log are printed. For the SDK
  * "clients" the command to run follows `--`. */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 

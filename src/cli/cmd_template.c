@@ -114,7 +114,8 @@ int cv_cmd_template(int argc, char **argv)
         rc = cv_cli_usage_error(cmd, "--bench must be between 1 and 1000000");
         goto done;
     }
-    const char *path = argv[optind];
+    char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
+    const char *path = cv_model_local_or_self(argv[optind], mp, sizeof mp);
     if (ends_with(path, ".gguf")) {
         cv_gguf *g;
         if (cv_gguf_open(path, &g, &err) != 0) {

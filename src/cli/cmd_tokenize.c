@@ -169,7 +169,8 @@ int cv_cmd_tokenize(int argc, char **argv)
         return cv_cli_usage_error(cmd, do_bench ? "--bench needs MODEL [FILE]" : "needs MODEL and TEXT (or - for stdin)");
     cv_err err = { 0 };
     cv_tok *t = NULL;
-    if (cv_tok_load_file(argv[optind], &t, &err) != 0) {
+    char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
+    if (cv_tok_load_file(cv_model_local_or_self(argv[optind], mp, sizeof mp), &t, &err) != 0) {
         fprintf(stderr, "corvid tokenize: %s\n", err.msg);
         return 1;
     }
@@ -226,7 +227,8 @@ int cv_cmd_detokenize(int argc, char **argv)
         return cv_cli_usage_error(cmd, "needs MODEL and ids");
     cv_err err = { 0 };
     cv_tok *t = NULL;
-    if (cv_tok_load_file(argv[optind], &t, &err) != 0) {
+    char mp[PATH_MAX];
+    if (cv_tok_load_file(cv_model_local_or_self(argv[optind], mp, sizeof mp), &t, &err) != 0) {
         fprintf(stderr, "corvid detokenize: %s\n", err.msg);
         return 1;
     }

@@ -42,7 +42,7 @@ const cv_cmd cv_cmds[] = {
       "    [--no-generation-prompt] [--kw key=value]... [--bos S] [--eos S] [--now UNIXTIME] [--bench N]",
       cv_cmd_template },
     { "pull", "download a model into the store (alias, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or URL)",
-      "corvid pull MODEL... [--quiet | --progress bar|lines|none]\n"
+      "corvid pull MODEL... [--quiet | --progress bar|lines|none]     corvid pull --bench (hashing speed)\n"
       "    env: HF_TOKEN (gated/private repos), HF_ENDPOINT (mirror), CORVID_MODELS (store folder)", cv_cmd_pull },
     { "ls", "list the models in the store (or the alias table)", "corvid ls [--aliases] [--json]", cv_cmd_ls },
     { "rm", "delete models (and partial downloads) from the store", "corvid rm MODEL...", cv_cmd_rm },

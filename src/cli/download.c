@@ -931,15 +931,15 @@ int cv_model_pull(cv_model_ref *ref, const cv_pull_opts *o, cv_pull_result *res,
         res->already_present = true;
         return 0;
     }
-    static bool curl_ready; /* set once, from the main thread, before any other thread exists */
-    if (!curl_ready) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
-            return cv_err_set(err, CV_EIO, "libcurl failed to initialize");
-        curl_ready = true;
-    }
+    /* Reference-counted, and thread-safe in the libcurl Debian 12 ships
+     * (>= 7.84), so each pull takes and releases its own reference. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+        return cv_err_set(err, CV_EIO, "libcurl failed to initialize");
     CURL *c = curl_easy_init();
-    if (!c)
+    if (!c) {
+        curl_global_cleanup();
         return cv_err_set(err, CV_ENOMEM, "libcurl could not create a transfer");
+    }
     int rc = 0;
     cv_buf url = { 0 };
     if (!ref->url[0] && !ref->file[0] && (rc = pick_remote_file(c, ref, o, err)))
@@ -966,6 +966,7 @@ int cv_model_pull(cv_model_ref *ref, const cv_pull_opts *o, cv_pull_result *res,
 done:
     cv_buf_free(&url);
     curl_easy_cleanup(c);
+    curl_global_cleanup();
     return rc;
 }
 

@@ -84,6 +84,13 @@ typedef struct cv_model_ref {
  * CV_ENOTFOUND (the message lists the accepted forms) when nothing matches. */
 int cv_model_resolve(const char *spec, cv_model_ref *out, cv_err *err);
 
+/* For commands that read a model but never download one (info, tokenize,
+ * template): the local file MODEL names when it resolves to one (an alias
+ * or repo already pulled, a name in the store), else spec itself unchanged,
+ * so an existing path, and the error a missing one gets, stay as they were.
+ * Returns buf or spec. */
+const char *cv_model_local_or_self(const char *spec, char *buf, size_t n);
+
 /* Picks the GGUF of a quant among a repo's file names: a name that contains
  * the quant as a whole token (Q4_K_M matches "x-Q4_K_M.gguf", not
  * "x-IQ4_K_M.gguf"), ignoring mmproj/draft side files; for quant "" the
@@ -167,8 +174,10 @@ typedef struct cv_sha256 {
     uint64_t n_bytes;
     uint8_t buf[64];
     size_t n_buf;
+    bool use_ni; /* the CPU's SHA extensions (set by init; a test clears it to compare) */
 } cv_sha256;
 
+/* Picks the SHA-extension path when the CPU has it. */
 void cv_sha256_init(cv_sha256 *s);
 void cv_sha256_update(cv_sha256 *s, const void *p, size_t n);
 /* Writes 64 lowercase hex digits and a NUL into hex. */

@@ -474,6 +474,19 @@ static int resolve_url(const char *spec, const char *store, cv_model_ref *r, cv_
     return set_store_path(r, store, host, base, err);
 }
 
+/* A QUANT as written after ':' — letters, digits, '_' and '-', and short
+ * (the longest real ones, like UD-Q4_K_XL, are ~12 bytes). */
+static int check_quant(const char *spec, const char *q, cv_err *err)
+{
+    size_t n = strlen(q);
+    if (n >= sizeof(((cv_model_ref *)0)->quant))
+        return cv_err_set(err, CV_EINVAL, "'%s': QUANT '%s' is too long", spec, q);
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)q[i]) || q[i] == '_' || q[i] == '-'))
+            return cv_err_set(err, CV_EINVAL, "'%s': QUANT '%s' may hold only letters, digits, '_' and '-'", spec, q);
+    return 0;
+}
+
 static int not_found(const char *spec, const char *store, cv_err *err)
 {
     return cv_err_set(err, CV_ENOTFOUND,
@@ -530,7 +543,9 @@ int cv_model_resolve(const char *spec, cv_model_ref *r, cv_err *err)
             char aq[32];
             cv_model_quant_of_name(a->file, aq, sizeof aq);
             if (colon && colon[1]) {
-                snprintf(r->quant, sizeof r->quant, "%s", colon + 1);
+                if ((rc = check_quant(spec, colon + 1, err)))
+                    return rc;
+                scopy(r->quant, sizeof r->quant, colon + 1);
                 upper(r->quant);
             }
             if (!r->quant[0] || !strcmp(r->quant, aq)) {
@@ -588,12 +603,8 @@ int cv_model_resolve(const char *spec, cv_model_ref *r, cv_err *err)
             return set_store_path(r, store, r->repo, r->file, err);
         }
         if (quant[0]) {
-            for (const char *c = quant; *c; c++)
-                if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '-'))
-                    return cv_err_set(err, CV_EINVAL, "'%s': QUANT '%s' may hold only letters, digits, '_' and '-'",
-                                      spec, quant);
-            if (strlen(quant) >= sizeof r->quant)
-                return cv_err_set(err, CV_EINVAL, "'%s': QUANT '%s' is too long", spec, quant);
+            if ((rc = check_quant(spec, quant, err)))
+                return rc;
             scopy(r->quant, sizeof r->quant, quant);
             upper(r->quant);
         }
@@ -635,6 +646,18 @@ int cv_model_resolve(const char *spec, cv_model_ref *r, cv_err *err)
     }
     free(v);
     return not_found(spec, store, err);
+}
+
+const char *cv_model_local_or_self(const char *spec, char *buf, size_t n)
+{
+    struct stat st;
+    if (!spec || stat(spec, &st) == 0)
+        return spec;
+    cv_model_ref r;
+    if (cv_model_resolve(spec, &r, NULL) != 0 || !r.local || strlen(r.path) >= n)
+        return spec;
+    memcpy(buf, r.path, strlen(r.path) + 1);
+    return buf;
 }
 
 /* ---- what a GGUF says about itself ---- */

@@ -1,7 +1,16 @@
 /* sha256.c — incremental SHA-256 (FIPS 180-4, section 6.2) for checking
  * downloads against the sha256 the hub publishes (X-Linked-Etag). Hashing
  * runs while bytes arrive, so a multi-GB pull needs no second read; a
- * resumed pull hashes the partial file once and continues. */
+ * resumed pull hashes the partial file once and continues.
+ *
+ * Speed matters: the portable compression runs at ~250 MB/s on one core,
+ * slower than a fast link delivers a model, so where the CPU has the SHA
+ * extensions (Intel since Goldmont/Ice Lake, every AMD Zen) the blocks go
+ * through SHA256RNDS2/MSG1/MSG2 instead, chosen at run time (docs/PERF.md,
+ * "Downloads"). Both paths are checked against each other and against the
+ * FIPS vectors (tests/cli/test_cli_models.c). */
+#include <cpuid.h>
+#include <immintrin.h>
 #include <stdio.h>
 
 #include "cli/models.h"
@@ -45,8 +54,74 @@ static void compress(uint32_t h[8], const uint8_t *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+/* ---- SHA extensions ---- */
+
+/* Processes n 64-byte blocks. The state lives in two registers as the
+ * instructions want it: ABEF (A in the top lane) and CDGH. Each
+ * SHA256RNDS2 does two rounds and returns the new ABEF; after two of them
+ * the roles of the registers are back where they started, since two rounds
+ * turn the old ABEF into the new CDGH. */
+__attribute__((target("sha,sse4.1"))) static void blocks_ni(uint32_t h[8], const uint8_t *p, size_t n)
+{
+    const __m128i bswap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+    __m128i t = _mm_loadu_si128((const __m128i *)h);            /* a b c d (lane 0 first) */
+    __m128i s1 = _mm_loadu_si128((const __m128i *)(h + 4));     /* e f g h */
+    t = _mm_shuffle_epi32(t, 0xB1);                             /* b a d c */
+    s1 = _mm_shuffle_epi32(s1, 0x1B);                           /* h g f e */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                     /* f e b a = ABEF */
+    s1 = _mm_blend_epi16(s1, t, 0xF0);                          /* h g d c = CDGH */
+    for (; n; n--, p += 64) {
+        __m128i save0 = s0, save1 = s1;
+        __m128i m[4];
+        for (int i = 0; i < 4; i++)
+            m[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), bswap);
+        for (int r = 0; r < 16; r++) { /* four rounds per step */
+            __m128i w = m[r & 3];
+            __m128i wk = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)(K + 4 * r)));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, wk);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(wk, 0x0E));
+            if (r < 12) {
+                /* W[t..t+3] from W[t-16..t-1]: m[r&3] holds W[t-16..t-13]
+                 * and is replaced by W[t..t+3] (t = 16 + 4r). */
+                __m128i x = _mm_sha256msg1_epu32(m[r & 3], m[(r + 1) & 3]);
+                x = _mm_add_epi32(x, _mm_alignr_epi8(m[(r + 3) & 3], m[(r + 2) & 3], 4));
+                m[r & 3] = _mm_sha256msg2_epu32(x, m[(r + 3) & 3]);
+            }
+        }
+        s0 = _mm_add_epi32(s0, save0);
+        s1 = _mm_add_epi32(s1, save1);
+    }
+    t = _mm_shuffle_epi32(s0, 0x1B);                            /* a b e f */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);                           /* g h c d */
+    s0 = _mm_blend_epi16(t, s1, 0xF0);                          /* a b c d */
+    s1 = _mm_alignr_epi8(s1, t, 8);                             /* e f g h */
+    _mm_storeu_si128((__m128i *)h, s0);
+    _mm_storeu_si128((__m128i *)(h + 4), s1);
+}
+
+static bool cpu_has_sha(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9)))
+        return false; /* SSE4.1, SSSE3 */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    return (b >> 29) & 1; /* SHA */
+}
+
+static void blocks(cv_sha256 *s, const uint8_t *p, size_t n)
+{
+    if (s->use_ni) {
+        blocks_ni(s->h, p, n);
+        return;
+    }
+    for (; n; n--, p += 64)
+        compress(s->h, p);
+}
+
 void cv_sha256_init(cv_sha256 *s)
 {
+    s->use_ni = cpu_has_sha();
     static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
     memcpy(s->h, h0, sizeof h0);
@@ -66,11 +141,12 @@ void cv_sha256_update(cv_sha256 *s, const void *data, size_t n)
         n -= take;
         if (s->n_buf < 64)
             return;
-        compress(s->h, s->buf);
+        blocks(s, s->buf, 1);
         s->n_buf = 0;
     }
-    for (; n >= 64; p += 64, n -= 64)
-        compress(s->h, p);
+    blocks(s, p, n / 64);
+    p += n / 64 * 64;
+    n %= 64;
     memcpy(s->buf, p, n);
     s->n_buf = n;
 }

@@ -208,6 +208,28 @@ TEST(ls_shows_each_model_with_what_its_header_says)
     proc_out_free(&po);
 }
 
+TEST(info_and_tokenize_find_a_pulled_model_by_its_names)
+{
+    char e1[400];
+    snprintf(e1, sizeof e1, "CORVID_MODELS=%s", store);
+    const char *env[] = { e1, NULL };
+    char want[PATH_MAX];
+    snprintf(want, sizeof want, "%s/test/tiny-qwen3-GGUF/tiny-qwen3-Q8_0.gguf: GGUF v3", store);
+    proc_out po;
+    run(CORVID("info", "test/tiny-qwen3-GGUF:Q8_0"), env, &po);
+    CHECK_MSG(po.status == 0 && strstr(po.out.data, want), "%s%s", po.out.data, po.err.data);
+    proc_out_free(&po);
+    run(CORVID("info", "tiny-qwen3-Q8_0"), env, &po);
+    CHECK(po.status == 0 && strstr(po.out.data, want));
+    proc_out_free(&po);
+    run(CORVID("tokenize", "tiny-qwen3-Q8_0", "--count", "Hello world"), env, &po);
+    CHECK_MSG(po.status == 0 && atoi(po.out.data) > 0, "%s%s", po.out.data, po.err.data);
+    proc_out_free(&po);
+    run(CORVID("info", "./no-such.gguf"), env, &po); /* a path's own error is unchanged */
+    CHECK(po.status == 1 && strstr(po.err.data, "no-such.gguf"));
+    proc_out_free(&po);
+}
+
 TEST(rm_deletes_models_and_partials_and_nothing_outside_the_store)
 {
     char e1[400];
@@ -477,6 +499,7 @@ int main(void)
     RUN(pull_on_a_pipe_prints_plain_lines_and_only_the_path_on_stdout);
     RUN(pull_failures_exit_1_with_the_reason_and_usage_errors_exit_2);
     RUN(ls_shows_each_model_with_what_its_header_says);
+    RUN(info_and_tokenize_find_a_pulled_model_by_its_names);
     RUN(rm_deletes_models_and_partials_and_nothing_outside_the_store);
     RUN(recipe_prints_each_client_setup_and_refuses_unknown_clients);
     RUN(launch_configures_every_client_for_the_running_server_and_execs_it);

@@ -152,6 +152,15 @@ TEST(pulled_files_are_found_by_alias_repo_quant_and_file_name)
     CHECK(cv_model_resolve(path, &r, &err) == 0 && r.kind == CV_MODEL_FILE && r.local);
     /* A remote quant not in the store stays remote. */
     CHECK(cv_model_resolve("org/repo:Q5_K_M", &r, &err) == 0 && !r.local && r.file[0] == 0);
+    /* What info/tokenize/template use: a stored model by any of its names,
+     * anything else passed through untouched. */
+    char buf[PATH_MAX];
+    snprintf(path, sizeof path, "%s/org/repo/model-Q8_0.gguf", store);
+    CHECK_EQ_STR(cv_model_local_or_self("org/repo:Q8_0", buf, sizeof buf), path);
+    CHECK_EQ_STR(cv_model_local_or_self("model-Q8_0", buf, sizeof buf), path);
+    CHECK_EQ_STR(cv_model_local_or_self("not-pulled/repo:Q8_0", buf, sizeof buf), "not-pulled/repo:Q8_0");
+    CHECK_EQ_STR(cv_model_local_or_self("./missing.gguf", buf, sizeof buf), "./missing.gguf");
+    CHECK_EQ_STR(cv_model_local_or_self(tmp_root, buf, sizeof buf), tmp_root); /* exists: untouched */
     /* Two files of one name in different repos: ambiguous, say how to pick. */
     snprintf(path, sizeof path, "%s/other/repo/model-Q8_0.gguf", store);
     put_file(path, "GGUF", 4);
@@ -179,6 +188,8 @@ TEST(hostile_or_unknown_model_arguments_are_refused_with_the_reason)
         { "org/repo/sub//x.gguf", CV_EINVAL, ".gguf name inside the repo" },
         { "org/repo/notes.txt", CV_EINVAL, ".gguf" },
         { "org/repo:Q4$(rm)", CV_EINVAL, "QUANT" },
+        { "qwen3-0.6b:Q8 0", CV_EINVAL, "QUANT" },
+        { "qwen3-0.6b:Q4_K_M_THAT_IS_FAR_TOO_LONG_TO_BE_A_QUANT", CV_EINVAL, "too long" },
         { "org/re po", CV_EINVAL, "ORG/REPO" },
         { "ftp://host/x.gguf", CV_EINVAL, "http" },
         { "https://host", CV_EINVAL, "no path" },
@@ -264,16 +275,19 @@ TEST(sha256_matches_fips_vectors_in_any_chunking)
         { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
           "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
     };
-    for (size_t i = 0; i < CV_ARRAY_LEN(v); i++) {
+    for (size_t i = 0; i < 2 * CV_ARRAY_LEN(v); i++) {
         for (size_t step = 1; step <= 65; step += 16) {
             cv_sha256 s;
             cv_sha256_init(&s);
-            size_t len = strlen(v[i].in);
+            if (i >= CV_ARRAY_LEN(v))
+                s.use_ni = false; /* the second pass: the portable path */
+            size_t k = i % CV_ARRAY_LEN(v);
+            size_t len = strlen(v[k].in);
             for (size_t o = 0; o < len; o += step)
-                cv_sha256_update(&s, v[i].in + o, CV_MIN(step, len - o));
+                cv_sha256_update(&s, v[k].in + o, CV_MIN(step, len - o));
             char hex[65];
             cv_sha256_final(&s, hex);
-            CHECK_MSG(!strcmp(hex, v[i].hex), "'%s' step %zu: %s", v[i].in, step, hex);
+            CHECK_MSG(!strcmp(hex, v[k].hex), "'%s' step %zu: %s", v[k].in, step, hex);
         }
     }
     /* One million 'a' (FIPS 180-2 appendix B.3), fed in odd pieces. */
@@ -286,6 +300,32 @@ TEST(sha256_matches_fips_vectors_in_any_chunking)
     char hex[65];
     cv_sha256_final(&s, hex);
     CHECK_EQ_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(sha256_extension_path_equals_the_portable_one_on_every_length)
+{
+    cv_sha256 probe;
+    cv_sha256_init(&probe);
+    if (!probe.use_ni)
+        printf("  (this CPU has no SHA extensions: both runs below take the portable path)\n");
+    cv_rng rng;
+    cv_rng_seed(&rng, 42);
+    unsigned char data[1100];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)cv_rng_u64(&rng);
+    for (size_t len = 0; len <= sizeof data; len += (len < 200 ? 1 : 37)) {
+        char a[65], b[65];
+        cv_sha256 s;
+        cv_sha256_init(&s);
+        cv_sha256_update(&s, data, len / 3);
+        cv_sha256_update(&s, data + len / 3, len - len / 3);
+        cv_sha256_final(&s, a);
+        cv_sha256_init(&s);
+        s.use_ni = false;
+        cv_sha256_update(&s, data, len);
+        cv_sha256_final(&s, b);
+        CHECK_MSG(!strcmp(a, b), "length %zu: %s vs %s", len, a, b);
+    }
 }
 
 TEST(sha256_of_every_reference_model_matches_the_manifest)
@@ -528,6 +568,7 @@ int main(void)
     RUN(quant_is_read_from_file_names_of_every_common_style);
     RUN(picker_prefers_q4_k_m_matches_whole_tokens_and_skips_side_files);
     RUN(sha256_matches_fips_vectors_in_any_chunking);
+    RUN(sha256_extension_path_equals_the_portable_one_on_every_length);
     RUN(sha256_of_every_reference_model_matches_the_manifest);
     RUN(facts_of_the_reference_models_are_what_their_headers_say);
     RUN(store_listing_walks_folders_sorts_and_skips_hidden_and_foreign_files);
