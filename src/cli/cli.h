@@ -22,5 +22,6 @@ const cv_cmd *cv_cli_find(const char *name);
 /* Command entry points (one per cmd_*.c). */
 int cv_cmd_help(int argc, char **argv);
 int cv_cmd_version(int argc, char **argv);
+int cv_cmd_parse_tools(int argc, char **argv);
 
 #endif
