@@ -13,6 +13,8 @@
 
 enum { E_ITEM, E_IN, E_NJ_NAME, E_NJ_MID, E_NJ_ID, E_NJ_ARGS };
 
+const char *const tc_skip_fences[] = { "```json", "```", NULL };
+
 static bool ident_start(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
@@ -240,10 +242,28 @@ int tc_read_env(tc_run *r, tc_sec *s)
             s->st = E_ITEM;
             continue;
         }
-        if (tc_ws(r) == TC_MORE)
+        /* Whitespace between items is looked at, not consumed, until what
+         * follows it is known: when the section ends here, it belongs to
+         * the text after the section ("{call} and more" keeps its space). */
+        const char *p = tc_p(r);
+        size_t n = tc_n(r);
+        while (s->scan < n && (p[s->scan] == ' ' || p[s->scan] == '\n' || p[s->scan] == '\t' || p[s->scan] == '\r'))
+            s->scan++;
+        r->work += 1;
+        if (s->scan == n && !r->eof) {
+            if (s->scan > CV_TC_MAX_WS_HOLD) {
+                s->scan = 0;
+                return TC_DONE;
+            }
             return TC_MORE;
-        if (!tc_n(r))
+        }
+        if (s->scan == n) {
+            s->scan = 0;
             return TC_DONE; /* end of generation: whatever is open is closed */
+        }
+        size_t ws = s->scan;
+        s->scan = 0;
+        tc_eat(r, ws);
         char c = *tc_p(r);
         if (s->in_list) {
             if (c == ']') {
@@ -288,6 +308,7 @@ int tc_read_env(tc_run *r, tc_sec *s)
         /* not an item: the section is over (its end marker missing) */
         if (s->n_items == 0 && s->n_calls == 0)
             return TC_FAIL;
+        r->pos -= ws; /* still in the buffer: eaten in this same step */
         return TC_DONE;
     }
 }

@@ -75,10 +75,12 @@ static int read_until(tc_run *r, cv_buf *b, const char *stop, const char *lit, c
     return TC_DONE;
 }
 
+/* The call is announced once its name is read, but it is certain markup
+ * (tc_commit) only once a parameter tag or the close tag follows: prose like
+ * "write <function=name> to call" stays text. */
 static void start_call(tc_run *r, tc_xcall *c)
 {
     c->live = tc_call_begin(r, c->name.data ? c->name.data : "", c->name.len, NULL, 0);
-    tc_commit(r);
     out(r, c, "{", 1);
     c->st = XC_BODY;
 }
@@ -344,6 +346,7 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
         }
         rc = tc_lit(r, x->param, true);
         if (rc == TC_DONE) {
+            tc_commit(r);
             cv_buf_reset(&c->key);
             cv_buf_reset(&c->attrs);
             c->st = XC_PNAME;
@@ -354,6 +357,7 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
         if (x->invoke_end) {
             rc = tc_lit(r, x->invoke_end, true);
             if (rc == TC_DONE) {
+                tc_commit(r);
                 close_call(r, c);
                 return TC_DONE;
             }
@@ -365,6 +369,7 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
             if (rc == TC_MORE)
                 return TC_MORE;
             if (rc == TC_DONE) {
+                tc_commit(r);
                 close_call(r, c); /* the call's own close tag is missing */
                 return TC_DONE;
             }
@@ -373,6 +378,8 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
             close_call(r, c);
             return TC_DONE;
         }
+        if (r->spec && !c->n_params)
+            return TC_FAIL; /* text, not parameters: this was prose */
         /* stray text between parameters */
         tc_eat(r, 1);
         return TC_OK;

@@ -7,6 +7,7 @@
 static const tc_env env = {
     .items = IT_JSON,
     .one = true,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

@@ -17,6 +17,7 @@ static const tc_env env = {
     .items = IT_GLM | IT_JSON | IT_LIST,
     .glm = &tc_xml_glm,
     .xml = &tc_xml_glm,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

@@ -6,11 +6,13 @@
 static const tc_env env = {
     .items = IT_JSON | IT_LIST,
     .one = true,
+    .skip = tc_skip_fences,
 };
 
 static const tc_env env_tag = {
     .end = "</tool_call>",
     .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

@@ -11,6 +11,7 @@ static const tc_env env = {
     .items = IT_JSON | IT_LIST | IT_XML | IT_GLM,
     .xml = &tc_xml_qwen,
     .glm = &tc_xml_glm,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

@@ -133,11 +133,15 @@ typedef struct tc_mark {
     const cv_tc_format *fmt;
 } tc_mark;
 
+#define TC_PAIR_BUCKETS 512
 typedef struct tc_markset {
     tc_mark *m;        /* sorted by first byte */
     int n;
     int first[256];    /* index of the first marker starting with that byte, -1 */
     int count[256];
+    int16_t pair[TC_PAIR_BUCKETS]; /* markers by their first two bytes: chain heads, -1 */
+    int16_t *next;     /* chain links, per marker */
+    int16_t single[256]; /* the one-byte marker for that byte, -1 */
     size_t maxlen;
 } tc_markset;
 
@@ -437,6 +441,8 @@ extern const tc_jshape tc_shape_default;
 extern const tc_xml tc_xml_qwen;  /* tc_qwen3_coder_xml.c */
 extern const tc_xml tc_xml_glm;   /* tc_glm45.c */
 int tc_read_deepseek(tc_run *r, tc_sec *s); /* tc_deepseek_v3.c */
+/* ```json and ``` around a call's JSON: skipped inside envelopes. */
+extern const char *const tc_skip_fences[];
 
 /* Streams one JSON value (the arguments of a call already begun) from the
  * input through a transcoder into TOOL_ARGS. j must be initialised;

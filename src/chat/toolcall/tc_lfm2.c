@@ -6,6 +6,7 @@
 static const tc_env env = {
     .end = "<|tool_call_end|>",
     .items = IT_PY | IT_PYLIST | IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

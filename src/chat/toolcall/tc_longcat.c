@@ -5,6 +5,7 @@
 static const tc_env env = {
     .end = "</longcat_tool_call>",
     .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

@@ -7,6 +7,7 @@
 static const tc_env env = {
     .end = "</tool_calls>",
     .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
 };
 
 static const tc_start starts[] = {

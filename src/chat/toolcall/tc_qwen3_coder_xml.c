@@ -21,6 +21,7 @@ static const tc_env env_tag = {
     .items = IT_XML | IT_JSON | IT_LIST | IT_GLM,
     .xml = &tc_xml_qwen,
     .glm = &tc_xml_glm,
+    .skip = tc_skip_fences,
 };
 
 static const tc_env env_bare = {

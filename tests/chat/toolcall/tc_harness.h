@@ -21,21 +21,21 @@ typedef struct tc_coll {
     char bad[256];     /* the first grammar violation */
 } tc_coll;
 
-static void tc_coll_init(tc_coll *c)
+static inline void tc_coll_init(tc_coll *c)
 {
     memset(c, 0, sizeof *c);
     c->open = -1;
 }
 
-static void tc_coll_fini(tc_coll *c) { cv_chat_parse_result_fini(&c->res); }
+static inline void tc_coll_fini(tc_coll *c) { cv_chat_parse_result_fini(&c->res); }
 
-static void tc_coll_bad(tc_coll *c, const char *why, int idx)
+static inline void tc_coll_bad(tc_coll *c, const char *why, int idx)
 {
     if (!c->bad[0])
         snprintf(c->bad, sizeof c->bad, "%s (index %d)", why, idx);
 }
 
-static void tc_coll_fn(void *ud, const cv_chat_event *ev)
+static inline void tc_coll_fn(void *ud, const cv_chat_event *ev)
 {
     tc_coll *c = ud;
     switch (ev->type) {
@@ -76,7 +76,7 @@ enum { CH_WHOLE, CH_BYTES, CH_RANDOM, CH_TOKENS };
 
 /* Length of the next token-like piece at p: a special token (<|..|>,
  * <｜..｜>, [A-Z_]+, <tag>), a word, or one byte. */
-static size_t tc_token_len(const char *p, size_t n)
+static inline size_t tc_token_len(const char *p, size_t n)
 {
     if (n >= 2 && p[0] == '<') {
         for (size_t i = 1; i < n && i < 48; i++) {
@@ -101,7 +101,7 @@ static size_t tc_token_len(const char *p, size_t n)
 
 /* Feeds text to a new parser in the given chunking; finishes unless
  * partial. Returns 0 or the parser's error. */
-static int tc_run_chunked(const cv_chat_parse_opts *o, const char *text, size_t len, int how, uint64_t seed,
+static inline int tc_run_chunked(const cv_chat_parse_opts *o, const char *text, size_t len, int how, uint64_t seed,
                           bool partial, tc_coll *c, uint64_t *work)
 {
     cv_chat_parse *p;
@@ -137,7 +137,7 @@ static int tc_run_chunked(const cv_chat_parse_opts *o, const char *text, size_t 
 }
 
 /* Whether two results are identical, byte for byte. */
-static bool tc_same_result(const cv_chat_parse_result *a, const cv_chat_parse_result *b, char *why, size_t wn)
+static inline bool tc_same_result(const cv_chat_parse_result *a, const cv_chat_parse_result *b, char *why, size_t wn)
 {
     if (a->content.len != b->content.len || (a->content.len && memcmp(a->content.data, b->content.data, a->content.len))) {
         snprintf(why, wn, "content \"%.80s\" vs \"%.80s\"", a->content.data ? a->content.data : "",
@@ -167,7 +167,7 @@ static bool tc_same_result(const cv_chat_parse_result *a, const cv_chat_parse_re
 
 /* ---- JSON comparison ---- */
 
-static bool tc_json_loose_eq(const json_t *a, const json_t *b)
+static inline bool tc_json_loose_eq(const json_t *a, const json_t *b)
 {
     if (json_is_number(a) && json_is_number(b))
         return json_number_value(a) == json_number_value(b);
@@ -197,7 +197,7 @@ static bool tc_json_loose_eq(const json_t *a, const json_t *b)
 }
 
 /* Copies s without the whitespace outside JSON strings. */
-static char *tc_strip_json_ws(const char *s)
+static inline char *tc_strip_json_ws(const char *s)
 {
     size_t n = strlen(s);
     char *o = malloc(n + 1), *q = o;
@@ -225,7 +225,7 @@ static char *tc_strip_json_ws(const char *s)
 }
 
 /* Copies s[0..n) trimmed of surrounding whitespace. */
-static char *tc_trim_dup(const char *s, size_t n)
+static inline char *tc_trim_dup(const char *s, size_t n)
 {
     if (!s)
         s = "";
@@ -239,7 +239,7 @@ static char *tc_trim_dup(const char *s, size_t n)
 }
 
 /* Copies s without any whitespace at all. */
-static char *tc_no_ws(const char *s, size_t n)
+static inline char *tc_no_ws(const char *s, size_t n)
 {
     char *o = malloc(n + 1), *q = o;
     for (size_t i = 0; i < n; i++)
