@@ -111,20 +111,20 @@ static int namejson_step(tc_run *r, tc_sec *s)
         s->aux = tc_call_begin(r, s->tmp.data, s->tmp.len, s->tmp2.data, s->tmp2.len);
         tc_commit(r);
         cv_buf_reset(&r->scratch);
-        tc_json_init(&s->j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+        tc_json_init(&s->j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
         s->j_live = true;
         s->st = E_NJ_ARGS;
         return TC_OK;
     case E_NJ_ID: {
         const char *p = tc_p(r);
         size_t n = tc_n(r), i = 0;
-        while (i < n && p[i] != '[' && p[i] != '{' && p[i] != '\n')
+        while (i < n && p[i] != '[' && p[i] != '{' && p[i] != '\n' && s->tmp2.len + i < CV_TC_MAX_NAME)
             i++;
         r->work += i + 1;
-        if (s->tmp2.len + i > CV_TC_MAX_NAME)
-            return TC_FAIL;
         cv_buf_append(&s->tmp2, p, i);
         tc_eat(r, i);
+        if (s->tmp2.len >= CV_TC_MAX_NAME)
+            return TC_FAIL;
         if (i == n && !r->eof)
             return TC_MORE;
         s->st = E_NJ_MID;

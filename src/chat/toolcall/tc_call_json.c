@@ -220,7 +220,7 @@ int tc_jcall_step(tc_run *r, tc_jcall *c)
                 c->what = W_ARGS_STREAM;
                 c->args_streamed = true;
                 cv_buf_reset(&r->scratch);
-                j_start(c, r, 0, r->call_props, &r->scratch);
+                j_start(c, r, TJ_OBJECT, r->call_props, &r->scratch);
             } else if (ch == '"' || ch == '\'') {
                 c->what = W_ARGS_STR;
                 j_start(c, r, TJ_DECODE, NULL, &c->args);

@@ -38,46 +38,46 @@ static void out(tc_run *r, tc_xcall *c, const char *s, size_t n)
         tc_call_args(r, s, n);
 }
 
+static bool in_set(const char *set, char c) { return set && c && strchr(set, c); }
+
 /* Reads bytes up to (not including) the first byte in stop, or to lit when
  * lit is set, appending to b. Returns TC_DONE with the terminator unconsumed,
- * TC_MORE, or TC_FAIL when it grows past max or meets a byte of bad. */
+ * TC_MORE, or TC_FAIL when it grows past max or meets a byte of bad. A
+ * failure is always at the same byte however the input was split: bytes
+ * before it may have been consumed from earlier pieces, so they are here too. */
 static int read_until(tc_run *r, cv_buf *b, const char *stop, const char *lit, const char *bad, size_t max)
 {
     const char *p = tc_p(r);
     size_t n = tc_n(r), i = 0;
+    int rc = TC_MORE;
     while (i < n) {
         if (lit) {
             if (p[i] == lit[0]) {
                 size_t m = strlen(lit), k = n - i < m ? n - i : m;
-                if (!memcmp(p + i, lit, k)) {
-                    if (k == m)
-                        break;
-                    if (!r->eof)
-                        break; /* maybe: wait */
+                if (!memcmp(p + i, lit, k) && (k == m || !r->eof)) {
+                    rc = k == m ? TC_DONE : TC_MORE;
+                    break;
                 }
             }
-        } else if (strchr(stop, p[i])) {
+        } else if (in_set(stop, p[i])) {
+            rc = TC_DONE;
             break;
         }
-        if (bad && strchr(bad, p[i]))
-            return TC_FAIL;
+        if (in_set(bad, p[i]) || b->len + i >= max) {
+            rc = TC_FAIL;
+            break;
+        }
         i++;
     }
     r->work += i + 1;
-    if (b->len + i > max)
-        return TC_FAIL;
-    cv_buf_append(b, p, i);
+    if (rc != TC_FAIL)
+        cv_buf_append(b, p, i);
     tc_eat(r, i);
-    if (i == n)
-        return r->eof ? TC_FAIL : TC_MORE;
-    if (lit && tc_n(r) < strlen(lit))
-        return r->eof ? TC_FAIL : TC_MORE;
-    return TC_DONE;
+    if (rc == TC_MORE && r->eof)
+        rc = TC_FAIL; /* the input ended before the terminator */
+    return rc;
 }
 
-/* The call is announced once its name is read, but it is certain markup
- * (tc_commit) only once a parameter tag or the close tag follows: prose like
- * "write <function=name> to call" stays text. */
 static void start_call(tc_run *r, tc_xcall *c)
 {
     c->live = tc_call_begin(r, c->name.data ? c->name.data : "", c->name.len, NULL, 0);

@@ -82,13 +82,13 @@ int tc_read_deepseek(tc_run *r, tc_sec *s)
         case D_NAME: {
             const char *p = tc_p(r);
             size_t n = tc_n(r), i = 0;
-            while (i < n && p[i] != '\n' && p[i] != '`' && p[i] != '{' && p[i] != '<')
+            while (i < n && p[i] != '\n' && p[i] != '`' && p[i] != '{' && p[i] != '<' && s->tmp.len + i < CV_TC_MAX_NAME)
                 i++;
             r->work += i + 1;
-            if (s->tmp.len + i > CV_TC_MAX_NAME)
-                return TC_FAIL;
             cv_buf_append(&s->tmp, p, i);
             tc_eat(r, i);
+            if (s->tmp.len >= CV_TC_MAX_NAME)
+                return TC_FAIL; /* at the same byte in any chunking */
             if (i == n && !r->eof)
                 return TC_MORE;
             s->st = D_PRE;
@@ -114,7 +114,7 @@ int tc_read_deepseek(tc_run *r, tc_sec *s)
                 continue;
             }
             cv_buf_reset(&r->scratch);
-            tc_json_init(&s->j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+            tc_json_init(&s->j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
             s->j_live = true;
             s->st = D_ARGS;
             continue;

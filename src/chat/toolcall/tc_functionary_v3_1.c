@@ -20,12 +20,14 @@ static int read_fn(tc_run *r, tc_sec *s)
         case F_NAME: {
             const char *p = tc_p(r);
             size_t n = tc_n(r), i = 0;
-            while (i < n && p[i] != '>' && p[i] != '\n' && p[i] != '<')
+            while (i < n && p[i] != '>' && p[i] != '\n' && p[i] != '<' && i <= CV_TC_MAX_NAME)
                 i++;
             r->work += i + 1;
+            if (i > CV_TC_MAX_NAME)
+                return TC_FAIL;
             if (i == n)
                 return r->eof ? TC_FAIL : TC_MORE;
-            if (p[i] != '>' || !i || i > CV_TC_MAX_NAME)
+            if (p[i] != '>' || !i)
                 return TC_FAIL;
             cv_buf_append(&s->tmp, p, i);
             tc_eat(r, i + 1);
@@ -33,7 +35,7 @@ static int read_fn(tc_run *r, tc_sec *s)
             tc_call_begin(r, s->tmp.data, s->tmp.len, NULL, 0);
             tc_commit(r);
             cv_buf_reset(&r->scratch);
-            tc_json_init(&s->j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+            tc_json_init(&s->j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
             s->j_live = true;
             continue;
         }

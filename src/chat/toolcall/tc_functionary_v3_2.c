@@ -75,7 +75,7 @@ static int stream_fn(tc_run *r)
             return TC_OK;
         }
         cv_buf_reset(&r->scratch);
-        tc_json_init(&s->j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+        tc_json_init(&s->j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
         s->j_live = true;
         r->os_st = F_ARGS;
         return TC_OK;

@@ -40,7 +40,7 @@ static int read_gemma(tc_run *r, tc_sec *s)
             tc_call_begin(r, s->tmp.data, s->tmp.len, NULL, 0);
             tc_commit(r);
             cv_buf_reset(&r->scratch);
-            tc_json_init(&s->j, TJ_GEMMA, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+            tc_json_init(&s->j, TJ_GEMMA | TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
             s->j_live = true;
             s->st = G_ARGS;
             continue;

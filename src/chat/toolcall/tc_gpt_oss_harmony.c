@@ -92,7 +92,7 @@ static void header_done(tc_run *r)
         if (fn || declared) {
             tc_call_begin(r, recipient.ptr, recipient.len, NULL, 0);
             cv_buf_reset(&r->scratch);
-            tc_json_init(&r->sec.j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+            tc_json_init(&r->sec.j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
             r->sec.j_live = true;
             r->os_st = H_ARGS;
             return;
@@ -243,7 +243,11 @@ static int header_step(tc_run *r)
     const tc_mark *hit;
     int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     if (r->os_hdr.len + at > CV_TC_MAX_HEADER) {
-        /* not a header after all */
+        /* not a header after all: cut at the bound (the same byte in any
+         * chunking) and let the rest be text */
+        size_t k = CV_TC_MAX_HEADER - r->os_hdr.len;
+        cv_buf_append(&r->os_hdr, tc_p(r), k);
+        tc_eat(r, k);
         tc_text(r, K_CONTENT, r->os_hdr.data, r->os_hdr.len);
         cv_buf_reset(&r->os_hdr);
         r->os_st = H_TEXT;

@@ -37,6 +37,7 @@ enum {
     TJ_DECODE = 1 << 1,    /* top-level string: write its decoded bytes, not JSON */
     TJ_SKIP = 1 << 2,      /* write nothing (find the end of a value) */
     TJ_NO_BARE = 1 << 3,   /* bare words are errors (speculative bare JSON) */
+    TJ_OBJECT = 1 << 4,    /* the value must be an object (a call's arguments) */
 };
 
 /* A value's expected JSON-schema type, reduced to what coercion needs. */
@@ -310,6 +311,17 @@ struct tc_sec {
 
 /* ---- the run (cv_chat_parse) ---- */
 
+/* Follows the JSON structure of the arguments emitted for the open call, so
+ * that whatever a reader does, TOOL_END comes after arguments that parse:
+ * tc_call_end closes an open string, a missing value, open brackets, or
+ * writes "{}" for a call that got none. */
+typedef struct tc_argtrack {
+    uint8_t stack[CV_MAX_JSON_DEPTH + 2];
+    int depth;
+    int exp;
+    bool in_str, esc, str_is_key, in_scalar, any, last_comma;
+} tc_argtrack;
+
 enum { RM_CONTENT, RM_REASON, RM_SECTION, RM_STREAM, RM_HELD };
 enum { K_CONTENT, K_REASONING };
 
@@ -353,6 +365,7 @@ struct cv_chat_parse {
     int n_calls;               /* calls emitted (live + captured) */
     bool call_open;            /* a live call is between BEGIN and END */
     int call_index;
+    tc_argtrack at;
     const json_t *call_props;
     cv_buf scratch;
     cv_rng rng;

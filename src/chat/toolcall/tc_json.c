@@ -618,6 +618,8 @@ static int gemma_quote(const char *p, size_t n, bool eof)
 static long start_value(tc_json *j, const char *p, size_t n, bool eof)
 {
     unsigned char c = (unsigned char)p[0];
+    if ((j->flags & TJ_OBJECT) && j->depth == 0 && c != '{')
+        return -1;
     if (c == '{' || c == '[') {
         value_sep(j);
         if (open_container(j, (char)c) < 0)
@@ -741,6 +743,10 @@ int tc_json_feed(tc_json *j, const char *p, size_t n, bool eof, size_t *used)
                 break;
             }
             if (tok_char(c)) {
+                if ((j->flags & TJ_OBJECT) && j->depth == 0) {
+                    *used = i;
+                    return TC_FAIL;
+                }
                 value_sep(j);
                 maybe_hold(j, 't');
                 j->st = J_TOKEN;

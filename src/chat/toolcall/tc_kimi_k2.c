@@ -76,7 +76,7 @@ static int read_kimi(tc_run *r, tc_sec *s)
             tc_call_begin(r, name, nlen, id, idlen);
             tc_commit(r);
             cv_buf_reset(&r->scratch);
-            tc_json_init(&s->j, 0, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
+            tc_json_init(&s->j, TJ_OBJECT, (tc_type){ 0 }, r->call_props, &r->scratch, &r->work);
             s->j_live = true;
             s->st = K_ARGS;
             continue;

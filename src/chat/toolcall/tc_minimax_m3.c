@@ -161,16 +161,19 @@ static int read_m3(tc_run *r, tc_sec *s)
             const char *p = tc_p(r);
             size_t n = tc_n(r), i = 0;
             char stop = s->st == M_NAME ? '"' : '>';
-            while (i < n && p[i] != stop && p[i] != '\n' && p[i] != '<')
+            while (i < n && p[i] != stop && p[i] != '\n' && p[i] != '<' && s->tmp.len + i < CV_TC_MAX_NAME)
                 i++;
             r->work += i + 1;
-            if (i == n)
-                return r->eof ? TC_FAIL : TC_MORE;
-            if (p[i] != stop || (s->st == M_NAME && s->tmp.len + i > CV_TC_MAX_NAME))
-                return TC_FAIL;
             if (s->st == M_NAME)
                 cv_buf_append(&s->tmp, p, i);
-            tc_eat(r, i + 1);
+            tc_eat(r, i);
+            if (s->tmp.len >= CV_TC_MAX_NAME)
+                return TC_FAIL;
+            if (i == n)
+                return r->eof ? TC_FAIL : TC_MORE;
+            if (p[i] != stop)
+                return TC_FAIL;
+            tc_eat(r, 1);
             if (s->st == M_NAME) {
                 s->st = M_ATTRS;
                 continue;
@@ -211,12 +214,14 @@ static int read_m3(tc_run *r, tc_sec *s)
         case M_KEY: {
             const char *p = tc_p(r);
             size_t n = tc_n(r), i = 0;
-            while (i < n && p[i] != '>' && p[i] != '\n' && p[i] != '<')
+            while (i < n && p[i] != '>' && p[i] != '\n' && p[i] != '<' && i <= CV_TC_MAX_NAME)
                 i++;
             r->work += i + 1;
+            if (i > CV_TC_MAX_NAME)
+                return TC_FAIL;
             if (i == n)
                 return r->eof ? TC_FAIL : TC_MORE;
-            if (p[i] != '>' || !i || i > CV_TC_MAX_NAME || p[0] == '/')
+            if (p[i] != '>' || !i || p[0] == '/')
                 return TC_FAIL;
             cv_buf_append(&s->tmp2, p, i);
             tc_eat(r, i + 1);

@@ -307,14 +307,106 @@ bool tc_call_begin(tc_run *r, const char *name, size_t nlen, const char *id, siz
     cv_buf_free(&idb);
     r->call_open = true;
     r->call_index = index;
+    memset(&r->at, 0, sizeof r->at);
     r->call_props = tc_tool_props(tool);
     return true;
+}
+
+/* ---- argument structure (tc_argtrack) ---- */
+
+enum { A_START, A_KEY, A_COLON, A_VALUE, A_AFTER, A_DONE };
+
+static void at_value_done(tc_argtrack *t) { t->exp = t->depth ? A_AFTER : A_DONE; }
+
+static bool scalar_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '+' ||
+           c == '-';
+}
+
+static void at_feed(tc_argtrack *t, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        t->any = true;
+        if (t->in_str) {
+            if (t->esc)
+                t->esc = false;
+            else if (c == '\\')
+                t->esc = true;
+            else if (c == '"') {
+                t->in_str = false;
+                if (t->str_is_key)
+                    t->exp = A_COLON;
+                else
+                    at_value_done(t);
+            }
+            continue;
+        }
+        if (t->in_scalar) {
+            if (scalar_char(c))
+                continue;
+            t->in_scalar = false;
+            at_value_done(t);
+        }
+        if (c != ' ' && c != '\n' && c != '\t' && c != '\r')
+            t->last_comma = c == ',';
+        switch (c) {
+        case ' ': case '\n': case '\t': case '\r': break;
+        case '{':
+        case '[':
+            if (t->depth < CV_MAX_JSON_DEPTH + 1)
+                t->stack[t->depth++] = (uint8_t)c;
+            t->exp = c == '{' ? A_KEY : A_VALUE;
+            break;
+        case '}':
+        case ']':
+            if (t->depth)
+                t->depth--;
+            at_value_done(t);
+            break;
+        case '"':
+            t->in_str = true;
+            t->str_is_key = t->exp == A_KEY;
+            break;
+        case ':': t->exp = A_VALUE; break;
+        case ',': t->exp = t->depth && t->stack[t->depth - 1] == '{' ? A_KEY : A_VALUE; break;
+        default: t->in_scalar = true;
+        }
+    }
+}
+
+/* What closes the arguments emitted so far into one valid object. */
+static void at_close(const tc_argtrack *t0, cv_buf *b)
+{
+    tc_argtrack t = *t0;
+    if (!t.any) {
+        cv_buf_puts(b, "{}");
+        return;
+    }
+    if (t.in_str) {
+        if (t.esc)
+            cv_buf_putc(b, '\\');
+        cv_buf_putc(b, '"');
+        t.exp = t.str_is_key ? A_COLON : A_AFTER;
+    }
+    bool obj = t.depth && t.stack[t.depth - 1] == '{';
+    if (t.exp == A_COLON)
+        cv_buf_puts(b, ": null");
+    else if (t.exp == A_VALUE && (obj || t.last_comma))
+        cv_buf_puts(b, "null");
+    else if (t.exp == A_KEY && t.last_comma)
+        cv_buf_puts(b, "\"\": null"); /* after a trailing comma */
+    while (t.depth)
+        cv_buf_putc(b, t.stack[--t.depth] == '{' ? '}' : ']');
 }
 
 void tc_call_args(tc_run *r, const char *p, size_t n)
 {
     if (!r->call_open || !n)
         return;
+    at_feed(&r->at, p, n);
+    r->work += n;
     cv_chat_event ev = { .type = CV_CHAT_TOOL_ARGS, .index = r->call_index, .text = { p, n } };
     emit(r, &ev);
 }
@@ -323,6 +415,18 @@ void tc_call_end(tc_run *r)
 {
     if (!r->call_open)
         return;
+    if (r->at.exp != A_DONE || r->at.in_str || r->at.in_scalar || !r->at.any) {
+        /* a reader stopped mid-arguments (broken or cut-off output): close
+         * them, so every call ends with arguments that parse */
+        cv_buf fix = { 0 };
+        at_close(&r->at, &fix);
+        if (fix.len) {
+            at_feed(&r->at, fix.data, fix.len);
+            cv_chat_event ae = { .type = CV_CHAT_TOOL_ARGS, .index = r->call_index, .text = { fix.data, fix.len } };
+            emit(r, &ae);
+        }
+        cv_buf_free(&fix);
+    }
     cv_chat_event ev = { .type = CV_CHAT_TOOL_END, .index = r->call_index };
     emit(r, &ev);
     r->call_open = false;
