@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ra != rb || a.len != b.len || (a.len && memcmp(a.data, b.data, a.len)))
         __builtin_trap();
     if (ra == TC_DONE && !memmem(a.data, a.len, "\\u0000", 6)) { /* jansson refuses \u0000 in keys */
-        json_t *v = json_loadb(a.data, a.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        json_t *v = json_loadb(a.data, a.len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, NULL);
         if (!v)
             __builtin_trap();
         json_decref(v);
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cv_buf c = { 0 };
     tc_coerce_text(p, n, (tc_type){ (unsigned)data[0] & 0x7f }, data[0] & 0x80, &c);
     if (!memmem(c.data, c.len, "\\u0000", 6)) {
-        json_t *v = json_loadb(c.data, c.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        json_t *v = json_loadb(c.data, c.len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, NULL);
         if (!v)
             __builtin_trap();
         json_decref(v);

@@ -114,7 +114,7 @@ static int fz_one(const char *const *formats, int n_formats, const uint8_t *data
         /* jansson refuses \u0000 in keys, which JSON allows: skip those */
         if (strstr(whole.res.calls[i].arguments, "\\u0000"))
             continue;
-        json_t *a = json_loads(whole.res.calls[i].arguments, JSON_ALLOW_NUL, NULL);
+        json_t *a = json_loads(whole.res.calls[i].arguments, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, NULL);
         if (!json_is_object(a))
             __builtin_trap();
         json_decref(a);

@@ -261,9 +261,18 @@ int tc_read_env(tc_run *r, tc_sec *s)
             s->scan = 0;
             return TC_DONE; /* end of generation: whatever is open is closed */
         }
+        /* the whitespace is consumed only with what follows it: every
+         * "need more input" below gives it back (the next step sees it again
+         * and knows its length from s->scan) */
         size_t ws = s->scan;
         s->scan = 0;
         tc_eat(r, ws);
+#define MORE_KEEPING_WS() \
+    do {                  \
+        r->pos -= ws;     \
+        s->scan = ws;     \
+        return TC_MORE;   \
+    } while (0)
         char c = *tc_p(r);
         if (s->in_list) {
             if (c == ']') {
@@ -285,24 +294,27 @@ int tc_read_env(tc_run *r, tc_sec *s)
         if (rc == TC_DONE)
             continue;
         if (rc == TC_MORE)
-            return TC_MORE;
+            MORE_KEEPING_WS();
         if (e->end) {
             rc = tc_lit(r, e->end, true);
             if (rc == TC_DONE)
                 return TC_DONE;
             if (rc == TC_MORE)
-                return TC_MORE;
+                MORE_KEEPING_WS();
         }
         rc = tc_skip_tokens(r, e->alt_end);
         if (rc == TC_DONE)
             return TC_DONE;
         if (rc == TC_MORE)
-            return TC_MORE;
-        if (e->one && s->n_items >= 1 && !s->in_list)
+            MORE_KEEPING_WS();
+        if (e->one && s->n_items >= 1 && !s->in_list) {
+            r->pos -= ws;
             return TC_DONE;
+        }
         rc = sniff(r, e, s);
         if (rc == TC_MORE)
-            return TC_MORE;
+            MORE_KEEPING_WS();
+#undef MORE_KEEPING_WS
         if (rc == TC_OK || rc == TC_OK + 10)
             continue;
         /* not an item: the section is over (its end marker missing) */

@@ -51,6 +51,8 @@ static void j_start(tc_jcall *c, tc_run *r, unsigned flags, const json_t *props,
     if (c->j_live)
         tc_json_fini(&c->j);
     tc_json_init(&c->j, flags, (tc_type){ 0 }, props, out, &r->work);
+    if (flags & TJ_DECODE) /* a name, id, key or double-encoded arguments */
+        c->j.out_cap = out == &c->args ? CV_TC_MAX_HOLD : CV_TC_MAX_NAME;
     c->j_live = true;
 }
 
@@ -100,6 +102,13 @@ static int run_value(tc_run *r, tc_jcall *c)
         return tc_stream_args(r, &c->j, &r->scratch);
     size_t used = 0;
     int rc = tc_json_feed(&c->j, tc_p(r), tc_n(r), r->eof, &used);
+    /* names, ids and keys are short, and a double-encoded argument string
+     * is held within the hold bound: one that outgrows it fails at its end
+     * (the same byte however the input was split) */
+    if (rc == TC_DONE && c->j.overflow) {
+        tc_eat(r, used);
+        return TC_FAIL;
+    }
     if (c->what == W_ARGS_RAW) {
         if (c->raw.len + used > CV_TC_MAX_HOLD)
             return TC_FAIL;

@@ -238,11 +238,7 @@ static int value_step(tc_run *r, tc_xcall *c)
             if (stop == n && !r->eof) {
                 /* keep an incomplete UTF-8 sequence for the next piece */
                 len = cv_utf8_complete_prefix(p + i, len);
-                if (c->x->strip_nl && len && p[i + len - 1] == '\n' && c->streaming) {
-                    value_text(r, c, p + i, len);
-                } else {
-                    value_text(r, c, p + i, len);
-                }
+                value_text(r, c, p + i, len);
                 tc_eat(r, i + len);
                 return TC_MORE;
             }

@@ -66,9 +66,12 @@ typedef struct tc_json {
     tc_type cur;            /* type of the depth-1 value being read */
     bool holding;           /* the current value goes to `held` for coercion */
     int hold_depth;
+    int hold_kind;          /* 's' string, 'c' container, 't' token */
     cv_buf held;
     cv_buf key;             /* depth-1 key being read */
     cv_buf *out;            /* where canonical JSON goes (NULL with TJ_SKIP) */
+    size_t out_cap;         /* 0, or the most bytes out may grow to ... */
+    bool overflow;          /* ... and whether the value wanted more */
     uint64_t *work;
 } tc_json;
 
@@ -116,8 +119,7 @@ int tc_coerce_text(const char *p, size_t n, tc_type t, bool as_json, cv_buf *out
 enum {
     MK_ROPEN = 1,  /* reasoning opener (arg = pair) */
     MK_RCLOSE,     /* reasoning closer (arg = pair) */
-    MK_START,      /* a tool-call section of this format (start = which) */
-    MK_WEAK,       /* a bare syntax that may be a call (start = which) */
+    MK_START,      /* a tool-call section of this format (start = which; weak ones are bare syntax) */
     MK_DROP,       /* stray markup removed from the text */
     MK_FALLBACK,   /* another format's section (cross-format fallback) */
     MK_FENCE,      /* ``` around a JSON response */
@@ -407,8 +409,6 @@ void tc_call_args(tc_run *r, const char *p, size_t n);
 void tc_call_end(tc_run *r);
 /* The tool a name refers to (after "functions." stripping), or NULL. */
 const json_t *tc_resolve(tc_run *r, const char *name, size_t nlen, size_t *name_off);
-/* Whether a name would be accepted as a call (declared, or tools unknown). */
-bool tc_name_ok(tc_run *r, const char *name, size_t nlen);
 
 /* ---- speculation ---- */
 

@@ -57,12 +57,21 @@ bool tc_json_started(const tc_json *j)
 
 /* Where bytes of the current value go: the hold buffer while a value is held
  * for coercion, else the output. */
+static void give_up_hold(tc_json *j);
+
 static void put(tc_json *j, const char *s, size_t n)
 {
-    if (j->holding)
+    if (j->holding) {
         cv_buf_append(&j->held, s, n);
-    else if (j->out)
+        if (j->held.len > CV_TC_MAX_VALUE)
+            give_up_hold(j);
+    } else if (j->out) {
+        if (j->out_cap && j->out->len + n > j->out_cap) {
+            j->overflow = true; /* the caller fails the value at its end */
+            return;
+        }
         cv_buf_append(j->out, s, n);
+    }
 }
 
 /* Strings are written decoded (raw bytes) at the top level with TJ_DECODE and
@@ -74,7 +83,7 @@ static bool decoding(const tc_json *j)
 
 static void put_str_bytes(tc_json *j, const char *s, size_t n)
 {
-    if (j->in_key && j->depth == 1)
+    if (j->in_key && j->depth == 1 && j->key.len < 1024) /* only looked up, never emitted */
         cv_buf_append(&j->key, s, n);
     if (decoding(j)) {
         put(j, s, n);
@@ -82,6 +91,10 @@ static void put_str_bytes(tc_json *j, const char *s, size_t n)
     }
     if (!j->out && !j->holding)
         return;
+    if (!j->holding && j->out_cap && j->out->len + n > j->out_cap) {
+        j->overflow = true;
+        return;
+    }
     cv_buf *b = j->holding ? &j->held : j->out;
     /* s holds valid UTF-8 here; only ASCII needs escaping. */
     size_t i = 0;
@@ -109,6 +122,8 @@ static void put_str_bytes(tc_json *j, const char *s, size_t n)
         }
         i = k + 1;
     }
+    if (j->holding && j->held.len > CV_TC_MAX_VALUE)
+        give_up_hold(j);
 }
 
 static void put_cp(tc_json *j, uint32_t cp)
@@ -148,6 +163,7 @@ static void maybe_hold(tc_json *j, int kind)
         hold = string_only(t);
     if (hold) {
         j->holding = true;
+        j->hold_kind = kind;
         j->hold_depth = j->depth;
         j->cur = t;
         cv_buf_reset(&j->held);
@@ -170,6 +186,23 @@ static void release_hold(tc_json *j, int kind)
         cv_buf_put_json_str(j->out, j->held.data ? j->held.data : "", j->held.len);
     }
     cv_buf_reset(&j->held);
+}
+
+/* A held value outgrew CV_TC_MAX_VALUE: stop typing it and let it stream as
+ * the model wrote it (a value that large does not fit a number or boolean
+ * anyway). Only strings and containers get this large; tokens are bounded. */
+static void give_up_hold(tc_json *j)
+{
+    j->holding = false;
+    if (j->out) {
+        if (j->hold_kind == 's') {
+            cv_buf_putc(j->out, '"');
+            tc_esc(j->out, j->held.data, j->held.len);
+        } else {
+            cv_buf_append(j->out, j->held.data, j->held.len);
+        }
+    }
+    cv_buf_free(&j->held);
 }
 
 /* ---- structure ---- */
@@ -268,6 +301,12 @@ bool tc_number_canon(const char *s, size_t n, cv_buf *b)
     if (n == 0 || n > 64)
         return false;
     if (strict_number(s, n)) {
+        /* a number past double range (1e400) is text: most parsers refuse it */
+        char tmp[72];
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        if (!isfinite(strtod(tmp, NULL)))
+            return false;
         cv_buf_append(b, s, n);
         return true;
     }

@@ -246,17 +246,6 @@ const json_t *tc_resolve(tc_run *r, const char *name, size_t nlen, size_t *name_
     return t;
 }
 
-bool tc_name_ok(tc_run *r, const char *name, size_t nlen)
-{
-    trim_name(&name, &nlen);
-    if (!nlen || nlen > CV_TC_MAX_NAME)
-        return false;
-    if (!r->o.tools)
-        return true;
-    size_t off;
-    return tc_resolve(r, name, nlen, &off) != NULL;
-}
-
 static void gen_id(tc_run *r, int index, cv_buf *out)
 {
     if (r->o.id_fn) {
