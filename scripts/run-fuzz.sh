@@ -12,6 +12,11 @@ for bin in build-fuzz/fuzz/fuzz_*; do
   mkdir -p "$corpus"
   seeds=""
   [ -d "fuzz/seeds/$name" ] && seeds="fuzz/seeds/$name"
+  # Real files as seeds, read in place from ../shared/testdata.
+  case "$name" in
+    fuzz_gguf) [ -d ../shared/testdata/vocab ] && seeds="$seeds ../shared/testdata/vocab ../shared/testdata/reference/models" ;;
+    fuzz_jinja) [ -d ../shared/testdata/templates ] && seeds="$seeds ../shared/testdata/templates ../shared/testdata/templates/vllm" ;;
+  esac
   echo "== $name ($secs s)"
   if ! "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
        -artifact_prefix="fuzz/crash-$name-" "$corpus" $seeds; then

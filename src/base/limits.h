@@ -20,12 +20,103 @@
 /* Tensor rank: GGUF defines at most 4 dimensions. */
 #define CV_MAX_TENSOR_DIMS 4
 
+/* ---- kernels/ ---- */
+/* Rows and row length of one matmul weight: the largest real matrices are
+ * output layers of ~256k rows and FFNs of ~50k inputs; 16M keeps every
+ * element index and packed offset far inside int64 and every per-row block
+ * count inside int32. */
+#define CV_MAX_MATMUL_DIM (1 << 24)
+/* Rotated dimensions per attention head (RoPE): real heads are <= 256 wide;
+ * 1024 sizes the on-stack angle tables. Model loaders reject a head_dim
+ * above it. */
+#define CV_MAX_ROPE_DIMS 1024
+
 /* ---- JSON ---- */
 /* Nesting depth of any JSON document we parse: deep enough for real tool
  * schemas (which rarely pass 20), shallow enough that recursive walkers over
  * the tree cannot exhaust the stack. */
 #define CV_MAX_JSON_DEPTH 128
 
+/* ---- tokenizer ---- */
+/* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;
+ * per-call scratch is ~30 bytes per input byte in the worst case (one long
+ * word), so 64 MiB bounds one call near 2 GiB. */
+#define CV_MAX_TOK_INPUT (64u << 20)
+/* Vocabulary entries: real vocabularies reach ~260k; 4M bounds hash tables. */
+#define CV_MAX_TOK_VOCAB (4u << 20)
+/* Bytes of one token's text: real tokens are < 256 bytes (whitespace runs,
+ * long special names); 4 KiB rejects garbage without rejecting a real file. */
+#define CV_MAX_TOK_TEXT 4096u
+/* A tokenizer.json (+ tokenizer_config.json) to import: the largest real ones
+ * (gpt-oss, Gemma) are ~30 MiB. */
+#define CV_MAX_TOK_JSON_BYTES (256u << 20)
+
+/* ---- HTTP server (server/) ---- */
+/* Request body: Claude Code's bodies are 76-89 kB and agent sessions grow with
+ * history; 32 MiB holds a very long session with room to spare while bounding
+ * what one request can make us buffer. Over it: 413. */
+#define CV_MAX_HTTP_BODY (32u << 20)
+/* Per-connection memory libmicrohttpd uses for the request line and headers;
+ * real clients send < 4 kB of headers. Over it MHD answers 431. */
+#define CV_HTTP_CONN_MEMORY (64u << 10)
+/* Concurrent connections (one thread each): agents open tens; the cap bounds
+ * threads and memory under a connection flood. */
+#define CV_MAX_HTTP_CONNECTIONS 256
+/* SSE keep-alive interval while nothing else is sent (long prefill, queue):
+ * the issue asks for <= 15 s; proxies and SDKs time out idle reads at 30-600 s. */
+#define CV_SSE_KEEPALIVE_MS 10000
+/* A connection idle this long (no request, no bytes) is closed. Agents keep
+ * connections between turns for seconds to minutes. */
+#define CV_HTTP_IDLE_TIMEOUT_S 300
+/* A request body still arriving after this long gets 408: a slow-loris upload
+ * must not hold a thread forever. 60 s covers 32 MiB at ~4 Mbit/s. */
+#define CV_HTTP_BODY_TIMEOUT_MS 60000
+/* Messages and tools in one request: long agent sessions stay under a few
+ * thousand messages; Claude Code sends 24-27 tools. Bounds the walkers. */
+#define CV_MAX_MESSAGES 8192
+#define CV_MAX_TOOLS 1024
+/* Stop strings per request (OpenAI allows 4, Anthropic more) and their length. */
+#define CV_MAX_STOP_STRINGS 32
+#define CV_MAX_STOP_BYTES 1024
+/* Tool calls in one response: parallel calls from real models are a
+ * handful; bounds the encoder's table against a runaway parser. */
+#define CV_MAX_TOOL_CALLS 256
+/* logit_bias entries per request (OpenAI documents up to 300). The same
+ * definition as the engine's sampler limit, so the two may meet. */
+#define CV_MAX_LOGIT_BIAS 4096
+/* Token ids in a raw completions prompt. */
+#define CV_MAX_PROMPT_IDS (1 << 22)
+/* /v1/responses kept in memory for previous_response_id (LRU). Each holds its
+ * conversation, so the ceiling bounds memory. */
+#define CV_RESPONSE_STORE_DEFAULT 256
+#define CV_MAX_RESPONSE_STORE 65536
+
+/* ---- chat templates (chat/jinja/) ----
+ * Templates arrive inside downloaded model files, so they are untrusted
+ * programs: every resource a render can consume is bounded, and hitting a
+ * bound is a CV_ELIMIT error naming the limit, never a hang or a crash. */
+/* Template source: the largest real chat templates are ~40 KB. */
+#define CV_JINJA_MAX_SOURCE (4u << 20)
+/* Nesting of the recursive-descent parser (brackets, operators, blocks):
+ * real templates nest < 20 deep; this keeps a hostile "((((..." from
+ * exhausting the C stack. */
+#define CV_JINJA_MAX_PARSE_DEPTH 200
+/* Loop iterations + calls + filter applications in one render: a 40-turn,
+ * 24-tool agent conversation takes ~20k; 5M is ~0.5 s of work. */
+#define CV_JINJA_MAX_STEPS 5000000u
+/* Rendered bytes, and bytes of any captured block or macro result: prompts
+ * beyond a million tokens (~4 MB) exceed every context window. */
+#define CV_JINJA_MAX_OUTPUT (32u << 20)
+/* Scratch bytes allocated by values during one render. */
+#define CV_JINJA_MAX_MEMORY (256u << 20)
+/* Nested macro / caller / recursive-loop calls: real templates recurse only
+ * over JSON-schema depth (< 20); Python's own recursion limit stops Jinja2
+ * itself at a few hundred. */
+#define CV_JINJA_MAX_DEPTH 100
+/* Wall time of one render, a backstop behind the step limit. */
+#define CV_JINJA_MAX_NS (2000000000ull)
+/* range() length: Jinja2's sandbox MAX_RANGE. */
+#define CV_JINJA_MAX_RANGE 100000
 /* ---- tool-call parsing (chat/toolcall/) ---- */
 /* Text held while the parser cannot yet tell a tool call from prose (a
  * marker followed by a body not yet recognised, a bare JSON object or

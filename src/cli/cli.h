@@ -21,7 +21,15 @@ const cv_cmd *cv_cli_find(const char *name);
 
 /* Command entry points (one per cmd_*.c). */
 int cv_cmd_help(int argc, char **argv);
+int cv_cmd_bench_kernels(int argc, char **argv);
+int cv_cmd_doctor(int argc, char **argv);
 int cv_cmd_version(int argc, char **argv);
+int cv_cmd_serve(int argc, char **argv);
+int cv_cmd_import(int argc, char **argv);
+int cv_cmd_info(int argc, char **argv);
+int cv_cmd_tokenize(int argc, char **argv);
+int cv_cmd_detokenize(int argc, char **argv);
+int cv_cmd_template(int argc, char **argv);
 int cv_cmd_parse_tools(int argc, char **argv);
 
 #endif

@@ -3,8 +3,33 @@
 #include "cli/cli.h"
 
 const cv_cmd cv_cmds[] = {
+    { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "                     [--case decode,batch8,prefill|all] [--threads N] [--repeats N]",
+      cv_cmd_bench_kernels },
+    { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
+      "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
+    { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
+      "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
+      "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
+      "[--response-store N] [--max-body BYTES] [--grace-ms MS]",
+      cv_cmd_serve },
+    { "import", "convert another format to GGUF",
+      "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf\n"
+      "       corvid import tokenizer DIR_OR_tokenizer.json -o OUT.gguf", cv_cmd_import },
+    { "info", "show a GGUF file's metadata and tensors (and validate it)", "corvid info [--all] MODEL.gguf",
+      cv_cmd_info },
+    { "template", "render a conversation with a model's chat template (debugging aid)",
+      "corvid template (MODEL.gguf | FILE.jinja) --messages CONV.json [--tools TOOLS.json]\n"
+      "    [--no-generation-prompt] [--kw key=value]... [--bos S] [--eos S] [--now UNIXTIME] [--bench N]",
+      cv_cmd_template },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
+    { "tokenize", "text to token ids with a model's vocabulary (or --bench its speed)",
+      "corvid tokenize MODEL [--ids|--pieces|--count] [--no-bos] [--special] (TEXT | -)\n"
+      "       corvid tokenize --bench MODEL [FILE]", cv_cmd_tokenize },
+    { "detokenize", "token ids to text with a model's vocabulary",
+      "corvid detokenize MODEL [--skip-special] ID...", cv_cmd_detokenize },
     { "parse-tools", "parse model output (stdin) into content, reasoning and tool calls",
       "corvid parse-tools [--format NAME|auto] [--template FILE.jinja] [--model NAME] [--tools TOOLS.json]\n"
       "                   [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline] [--tool-choice-none]\n"

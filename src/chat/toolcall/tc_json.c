@@ -731,7 +731,9 @@ int tc_json_feed(tc_json *j, const char *p, size_t n, bool eof, size_t *used)
                 return TC_MORE;
             }
             if (finish_token(j) < 0) {
-                *used = i - j->tok.len;
+                /* fail after the token: its first bytes may have come in an
+                 * earlier piece, and the failure must not depend on that */
+                *used = i;
                 return TC_FAIL;
             }
             continue;

@@ -373,6 +373,8 @@ static void at_close(const tc_argtrack *t0, cv_buf *b)
         cv_buf_puts(b, "{}");
         return;
     }
+    if (t.in_scalar) /* readers emit whole tokens: it is complete */
+        t.exp = t.depth ? A_AFTER : A_DONE;
     if (t.in_str) {
         if (t.esc)
             cv_buf_putc(b, '\\');

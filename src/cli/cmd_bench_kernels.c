@@ -1,0 +1,290 @@
+/* cmd_bench_kernels.c — `corvid bench-kernels`: the kernel micro-benchmark
+ * behind docs/PERF.md. It measures the machine's ceilings (read bandwidth,
+ * int8 multiply-add peak) with the kernels' probes, then runs the matmuls
+ * of real model shapes on random weights in the dtype mixes of real files
+ * and prints each case as a fraction of its ceiling:
+ *   decode   1 token through every matrix of the model (output layer
+ *            included): bytes of weights / time vs read bandwidth;
+ *   batch8   8 tokens through every matrix: multiply-adds / time vs the
+ *            int8 peak;
+ *   prefill  512 tokens through the matrices of the first two layers:
+ *            multiply-adds / time vs the int8 peak.
+ * Weights are distinct memory for every matrix (so decode really streams
+ * the whole model from DRAM), filled by quantizing a few random rows with
+ * the reference quantizers and repeating them. Each figure is the median of
+ * repeats; the machine is shared, so run it twice and compare. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "kernels/kernels.h"
+
+typedef struct shape {
+    const char *name;
+    int64_t hidden, ffn, vocab, n_layer, n_head, n_kv_head, head_dim;
+} shape;
+
+static const shape shapes[] = {
+    { "qwen2.5-0.5b", 896, 4864, 151936, 24, 14, 2, 64 },
+    { "llama3.2-1b", 2048, 8192, 128256, 16, 32, 8, 64 },
+};
+
+/* The tensor types a quantization "mix" gives each matrix, following
+ * llama-quantize's defaults: Q4_K_M puts Q6_K on attn_v and ffn_down of
+ * the first and last eighth of the layers and every third in between, and
+ * on the output; K-types fall back to Q5_0 / Q5_1 / Q8_0 when a row is not
+ * a multiple of 256 (qwen2.5-0.5b's 896). */
+typedef enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_OUT, MAT_KINDS } mat_kind;
+
+static uint32_t k_fallback(uint32_t t, int64_t n_in)
+{
+    if (n_in % 256 == 0)
+        return t;
+    return t == CV_GGML_Q4_K ? CV_GGML_Q5_0 : t == CV_GGML_Q5_K ? CV_GGML_Q5_1 : CV_GGML_Q8_0;
+}
+
+static uint32_t mix_type(const char *mix, mat_kind k, int64_t layer, int64_t n_layer, int64_t n_in)
+{
+    if (!strcmp(mix, "q8_0"))
+        return CV_GGML_Q8_0;
+    if (!strcmp(mix, "q4_0"))
+        return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : CV_GGML_Q4_0;
+    if (!strcmp(mix, "f16"))
+        return CV_GGML_F16;
+    /* q4_k_m */
+    bool more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+    if (k == MAT_OUT || ((k == MAT_V || k == MAT_DOWN) && more))
+        return k_fallback(CV_GGML_Q6_K, n_in);
+    return k_fallback(CV_GGML_Q4_K, n_in);
+}
+
+typedef struct mat {
+    mat_kind kind;
+    int64_t layer;
+    cv_wmat *w;
+    void *src; /* kept only when the wmat reads it in place */
+    uint64_t macs_per_token;
+} mat;
+
+typedef struct model {
+    mat *m;
+    int n;
+    size_t bytes;
+    uint64_t macs_per_token;
+} model;
+
+static int make_mat(mat *out, uint32_t type, int64_t n_in, int64_t n_out, cv_rng *rng, cv_err *err)
+{
+    const cv_dtype *dt = cv_dtype_get(type);
+    const size_t row = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    uint8_t *src = malloc(row * (size_t)n_out);
+    if (!src)
+        return cv_err_set(err, CV_ENOMEM, "bench-kernels: out of memory for a %lld x %lld %s matrix",
+                          (long long)n_out, (long long)n_in, dt->name);
+    enum { SAMPLES = 8 };
+    float *x = malloc((size_t)n_in * sizeof *x);
+    for (int s = 0; s < SAMPLES && s < n_out; s++) {
+        for (int64_t i = 0; i < n_in; i++)
+            x[i] = cv_rng_normal(rng) * 0.02f;
+        cv_quantize_row(type, x, src + s * row, n_in, NULL);
+    }
+    for (int64_t r = SAMPLES; r < n_out; r++)
+        memcpy(src + r * row, src + (r % SAMPLES) * row, row);
+    free(x);
+    int rc = cv_wmat_create(type, n_in, n_out, src, row * (size_t)n_out, &out->w, err);
+    if (rc) {
+        free(src);
+        return rc;
+    }
+    if (cv_wmat_owns_data(out->w)) {
+        free(src);
+        src = NULL;
+    }
+    out->src = src;
+    out->macs_per_token = (uint64_t)n_in * (uint64_t)n_out;
+    return 0;
+}
+
+static void model_free(model *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        cv_wmat_destroy(m->m[i].w);
+        free(m->m[i].src);
+    }
+    free(m->m);
+    memset(m, 0, sizeof *m);
+}
+
+static int model_build(model *m, const shape *s, const char *mix, int64_t n_layers, bool with_output, cv_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->m = calloc((size_t)(n_layers * 7 + 1), sizeof *m->m);
+    cv_rng rng;
+    cv_rng_seed(&rng, 1234);
+    const int64_t q = s->n_head * s->head_dim, kv = s->n_kv_head * s->head_dim;
+    for (int64_t l = 0; l < n_layers; l++) {
+        const struct { mat_kind k; int64_t n_in, n_out; } mats[] = {
+            { MAT_Q, s->hidden, q },         { MAT_K, s->hidden, kv },       { MAT_V, s->hidden, kv },
+            { MAT_O, q, s->hidden },         { MAT_GATE, s->hidden, s->ffn }, { MAT_UP, s->hidden, s->ffn },
+            { MAT_DOWN, s->ffn, s->hidden },
+        };
+        for (size_t i = 0; i < CV_ARRAY_LEN(mats); i++) {
+            mat *x = &m->m[m->n];
+            x->kind = mats[i].k;
+            x->layer = l;
+            int rc = make_mat(x, mix_type(mix, mats[i].k, l, s->n_layer, mats[i].n_in), mats[i].n_in, mats[i].n_out,
+                              &rng, err);
+            if (rc)
+                return model_free(m), rc;
+            m->n++;
+        }
+    }
+    if (with_output) {
+        mat *x = &m->m[m->n];
+        x->kind = MAT_OUT;
+        int rc = make_mat(x, mix_type(mix, MAT_OUT, 0, s->n_layer, s->hidden), s->hidden, s->vocab, &rng, err);
+        if (rc)
+            return model_free(m), rc;
+        m->n++;
+    }
+    for (int i = 0; i < m->n; i++) {
+        m->bytes += cv_wmat_bytes(m->m[i].w);
+        m->macs_per_token += m->m[i].macs_per_token;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds of `repeats` passes of n_tok tokens through every matrix
+ * (after one warm-up pass). */
+static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeats, const shape *s)
+{
+    int64_t max_in = CV_MAX(s->ffn, s->n_head * s->head_dim), max_out = CV_MAX(s->vocab, s->ffn);
+    float *x = cv_aligned_alloc((size_t)(n_tok * max_in) * sizeof *x);
+    float *y = cv_aligned_alloc((size_t)(n_tok * max_out) * sizeof *y);
+    cv_rng rng;
+    cv_rng_seed(&rng, 7);
+    for (int64_t i = 0; i < n_tok * max_in; i++)
+        x[i] = cv_rng_normal(&rng);
+    double t[64];
+    repeats = CV_MIN(repeats, 64);
+    for (int r = -1; r < repeats; r++) {
+        double t0 = cv_now_s();
+        for (int i = 0; i < m->n; i++)
+            cv_matmul(pool, m->m[i].w, n_tok, x, y);
+        if (r >= 0)
+            t[r] = cv_now_s() - t0;
+    }
+    cv_aligned_free(x);
+    cv_aligned_free(y);
+    qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
+    return t[repeats / 2];
+}
+
+static bool in_list(const char *list, const char *item)
+{
+    if (!list || !strcmp(list, "all"))
+        return true;
+    size_t n = strlen(item);
+    for (const char *p = list; (p = strstr(p, item)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return true;
+    return false;
+}
+
+int cv_cmd_bench_kernels(int argc, char **argv)
+{
+    const cv_cmd *self = cv_cli_find("bench-kernels");
+    int threads = cv_cpu_count();
+    const char *models = "all", *mixes = "q4_0,q4_k_m,q8_0", *cases = "all";
+    int repeats = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc)
+            return cv_cli_usage_error(self, "option %s needs a value", a);
+        if (!strcmp(a, "--threads"))
+            threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--model"))
+            models = argv[++i];
+        else if (!strcmp(a, "--dtype"))
+            mixes = argv[++i];
+        else if (!strcmp(a, "--case"))
+            cases = argv[++i];
+        else if (!strcmp(a, "--repeats"))
+            repeats = atoi(argv[++i]);
+        else
+            return cv_cli_usage_error(self, "unknown option %s", a);
+    }
+    if (threads < 1 || threads > 1024)
+        return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
+    if (repeats < 1 || repeats > 64)
+        return cv_cli_usage_error(self, "--repeats %d is out of range 1..64", repeats);
+    cv_err err = { 0 };
+    cv_pool *pool = cv_pool_create(threads, &err);
+    if (!pool) {
+        fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
+        return 1;
+    }
+    printf("isa %s, %d threads\n", cv_isa_name(cv_isa_active()), cv_pool_size(pool));
+    cv_probe_result bw, peak;
+    cv_probe_read_bandwidth(pool, &bw, NULL);
+    int have_peak = cv_probe_int8_peak(pool, &peak, &err) == 0;
+    printf("ceiling read bandwidth   %8.2f GB/s   (best %.2f)\n", bw.value, bw.best);
+    if (have_peak)
+        printf("ceiling int8 peak        %8.2f GMAC/s (best %.2f)\n", peak.value / 1e9, peak.best / 1e9);
+    else
+        printf("ceiling int8 peak        n/a (%s)\n", err.msg);
+    printf("%-13s %-7s %-8s %12s %12s %9s\n", "model", "dtype", "case", "time ms", "rate", "fraction");
+    int rc = 0;
+    for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++) {
+        const shape *s = &shapes[si];
+        if (!in_list(models, s->name))
+            continue;
+        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16" };
+        for (size_t mi = 0; mi < CV_ARRAY_LEN(all_mixes); mi++) {
+            const char *mix = all_mixes[mi];
+            if (!in_list(mixes, mix))
+                continue;
+            model m;
+            if (in_list(cases, "decode") || in_list(cases, "batch8")) {
+                if ((rc = model_build(&m, s, mix, s->n_layer, true, &err))) {
+                    fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
+                    goto done;
+                }
+                if (in_list(cases, "decode")) {
+                    double t = time_pass(pool, &m, 1, repeats + 2, s);
+                    double gbs = (double)m.bytes / t / 1e9;
+                    printf("%-13s %-7s %-8s %12.2f %7.2f GB/s %8.1f%%\n", s->name, mix, "decode", t * 1e3, gbs,
+                           100 * gbs / bw.value);
+                }
+                if (in_list(cases, "batch8")) {
+                    double t = time_pass(pool, &m, 8, repeats, s);
+                    double gmacs = 8.0 * (double)m.macs_per_token / t / 1e9;
+                    printf("%-13s %-7s %-8s %12.2f %5.1f GMAC/s %7.1f%%\n", s->name, mix, "batch8", t * 1e3, gmacs,
+                           have_peak ? 100 * gmacs * 1e9 / peak.value : 0.0);
+                }
+                model_free(&m);
+            }
+            if (in_list(cases, "prefill")) {
+                if ((rc = model_build(&m, s, mix, 2, false, &err))) {
+                    fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
+                    goto done;
+                }
+                double t = time_pass(pool, &m, 512, CV_MAX(1, repeats / 2), s);
+                double gmacs = 512.0 * (double)m.macs_per_token / t / 1e9;
+                printf("%-13s %-7s %-8s %12.2f %5.1f GMAC/s %7.1f%%\n", s->name, mix, "prefill", t * 1e3, gmacs,
+                       have_peak ? 100 * gmacs * 1e9 / peak.value : 0.0);
+                model_free(&m);
+            }
+            fflush(stdout);
+        }
+    }
+done:
+    cv_pool_destroy(pool);
+    return rc ? 1 : 0;
+}

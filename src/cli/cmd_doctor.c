@@ -1,0 +1,157 @@
+/* cmd_doctor.c — `corvid doctor`: what this machine gives corvid. It
+ * prints the CPU and the features CPUID reports, the ISA path the kernels
+ * chose (and whether $CORVID_ISA lowered it), the compute threads, and for
+ * every dtype its activation type and how its dot and matmul run; then a
+ * self-check (each dtype's active matmul against the scalar reference on a
+ * small random matrix) and, unless --quick, the machine probes `corvid
+ * bench` measures against. Exit status 1 when the self-check fails, so a
+ * SIMD path that miscomputes on some CPU is caught before a model runs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "kernels/kernels.h"
+
+static void print_features(const cv_cpu_features *f)
+{
+    const struct { const char *name; bool on; } feats[] = {
+        { "sse4.2", f->sse42 },     { "avx", f->avx },           { "avx2", f->avx2 },
+        { "fma", f->fma },          { "f16c", f->f16c },         { "bmi2", f->bmi2 },
+        { "avx512f", f->avx512f },  { "avx512bw", f->avx512bw }, { "avx512vl", f->avx512vl },
+        { "avx512_vnni", f->avx512_vnni }, { "avx512_bf16", f->avx512_bf16 }, { "avx_vnni", f->avx_vnni },
+    };
+    printf("features   ");
+    for (size_t i = 0; i < CV_ARRAY_LEN(feats); i++)
+        if (feats[i].on)
+            printf("%s ", feats[i].name);
+    printf("\nos state   YMM %s, ZMM %s\n", f->os_avx ? "saved" : "NOT saved", f->os_avx512 ? "saved" : "not saved");
+}
+
+/* Max |active - scalar| / max |scalar| of a 5-token matmul on a 64 x 512
+ * random matrix of `type`; negative when the matrix cannot be built. */
+static double self_check(uint32_t type, cv_isa isa, cv_pool *pool)
+{
+    const cv_dtype *dt = cv_dtype_get(type);
+    const int64_t n_in = 512, n_out = 64, n_tok = 5;
+    const size_t row = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    float *wf = malloc(n_in * sizeof *wf), *x = malloc(n_in * n_tok * sizeof *x);
+    float *y0 = malloc(n_out * n_tok * sizeof *y0), *y1 = malloc(n_out * n_tok * sizeof *y1);
+    uint8_t *w = malloc(row * n_out);
+    cv_rng r;
+    cv_rng_seed(&r, 2024 + type);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++)
+            wf[i] = cv_rng_normal(&r);
+        cv_quantize_row(type, wf, w + o * row, n_in, NULL);
+    }
+    for (int64_t i = 0; i < n_in * n_tok; i++)
+        x[i] = cv_rng_normal(&r);
+    double worst = -1;
+    cv_wmat *m0 = NULL, *m1 = NULL;
+    if (cv_wmat_create_isa(type, n_in, n_out, w, row * n_out, CV_ISA_SCALAR, &m0, NULL) == 0 &&
+        cv_wmat_create_isa(type, n_in, n_out, w, row * n_out, isa, &m1, NULL) == 0) {
+        cv_matmul(NULL, m0, n_tok, x, y0);
+        cv_matmul(pool, m1, n_tok, x, y1);
+        double diff = 0, mag = 0;
+        for (int64_t i = 0; i < n_out * n_tok; i++) {
+            diff = fmax(diff, fabs((double)y1[i] - y0[i]));
+            mag = fmax(mag, fabs((double)y0[i]));
+        }
+        worst = isfinite(diff) ? diff / (mag > 0 ? mag : 1) : 1e30;
+    }
+    cv_wmat_destroy(m0);
+    cv_wmat_destroy(m1);
+    free(wf);
+    free(x);
+    free(y0);
+    free(y1);
+    free(w);
+    return worst;
+}
+
+int cv_cmd_doctor(int argc, char **argv)
+{
+    const cv_cmd *self = cv_cli_find("doctor");
+    int threads = cv_cpu_count();
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else
+            return cv_cli_usage_error(self, "unknown argument %s", argv[i]);
+    }
+    if (threads < 1 || threads > 1024)
+        return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
+    cv_err err = { 0 };
+    cv_pool *pool = cv_pool_create(threads, &err);
+    if (!pool) {
+        fprintf(stderr, "corvid doctor: %s\n", err.msg);
+        return 1;
+    }
+
+    const cv_cpu_features *f = cv_cpu_features_get();
+    printf("cpu        %s (%s, family %u model %u)\n", f->brand[0] ? f->brand : "unknown", f->vendor, f->family,
+           f->model);
+    print_features(f);
+    const cv_isa isa = cv_isa_active();
+    const char *env = getenv("CORVID_ISA");
+    printf("isa        %s (best this CPU runs: %s; CORVID_ISA %s%s%s)\n", cv_isa_name(isa), cv_isa_name(cv_isa_best()),
+           env ? "= \"" : "unset", env ? env : "", env ? "\"" : "");
+    printf("threads    %d online CPUs, compute pool of %d\n\n", cv_cpu_count(), cv_pool_size(pool));
+
+    printf("%-6s %5s %5s  %-6s %-7s %s\n", "dtype", "block", "bytes", "acts", "dot", "matmul");
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt)
+            continue;
+        if (!dt->is_weight) {
+            printf("%-6s %5u %5u  %-6s %-7s %s\n", dt->name, dt->block_elems, dt->block_bytes, "-", "-",
+                   "(activation type)");
+            continue;
+        }
+        const bool simd_dot = isa != CV_ISA_SCALAR && dt->ops[isa].vec_dot;
+        printf("%-6s %5u %5u  %-6s %-7s %s\n", dt->name, dt->block_elems, dt->block_bytes,
+               cv_dtype_get(dt->vec_dot_type)->name, simd_dot ? cv_isa_name(isa) : "scalar", cv_matmul_path(t, isa));
+    }
+
+    int failed = 0;
+    if (isa != CV_ISA_SCALAR) {
+        printf("\nself-check (%s matmul vs scalar reference, 64x512, 5 tokens; max error / max |y|):\n ",
+               cv_isa_name(isa));
+        for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+            const cv_dtype *dt = cv_dtype_get(t);
+            if (!dt || !dt->is_weight)
+                continue;
+            /* Activation rounding ties may differ: one level of one value. */
+            double e = self_check(t, isa, pool), tol = dt->is_quantized ? 2e-2 : 1e-5;
+            bool ok = e >= 0 && e <= tol;
+            failed += !ok;
+            printf(" %s %s (%.1e)", dt->name, ok ? "ok" : "FAILED", e);
+        }
+        printf("\n");
+    }
+
+    if (!quick) {
+        cv_probe_result bw, pk, pk32;
+        printf("\nprobes (%d threads, median of repeats; the machine may be shared, run twice):\n", cv_pool_size(pool));
+        cv_probe_read_bandwidth(pool, &bw, NULL);
+        printf("  read bandwidth          %8.2f GB/s    (best %.2f; 256 MiB, 256-bit loads)\n", bw.value, bw.best);
+        if (cv_probe_int8_peak(pool, &pk, &err) == 0) {
+            printf("  int8 peak               %8.1f GMAC/s  (best %.1f; vpmaddubsw + vpaddw)\n", pk.value / 1e9,
+                   pk.best / 1e9);
+            cv_probe_int8_peak_i32(pool, &pk32, NULL);
+            printf("  int8 step, i32 sums     %8.1f GMAC/s  (best %.1f; vpmaddubsw + vpmaddwd + vpaddd)\n",
+                   pk32.value / 1e9, pk32.best / 1e9);
+        } else {
+            printf("  int8 peak               n/a (%s)\n", err.msg);
+        }
+    }
+    cv_pool_destroy(pool);
+    if (failed)
+        fprintf(stderr, "corvid doctor: %d dtype(s) failed the self-check; run with CORVID_ISA=scalar and report it\n",
+                failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,201 @@
+/* cmd_template.c — `corvid template`: renders a conversation with a model's
+ * chat template and prints the prompt exactly as the server would build it.
+ * The template comes from a GGUF file (tokenizer.chat_template, with the
+ * BOS/EOS token strings from its vocabulary) or from a .jinja file. A
+ * debugging aid for users and the entry point of the end-to-end tests;
+ * --bench N renders N times and prints the median time (docs/PERF.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chat/chat.h"
+#include "cli/cli.h"
+#include "gguf/gguf.h"
+
+static int fail(const char *what, cv_err *err)
+{
+    fprintf(stderr, "corvid template: %s%s\n", what, err ? err->msg : "");
+    return 1;
+}
+
+static json_t *load_json(const char *path, cv_err *err)
+{
+    cv_buf b = { 0 };
+    if (cv_read_file(path, &b, 256u << 20, err) != 0) {
+        cv_buf_free(&b);
+        return NULL;
+    }
+    json_t *j = cv_json_parse(b.data ? b.data : "", b.len, err);
+    if (!j)
+        cv_err_prefix(err, "%s: ", path);
+    cv_buf_free(&b);
+    return j;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+/* The token string of tokenizer.ggml.<which>_token_id, or NULL. */
+static char *gguf_token(cv_gguf *g, const char *which)
+{
+    char key[64];
+    snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", which);
+    int64_t id;
+    const cv_gguf_value *toks;
+    if (cv_gguf_get_int(g, key, &id, NULL) != 0 || cv_gguf_get_arr(g, "tokenizer.ggml.tokens", CV_GGUF_STRING, &toks, NULL) != 0)
+        return NULL;
+    if (id < 0 || (uint64_t)id >= toks->arr.n)
+        return NULL;
+    return cv_xstrndup(toks->arr.strs[id].ptr, toks->arr.strs[id].len);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cv_cmd_template(int argc, char **argv)
+{
+    const cv_cmd *cmd = cv_cli_find("template");
+    static const struct option opts[] = {
+        { "messages", required_argument, 0, 'm' }, { "tools", required_argument, 0, 't' },
+        { "no-generation-prompt", no_argument, 0, 'n' }, { "kw", required_argument, 0, 'k' },
+        { "bos", required_argument, 0, 'b' }, { "eos", required_argument, 0, 'e' },
+        { "bench", required_argument, 0, 'B' }, { "now", required_argument, 0, 'N' }, { 0, 0, 0, 0 },
+    };
+    const char *messages_path = NULL, *tools_path = NULL, *bos = NULL, *eos = NULL;
+    bool gen = true;
+    long bench = 0;
+    int64_t now = 0;
+    json_t *kwargs = json_object(), *messages = NULL, *tools = NULL, *doc = NULL, *tools_doc = NULL;
+    char *gbos = NULL, *geos = NULL, *src = NULL;
+    size_t src_len = 0;
+    cv_chat_template *t = NULL;
+    cv_buf out = { 0 };
+    cv_err err = { 0 };
+    int rc = 1, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:t:nk:b:e:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': messages_path = optarg; break;
+        case 't': tools_path = optarg; break;
+        case 'n': gen = false; break;
+        case 'b': bos = optarg; break;
+        case 'e': eos = optarg; break;
+        case 'B': bench = strtol(optarg, NULL, 10); break;
+        case 'N': now = strtoll(optarg, NULL, 10); break;
+        case 'k': {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg) {
+                rc = cv_cli_usage_error(cmd, "--kw needs key=value, got '%s'", optarg);
+                goto done;
+            }
+            char *key = cv_xstrndup(optarg, (size_t)(eq - optarg));
+            /* a JSON value when it parses (true, 3, "x", {...}), else the text */
+            json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+            json_object_set_new(kwargs, key, v ? v : json_string(eq + 1));
+            free(key);
+            break;
+        }
+        default:
+            rc = cv_cli_usage_error(cmd, "unknown option");
+            goto done;
+        }
+    }
+    if (argc - optind != 1 || !messages_path) {
+        rc = cv_cli_usage_error(cmd, "needs one MODEL.gguf or FILE.jinja and --messages CONV.json");
+        goto done;
+    }
+    if (bench < 0 || bench > 1000000) {
+        rc = cv_cli_usage_error(cmd, "--bench must be between 1 and 1000000");
+        goto done;
+    }
+    const char *path = argv[optind];
+    if (ends_with(path, ".gguf")) {
+        cv_gguf *g;
+        if (cv_gguf_open(path, &g, &err) != 0) {
+            rc = fail("", &err);
+            goto done;
+        }
+        cv_str s;
+        int r = cv_gguf_get_str(g, "tokenizer.chat_template", &s, &err);
+        if (r == 0) {
+            src = cv_xstrndup(s.ptr, s.len);
+            src_len = s.len;
+        } else if (r != CV_ENOTFOUND) {
+            cv_gguf_close(g);
+            rc = fail("", &err);
+            goto done;
+        }
+        gbos = gguf_token(g, "bos");
+        geos = gguf_token(g, "eos");
+        cv_gguf_close(g);
+    } else {
+        cv_buf b = { 0 };
+        if (cv_read_file(path, &b, CV_JINJA_MAX_SOURCE + 1, &err) != 0) {
+            cv_buf_free(&b);
+            rc = fail("", &err);
+            goto done;
+        }
+        src_len = b.len;
+        src = cv_buf_steal(&b);
+    }
+    if (!(doc = load_json(messages_path, &err))) {
+        rc = fail("", &err);
+        goto done;
+    }
+    /* either a bare messages array or {"messages": [...], "tools": [...]} */
+    if (json_is_object(doc)) {
+        messages = json_object_get(doc, "messages");
+        tools = json_object_get(doc, "tools");
+    } else {
+        messages = doc;
+    }
+    if (tools_path) {
+        if (!(tools_doc = load_json(tools_path, &err))) {
+            rc = fail("", &err);
+            goto done;
+        }
+        tools = tools_doc;
+    }
+    if (cv_chat_template_create(src, src_len, path, &t, &err) != 0) {
+        rc = fail("", &err);
+        goto done;
+    }
+    cv_chat_render_opts o = { .messages = messages, .tools = tools, .add_generation_prompt = gen,
+                              .bos_token = bos ? bos : gbos, .eos_token = eos ? eos : geos, .kwargs = kwargs, .now = now };
+    if (cv_chat_template_render(t, &o, &out, &err) != 0) {
+        rc = fail("", &err);
+        goto done;
+    }
+    if (bench > 0) {
+        uint64_t *ns = cv_xcalloc((size_t)bench, sizeof *ns);
+        for (long i = 0; i < bench; i++) {
+            cv_buf_reset(&out);
+            uint64_t t0 = cv_now_ns();
+            cv_chat_template_render(t, &o, &out, NULL);
+            ns[i] = cv_now_ns() - t0;
+        }
+        qsort(ns, (size_t)bench, sizeof *ns, cmp_u64);
+        printf("%ld renders, %zu bytes each: median %.1f us, min %.1f us, p90 %.1f us\n", bench, out.len,
+               (double)ns[bench / 2] / 1e3, (double)ns[0] / 1e3, (double)ns[bench * 9 / 10] / 1e3);
+        free(ns);
+    } else {
+        fwrite(out.data ? out.data : "", 1, out.len, stdout);
+    }
+    rc = 0;
+done:
+    cv_chat_template_destroy(t);
+    cv_buf_free(&out);
+    json_decref(doc);
+    json_decref(tools_doc);
+    json_decref(kwargs);
+    free(src);
+    free(gbos);
+    free(geos);
+    return rc;
+}

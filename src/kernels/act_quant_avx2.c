@@ -1,0 +1,79 @@
+/* act_quant_avx2.c — quantizes activation rows into the two layouts the
+ * AVX2 matmul tiles read (simd_avx2.h): act32 with q8_0's rule per 32
+ * values, act256 with q8_K's rule per 256. Same levels as the scalar
+ * reference quantizers except on exact rounding ties (this rounds ties to
+ * even everywhere), and d, s kept in f32 rather than f16. */
+#include "kernels/simd_avx2.h"
+
+#define RND (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
+{
+    const int64_t nb = n_in / 32;
+    float *d = (float *)(row + n_in), *s = d + nb;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        const float amax = hmax_ps(m);
+        const float db = amax / 127;
+        const __m256 id = _mm256_set1_ps(db ? 1.0f / db : 0.0f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), RND));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), RND));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), RND));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), RND));
+        int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+        _mm256_storeu_si256((__m256i *)(row + 32 * b), pack_epi32_to_epi8(i0, i1, i2, i3));
+        d[b] = db;
+        s[b] = db * (float)sum;
+    }
+}
+
+void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
+{
+    const int64_t nsb = n_in / 256;
+    float *d = (float *)(row + n_in);
+    int16_t *bs16 = (int16_t *)(row + n_in + nsb * 4), *bs32 = (int16_t *)(row + n_in + nsb * 36);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nsb; b++) {
+        const float *xb = x + 256 * b;
+        /* The value of largest magnitude, with its sign: it maps to -127. */
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 256; i += 8)
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
+        const float amax = hmax_ps(m);
+        int8_t *q = (int8_t *)row + 256 * b;
+        if (amax == 0) {
+            memset(q, 0, 256);
+            d[b] = 0;
+            memset(bs16 + 16 * b, 0, 32);
+            memset(bs32 + 8 * b, 0, 16);
+            continue;
+        }
+        float max = 0;
+        for (int i = 0; i < 256; i++)
+            if (fabsf(xb[i]) == amax) {
+                max = xb[i];
+                break;
+            }
+        const float iscale = -127.f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int i = 0; i < 256; i += 32) {
+            __m256i v[4];
+            for (int k = 0; k < 4; k++) {
+                v[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * k), vis), RND));
+                v[k] = _mm256_min_epi32(v[k], lim);
+            }
+            /* Sums of each 16: two dwords vectors per 16 values. */
+            bs16[16 * b + i / 16] = (int16_t)hsum_epi32(_mm256_add_epi32(v[0], v[1]));
+            bs16[16 * b + i / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(v[2], v[3]));
+            bs32[8 * b + i / 32] = (int16_t)(bs16[16 * b + i / 16] + bs16[16 * b + i / 16 + 1]);
+            _mm256_storeu_si256((__m256i *)(q + i), pack_epi32_to_epi8(v[0], v[1], v[2], v[3]));
+        }
+        d[b] = 1 / iscale;
+    }
+}

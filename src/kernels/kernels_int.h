@@ -1,0 +1,202 @@
+/* kernels_int.h — the kernels layer's guts, shared by its files only: the
+ * GGUF block layouts (bit-exact with ggml's, each size pinned by a
+ * static_assert), scalar helpers (half floats, rounding), the per-dtype
+ * entry points the table in dtypes.c is built from, and the interface
+ * between the generic matmul driver (matmul.c) and each dtype's tiles.
+ *
+ * Block layouts (all little-endian; `f16` is an IEEE half; QK_K = 256):
+ *   q4_0  f16 d | u8 qs[16]            x[j] = (lo(qs[j]) - 8) d, x[j+16] = (hi(qs[j]) - 8) d
+ *   q4_1  f16 d, m | u8 qs[16]         x = q d + m (nibbles as q4_0)
+ *   q5_0  f16 d | u8 qh[4] | u8 qs[16] 5th bit of x[j] is bit j of qh (j < 32); x = (q - 16) d
+ *   q5_1  f16 d, m | u8 qh[4] | qs[16] x = q d + m
+ *   q8_0  f16 d | i8 qs[32]            x = q d
+ *   q8_1  f16 d, s | i8 qs[32]         s = d * sum(qs) (activation type)
+ *   q4_K  f16 d, dmin | u8 scales[12] | u8 qs[128]
+ *         8 sub-blocks of 32 with 6-bit scale sc and min m (packed, see
+ *         k_scale_min); each 64 values share 32 bytes: sub-block 2c in the
+ *         low nibbles, 2c+1 in the high ones; x = d sc q - dmin m
+ *   q5_K  f16 d, dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]
+ *         as q4_K, plus bit 4 of value l of sub-block j is bit j of qh[l]
+ *   q6_K  u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d
+ *         16 sub-blocks of 16 with int8 scales; x = d sc (q - 32), q 6 bits:
+ *         per 128 values, ql[l] holds l (lo) and l+64 (hi), ql[l+32] holds
+ *         l+32 and l+96, qh[l] bits 0-1/2-3/4-5/6-7 are bits 4-5 of l,
+ *         l+32, l+64, l+96
+ *   q8_K  f32 d | i8 qs[256] | i16 bsums[16] (sum of each 16; activation type) */
+#ifndef CV_KERNELS_INT_H
+#define CV_KERNELS_INT_H
+
+#include <assert.h>
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef uint16_t cv_f16;
+
+typedef struct { cv_f16 d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
+static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
+typedef struct { cv_f16 d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
+static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
+typedef struct { cv_f16 d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
+static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
+typedef struct { cv_f16 d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
+static_assert(sizeof(block_q5_1) == 24, "q5_1 block is 24 bytes");
+typedef struct { cv_f16 d; int8_t qs[QK8_0]; } block_q8_0;
+static_assert(sizeof(block_q8_0) == 34, "q8_0 block is 34 bytes");
+typedef struct { cv_f16 d, s; int8_t qs[QK8_1]; } block_q8_1;
+static_assert(sizeof(block_q8_1) == 36, "q8_1 block is 36 bytes");
+typedef struct { cv_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
+static_assert(sizeof(block_q4_K) == 144, "q4_K block is 144 bytes");
+typedef struct { cv_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
+static_assert(sizeof(block_q5_K) == 176, "q5_K block is 176 bytes");
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; cv_f16 d; } block_q6_K;
+static_assert(sizeof(block_q6_K) == 210, "q6_K block is 210 bytes");
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+static_assert(sizeof(block_q8_K) == 292, "q8_K block is 292 bytes");
+
+/* ---- scalar helpers ---- */
+
+static inline float f16_to_f32(cv_f16 h) { return cv_fp16_to_fp32(h); }
+static inline cv_f16 f32_to_f16(float f) { return cv_fp32_to_fp16(f); }
+
+/* Round to nearest, ties to even (what the K-quant searches use); valid for
+ * |x| < 2^22, which every caller guarantees by clamping its scale. */
+static inline int nearest_int(float x) { return (int)lrintf(x); }
+
+/* Scale and min of sub-block j (0..7) from the 12 packed bytes of a
+ * q4_K/q5_K block: j < 4 keep 6 bits in bytes j and j+4; j >= 4 keep their
+ * low 4 bits in byte j+4 and their top 2 bits in the top bits of bytes j-4
+ * (scale) and j (min). */
+static inline void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* ---- scale searches shared by the K-quant reference quantizers (kq_search.c) ---- */
+
+/* Asymmetric (scale, min) for n values onto 0..nmax, weighted least squares
+ * over nstep+1 candidate scales; returns the scale, stores -min in *neg_min
+ * and the levels in L. */
+float cv_kq_search_scale_min(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *neg_min,
+                             uint8_t *Laux, float rmin, float rdelta, int nstep);
+/* Symmetric scale for n values onto -nmax..nmax-1 weighted by x^2, with a
+ * search over 18 nearby scales; stores levels + nmax in L. */
+float cv_kq_search_scale(int n, int nmax, const float *x, int8_t *L);
+
+/* ---- per-dtype functions (dt_*.c scalar, dt_*_avx2.c AVX2) ---- */
+
+#define CV_DT_DECL(name)                                                        \
+    void cv_dt_##name##_to_f32(const void *src, float *dst, int64_t n);         \
+    void cv_dt_##name##_from_f32(const float *src, void *dst, int64_t n);       \
+    void cv_dt_##name##_to_f32_avx2(const void *src, float *dst, int64_t n);    \
+    void cv_dt_##name##_from_f32_avx2(const float *src, void *dst, int64_t n)
+CV_DT_DECL(f32);
+CV_DT_DECL(f16);
+CV_DT_DECL(bf16);
+CV_DT_DECL(q4_0);
+CV_DT_DECL(q4_1);
+CV_DT_DECL(q5_0);
+CV_DT_DECL(q5_1);
+CV_DT_DECL(q8_0);
+CV_DT_DECL(q8_1);
+CV_DT_DECL(q4_K);
+CV_DT_DECL(q5_K);
+CV_DT_DECL(q6_K);
+CV_DT_DECL(q8_K);
+#undef CV_DT_DECL
+
+/* vec_dot (weight row, activation row). */
+void cv_dt_f32_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_f16_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_bf16_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_0_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_1_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_0_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_1_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q8_0_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_K_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_K_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q6_K_dot(int64_t n, const void *w, const void *a, float *out);
+
+void cv_dt_f32_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_f16_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_bf16_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_0_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_1_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_0_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_1_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q8_0_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q4_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q5_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q6_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+
+/* ---- vector ops per ISA (vec.c, vec_avx2.c) ---- */
+
+extern const cv_vec_ops cv_vec_ops_scalar;
+extern const cv_vec_ops cv_vec_ops_avx2;
+/* cos/sin of the n_rot/2 rotation angles of one position (vec.c). */
+void cv_rope_cos_sin(const cv_rope_params *p, int64_t pos, float *cs, float *sn);
+
+/* ---- matmul implementations (matmul.c drives them) ---- */
+
+struct cv_wmat {
+    uint32_t type;
+    int64_t n_in, n_out;
+    cv_isa isa;
+    const cv_dtype *dt;
+    cv_dtype_ops ops;            /* the dtype's functions for isa */
+    cv_dtype_ops act_ops;        /* its activation type's functions for isa */
+    const struct cv_mm_impl *impl;
+    const void *data;            /* packed weights, or the caller's rows */
+    void *owned;                 /* packed copy we free, or NULL */
+    size_t row_bytes;            /* GGUF bytes of one row */
+};
+
+/* A job for one matmul: the prepared weights, the activations after the
+ * implementation's quantize step (act_row_bytes apart, one row per token),
+ * and the output. */
+typedef struct cv_mm_job {
+    const cv_wmat *w;
+    const uint8_t *act;      /* quantized activations [n_tok][act_row_bytes] */
+    size_t act_row_bytes;
+    int64_t n_in, n_out, n_tok;
+    float *y;
+    int64_t ldy;
+} cv_mm_job;
+
+/* How one (dtype, ISA) computes a matmul. Rows are handled in groups of
+ * `rows_per_group` (the interleave of the packed layout); the driver splits
+ * whole groups over threads, so a group never straddles two threads. */
+typedef struct cv_mm_impl {
+    const char *name; /* for corvid doctor: "avx2 tile 16x4, repacked" */
+    int rows_per_group;
+    /* Packed size and packing; pack == NULL means the kernel reads the
+     * GGUF rows in place. */
+    size_t (*pack_bytes)(int64_t n_in, int64_t n_out);
+    void (*pack)(const void *src, int64_t n_in, int64_t n_out, void *dst);
+    /* Bytes of one quantized activation row and the quantizer. */
+    size_t (*act_row_bytes)(const cv_wmat *w);
+    void (*quant_act)(const cv_wmat *w, const float *x, void *dst);
+    /* Y for row groups [g0, g1) and tokens [t0, t1). */
+    void (*run)(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
+} cv_mm_impl;
+
+/* The AVX2 implementation for a weight type, or NULL (matmul_avx2.c). */
+const cv_mm_impl *cv_mm_impl_avx2(uint32_t type);
+
+#endif

@@ -1,0 +1,184 @@
+/* matmul.c — prepared weights (cv_wmat) and the matmul driver. Creation
+ * validates the shape, picks the implementation for (dtype, ISA) and packs
+ * the weights once if that implementation wants its own layout. A matmul
+ * then runs two pool jobs: quantize every activation row once (split over
+ * tokens), and compute (split over output row groups, so each thread streams
+ * its own slice of the weights and applies every loaded block to all tokens
+ * of the tile). The generic implementation here is the scalar reference and
+ * the fallback: one vec_dot per (row, token), tokens in chunks small enough
+ * that their activations stay in cache while a row is reused across them. */
+#include <stdlib.h>
+
+#include "kernels/kernels_int.h"
+
+/* ---- the generic implementation: vec_dot per row and token ---- */
+
+static size_t generic_act_row_bytes(const cv_wmat *w)
+{
+    const cv_dtype *a = cv_dtype_get(w->dt->vec_dot_type);
+    return (size_t)(w->n_in / a->block_elems) * a->block_bytes;
+}
+
+static void generic_quant_act(const cv_wmat *w, const float *x, void *dst) { w->act_ops.from_f32(x, dst, w->n_in); }
+
+/* Tokens per chunk: 16 rows of activations of a long row (16 x 8 KiB for
+ * n_in = 8192 in q8) stay in L2 while each weight row is applied to them. */
+#define GENERIC_TOK_CHUNK 16
+
+static void generic_run(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1)
+{
+    const cv_wmat *w = job->w;
+    const uint8_t *wd = w->data;
+    for (int64_t tc = t0; tc < t1; tc += GENERIC_TOK_CHUNK) {
+        const int64_t te = CV_MIN(t1, tc + GENERIC_TOK_CHUNK);
+        for (int64_t r = g0; r < g1; r++)
+            for (int64_t t = tc; t < te; t++)
+                w->ops.vec_dot(w->n_in, wd + (size_t)r * w->row_bytes, job->act + (size_t)t * job->act_row_bytes,
+                               &job->y[t * job->ldy + r]);
+    }
+}
+
+static const cv_mm_impl generic_impl = {
+    .name = "row dots (generic driver)",
+    .rows_per_group = 1,
+    .act_row_bytes = generic_act_row_bytes,
+    .quant_act = generic_quant_act,
+    .run = generic_run,
+};
+
+static const cv_mm_impl *impl_for(uint32_t type, cv_isa isa)
+{
+    const cv_mm_impl *impl = isa == CV_ISA_AVX2 ? cv_mm_impl_avx2(type) : NULL;
+    return impl ? impl : &generic_impl;
+}
+
+const char *cv_matmul_path(uint32_t type, cv_isa isa) { return impl_for(type, isa)->name; }
+
+/* ---- prepared weights ---- */
+
+int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes, cv_isa isa,
+                       cv_wmat **out, cv_err *err)
+{
+    *out = NULL;
+    const cv_dtype *dt = cv_dtype_get(type);
+    if (!dt || !dt->is_weight)
+        return cv_err_set(err, CV_EUNSUPPORTED, "matmul weights: tensor type %u (%s) is not a weight type corvid computes with",
+                          type, dt ? dt->name : "unknown");
+    if ((unsigned)isa >= CV_ISA_COUNT || !cv_isa_supported(isa))
+        return cv_err_set(err, CV_EUNSUPPORTED, "matmul weights: ISA %s is not supported by this CPU", cv_isa_name(isa));
+    if (n_in <= 0 || n_out <= 0)
+        return cv_err_set(err, CV_EINVAL, "matmul weights: shape %lld x %lld, both must be > 0", (long long)n_out,
+                          (long long)n_in);
+    if (n_in > CV_MAX_MATMUL_DIM || n_out > CV_MAX_MATMUL_DIM)
+        return cv_err_set(err, CV_ELIMIT, "matmul weights: shape %lld x %lld exceeds the limit of %d per dimension",
+                          (long long)n_out, (long long)n_in, CV_MAX_MATMUL_DIM);
+    if (n_in % dt->block_elems != 0)
+        return cv_err_set(err, CV_EINVAL, "matmul weights: row of %lld %s values is not a multiple of its block of %u",
+                          (long long)n_in, dt->name, dt->block_elems);
+    const size_t row_bytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    if (n_bytes != row_bytes * (size_t)n_out)
+        return cv_err_set(err, CV_EINVAL, "matmul weights: %zu bytes given, a %lld x %lld %s matrix takes %zu", n_bytes,
+                          (long long)n_out, (long long)n_in, dt->name, row_bytes * (size_t)n_out);
+
+    cv_wmat *w = cv_xcalloc(1, sizeof *w);
+    w->type = type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->isa = isa;
+    w->dt = dt;
+    w->ops = cv_dtype_ops_for(dt, isa);
+    w->act_ops = cv_dtype_ops_for(cv_dtype_get(dt->vec_dot_type), isa);
+    w->row_bytes = row_bytes;
+    w->data = data;
+    w->impl = impl_for(type, isa);
+    if (w->impl->pack) {
+        w->owned = cv_aligned_alloc(w->impl->pack_bytes(n_in, n_out));
+        w->impl->pack(data, n_in, n_out, w->owned);
+        w->data = w->owned;
+    }
+    *out = w;
+    return 0;
+}
+
+int cv_wmat_create(uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes, cv_wmat **out,
+                   cv_err *err)
+{
+    return cv_wmat_create_isa(type, n_in, n_out, data, n_bytes, cv_isa_active(), out, err);
+}
+
+void cv_wmat_destroy(cv_wmat *w)
+{
+    if (!w)
+        return;
+    cv_aligned_free(w->owned);
+    free(w);
+}
+
+uint32_t cv_wmat_type(const cv_wmat *w) { return w->type; }
+int64_t cv_wmat_n_in(const cv_wmat *w) { return w->n_in; }
+int64_t cv_wmat_n_out(const cv_wmat *w) { return w->n_out; }
+cv_isa cv_wmat_isa(const cv_wmat *w) { return w->isa; }
+size_t cv_wmat_bytes(const cv_wmat *w) { return w->row_bytes * (size_t)w->n_out; }
+bool cv_wmat_owns_data(const cv_wmat *w) { return w->owned != NULL; }
+
+/* ---- the driver ---- */
+
+typedef struct mm_run {
+    cv_mm_job job;
+    const float *x;
+    int64_t ldx;
+} mm_run;
+
+static void quant_job(void *ctx, int ith, int nth)
+{
+    mm_run *r = ctx;
+    int64_t t0, t1;
+    cv_split_range(r->job.n_tok, ith, nth, 1, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        r->job.w->impl->quant_act(r->job.w, r->x + t * r->ldx, (void *)(r->job.act + (size_t)t * r->job.act_row_bytes));
+}
+
+static void compute_job(void *ctx, int ith, int nth)
+{
+    mm_run *r = ctx;
+    const cv_wmat *w = r->job.w;
+    const int rpg = w->impl->rows_per_group;
+    const int64_t n_groups = (w->n_out + rpg - 1) / rpg;
+    int64_t g0, g1;
+    cv_split_range(n_groups, ith, nth, 1, &g0, &g1);
+    if (g0 < g1)
+        w->impl->run(&r->job, g0, g1, 0, r->job.n_tok);
+}
+
+void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
+                       int64_t ldy)
+{
+    assert(ldx >= w->n_in && ldy >= w->n_out && n_tok >= 0);
+    if (n_tok == 0)
+        return;
+    mm_run r = { 0 };
+    r.job.w = w;
+    r.job.n_in = w->n_in;
+    r.job.n_out = w->n_out;
+    r.job.n_tok = n_tok;
+    r.job.y = y;
+    r.job.ldy = ldy;
+    r.job.act_row_bytes = w->impl->act_row_bytes(w);
+    r.x = x;
+    r.ldx = ldx;
+    uint8_t *act = cv_aligned_alloc(r.job.act_row_bytes * (size_t)n_tok);
+    r.job.act = act;
+    /* One token's quantization is a few microseconds: not worth waking
+     * the pool for the decode case. */
+    if (n_tok == 1)
+        quant_job(&r, 0, 1);
+    else
+        cv_pool_run(pool, quant_job, &r);
+    cv_pool_run(pool, compute_job, &r);
+    cv_aligned_free(act);
+}
+
+void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y)
+{
+    cv_matmul_strided(pool, w, n_tok, x, w->n_in, y, w->n_out);
+}

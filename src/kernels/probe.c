@@ -1,0 +1,118 @@
+/* probe.c — the machine ceilings corvid measures itself against: read
+ * bandwidth (what a decode step's matvec can at best stream its weights at)
+ * and the int8 multiply-add peak (what prefill and batched decode can at
+ * best compute at). Each runs its inner loop on every thread of the pool at
+ * once, repeats, and reports the median and the best repeat. The inner
+ * loops live in probe_avx2.c; without AVX2 the bandwidth probe reads with
+ * plain 64-bit loads and the int8 probe reports CV_EUNSUPPORTED. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "kernels/kernels_int.h"
+
+#define READ_BYTES (256u << 20)  /* >> any LLC; also 4 KiB-page aligned shares */
+#define READ_REPEATS 9
+#define INT8_ITERS 4000000       /* x 8 vpmaddubsw = 32M per thread per repeat (~10 ms) */
+#define INT8_REPEATS 9
+
+uint64_t cv_probe_read_avx2(const void *p, size_t n);
+uint64_t cv_probe_int8_avx2(int64_t iters);
+uint64_t cv_probe_int8_i32_avx2(int64_t iters);
+
+static uint64_t read_scalar(const void *p, size_t n)
+{
+    const uint64_t *q = p;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+        s0 += q[i];
+        s1 += q[i + 1];
+        s2 += q[i + 2];
+        s3 += q[i + 3];
+    }
+    return s0 ^ s1 ^ s2 ^ s3;
+}
+
+typedef struct probe_ctx {
+    const uint8_t *buf;
+    size_t bytes;
+    bool avx2;
+    int int8; /* 0: bandwidth, 1: i16 peak loop, 2: i32 loop */
+    _Atomic uint64_t sink; /* keeps the loads from being optimised away */
+} probe_ctx;
+
+static void probe_job(void *vctx, int ith, int nth)
+{
+    probe_ctx *c = vctx;
+    uint64_t r;
+    if (c->int8) {
+        r = c->int8 == 1 ? cv_probe_int8_avx2(INT8_ITERS) : cv_probe_int8_i32_avx2(INT8_ITERS);
+    } else {
+        int64_t lo, hi;
+        cv_split_range((int64_t)c->bytes, ith, nth, 4096, &lo, &hi);
+        r = c->avx2 ? cv_probe_read_avx2(c->buf + lo, (size_t)(hi - lo)) : read_scalar(c->buf + lo, (size_t)(hi - lo));
+    }
+    atomic_fetch_xor(&c->sink, r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void run_repeats(cv_pool *pool, probe_ctx *c, int n, double work, cv_probe_result *out)
+{
+    double rate[16];
+    cv_pool_run(pool, probe_job, c); /* warm-up: page faults, clocks, wake-ups */
+    for (int i = 0; i < n; i++) {
+        double t0 = cv_now_s();
+        cv_pool_run(pool, probe_job, c);
+        double dt = cv_now_s() - t0;
+        rate[i] = work / (dt > 0 ? dt : 1e-9);
+    }
+    qsort(rate, (size_t)n, sizeof rate[0], cmp_double);
+    out->value = rate[n / 2];
+    out->best = rate[n - 1];
+    out->n_repeats = n;
+    out->n_threads = cv_pool_size(pool);
+}
+
+int cv_probe_read_bandwidth(cv_pool *pool, cv_probe_result *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t *buf = cv_aligned_alloc(READ_BYTES);
+    /* Distinct values so no page is a shared zero page. */
+    for (size_t i = 0; i < READ_BYTES; i += 64)
+        buf[i] = (uint8_t)i;
+    probe_ctx c = { .buf = buf, .bytes = READ_BYTES, .avx2 = cv_isa_supported(CV_ISA_AVX2) };
+    run_repeats(pool, &c, READ_REPEATS, (double)READ_BYTES, out);
+    out->value /= 1e9;
+    out->best /= 1e9;
+    out->work = READ_BYTES;
+    cv_aligned_free(buf);
+    return 0;
+}
+
+int cv_probe_int8_peak(cv_pool *pool, cv_probe_result *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        return cv_err_set(err, CV_EUNSUPPORTED, "int8 peak probe: this CPU has no AVX2");
+    probe_ctx c = { .int8 = 1 };
+    const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
+    run_repeats(pool, &c, INT8_REPEATS, macs, out);
+    out->work = (size_t)macs;
+    return 0;
+}
+
+int cv_probe_int8_peak_i32(cv_pool *pool, cv_probe_result *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        return cv_err_set(err, CV_EUNSUPPORTED, "int8 i32 probe: this CPU has no AVX2");
+    probe_ctx c = { .int8 = 2 };
+    const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
+    run_repeats(pool, &c, INT8_REPEATS, macs, out);
+    out->work = (size_t)macs;
+    return 0;
+}

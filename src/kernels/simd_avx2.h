@@ -1,0 +1,128 @@
+/* simd_avx2.h — helpers shared by the *_avx2.c files (and only them: it
+ * needs -mavx2 -mfma -mf16c): horizontal sums, and the two activation
+ * layouts the AVX2 matmul tiles read.
+ *
+ * act32 row (legacy quants), for n_in values in nb = n_in / 32 blocks:
+ *   int8 q[n_in] | f32 d[nb] | f32 s[nb]      x ~ q * d, s = d * sum(q of block)
+ *   (q8_0's quantizer: d = amax / 127, round to nearest; d and s kept in f32)
+ * act256 row (K-quants), nsb = n_in / 256 super-blocks:
+ *   int8 q[n_in] | f32 d[nsb] | i16 bsum16[16 nsb] | i16 bsum32[8 nsb]
+ *   (q8_K's quantizer: extreme value -> -127, round to nearest even)
+ * Levels come first and contiguous so a tile broadcasts any 4 of them with
+ * one load; the per-block numbers follow in their own arrays. */
+#ifndef CV_SIMD_AVX2_H
+#define CV_SIMD_AVX2_H
+
+#include <immintrin.h>
+
+#include "kernels/kernels_int.h"
+
+static inline float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float hmax_ps(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* Packs four vectors of 8 int32 (values 0..31 in order) into 32 int8. */
+static inline __m256i pack_epi32_to_epi8(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    __m256i v = _mm256_packs_epi16(ab, cd);
+    /* packs works per 128-bit lane: restore the order of the 8 dwords. */
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline size_t act32_row_bytes(int64_t n_in) { return (size_t)n_in + (size_t)(n_in / 32) * 8; }
+static inline const float *act32_d(const uint8_t *row, int64_t n_in) { return (const float *)(row + n_in); }
+static inline const float *act32_s(const uint8_t *row, int64_t n_in) { return (const float *)(row + n_in) + n_in / 32; }
+
+static inline size_t act256_row_bytes(int64_t n_in) { return (size_t)n_in + (size_t)(n_in / 256) * (4 + 32 + 16); }
+static inline const float *act256_d(const uint8_t *row, int64_t n_in) { return (const float *)(row + n_in); }
+static inline const int16_t *act256_bsum16(const uint8_t *row, int64_t n_in)
+{
+    return (const int16_t *)(row + n_in + (n_in / 256) * 4);
+}
+static inline const int16_t *act256_bsum32(const uint8_t *row, int64_t n_in)
+{
+    return (const int16_t *)(row + n_in + (n_in / 256) * 36);
+}
+
+/* act_quant_avx2.c */
+void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row);
+void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row);
+
+/* acc += vpmaddubsw(w, a): u8 w times s8 a, pairs summed, added to int16
+ * sums (the caller guarantees no overflow). Inline asm so the compiler
+ * cannot reassociate a tile's chain of these into extra temporaries,
+ * which costs spills when all 16 registers hold sums and weights. */
+static inline __attribute__((always_inline)) __m256i dot_acc16(__m256i acc, __m256i w, __m256i a)
+{
+    __m256i t;
+    __asm__("vpmaddubsw %[a], %[w], %[t]\n\tvpaddw %[t], %[acc], %[acc]"
+            : [acc] "+x"(acc), [t] "=&x"(t)
+            : [w] "x"(w), [a] "x"(a));
+    return acc;
+}
+
+/* Broadcast 4 bytes from an unaligned address. */
+static inline __m256i bcast32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The run() of a 16-row tile implementation: tokens in chunks of 64 (their
+ * activations stay in L2 while each group of rows is reused across them),
+ * groups of rows in order (each thread streams its own slice of weights),
+ * tiles of 4 tokens and a 1..3-token tail. TILE(wp, act, stride, n_in, T,
+ * out) computes out[t][16] for one group whose packed weights start at wp;
+ * GROUP_BYTES(n_in) is a group's packed size. */
+#define CV_TILE_RUN(name, TILE, GROUP_BYTES)                                                          \
+    static void name(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1)           \
+    {                                                                                                 \
+        const int64_t n_in = job->n_in;                                                               \
+        const uint8_t *base = job->w->data;                                                           \
+        const size_t stride = job->act_row_bytes, gbytes = GROUP_BYTES(n_in);                         \
+        _Alignas(32) float out[4 * 16];                                                               \
+        for (int64_t tc = t0; tc < t1; tc += 64) {                                                    \
+            const int64_t te = CV_MIN(t1, tc + 64);                                                   \
+            for (int64_t g = g0; g < g1; g++) {                                                       \
+                const uint8_t *wp = base + (size_t)g * gbytes;                                        \
+                const int64_t rows = CV_MIN(16, job->n_out - g * 16);                                 \
+                for (int64_t t = tc; t < te; t += 4) {                                                \
+                    const int n = (int)CV_MIN(4, te - t);                                             \
+                    const uint8_t *act = job->act + (size_t)t * stride;                               \
+                    switch (n) {                                                                      \
+                    case 4: TILE(wp, act, stride, n_in, 4, out); break;                               \
+                    case 3: TILE(wp, act, stride, n_in, 3, out); break;                               \
+                    case 2: TILE(wp, act, stride, n_in, 2, out); break;                               \
+                    default: TILE(wp, act, stride, n_in, 1, out); break;                              \
+                    }                                                                                 \
+                    for (int k = 0; k < n; k++)                                                       \
+                        memcpy(job->y + (t + k) * job->ldy + g * 16, out + 16 * k,                    \
+                               (size_t)rows * sizeof(float));                                         \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+#endif

@@ -1,0 +1,202 @@
+/* request.c — the neutral request (cv_chat_request) and the small helpers
+ * every wire file shares while translating into it: range-checked sampling
+ * numbers, stop strings, argument strings to objects, Claude Code's billing
+ * line, limits, safe JSON strings and SSE frames. Nothing here knows a wire. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server/server_int.h"
+
+void cv_chat_request_init(cv_chat_request *r)
+{
+    memset(r, 0, sizeof *r);
+    r->messages = json_array();
+    r->tools = json_array();
+    r->parallel_tool_calls = true;
+    r->thinking = CV_THINKING_DEFAULT;
+    r->sample.temperature = 1.0f; /* the OpenAI and Anthropic default */
+    r->sample.top_p = 1.0f;
+}
+
+void cv_chat_request_fini(cv_chat_request *r)
+{
+    json_decref(r->messages);
+    json_decref(r->tools);
+    json_decref(r->response_format);
+    json_decref(r->template_kwargs);
+    free(r->tool_choice_name);
+    free(r->logit_bias);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->stop);
+    free(r->reasoning_effort);
+    free(r->model);
+    cv_buf_free(&r->prompt_text);
+    free(r->prompt_ids);
+    memset(r, 0, sizeof *r);
+}
+
+int cv_chat_request_add_stop(cv_chat_request *r, const char *s, size_t len, cv_err *err)
+{
+    if (r->n_stop >= CV_MAX_STOP_STRINGS)
+        return cv_err_set(err, CV_ELIMIT, "more than %d stop strings", CV_MAX_STOP_STRINGS);
+    if (len == 0)
+        return cv_err_set(err, CV_EINVAL, "a stop string is empty");
+    if (len > CV_MAX_STOP_BYTES)
+        return cv_err_set(err, CV_ELIMIT, "a stop string of %zu bytes is over the limit of %d", len,
+                          CV_MAX_STOP_BYTES);
+    if (memchr(s, 0, len) || !cv_utf8_valid(s, len))
+        return cv_err_set(err, CV_EINVAL, "a stop string is not valid UTF-8 text");
+    r->stop = cv_xrealloc(r->stop, (size_t)(r->n_stop + 1) * sizeof *r->stop);
+    r->stop[r->n_stop++] = cv_xstrndup(s, len);
+    return 0;
+}
+
+int cv_req_num(json_t *obj, const char *key, double lo, double hi, double *out, bool *present, cv_err *err)
+{
+    if (present)
+        *present = false;
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < lo || d > hi)
+        return cv_err_set(err, CV_EINVAL, "'%s' is %g, must be between %g and %g", key, d, lo, hi);
+    *out = d;
+    if (present)
+        *present = true;
+    return 0;
+}
+
+int cv_req_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present, cv_err *err)
+{
+    if (present)
+        *present = false;
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    int64_t x = 0;
+    if (cv_json_get_int(obj, key, NULL, &x, err))
+        return CV_EINVAL;
+    if (x < lo || x > hi)
+        return cv_err_set(err, CV_EINVAL, "'%s' is %lld, must be between %lld and %lld", key, (long long)x,
+                          (long long)lo, (long long)hi);
+    *out = x;
+    if (present)
+        *present = true;
+    return 0;
+}
+
+int cv_req_stops(cv_chat_request *r, json_t *v, const char *what, cv_err *err)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v))
+        return cv_chat_request_add_stop(r, json_string_value(v), json_string_length(v), err);
+    if (!json_is_array(v))
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a string or an array of strings", what);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_string(x))
+            return cv_err_set(err, CV_EINVAL, "'%s[%zu]' must be a string", what, i);
+        int rc = cv_chat_request_add_stop(r, json_string_value(x), json_string_length(x), err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+json_t *cv_req_args_object(const char *args, size_t len)
+{
+    if (!args || !len)
+        return json_object();
+    json_t *v = json_loadb(args, len, 0, NULL);
+    if (v && json_is_object(v))
+        return v;
+    json_decref(v);
+    cv_warn("tool call arguments are not a JSON object; passing {} to the template");
+    return json_object();
+}
+
+cv_str cv_req_strip_billing(cv_str sys)
+{
+    static const char tag[] = "x-anthropic-billing-header:";
+    if (!cv_str_starts(sys, CV_STR(tag)))
+        return sys;
+    const char *nl = memchr(sys.ptr, '\n', sys.len);
+    if (!nl)
+        return (cv_str){ sys.ptr + sys.len, 0 };
+    size_t skip = (size_t)(nl - sys.ptr) + 1;
+    return (cv_str){ sys.ptr + skip, sys.len - skip };
+}
+
+int cv_req_check_limits(const cv_chat_request *r, cv_err *err)
+{
+    size_t nm = json_array_size(r->messages), nt = json_array_size(r->tools);
+    if (nm > CV_MAX_MESSAGES)
+        return cv_err_set(err, CV_ELIMIT, "%zu messages is over the limit of %d", nm, CV_MAX_MESSAGES);
+    if (nt > CV_MAX_TOOLS)
+        return cv_err_set(err, CV_ELIMIT, "%zu tools is over the limit of %d", nt, CV_MAX_TOOLS);
+    return 0;
+}
+
+json_t *cv_json_str(const char *s, size_t len)
+{
+    if (!s)
+        return json_string("");
+    if (cv_utf8_valid(s, len))
+        return json_stringn(s, len);
+    cv_buf b = { 0 };
+    cv_utf8_sanitize(&b, s, len);
+    json_t *v = json_stringn(b.data ? b.data : "", b.len);
+    cv_buf_free(&b);
+    return v;
+}
+
+void cv_sse(cv_buf *out, const char *name, json_t *json)
+{
+    if (name)
+        cv_buf_printf(out, "event: %s\n", name);
+    cv_buf_puts(out, "data: ");
+    cv_json_dump(out, json);
+    cv_buf_puts(out, "\n\n");
+    json_decref(json);
+}
+
+cv_call *cv_calls_at(cv_calls *c, cv_server *srv, const cv_chat_event *ev, const char *prefix)
+{
+    int i = ev->index;
+    if (i < 0 || i >= CV_MAX_TOOL_CALLS)
+        return NULL;
+    if (i >= c->n) {
+        c->v = cv_xrealloc(c->v, (size_t)(i + 1) * sizeof *c->v);
+        memset(c->v + c->n, 0, (size_t)(i + 1 - c->n) * sizeof *c->v);
+        for (int k = c->n; k <= i; k++)
+            cv_server_new_id(srv, prefix, c->v[k].id);
+        c->n = i + 1;
+    }
+    cv_call *call = &c->v[i];
+    if (ev->type == CV_CHAT_TOOL_BEGIN) {
+        if (ev->id.len && ev->id.len < sizeof call->id) {
+            memcpy(call->id, ev->id.ptr, ev->id.len);
+            call->id[ev->id.len] = 0;
+        }
+        free(call->name);
+        call->name = cv_xstrndup(ev->name.ptr ? ev->name.ptr : "", ev->name.len);
+    }
+    return call;
+}
+
+void cv_calls_free(cv_calls *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->v[i].name);
+        cv_buf_free(&c->v[i].args);
+    }
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,178 @@
+/* server — the face of the server layer: corvid's HTTP front door. It speaks
+ * three wire APIs (OpenAI chat/completions/responses, Anthropic messages) plus
+ * models, health and metrics over libmicrohttpd, and translates every request
+ * into ONE neutral request (cv_chat_request) that goes down the one data path
+ * (DESIGN.md): render → tokenize → scheduler → detokenize → stop strings →
+ * output parser → neutral events → the wire's SSE or JSON.
+ *
+ * The model is reached through cv_server_backend, a small table of functions:
+ * the server never learns how the prompt is rendered or the tokens produced.
+ * The production backend wires the chat template, tokenizer and cv_sched; the
+ * tests build others (a byte-level model whose generated text is scripted).
+ *
+ * Threads: one thread per HTTP connection (libmicrohttpd's
+ * MHD_USE_THREAD_PER_CONNECTION). A streaming response blocks in its own
+ * thread on the request's event queue, wakes at least every keep-alive
+ * interval to send an SSE comment / Anthropic ping, and polls its socket for a
+ * hang-up so a client that goes away cancels its generation at the next step.
+ * Internal select with a pool would make every stream share a few threads and
+ * need suspend/resume plus a wake-up per event; a thread per connection keeps
+ * each stream a straight loop, and agent traffic is tens of connections. */
+#ifndef CV_SERVER_H
+#define CV_SERVER_H
+
+#include "base/base.h"
+#include "chat/chat.h"
+#include "engine/engine.h"
+#include "sched/sched.h"
+
+/* ---- the neutral request ---- */
+
+typedef enum cv_tool_choice {
+    CV_TOOL_CHOICE_AUTO,     /* the model decides */
+    CV_TOOL_CHOICE_NONE,     /* no tool calls */
+    CV_TOOL_CHOICE_REQUIRED, /* at least one call (Anthropic "any") */
+    CV_TOOL_CHOICE_NAMED,    /* a call to tool_choice_name */
+} cv_tool_choice;
+
+/* Thinking switch as the wires express it; templates read it as
+ * enable_thinking (Qwen3 and others) or a reasoning-effort kwarg. */
+typedef enum cv_thinking {
+    CV_THINKING_DEFAULT = -1, /* the template's own default */
+    CV_THINKING_OFF = 0,
+    CV_THINKING_ON = 1,
+} cv_thinking;
+
+/* What every wire file fills and nothing below the wire files sees the wire
+ * of. All pointers are owned by the request and freed by
+ * cv_chat_request_fini. */
+typedef struct cv_chat_request {
+    json_t *messages;        /* chat.h shape (array) */
+    json_t *tools;           /* chat.h shape (array, maybe empty) */
+    cv_tool_choice tool_choice;
+    char *tool_choice_name;  /* CV_TOOL_CHOICE_NAMED */
+    bool parallel_tool_calls;
+    cv_sample_params sample; /* logit_bias points at logit_bias below */
+    cv_logit_bias *logit_bias;
+    int32_t max_tokens;      /* 0: as many as the context allows */
+    char **stop;             /* stop strings (NUL-free UTF-8) */
+    int n_stop;
+    bool logprobs;
+    int32_t top_logprobs;
+    json_t *response_format; /* {"type":"json_object"|"json_schema",...} or NULL */
+    cv_thinking thinking;
+    char *reasoning_effort;  /* "low" | "medium" | "high" | NULL */
+    int32_t thinking_budget; /* tokens; 0: none given */
+    json_t *template_kwargs; /* object merged into the template's variables, or NULL */
+    bool stream;
+    bool include_usage;      /* OpenAI stream_options.include_usage */
+    char *model;             /* as the client asked; any name is served */
+    /* Legacy completions: a raw prompt instead of messages. */
+    bool raw;
+    cv_buf prompt_text;      /* raw text prompt (raw && !prompt_ids) */
+    int32_t *prompt_ids;     /* raw token prompt, or NULL */
+    int32_t n_prompt_ids;
+    bool echo;
+} cv_chat_request;
+
+void cv_chat_request_init(cv_chat_request *r);
+void cv_chat_request_fini(cv_chat_request *r);
+/* Appends a stop string (copied); fails with CV_ELIMIT past CV_MAX_STOP_STRINGS
+ * or CV_EINVAL for an empty or over-long string. */
+int cv_chat_request_add_stop(cv_chat_request *r, const char *s, size_t len, cv_err *err);
+
+/* ---- the model behind the server ---- */
+
+/* Load of the scheduler, for /health, /readyz and /metrics. */
+typedef struct cv_server_load {
+    int32_t queue_depth;  /* submitted, not yet running */
+    int32_t running;      /* sequences being generated */
+    int64_t kv_blocks_used;
+    int64_t kv_blocks_free;
+} cv_server_load;
+
+/* The functions the server calls to serve one model. Every function is
+ * called from HTTP threads, concurrently; implementations are thread-safe.
+ * A NULL parser_create means generated text is all content. */
+typedef struct cv_server_backend {
+    void *ctx;
+    const char *model_id;  /* the served model name (--served-model-name) */
+    int32_t n_ctx;         /* context length in tokens */
+    int64_t created;       /* unix time shown by /v1/models */
+    /* True once the model is loaded and warmed (/readyz). */
+    bool (*ready)(void *ctx);
+    /* Renders a conversation with the model's chat template and tokenizes it.
+     * *ids is malloc'd (caller frees). CV_EINVAL names what the template
+     * rejected. */
+    int (*encode_chat)(void *ctx, const cv_chat_request *req, int32_t **ids, int32_t *n, cv_err *err);
+    /* Tokenizes plain text (legacy completions), special tokens parsed. */
+    int (*encode_text)(void *ctx, cv_str text, int32_t **ids, int32_t *n, cv_err *err);
+    /* Streaming detokenizer: feed appends the bytes that token completes
+     * (never a split UTF-8 sequence); flush appends what is held back. */
+    void *(*detok_create)(void *ctx);
+    void (*detok_feed)(void *d, int32_t token, cv_buf *out);
+    void (*detok_flush)(void *d, cv_buf *out);
+    void (*detok_destroy)(void *d);
+    /* True for end-of-generation tokens (EOS, EOT, <|im_end|>): they end the
+     * text and are never detokenized into it. NULL: none are special. */
+    bool (*is_eog)(void *ctx, int32_t token);
+    /* The text of one token alone (logprobs). */
+    void (*token_text)(void *ctx, int32_t token, cv_buf *out);
+    /* Output parser for this request (tools, thinking as rendered): emits
+     * content / reasoning / tool-call events in generation order. */
+    void *(*parser_create)(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud);
+    void (*parser_feed)(void *p, cv_str text);
+    void (*parser_finish)(void *p);
+    void (*parser_destroy)(void *p);
+    /* The scheduler (sched.h semantics). The backend adds its own end-of-
+     * generation tokens when p->n_stop_tokens is 0. req is the request the
+     * prompt came from: constrained decoding (response_format, a required
+     * tool call) needs it to build a grammar. */
+    int (*submit)(void *ctx, const cv_chat_request *req, const cv_sched_params *p, cv_sched_req **out, cv_err *err);
+    int (*next)(cv_sched_req *r, int timeout_ms, cv_sched_event *ev);
+    void (*cancel)(cv_sched_req *r);
+    void (*release)(cv_sched_req *r);
+    void (*load)(void *ctx, cv_server_load *out);
+} cv_server_backend;
+
+/* ---- the server ---- */
+
+typedef struct cv_server_config {
+    const char *host;          /* default "127.0.0.1" */
+    int port;                  /* default 8000; 0 picks a free port */
+    const char *api_key;       /* NULL or "": no auth */
+    const char *cors_origins;  /* comma-separated origins or "*"; NULL: no CORS */
+    size_t max_body_bytes;     /* default CV_MAX_HTTP_BODY */
+    int keepalive_ms;          /* SSE keep-alive interval; default CV_SSE_KEEPALIVE_MS */
+    int idle_timeout_s;        /* idle connection timeout; default CV_HTTP_IDLE_TIMEOUT_S */
+    int body_timeout_ms;       /* whole-body upload deadline (408); default CV_HTTP_BODY_TIMEOUT_MS */
+    int response_store_size;   /* /v1/responses kept for previous_response_id; default CV_RESPONSE_STORE_DEFAULT */
+} cv_server_config;
+
+typedef struct cv_server cv_server;
+
+/* Starts listening (threads start at once). The backend must outlive the
+ * server. Fails with CV_EIO naming host:port when the bind fails. */
+int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv_server **out, cv_err *err);
+/* The bound port (useful with port 0). */
+int cv_server_port(const cv_server *s);
+/* Graceful stop: new requests get 503, streams still running after grace_ms
+ * are cancelled (they end with their wire's cancel/finish frames), then the
+ * listener closes and every connection thread is joined. Safe to call once. */
+void cv_server_stop(cv_server *s, int grace_ms);
+/* Stops (if needed) and frees. */
+void cv_server_destroy(cv_server *s);
+
+/* Starts a server and serves until SIGINT or SIGTERM, then stops it
+ * gracefully (cv_server_stop with grace_ms) and returns 0. on_listen (may be
+ * NULL) is called once listening, with the bound port. Call from the main
+ * thread before creating other threads: it blocks both signals for the
+ * threads it starts. */
+int cv_server_run(const cv_server_config *cfg, const cv_server_backend *be, int grace_ms,
+                  void (*on_listen)(void *ud, int port), void *ud, cv_err *err);
+
+/* Number of generations cancelled because their client disconnected (tests
+ * and metrics). */
+int64_t cv_server_n_client_cancels(const cv_server *s);
+
+#endif

@@ -1,0 +1,238 @@
+/* test_kernels_matmul.c — the matmul against plain float references, for
+ * every weight dtype in the table and every ISA this CPU runs: batch sizes
+ * 1..17 and larger (each batch path), row counts that are not a multiple of
+ * any tile, one-block and odd-block rows, with and without threads, through
+ * strided rows; and prepared-weight creation refusing bad shapes. */
+#include <stdlib.h>
+
+#include "kernels/kernels_int.h"
+#include "test.h"
+
+static void fill(float *x, int64_t n, uint64_t seed)
+{
+    cv_rng r;
+    cv_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = cv_rng_normal(&r);
+        if (cv_rng_below(&r, 100) == 0)
+            x[i] *= 8;
+    }
+}
+
+typedef struct mm_case {
+    int64_t n_in_blocks; /* n_in = blocks * block_elems (x 16 for unblocked types, + 1 to be odd) */
+    int64_t n_out;
+    int64_t n_tok;
+} mm_case;
+
+/* n_out 1, 5, 13, 37 and 67: none a multiple of 4, 8 or 16. */
+static const mm_case cases[] = {
+    { 1, 1, 1 },   { 1, 13, 2 },  { 3, 37, 3 },   { 2, 5, 4 },    { 5, 67, 5 },  { 1, 9, 6 },
+    { 2, 17, 7 },  { 3, 24, 8 },  { 1, 33, 9 },   { 4, 8, 10 },   { 3, 15, 11 }, { 2, 40, 12 },
+    { 1, 3, 13 },  { 2, 19, 14 }, { 3, 70, 15 },  { 1, 16, 16 },  { 2, 41, 17 }, { 7, 35, 33 },
+    { 2, 130, 64 }, { 9, 23, 100 },
+};
+
+/* The result must equal the float product of the dequantized weights and
+ * the dequantized quantized activations (what the integer path computes)
+ * up to f32 accumulation, and the float product of the original
+ * activations up to activation quantization (a bound that holds for 8-bit
+ * activations with per-block scales). */
+static void check_case(const cv_dtype *dt, cv_isa isa, cv_pool *pool, const mm_case *c, bool strided)
+{
+    const cv_dtype *act = cv_dtype_get(dt->vec_dot_type);
+    const int64_t n_in = dt->block_elems == 1 ? c->n_in_blocks * 16 + 1 : c->n_in_blocks * dt->block_elems;
+    const int64_t n_out = c->n_out, n_tok = c->n_tok;
+    const int64_t ldx = strided ? n_in + 3 : n_in, ldy = strided ? n_out + 5 : n_out;
+    const size_t wbytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes * n_out;
+    float *wf = malloc(n_in * n_out * sizeof *wf), *x = malloc(ldx * n_tok * sizeof *x);
+    float *y = malloc(ldy * n_tok * sizeof *y), *xq = malloc(n_in * sizeof *xq);
+    double *ref_q = malloc(n_out * n_tok * sizeof *ref_q), *ref_f = malloc(n_out * n_tok * sizeof *ref_f);
+    double *mag = malloc(n_out * n_tok * sizeof *mag), *qerr = malloc(n_out * n_tok * sizeof *qerr);
+    float *step = malloc(n_in * sizeof *step);
+    uint8_t *w = malloc(wbytes), *aq = malloc((size_t)(n_in / act->block_elems) * act->block_bytes);
+    fill(wf, n_in * n_out, 17 * dt->type + n_in);
+    fill(x, ldx * n_tok, 99 + n_tok);
+    const size_t row = wbytes / n_out;
+    for (int64_t o = 0; o < n_out; o++) {
+        dt->ops[CV_ISA_SCALAR].from_f32(wf + o * n_in, w + o * row, n_in);
+        dt->ops[CV_ISA_SCALAR].to_f32(w + o * row, wf + o * n_in, n_in);
+    }
+    for (int64_t t = 0; t < n_tok; t++) {
+        act->ops[CV_ISA_SCALAR].from_f32(x + t * ldx, aq, n_in);
+        act->ops[CV_ISA_SCALAR].to_f32(aq, xq, n_in);
+        /* Largest error activation quantization may make per value: half a
+         * step of its block (amax / 127) plus the f16 rounding of the scale. */
+        const int64_t ab = act->block_elems;
+        for (int64_t b0 = 0; b0 < n_in; b0 += ab) {
+            float amax = 0;
+            for (int64_t i = b0; i < CV_MIN(n_in, b0 + ab); i++)
+                amax = fmaxf(amax, fabsf(x[t * ldx + i]));
+            for (int64_t i = b0; i < CV_MIN(n_in, b0 + ab); i++)
+                step[i] = dt->is_quantized ? amax / 127 * 0.5001f + fabsf(x[t * ldx + i]) * 1e-3f : 0;
+        }
+        for (int64_t o = 0; o < n_out; o++) {
+            double sq = 0, sf = 0, m = 0, qe = 0;
+            /* q4_1/q5_1 take their offset term from q8_1's stored sum,
+             * which is rounded to f16 (the format's design). */
+            if (act->type == CV_GGML_Q8_1)
+                for (int64_t b = 0; b < n_in / 32; b++) {
+                    const uint8_t *wr = w + o * row;
+                    float mb = cv_fp16_to_fp32(dt->type == CV_GGML_Q4_1 ? ((const block_q4_1 *)wr)[b].m
+                                                                         : ((const block_q5_1 *)wr)[b].m);
+                    sq += (double)mb * cv_fp16_to_fp32(((const block_q8_1 *)aq)[b].s);
+                    for (int64_t i = 32 * b; i < 32 * b + 32; i++)
+                        sq -= (double)mb * xq[i];
+                }
+            for (int64_t i = 0; i < n_in; i++) {
+                sq += (double)wf[o * n_in + i] * xq[i];
+                sf += (double)wf[o * n_in + i] * x[t * ldx + i];
+                m += fabs((double)wf[o * n_in + i] * x[t * ldx + i]);
+                qe += fabs((double)wf[o * n_in + i]) * step[i];
+            }
+            ref_q[t * n_out + o] = sq;
+            ref_f[t * n_out + o] = sf;
+            mag[t * n_out + o] = m;
+            qerr[t * n_out + o] = qe;
+        }
+    }
+    cv_wmat *wm = NULL;
+    cv_err err = { 0 };
+    int rc = cv_wmat_create_isa(dt->type, n_in, n_out, w, wbytes, isa, &wm, &err);
+    CHECK_MSG(rc == 0, "%s: %s", dt->name, err.msg);
+    if (rc == 0) {
+        for (int64_t i = 0; i < ldy * n_tok; i++)
+            y[i] = NAN; /* every output must be written */
+        if (strided)
+            cv_matmul_strided(pool, wm, n_tok, x, ldx, y, ldy);
+        else
+            cv_matmul(pool, wm, n_tok, x, y);
+        int bad = 0;
+        for (int64_t t = 0; t < n_tok && bad < 3; t++)
+            for (int64_t o = 0; o < n_out && bad < 3; o++) {
+                const double got = y[t * ldy + o], m = mag[t * n_out + o];
+                /* Tie-rounding of an activation may differ between ISAs:
+                 * one level of one value is at most 1/127 of the block max,
+                 * far below 1e-3 of the magnitude for these sizes. */
+                const double tol_q = 2e-6 * m + 1e-5 + (isa != CV_ISA_SCALAR ? 1e-3 * m : 0);
+                const double tol_f = qerr[t * n_out + o] + 1e-5 * m + 1e-5;
+                if (!(fabs(got - ref_q[t * n_out + o]) <= tol_q) || !(fabs(got - ref_f[t * n_out + o]) <= tol_f)) {
+                    bad++;
+                    CHECK_MSG(false, "%s %s n_in=%lld n_out=%lld n_tok=%lld pool=%d%s: y[%lld][%lld] = %.7g, want %.7g "
+                              "(float %.7g, mag %g)", dt->name, cv_isa_name(isa), (long long)n_in, (long long)n_out,
+                              (long long)n_tok, cv_pool_size(pool), strided ? " strided" : "", (long long)t,
+                              (long long)o, got, ref_q[t * n_out + o], ref_f[t * n_out + o], m);
+                }
+            }
+        if (!bad)
+            CHECK(true);
+        /* Strided output must leave the gaps alone. */
+        if (strided)
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t o = n_out; o < ldy; o++)
+                    if (!isnan(y[t * ldy + o])) {
+                        CHECK_MSG(false, "%s: wrote past n_out in a strided row", dt->name);
+                        t = n_tok;
+                        break;
+                    }
+        cv_wmat_destroy(wm);
+    }
+    free(wf);
+    free(x);
+    free(y);
+    free(xq);
+    free(ref_q);
+    free(ref_f);
+    free(mag);
+    free(qerr);
+    free(step);
+    free(w);
+    free(aq);
+}
+
+TEST(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size)
+{
+    cv_pool *pools[3] = { NULL, cv_pool_create(2, NULL), cv_pool_create(3, NULL) };
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt || !dt->is_weight)
+            continue;
+        for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+            if (!cv_isa_supported(isa))
+                continue;
+            for (size_t c = 0; c < CV_ARRAY_LEN(cases); c++)
+                check_case(dt, isa, pools[c % 3], &cases[c], c % 4 == 3);
+        }
+    }
+    cv_pool_destroy(pools[1]);
+    cv_pool_destroy(pools[2]);
+}
+
+TEST(matmul_is_identical_with_and_without_threads)
+{
+    /* Threads split output rows, never a sum: results must be bit-equal. */
+    cv_pool *pool = cv_pool_create(2, NULL);
+    const int64_t n_in = 512, n_out = 77, n_tok = 9;
+    float *wf = malloc(n_in * n_out * sizeof *wf), *x = malloc(n_in * n_tok * sizeof *x);
+    float *y1 = malloc(n_out * n_tok * sizeof *y1), *y2 = malloc(n_out * n_tok * sizeof *y2);
+    fill(wf, n_in * n_out, 5);
+    fill(x, n_in * n_tok, 6);
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt || !dt->is_weight)
+            continue;
+        size_t bytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes * n_out;
+        uint8_t *w = malloc(bytes);
+        for (int64_t o = 0; o < n_out; o++)
+            CHECK_EQ_INT(cv_quantize_row(t, wf + o * n_in, w + o * (bytes / n_out), n_in, NULL), 0);
+        cv_wmat *wm;
+        CHECK_EQ_INT(cv_wmat_create(t, n_in, n_out, w, bytes, &wm, NULL), 0);
+        cv_matmul(NULL, wm, n_tok, x, y1);
+        cv_matmul(pool, wm, n_tok, x, y2);
+        CHECK_MSG(!memcmp(y1, y2, n_out * n_tok * sizeof *y1), "%s: threaded result differs", dt->name);
+        CHECK_EQ_INT(cv_wmat_bytes(wm), bytes);
+        cv_wmat_destroy(wm);
+        free(w);
+    }
+    free(wf);
+    free(x);
+    free(y1);
+    free(y2);
+    cv_pool_destroy(pool);
+}
+
+TEST(weight_preparation_refuses_bad_types_and_shapes)
+{
+    uint8_t buf[4096] = { 0 };
+    cv_wmat *w = (cv_wmat *)buf;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_Q8_K, 256, 1, buf, 292, &w, &err), CV_EUNSUPPORTED);
+    CHECK(w == NULL);
+    CHECK(strstr(err.msg, "q8_K") != NULL);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_Q2_K, 256, 1, buf, 84, &w, NULL), CV_EUNSUPPORTED);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_Q4_0, 48, 2, buf, 36, &w, &err), CV_EINVAL);
+    CHECK(strstr(err.msg, "48") != NULL);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_Q4_0, 64, 2, buf, 71, &w, &err), CV_EINVAL);
+    CHECK(strstr(err.msg, "71") && strstr(err.msg, "72"));
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_F32, 0, 2, buf, 0, &w, NULL), CV_EINVAL);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_F32, 4, -1, buf, 0, &w, NULL), CV_EINVAL);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_F32, (int64_t)1 << 40, 1, buf, 0, &w, &err), CV_ELIMIT);
+    CHECK_EQ_INT(cv_wmat_create_isa(CV_GGML_F32, 4, 1, buf, 16, (cv_isa)7, &w, NULL), CV_EUNSUPPORTED);
+    CHECK(w == NULL);
+    CHECK_EQ_INT(cv_wmat_create(CV_GGML_F32, 4, 2, buf, 32, &w, NULL), 0);
+    CHECK_EQ_INT(cv_wmat_n_in(w), 4);
+    CHECK_EQ_INT(cv_wmat_n_out(w), 2);
+    float x[4] = { 1, 2, 3, 4 }, y[2] = { 1, 1 };
+    cv_matmul(NULL, w, 0, x, y); /* no tokens: nothing written */
+    CHECK(y[0] == 1 && y[1] == 1);
+    cv_wmat_destroy(w);
+    cv_wmat_destroy(NULL);
+}
+
+int main(void)
+{
+    RUN(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size);
+    RUN(matmul_is_identical_with_and_without_threads);
+    RUN(weight_preparation_refuses_bad_types_and_shapes);
+    return test_report();
+}
