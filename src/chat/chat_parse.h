@@ -121,7 +121,9 @@ uint64_t cv_chat_parse_work(const cv_chat_parse *p);
 typedef struct cv_chat_tool_call {
     char *id;
     char *name;
-    char *arguments; /* JSON object text */
+    char *arguments;      /* JSON object text, NUL-terminated */
+    size_t arguments_len; /* its length (appending stays O(1) per byte) */
+    size_t arguments_cap;
 } cv_chat_tool_call;
 
 typedef struct cv_chat_parse_result {

@@ -35,18 +35,25 @@ void cv_chat_parse_result_collect(void *ud, const cv_chat_event *ev)
             r->cap_calls = r->cap_calls ? r->cap_calls * 2 : 4;
             r->calls = cv_xrealloc(r->calls, (size_t)r->cap_calls * sizeof *r->calls);
         }
-        r->calls[r->n_calls].id = cv_xstrndup(ev->id.ptr ? ev->id.ptr : "", ev->id.len);
-        r->calls[r->n_calls].name = cv_xstrndup(ev->name.ptr ? ev->name.ptr : "", ev->name.len);
-        r->calls[r->n_calls].arguments = cv_xstrdup("");
+        r->calls[r->n_calls] = (cv_chat_tool_call){
+            .id = cv_xstrndup(ev->id.ptr ? ev->id.ptr : "", ev->id.len),
+            .name = cv_xstrndup(ev->name.ptr ? ev->name.ptr : "", ev->name.len),
+            .arguments = cv_xstrdup(""),
+            .arguments_cap = 1,
+        };
         r->n_calls++;
         break;
     case CV_CHAT_TOOL_ARGS:
         if (ev->index >= 0 && ev->index < r->n_calls) {
             cv_chat_tool_call *c = &r->calls[ev->index];
-            size_t a = strlen(c->arguments);
-            c->arguments = cv_xrealloc(c->arguments, a + ev->text.len + 1);
-            memcpy(c->arguments + a, ev->text.ptr, ev->text.len);
-            c->arguments[a + ev->text.len] = 0;
+            size_t need = c->arguments_len + ev->text.len + 1;
+            if (need > c->arguments_cap) {
+                c->arguments_cap = need > 2 * c->arguments_cap ? need : 2 * c->arguments_cap;
+                c->arguments = cv_xrealloc(c->arguments, c->arguments_cap);
+            }
+            memcpy(c->arguments + c->arguments_len, ev->text.ptr, ev->text.len);
+            c->arguments_len += ev->text.len;
+            c->arguments[c->arguments_len] = 0;
         }
         break;
     case CV_CHAT_TOOL_END:
