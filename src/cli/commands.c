@@ -35,6 +35,11 @@ const cv_cmd cv_cmds[] = {
     { "launch", "start corvid serve if needed, configure an agent client for it and run the client",
       "corvid launch CLIENT [MODEL] [--host H] [--port N] [--ctx N] [--api-key KEY] [-- CLIENT_ARGS...]",
       cv_cmd_launch },
+    { "chat", "chat with a model in the terminal (streaming, reasoning shown dimmed, Ctrl-C stops an answer)",
+      "corvid chat (MODEL | --url URL [--api-key KEY]) [--system TEXT] [--think | --no-think] [--hide-reasoning]\n"
+      "    [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] [--seed N]\n"
+      "    [--max-tokens N] [--ctx N] [--verbose]\n"
+      "    in the chat: /system TEXT, /reset, /exit, \"\"\" for multi-line messages", cv_cmd_chat },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
     { "tokenize", "text to token ids with a model's vocabulary (or --bench its speed)",
       "corvid tokenize MODEL [--ids|--pieces|--count] [--no-bos] [--special] (TEXT | -)\n"
