@@ -9,12 +9,29 @@ const cv_cmd cv_cmds[] = {
       cv_cmd_bench_kernels },
     { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
       "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
+    { "grammar", "compile a JSON Schema or tool list to a grammar; check a document; time token masks",
+      "corvid grammar SCHEMA.json [--check DOC] [--dump] [--vocab VOCAB.gguf --bench N [--max-tokens T] [--seed S] [--json]]\n"
+      "       corvid grammar --tools FILE --syntax hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11\n"
+      "                      [--force NAME] [--parallel] [--lazy] [--check DOC] [--vocab V --bench N]",
+      cv_cmd_grammar },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
     { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
       "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
       "[--response-store N] [--max-body BYTES] [--grace-ms MS]",
       cv_cmd_serve },
+    { "run", "generate a continuation of a prompt (text, or token ids with --ids)",
+      "corvid run MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] "
+      "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos]",
+      cv_cmd_run },
+    { "bench", "measure prefill and decode speed against the machine's ceilings",
+      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--threads N] [--repeats R] [--json] [--exact] "
+      "[--no-probe]",
+      cv_cmd_bench },
+    { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
+      "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "
+      "[--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] [--vocab VOCAB.gguf] [--seed S] [--threads N] -o OUT.gguf",
+      cv_cmd_synth },
     { "import", "convert another format to GGUF",
       "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf\n"
       "       corvid import tokenizer DIR_OR_tokenizer.json -o OUT.gguf", cv_cmd_import },

@@ -1,12 +1,23 @@
 /* engine — the face of the engine layer: batched forward passes over many
  * sequences at once, the paged KV cache, and sampling.
  *
- * (This header is being built; the sampling parameters below are fixed
- * first because the scheduler and server pass them through.) */
+ * One forward call takes a batch of tokens that belong to several sequences
+ * at different positions (the shape continuous batching needs) and returns
+ * logits only for the rows asked for. Each sequence's keys and values live
+ * in fixed-size blocks of CV_KV_BLOCK positions drawn from one pool; a
+ * sequence holds a block table. Blocks are reference counted, so a fork (and
+ * later a prefix cache) shares them; a write into a shared block copies it
+ * first. Attention walks a sequence's blocks with an online softmax.
+ *
+ * Threads: a cv_engine is driven by one thread at a time (the engine
+ * thread); it runs its matmuls and attention on its own compute pool. The
+ * sampler is per sequence and single-threaded. The cv_model it runs is
+ * shared and read-only. */
 #ifndef CV_ENGINE_H
 #define CV_ENGINE_H
 
 #include "base/base.h"
+#include "model/model.h"
 
 /* ---- sampling ---- */
 
@@ -35,5 +46,115 @@ typedef struct cv_sample_params {
     int32_t n_logit_bias;
     const cv_logit_bias *logit_bias;
 } cv_sample_params;
+
+/* A sampler holds one sequence's sampling state: its parameters (logit
+ * bias copied), its RNG, the penalty window, and scratch sized once for the
+ * vocabulary, so sampling allocates nothing. */
+typedef struct cv_sampler cv_sampler;
+
+/* Validates p against the vocabulary (CV_EINVAL naming the field: a NaN or
+ * negative temperature is fine — it means greedy — but a NaN top_p, a
+ * min_p above 1, a negative repeat_penalty, presence/frequency outside
+ * -2..2, a bias token outside 0..n_vocab-1 or a NaN/+inf bias are not;
+ * CV_ELIMIT beyond CV_MAX_LOGIT_BIAS entries). Seeds the RNG with p->seed
+ * (the caller draws one when !has_seed). Caller destroys *out. */
+int cv_sampler_create(const cv_sample_params *p, int32_t n_vocab, cv_sampler **out, cv_err *err);
+void cv_sampler_destroy(cv_sampler *s);
+/* Adds a token to the penalty history (callers feed the prompt too, so a
+ * repetition penalty sees it, as llama.cpp's server does). */
+void cv_sampler_accept(cv_sampler *s, int32_t token);
+/* Chooses the next token from logits [n_vocab] (not modified). */
+int32_t cv_sampler_sample(cv_sampler *s, const float *logits);
+
+/* Log-probabilities of the model's own distribution (log-softmax of the raw
+ * logits, before bias, penalties and temperature, as OpenAI reports them):
+ * *lp_token for `token`, and the n_top best tokens (ties: lower id first)
+ * in top_ids/top_lps. n_top may be 0. */
+void cv_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t n_top, float *lp_token,
+                 int32_t *top_ids, float *top_lps);
+/* argmax; the lowest id wins a tie (the reference files' convention). */
+int32_t cv_argmax(const float *logits, int32_t n_vocab);
+
+/* ---- engine ---- */
+
+/* Positions per KV block. 16 keeps the waste of a sequence's last block
+ * small and lets a prefix cache share at a fine grain (vLLM's default). */
+#define CV_KV_BLOCK 16
+
+typedef struct cv_engine_params {
+    int32_t n_threads;   /* compute threads; <= 0: every CPU */
+    int32_t n_ctx;       /* positions one sequence may hold; <= 0: min(training context, 4096) */
+    int32_t n_seq_max;   /* sequences open at once; <= 0: 1 */
+    int32_t n_kv_tokens; /* KV capacity shared by all sequences; <= 0: n_ctx * n_seq_max */
+    int32_t n_batch;     /* tokens per forward call at most; <= 0: 512 */
+    int32_t n_logits;    /* logit rows per forward call at most; <= 0: max(n_seq_max, 8) */
+    uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact) or CV_GGML_F16 (half the memory) */
+} cv_engine_params;
+
+typedef struct cv_engine cv_engine;
+
+/* Creates an engine over m (which must outlive it): validates the
+ * parameters against the model and base/limits.h (CV_EINVAL / CV_ELIMIT
+ * naming the field), allocates the KV pool and every scratch buffer once
+ * (forward calls allocate nothing of their own), and starts the compute
+ * pool. params may be NULL. Caller destroys *out. */
+int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engine **out, cv_err *err);
+void cv_engine_destroy(cv_engine *e);
+
+const cv_model *cv_engine_model(const cv_engine *e);
+/* The parameters in effect (defaults resolved). */
+const cv_engine_params *cv_engine_params_get(const cv_engine *e);
+cv_pool *cv_engine_pool(cv_engine *e);
+
+/* Opens an empty sequence and gives its id (0 <= id < n_seq_max).
+ * CV_EBUSY when every slot is open. */
+int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err);
+/* Releases the sequence's blocks (shared ones stay with their other
+ * owners) and frees the slot. Closing a closed or invalid id is a no-op. */
+void cv_engine_seq_close(cv_engine *e, int32_t seq);
+/* Positions the sequence holds (the next token goes at this position). */
+int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq);
+/* Forgets positions >= len (rewind: a rejected draft, an edited prompt).
+ * len > current length is clamped. */
+void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
+/* Opens a new sequence that shares every block of src (no copy; a later
+ * write into a shared block copies that block first). CV_EBUSY when no
+ * slot is free. */
+int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
+/* KV blocks free in the pool (for admission control). */
+int32_t cv_engine_kv_free_blocks(const cv_engine *e);
+
+/* One forward call. Token i goes to sequence seq[i] at position pos[i].
+ * Tokens of one sequence must come in order with consecutive positions
+ * starting at that sequence's current length; sequences may interleave.
+ * want[i] asks for the logits of row i (want == NULL: only the last token).
+ * On success *logits points to n_want rows of n_vocab floats, in batch
+ * order, owned by the engine and valid until the next call, and each
+ * sequence has grown by its tokens. On failure (CV_EINVAL: a bad token id,
+ * sequence or position, too many tokens or rows; CV_ELIMIT: the KV pool or
+ * a sequence's context is full) nothing has changed. */
+typedef struct cv_batch {
+    int32_t n_tokens;
+    const int32_t *token;
+    const int32_t *seq;
+    const int32_t *pos;
+    const bool *want;
+} cv_batch;
+
+int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int32_t *n_logits, cv_err *err);
+
+/* Statistics of the last forward call, for `corvid bench` and profiling. */
+typedef struct cv_engine_stats {
+    double t_total;     /* seconds */
+    double t_matmul;    /* in cv_matmul calls */
+    double t_attention;
+    double t_other;     /* norms, RoPE, cache writes, embedding */
+    int32_t n_tokens;
+    int32_t n_pool_runs; /* compute-pool launches */
+} cv_engine_stats;
+
+/* Turns per-phase timing on (off by default: it costs clock reads). */
+void cv_engine_set_profiling(cv_engine *e, bool on);
+const cv_engine_stats *cv_engine_last_stats(const cv_engine *e);
 
 #endif

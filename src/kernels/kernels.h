@@ -130,6 +130,9 @@ int64_t cv_wmat_n_out(const cv_wmat *w);
 cv_isa cv_wmat_isa(const cv_wmat *w);
 /* Bytes of weight data one full matmul reads (the GGUF size of W). */
 size_t cv_wmat_bytes(const cv_wmat *w);
+/* True when w holds its own (repacked) copy of the weights, so the data it
+ * was created from may be freed; false when it reads the caller's data. */
+bool cv_wmat_is_packed(const cv_wmat *w);
 /* True when the weights were repacked into memory the wmat owns, so the
  * caller's data is no longer needed (a loader may drop those mmap pages). */
 bool cv_wmat_owns_data(const cv_wmat *w);

@@ -159,6 +159,7 @@ int64_t cv_wmat_n_in(const cv_wmat *w) { return w->n_in; }
 int64_t cv_wmat_n_out(const cv_wmat *w) { return w->n_out; }
 cv_isa cv_wmat_isa(const cv_wmat *w) { return w->isa; }
 size_t cv_wmat_bytes(const cv_wmat *w) { return w->row_bytes * (size_t)w->n_out; }
+bool cv_wmat_is_packed(const cv_wmat *w) { return w->owned != NULL; }
 bool cv_wmat_owns_data(const cv_wmat *w) { return w->owned != NULL; }
 
 /* ---- the driver ---- */

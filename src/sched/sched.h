@@ -8,8 +8,9 @@
  * Text is not this layer's business: stop strings, detokenization and
  * tool-call parsing happen above, on the events' token ids.
  *
- * (Interface fixed first so the server can be built against it; the
- * implementation lands with the engine and the scheduler issue.) */
+ * The first implementation (sched_serial.c) is serial: one engine thread
+ * runs requests one at a time in arrival order; the continuous-batching
+ * scheduler replaces its internals behind this same interface. */
 #ifndef CV_SCHED_H
 #define CV_SCHED_H
 
@@ -63,8 +64,26 @@ typedef struct cv_sched_event {
     cv_err err;           /* ERROR */
 } cv_sched_event;
 
+/* ---- lifecycle (added with the serial scheduler) ---- */
+
+typedef struct cv_sched_config {
+    int32_t queue_max; /* requests waiting for the engine at most; <= 0: CV_MAX_SCHED_QUEUE */
+    uint64_t seed;     /* seeds the seeds drawn for requests without one; 0: from the clock */
+} cv_sched_config;
+
+/* Starts the engine thread over e, which the scheduler then drives alone
+ * until cv_sched_destroy (e must outlive it). cfg may be NULL. */
+int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv_err *err);
+/* Cancels every request (each gets DONE with CV_FINISH_CANCELED), stops and
+ * joins the engine thread. Requests still held must still be released. */
+void cv_sched_destroy(cv_sched *s);
+
+/* ---- requests ---- */
+
 /* Submits a request. Fails at once (CV_EINVAL) when the prompt can never fit
- * (prompt + max_tokens > context), or CV_EBUSY when the queue is full. The
+ * (prompt + max_tokens > context), when it is empty, names a token outside
+ * the vocabulary or has bad sampling parameters (cv_sampler_create's
+ * rules), or CV_EBUSY when the queue is full. The
  * request must be released with cv_sched_release after its last event (or
  * earlier, which cancels it). Thread-safe. */
 int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, cv_err *err);

@@ -1,0 +1,307 @@
+/* cmd_bench.c — `corvid bench MODEL`: end-to-end speed of the engine, each
+ * figure set against its physical ceiling (speedtest1's manner: numbered
+ * cases, fixed inputs, medians of repeats, a hash of the generated ids so a
+ * speed-up that changes the output shows).
+ *
+ *   ceilings (the kernels' probes, all threads): read bandwidth B (bytes/s)
+ *   and the int8 multiply-add peak P (per second);
+ *   prefill of p tokens (one forward call, fresh sequence): tok/s, and
+ *     tok/s x MACs per token / P;
+ *   decode at batch b (b sequences, each from a one-token prompt, n steps of
+ *     one forward call over all b; greedy argmax): aggregate tok/s, then
+ *     steps/s x weight bytes / B (every step reads every matrix once) and
+ *     tok/s x MACs per token / P. Batch 1 is single-stream decode.
+ * MACs per token are the matmuls' (attention is not counted); weight bytes
+ * are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "engine/engine.h"
+
+#define MAX_BATCHES 16
+
+typedef struct bench_opts {
+    const char *model;
+    int32_t n_prompt, n_gen, threads, repeats;
+    int32_t batches[MAX_BATCHES];
+    int n_batches;
+    bool json, exact, no_probe;
+} bench_opts;
+
+typedef struct phase {
+    double matmul, attention, other;
+} phase;
+
+static void add_stats(phase *ph, const cv_engine *e)
+{
+    const cv_engine_stats *st = cv_engine_last_stats(e);
+    ph->matmul += st->t_matmul;
+    ph->attention += st->t_attention;
+    ph->other += st->t_other;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t fnv(uint64_t h, int32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        h ^= (uint8_t)(v >> (8 * i));
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err *err)
+{
+    const int32_t V = cv_engine_model(e)->hp.n_vocab;
+    int32_t seq, *tok = cv_xmalloc((size_t)n * sizeof *tok), *pos = cv_xmalloc((size_t)n * sizeof *pos),
+                 *sq = cv_xmalloc((size_t)n * sizeof *sq);
+    int rc = cv_engine_seq_open(e, &seq, err);
+    for (int32_t i = 0; i < n; i++)
+        tok[i] = (int32_t)(((int64_t)i * 7919 + 1) % V), pos[i] = i, sq[i] = seq;
+    if (rc == 0) {
+        const float *lg;
+        int32_t nl;
+        double t0 = cv_now_s();
+        rc = cv_engine_forward(e, &(cv_batch){ n, tok, sq, pos, NULL }, &lg, &nl, err);
+        *secs = cv_now_s() - t0;
+        add_stats(ph, e);
+        cv_engine_seq_close(e, seq);
+    }
+    free(tok);
+    free(pos);
+    free(sq);
+    return rc;
+}
+
+static int decode_once(cv_engine *e, int32_t b, int32_t n, double *secs, uint64_t *hash, phase *ph, cv_err *err)
+{
+    const int32_t V = cv_engine_model(e)->hp.n_vocab;
+    int32_t seq[MAX_BATCHES * 64], tok[MAX_BATCHES * 64], pos[MAX_BATCHES * 64];
+    bool want[MAX_BATCHES * 64];
+    int rc = 0;
+    int32_t opened = 0;
+    for (; opened < b && rc == 0; opened++)
+        rc = cv_engine_seq_open(e, &seq[opened], err);
+    if (rc) {
+        opened--;
+        goto out;
+    }
+    for (int32_t s = 0; s < b; s++)
+        tok[s] = (int32_t)((1 + (int64_t)s * 7919) % V), want[s] = true;
+    uint64_t h = 0xcbf29ce484222325ull;
+    double t0 = cv_now_s();
+    for (int32_t step = 0; step < n && rc == 0; step++) {
+        for (int32_t s = 0; s < b; s++)
+            pos[s] = step;
+        const float *lg;
+        int32_t nl;
+        rc = cv_engine_forward(e, &(cv_batch){ b, tok, seq, pos, want }, &lg, &nl, err);
+        if (rc)
+            break;
+        add_stats(ph, e);
+        for (int32_t s = 0; s < b; s++) {
+            tok[s] = cv_argmax(lg + (size_t)s * V, V);
+            h = fnv(h, tok[s]);
+        }
+    }
+    *secs = cv_now_s() - t0;
+    *hash = h;
+out:
+    for (int32_t s = 0; s < opened; s++)
+        cv_engine_seq_close(e, seq[s]);
+    return rc;
+}
+
+static int bench(const bench_opts *o)
+{
+    cv_err err = { 0 };
+    cv_model *m = NULL;
+    cv_engine *e = NULL;
+    int rc;
+    cv_model_params mp = { .dequantize = o->exact };
+    if ((rc = cv_model_open(o->model, &mp, &m, &err)))
+        goto fail;
+    int32_t max_b = 1;
+    for (int i = 0; i < o->n_batches; i++)
+        max_b = CV_MAX(max_b, o->batches[i]);
+    cv_engine_params ep = {
+        .n_threads = o->threads,
+        .n_ctx = CV_MAX(o->n_prompt, o->n_gen) + 1,
+        .n_seq_max = max_b,
+        .n_batch = CV_MAX(o->n_prompt, max_b),
+        .n_logits = max_b,
+    };
+    if ((rc = cv_engine_create(m, &ep, &e, &err)))
+        goto fail;
+    cv_engine_set_profiling(e, true);
+    const int nth = cv_pool_size(cv_engine_pool(e));
+    cv_probe_result bw = { 0 }, peak = { 0 };
+    if (!o->no_probe) {
+        if ((rc = cv_probe_read_bandwidth(cv_engine_pool(e), &bw, &err)))
+            goto fail;
+        if ((rc = cv_probe_int8_peak(cv_engine_pool(e), &peak, &err)) && rc != CV_EUNSUPPORTED)
+            goto fail;
+        rc = 0;
+    }
+    const double bytes = (double)m->matmul_bytes, macs = (double)m->matmul_macs;
+    const double B = bw.value * 1e9, P = peak.value;
+    cv_buf desc = { 0 };
+    cv_model_describe(m, &desc);
+
+    double *t = cv_xmalloc((size_t)o->repeats * sizeof *t);
+    phase pph = { 0 };
+    for (int r = 0; r < o->repeats && rc == 0; r++)
+        rc = prefill_once(e, o->n_prompt, &t[r], &pph, &err);
+    if (rc)
+        goto fail_t;
+    const double t_pre = median(t, o->repeats), pre_tps = o->n_prompt / t_pre;
+    if (o->json) {
+        printf("{\"model\":");
+        cv_buf js = { 0 };
+        cv_buf_put_json_str(&js, o->model, strlen(o->model));
+        printf("%s,\"describe\":", js.data);
+        cv_buf_reset(&js);
+        cv_buf_put_json_str(&js, desc.data, desc.len);
+        printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
+               o->repeats, bytes, macs);
+        cv_buf_free(&js);
+        printf("\"read_bandwidth_gbs\":%.3f,\"int8_peak_macs\":%.4g,", bw.value, P);
+        printf("\"prefill\":{\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f},", o->n_prompt,
+               t_pre, pre_tps, P > 0 ? pre_tps * macs / P : 0);
+        printf("\"decode\":[");
+    } else {
+        printf("corvid bench: %s\n  %s\n", o->model, desc.data);
+        printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token\n", nth,
+               o->repeats, bytes / 1048576, macs);
+        if (!o->no_probe)
+            printf("  ceilings: read bandwidth %.2f GB/s, int8 peak %.1f G multiply-adds/s\n", bw.value, P * 1e-9);
+        double tot = pph.matmul + pph.attention + pph.other;
+        printf("%2d prefill %4d tokens: %9.2f tok/s  %5.1f%% of int8 peak   [matmul %2.0f%%, attention %2.0f%%, "
+               "other %2.0f%%]\n",
+               1, o->n_prompt, pre_tps, P > 0 ? 100 * pre_tps * macs / P : 0, 100 * pph.matmul / tot,
+               100 * pph.attention / tot, 100 * pph.other / tot);
+    }
+    for (int i = 0; i < o->n_batches && rc == 0; i++) {
+        int32_t b = o->batches[i];
+        uint64_t hash = 0, h0 = 0;
+        phase ph = { 0 };
+        for (int r = 0; r < o->repeats && rc == 0; r++) {
+            rc = decode_once(e, b, o->n_gen, &t[r], &hash, &ph, &err);
+            if (r == 0)
+                h0 = hash;
+            else if (hash != h0)
+                fprintf(stderr, "corvid bench: warning: repeat %d generated other ids (hash %016llx vs %016llx)\n",
+                        r, (unsigned long long)hash, (unsigned long long)h0);
+        }
+        if (rc)
+            break;
+        const double td = median(t, o->repeats), steps = o->n_gen / td, tps = b * steps;
+        const double f_bw = B > 0 ? steps * bytes / B : 0, f_int8 = P > 0 ? tps * macs / P : 0;
+        if (o->json) {
+            printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_bandwidth\":%.4f,"
+                   "\"frac_int8_peak\":%.4f,\"hash\":\"%016llx\"}",
+                   i ? "," : "", b, o->n_gen, td, tps, f_bw, f_int8, (unsigned long long)h0);
+        } else {
+            double tot = ph.matmul + ph.attention + ph.other;
+            printf("%2d decode b=%-2d %4d steps: %9.2f tok/s  %5.1f%% of bandwidth  %5.1f%% of int8 peak  "
+                   "hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]\n",
+                   i + 2, b, o->n_gen, tps, 100 * f_bw, 100 * f_int8, (unsigned long long)h0, 100 * ph.matmul / tot,
+                   100 * ph.attention / tot, 100 * ph.other / tot);
+        }
+    }
+    if (rc == 0 && o->json)
+        printf("]}\n");
+fail_t:
+    free(t);
+    cv_buf_free(&desc);
+fail:
+    if (rc)
+        fprintf(stderr, "corvid bench: %s\n", err.msg);
+    cv_engine_destroy(e);
+    cv_model_close(m);
+    return rc == 0 ? 0 : 1;
+}
+
+static int parse_batches(const char *s, bench_opts *o)
+{
+    o->n_batches = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > MAX_BATCHES * 4 || o->n_batches == MAX_BATCHES)
+            return -1;
+        o->batches[o->n_batches++] = (int32_t)v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return o->n_batches ? 0 : -1;
+}
+
+int cv_cmd_bench(int argc, char **argv)
+{
+    const cv_cmd *cmd = cv_cli_find("bench");
+    bench_opts o = { .n_prompt = 512, .n_gen = 128, .repeats = 3, .batches = { 1, 2, 4, 8 }, .n_batches = 4 };
+    static const struct option opts[] = {
+        { "prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
+        { "batch", required_argument, 0, 'b' },  { "threads", required_argument, 0, 't' },
+        { "repeats", required_argument, 0, 'r' }, { "json", no_argument, 0, 'j' },
+        { "exact", no_argument, 0, 'x' },        { "no-probe", no_argument, 0, 'P' },
+        { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+    };
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "p:n:b:t:r:h", opts, NULL)) != -1) {
+        char *end;
+        long v = 0;
+        if (optarg && c != 'b') {
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || v < 1 || v > 65536)
+                return cv_cli_usage_error(cmd, "'%s' must be an integer from 1 to 65536", optarg);
+        }
+        switch (c) {
+        case 'p': o.n_prompt = (int32_t)v; break;
+        case 'n': o.n_gen = (int32_t)v; break;
+        case 't': o.threads = (int32_t)CV_MIN(v, 1024); break;
+        case 'r': o.repeats = (int32_t)CV_MIN(v, 100); break;
+        case 'b':
+            if (parse_batches(optarg, &o))
+                return cv_cli_usage_error(cmd, "--batch '%s' must be a list like 1,2,4,8 (each 1..%d, at most %d)",
+                                          optarg, MAX_BATCHES * 4, MAX_BATCHES);
+            break;
+        case 'j': o.json = true; break;
+        case 'x': o.exact = true; break;
+        case 'P': o.no_probe = true; break;
+        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
+        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return cv_cli_usage_error(cmd, "needs one MODEL");
+    if (o.n_prompt > CV_MAX_BATCH_TOKENS)
+        return cv_cli_usage_error(cmd, "-p %d exceeds the %d tokens of one forward call", o.n_prompt,
+                                  CV_MAX_BATCH_TOKENS);
+    o.model = argv[optind];
+    return bench(&o);
+}

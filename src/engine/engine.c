@@ -1,0 +1,143 @@
+/* engine.c — creating and destroying an engine: resolving and validating
+ * its parameters against the model and base/limits.h, and allocating once
+ * everything a forward call uses (the KV pool, the per-sequence block
+ * tables, every activation row, the logits, per-thread attention scratch),
+ * so that the forward pass itself never allocates. */
+#include <stdlib.h>
+
+#include "engine/engine_int.h"
+
+static float *alloc_rows(int64_t rows, int64_t ld)
+{
+    return cv_aligned_alloc((size_t)rows * (size_t)ld * sizeof(float));
+}
+
+static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engine_params *p, cv_err *err)
+{
+    *p = in ? *in : (cv_engine_params){ 0 };
+    if (p->n_threads <= 0)
+        p->n_threads = cv_cpu_count();
+    if (p->n_threads > 1024)
+        return cv_err_set(err, CV_EINVAL, "engine: %d threads, must be 1..1024", p->n_threads);
+    if (p->n_ctx <= 0)
+        p->n_ctx = CV_MIN(m->hp.n_ctx_train, 4096);
+    if (p->n_ctx > CV_MAX_CONTEXT)
+        return cv_err_set(err, CV_ELIMIT, "engine: context of %d positions exceeds the limit of %d", p->n_ctx,
+                          CV_MAX_CONTEXT);
+    if (p->n_seq_max <= 0)
+        p->n_seq_max = 1;
+    if (p->n_seq_max > CV_MAX_SEQS)
+        return cv_err_set(err, CV_ELIMIT, "engine: %d sequences exceed the limit of %d", p->n_seq_max, CV_MAX_SEQS);
+    if (p->n_kv_tokens <= 0) {
+        int64_t t = (int64_t)p->n_ctx * p->n_seq_max;
+        p->n_kv_tokens = (int32_t)CV_MIN(t, (int64_t)INT32_MAX - CV_KV_BLOCK);
+    }
+    if (p->n_batch <= 0)
+        p->n_batch = 512;
+    if (p->n_batch > CV_MAX_BATCH_TOKENS)
+        return cv_err_set(err, CV_ELIMIT, "engine: batch of %d tokens exceeds the limit of %d", p->n_batch,
+                          CV_MAX_BATCH_TOKENS);
+    if (p->n_logits <= 0)
+        p->n_logits = CV_MAX(p->n_seq_max, 8);
+    if (p->n_logits > p->n_batch)
+        p->n_logits = p->n_batch;
+    if (p->kv_type != CV_GGML_F32 && p->kv_type != CV_GGML_F16)
+        return cv_err_set(err, CV_EINVAL, "engine: KV cache type %u, must be f32 (%d) or f16 (%d)", p->kv_type,
+                          CV_GGML_F32, CV_GGML_F16);
+    return 0;
+}
+
+int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engine **out, cv_err *err)
+{
+    *out = NULL;
+    cv_engine_params p;
+    int rc = resolve_params(m, params, &p, err);
+    if (rc)
+        return rc;
+    const cv_hparams *hp = &m->hp;
+    int64_t n_blocks = ((int64_t)p.n_kv_tokens + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    /* KV bytes: blocks x layers x 2 x kv width x element size; refuse what
+     * cannot be addressed before asking the OS. */
+    double kv_bytes = (double)n_blocks * hp->n_layer * 2.0 * hp->n_head_kv * hp->head_dim * CV_KV_BLOCK *
+                      (p.kv_type == CV_GGML_F16 ? 2 : 4);
+    if (kv_bytes > (double)(1ull << 46))
+        return cv_err_set(err, CV_ELIMIT, "engine: a KV cache of %d tokens would take %.0f GiB", p.n_kv_tokens,
+                          kv_bytes / (1ull << 30));
+
+    cv_engine *e = cv_xcalloc(1, sizeof *e);
+    e->m = m;
+    e->p = p;
+    e->vec = cv_vec_ops_for(cv_isa_active());
+    e->pool = cv_pool_create(p.n_threads, err);
+    if (!e->pool) {
+        rc = err ? err->code : CV_EINVAL;
+        goto fail;
+    }
+    e->n_threads = cv_pool_size(e->pool);
+    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, hp->n_layer, hp->n_head_kv, hp->head_dim, p.kv_type, err)))
+        goto fail;
+    e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
+    for (int32_t i = 0; i < p.n_seq_max; i++)
+        e->seqs[i].blocks = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
+    e->new_len = cv_xmalloc((size_t)p.n_seq_max * sizeof(int32_t));
+
+    int64_t n_q = (int64_t)hp->n_head * hp->head_dim, n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    e->ld_x = hp->n_embd;
+    e->ld_qkv = n_q + 2 * n_kv;
+    e->ld_q = n_q;
+    e->ld_gu = 2 * (int64_t)hp->n_ff;
+    e->ld_ff = hp->n_ff;
+    e->x = alloc_rows(p.n_batch, e->ld_x);
+    e->xn = alloc_rows(p.n_batch, e->ld_x);
+    e->tmp = alloc_rows(p.n_batch, e->ld_x);
+    e->qkv = alloc_rows(p.n_batch, e->ld_qkv);
+    e->attn = alloc_rows(p.n_batch, e->ld_q);
+    e->gu = alloc_rows(p.n_batch, e->ld_gu);
+    e->ff = alloc_rows(p.n_batch, e->ld_ff);
+    e->xo = alloc_rows(p.n_logits, e->ld_x);
+    e->logits = alloc_rows(p.n_logits, hp->n_vocab);
+    e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
+    /* Attention tiles: as many tokens as keep a tile's accumulators and
+     * queries (2 x rows x head_dim floats) within ~16 KiB of L1. */
+    int32_t n_rep = hp->n_head / hp->n_head_kv;
+    e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / (n_rep * hp->head_dim)));
+    e->att_tile = cv_isa_active() == CV_ISA_AVX2 && hp->head_dim % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
+    e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
+    e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
+    e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
+    e->att_scratch_floats = cv_att_scratch_floats(e->att_tile_tokens * n_rep, hp->head_dim);
+    e->att_scratch = cv_aligned_alloc(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
+    *out = e;
+    return 0;
+fail:
+    cv_engine_destroy(e);
+    return rc;
+}
+
+void cv_engine_destroy(cv_engine *e)
+{
+    if (!e)
+        return;
+    cv_pool_destroy(e->pool);
+    kv_pool_fini(&e->kv);
+    if (e->seqs)
+        for (int32_t i = 0; i < e->p.n_seq_max; i++)
+            free(e->seqs[i].blocks);
+    free(e->seqs);
+    free(e->new_len);
+    float *bufs[] = { e->x, e->xn, e->tmp, e->qkv, e->attn, e->gu, e->ff, e->xo, e->logits, e->att_scratch };
+    for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
+        cv_aligned_free(bufs[i]);
+    free(e->rows);
+    free(e->att_tiles);
+    free(e->att_rows);
+    free(e->att_seq_start);
+    free(e);
+}
+
+const cv_model *cv_engine_model(const cv_engine *e) { return e->m; }
+const cv_engine_params *cv_engine_params_get(const cv_engine *e) { return &e->p; }
+cv_pool *cv_engine_pool(cv_engine *e) { return e->pool; }
+void cv_engine_set_profiling(cv_engine *e, bool on) { e->profiling = on; }
+const cv_engine_stats *cv_engine_last_stats(const cv_engine *e) { return &e->stats; }

@@ -1,0 +1,148 @@
+/* engine_int.h — the engine layer's guts, shared by its files only: the
+ * KV block pool (kv_cache.c), the per-sequence block tables, the engine
+ * struct with its scratch, and the attention entry (attention.c). */
+#ifndef CV_ENGINE_INT_H
+#define CV_ENGINE_INT_H
+
+#include <assert.h>
+
+#include "engine/engine.h"
+
+/* ---- KV block pool ---- */
+
+/* Block b holds, for every layer, the keys then the values of CV_KV_BLOCK
+ * positions, each as [n_head_kv][CV_KV_BLOCK][head_dim] so one head's keys
+ * are contiguous for attention:
+ *   data + b * block_bytes + (layer * 2 + kv) * half_bytes
+ * Block-major (all layers of a block together) keeps a block one span of
+ * memory, which a prefix cache can save or share whole. refs[b] counts the
+ * block tables that hold b; 0 means free. */
+typedef struct kv_pool {
+    int32_t n_blocks;
+    int32_t n_layer, n_head_kv, head_dim;
+    uint32_t type;        /* CV_GGML_F32 or CV_GGML_F16 */
+    size_t elt_bytes;
+    size_t head_bytes;    /* CV_KV_BLOCK * head_dim * elt */
+    size_t half_bytes;    /* n_head_kv * head_bytes: keys (or values) of one layer */
+    size_t block_bytes;   /* n_layer * 2 * half_bytes */
+    char *data;
+    int32_t *refs;
+    int32_t *free_ids;    /* stack of free blocks */
+    int32_t n_free;
+} kv_pool;
+
+int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
+                 cv_err *err);
+void kv_pool_fini(kv_pool *p);
+/* A free block with refs = 1, or -1 when none is left. */
+int32_t kv_pool_alloc(kv_pool *p);
+void kv_pool_ref(kv_pool *p, int32_t b);
+void kv_pool_unref(kv_pool *p, int32_t b);
+
+static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
+{
+    return p->data + (size_t)b * p->block_bytes + (size_t)(layer * 2) * p->half_bytes + (size_t)head * p->head_bytes;
+}
+static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
+{
+    return p->data + (size_t)b * p->block_bytes + (size_t)(layer * 2 + 1) * p->half_bytes +
+           (size_t)head * p->head_bytes;
+}
+
+/* ---- sequences ---- */
+
+typedef struct kv_seq {
+    bool open;
+    int32_t len;        /* positions held */
+    int32_t n_blocks;   /* blocks in the table: ceil(len / CV_KV_BLOCK) once a forward has run */
+    int32_t *blocks;    /* [max_blocks] */
+} kv_seq;
+
+/* Blocks sequence seq needs before it can grow to new_len (new table
+ * entries, plus one copy when its partly filled last block is shared). */
+int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_len);
+/* Grows seq's table for positions up to new_len (copying a shared last
+ * block first); the caller checked the free count. */
+void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
+
+/* ---- attention (attention.c, attention_avx2.c) ---- */
+
+/* One unit of attention work: n_tok consecutive positions pos0.. of one
+ * sequence (batch rows rows[0..n_tok)) against kv head g, all n_rep query
+ * heads of that head. Reads q from qkv (row stride ld_qkv, head h of the
+ * group at (g * n_rep + h) * hd) and writes out (stride ld_out, same
+ * columns). */
+typedef struct att_tile {
+    const kv_pool *kv;
+    const int32_t *blocks;
+    int32_t layer, g;
+    int32_t n_tok, pos0;
+    const int32_t *rows;
+    const float *qkv;
+    int64_t ld_qkv;
+    float *out;
+    int64_t ld_out;
+    int32_t n_rep, hd;
+    float scale;
+} att_tile;
+
+typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
+void cv_att_tile_scalar(const att_tile *a, float *scratch);
+void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 */
+/* Floats of scratch one thread's tile needs for max_rows = n_tok * n_rep. */
+size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
+
+typedef struct att_plan_tile {
+    int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
+} att_plan_tile;
+
+/* ---- the engine ---- */
+
+struct cv_engine {
+    const cv_model *m;
+    cv_engine_params p;
+    cv_pool *pool;
+    const cv_vec_ops *vec;
+    kv_pool kv;
+    kv_seq *seqs;        /* [n_seq_max] */
+    int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
+
+    /* Scratch, sized at creation for n_batch tokens; rows are ld floats. */
+    int64_t ld_x;        /* n_embd */
+    int64_t ld_qkv;      /* n_q + 2 n_kv */
+    int64_t ld_q;        /* n_q */
+    int64_t ld_gu;       /* 2 n_ff */
+    int64_t ld_ff;       /* n_ff */
+    float *x;            /* [n_batch][ld_x] residual stream */
+    float *xn;           /* [n_batch][ld_x] normed input of a block */
+    float *qkv;          /* [n_batch][ld_qkv] */
+    float *attn;         /* [n_batch][ld_q] attention output */
+    float *gu;           /* [n_batch][ld_gu] */
+    float *ff;           /* [n_batch][ld_ff] */
+    float *tmp;          /* [n_batch][ld_x] a projection's result before the residual add */
+    float *xo;           /* [n_logits][ld_x] normed rows that want logits */
+    float *logits;       /* [n_logits][n_vocab] */
+    int32_t *rows;       /* [n_logits] batch index of each logits row */
+    att_tile_fn att_tile;       /* the ISA's tile kernel */
+    int32_t att_tile_tokens;    /* tokens per tile: keeps a tile's rows in L1 */
+    att_plan_tile *att_tiles;   /* [n_batch] this forward call's tiles */
+    int32_t att_n_tiles;
+    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence */
+    int32_t *att_seq_start;     /* [n_seq_max + 1] */
+    float *att_scratch;         /* per thread */
+    size_t att_scratch_floats;
+    int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
+    int n_threads;
+
+    bool profiling;
+    cv_engine_stats stats;
+};
+
+/* Cuts the batch into attention tiles (once per forward call). */
+void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
+/* Attention for every token of the planned batch at one layer: reads q from
+ * e->qkv, keys/values from the cache (already holding this batch's
+ * positions), writes e->attn. Runs on the pool. */
+void cv_engine_attention(cv_engine *e, int32_t layer);
+
+#endif

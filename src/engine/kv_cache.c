@@ -1,0 +1,192 @@
+/* kv_cache.c — the paged KV cache: a pool of fixed-size blocks with
+ * reference counts, and each sequence's block table (open, close, truncate,
+ * fork, and growing a table before a forward call). Blocks are shared by
+ * reference; a sequence about to write into a block someone else also
+ * holds copies it first (copy on write), so sharing is invisible to the
+ * forward pass. Invariant: refs[b] equals the number of tables holding b,
+ * and a block with refs 0 is on the free stack exactly once. */
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "engine/engine_int.h"
+
+/* ---- block pool ---- */
+
+int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
+                 cv_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->n_blocks = n_blocks;
+    p->n_layer = n_layer;
+    p->n_head_kv = n_head_kv;
+    p->head_dim = head_dim;
+    p->type = type;
+    p->elt_bytes = type == CV_GGML_F16 ? 2 : 4;
+    p->head_bytes = (size_t)CV_KV_BLOCK * (size_t)head_dim * p->elt_bytes;
+    p->half_bytes = (size_t)n_head_kv * p->head_bytes;
+    p->block_bytes = (size_t)n_layer * 2 * p->half_bytes;
+    /* Sizes are bounded by the limits the engine checked, so this product
+     * fits; the OS may still refuse it. Anonymous pages are committed on
+     * first touch, so a large cache costs only what sequences use. */
+    size_t total = p->block_bytes * (size_t)n_blocks;
+    void *d = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (d == MAP_FAILED)
+        return cv_err_set(err, CV_ENOMEM, "KV cache: cannot map %.1f MiB for %d blocks of %d positions",
+                          total / 1048576.0, n_blocks, CV_KV_BLOCK);
+    p->data = d;
+    p->refs = cv_xcalloc((size_t)n_blocks, sizeof *p->refs);
+    p->free_ids = cv_xmalloc((size_t)n_blocks * sizeof *p->free_ids);
+    /* Lowest ids on top of the stack: sequences fill the pool from its start. */
+    for (int32_t i = 0; i < n_blocks; i++)
+        p->free_ids[i] = n_blocks - 1 - i;
+    p->n_free = n_blocks;
+    return 0;
+}
+
+void kv_pool_fini(kv_pool *p)
+{
+    if (p->data)
+        munmap(p->data, p->block_bytes * (size_t)p->n_blocks);
+    free(p->refs);
+    free(p->free_ids);
+    memset(p, 0, sizeof *p);
+}
+
+int32_t kv_pool_alloc(kv_pool *p)
+{
+    if (p->n_free == 0)
+        return -1;
+    int32_t b = p->free_ids[--p->n_free];
+    assert(p->refs[b] == 0);
+    p->refs[b] = 1;
+    return b;
+}
+
+void kv_pool_ref(kv_pool *p, int32_t b)
+{
+    assert(b >= 0 && b < p->n_blocks && p->refs[b] > 0);
+    p->refs[b]++;
+}
+
+void kv_pool_unref(kv_pool *p, int32_t b)
+{
+    assert(b >= 0 && b < p->n_blocks && p->refs[b] > 0);
+    if (--p->refs[b] == 0)
+        p->free_ids[p->n_free++] = b;
+}
+
+/* ---- sequences ---- */
+
+static kv_seq *seq_get(const cv_engine *e, int32_t seq)
+{
+    if (seq < 0 || seq >= e->p.n_seq_max || !e->seqs[seq].open)
+        return NULL;
+    return &e->seqs[seq];
+}
+
+int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err)
+{
+    for (int32_t i = 0; i < e->p.n_seq_max; i++) {
+        kv_seq *s = &e->seqs[i];
+        if (!s->open) {
+            s->open = true;
+            s->len = 0;
+            s->n_blocks = 0;
+            *seq = i;
+            return 0;
+        }
+    }
+    return cv_err_set(err, CV_EBUSY, "engine: all %d sequence slots are in use", e->p.n_seq_max);
+}
+
+void cv_engine_seq_close(cv_engine *e, int32_t seq)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s)
+        return;
+    for (int32_t i = 0; i < s->n_blocks; i++)
+        kv_pool_unref(&e->kv, s->blocks[i]);
+    s->n_blocks = 0;
+    s->len = 0;
+    s->open = false;
+}
+
+int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq)
+{
+    kv_seq *s = seq_get(e, seq);
+    return s ? s->len : 0;
+}
+
+void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s || len >= s->len)
+        return;
+    if (len < 0)
+        len = 0;
+    int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    for (int32_t i = keep; i < s->n_blocks; i++)
+        kv_pool_unref(&e->kv, s->blocks[i]);
+    s->n_blocks = keep;
+    s->len = len;
+}
+
+int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
+{
+    kv_seq *s = seq_get(e, src);
+    if (!s)
+        return cv_err_set(err, CV_EINVAL, "engine: cannot fork sequence %d: it is not open", src);
+    int32_t d = -1;
+    int rc = cv_engine_seq_open(e, &d, err);
+    if (rc)
+        return rc;
+    s = &e->seqs[src]; /* (the array does not move, but be explicit) */
+    kv_seq *t = &e->seqs[d];
+    for (int32_t i = 0; i < s->n_blocks; i++) {
+        t->blocks[i] = s->blocks[i];
+        kv_pool_ref(&e->kv, s->blocks[i]);
+    }
+    t->n_blocks = s->n_blocks;
+    t->len = s->len;
+    *dst = d;
+    return 0;
+}
+
+int32_t cv_engine_kv_free_blocks(const cv_engine *e) { return e->kv.n_free; }
+
+/* Blocks sequence s needs before it can grow to new_len: new table entries
+ * plus one copy when its partly filled last block is shared. */
+int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_len)
+{
+    const kv_seq *s = &e->seqs[seq];
+    int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    int32_t need = want > s->n_blocks ? want - s->n_blocks : 0;
+    if (s->len % CV_KV_BLOCK && e->kv.refs[s->blocks[s->len / CV_KV_BLOCK]] > 1)
+        need++;
+    return need;
+}
+
+/* Grows the table of seq for positions up to new_len; the caller checked
+ * cv_engine_kv_blocks_needed against the free count, so this cannot fail. */
+void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
+{
+    kv_seq *s = &e->seqs[seq];
+    kv_pool *p = &e->kv;
+    if (s->len % CV_KV_BLOCK) {
+        int32_t i = s->len / CV_KV_BLOCK;
+        int32_t old = s->blocks[i];
+        if (p->refs[old] > 1) {
+            int32_t b = kv_pool_alloc(p);
+            assert(b >= 0);
+            memcpy(p->data + (size_t)b * p->block_bytes, p->data + (size_t)old * p->block_bytes, p->block_bytes);
+            kv_pool_unref(p, old);
+            s->blocks[i] = b;
+        }
+    }
+    int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    while (s->n_blocks < want) {
+        int32_t b = kv_pool_alloc(p);
+        assert(b >= 0);
+        s->blocks[s->n_blocks++] = b;
+    }
+}

@@ -1,0 +1,236 @@
+/* model — the face of the model layer: a transformer checkpoint opened from
+ * a GGUF file, validated against its architecture's descriptor, with every
+ * weight matrix prepared for the kernels' matmul.
+ *
+ * An architecture is data, not code: one `cv_arch` row per GGUF
+ * `general.architecture` (arch_llama.c, arch_qwen2.c, arch_qwen3.c) lists
+ * its tensors with their symbolic shapes, which are required or optional,
+ * which fall back to another (a tied output), and its RoPE style. The
+ * loader validates the file against that list; the engine reads the bound
+ * `cv_model`, never the architecture's name, so one forward pass serves
+ * every row (STYLE.md "Model architecture").
+ *
+ * Lifetimes: a cv_model owns its open cv_gguf (the mmap stays for the
+ * process: weights and tokenizer metadata point into it) and the memory of
+ * any prepared or dequantized weight. It is immutable after cv_model_open,
+ * so any number of threads may read it. */
+#ifndef CV_MODEL_H
+#define CV_MODEL_H
+
+#include "base/base.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+
+/* ---- architecture descriptors ---- */
+
+/* What a tensor is for. Global roles come first, then per-layer ones. */
+typedef enum cv_role {
+    CV_ROLE_TOKEN_EMBD,  /* [n_vocab][n_embd], looked up by id */
+    CV_ROLE_OUTPUT_NORM, /* [n_embd] */
+    CV_ROLE_OUTPUT,      /* [n_vocab][n_embd] */
+    CV_ROLE_ROPE_FREQS,  /* [n_rot/2] per-dimension divisors (llama3 scaling) */
+    CV_ROLE_ATTN_NORM,   /* [n_embd] */
+    CV_ROLE_ATTN_Q,      /* [n_q][n_embd], n_q = n_head * head_dim */
+    CV_ROLE_ATTN_K,      /* [n_kv][n_embd], n_kv = n_head_kv * head_dim */
+    CV_ROLE_ATTN_V,      /* [n_kv][n_embd] */
+    CV_ROLE_ATTN_Q_BIAS, /* [n_q] */
+    CV_ROLE_ATTN_K_BIAS, /* [n_kv] */
+    CV_ROLE_ATTN_V_BIAS, /* [n_kv] */
+    CV_ROLE_ATTN_Q_NORM, /* [head_dim], RMSNorm of each query head before RoPE */
+    CV_ROLE_ATTN_K_NORM, /* [head_dim] */
+    CV_ROLE_ATTN_OUT,    /* [n_embd][n_q] */
+    CV_ROLE_FFN_NORM,    /* [n_embd] */
+    CV_ROLE_FFN_GATE,    /* [n_ff][n_embd] */
+    CV_ROLE_FFN_UP,      /* [n_ff][n_embd] */
+    CV_ROLE_FFN_DOWN,    /* [n_embd][n_ff] */
+    CV_ROLE_COUNT
+} cv_role;
+
+#define CV_ROLE_FIRST_LAYER CV_ROLE_ATTN_NORM
+
+/* Symbolic sizes a descriptor states shapes in; the loader resolves them
+ * from the hyper-parameters. */
+typedef enum cv_dim {
+    CV_DIM_ONE,      /* a vector's absent second dimension */
+    CV_DIM_EMBD,
+    CV_DIM_VOCAB,
+    CV_DIM_Q,        /* n_head * head_dim */
+    CV_DIM_KV,       /* n_head_kv * head_dim */
+    CV_DIM_FF,
+    CV_DIM_HEAD,     /* head_dim */
+    CV_DIM_ROT_HALF, /* n_rot / 2 */
+} cv_dim;
+
+typedef enum cv_need {
+    CV_NEED_REQUIRED,
+    CV_NEED_OPTIONAL, /* absent: the forward skips it (a bias, a norm) */
+    CV_NEED_FALLBACK, /* absent: bound to the `fallback` role (tied output) */
+} cv_need;
+
+typedef struct cv_arch_tensor {
+    cv_role role;
+    const char *name;  /* GGUF name; per-layer roles have one %d for the block */
+    cv_dim ne0, ne1;   /* ggml order: ne0 is the row length */
+    cv_need need;
+    cv_role fallback;  /* for CV_NEED_FALLBACK */
+} cv_arch_tensor;
+
+typedef struct cv_arch {
+    const char *name;        /* general.architecture, also the metadata key prefix */
+    const char *covers;      /* model families it runs, for `corvid info`/errors */
+    cv_rope_style rope_style;
+    float default_rms_eps;   /* when {arch}.attention.layer_norm_rms_epsilon is absent */
+    float default_rope_theta;
+    const cv_arch_tensor *tensors;
+    int n_tensors;
+} cv_arch;
+
+extern const cv_arch cv_arch_llama;
+extern const cv_arch cv_arch_qwen2;
+extern const cv_arch cv_arch_qwen3;
+
+/* The table of architectures (arch.c): adding one is a new arch_<name>.c
+ * and a row there. */
+extern const cv_arch *const cv_archs[];
+extern const int cv_n_archs;
+/* NULL when no row has that general.architecture. */
+const cv_arch *cv_arch_find(cv_str name);
+
+/* ---- hyper-parameters ---- */
+
+typedef struct cv_hparams {
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;   /* {arch}.attention.key_length, else n_embd / n_head */
+    int32_t n_ff;
+    int32_t n_rot;      /* rotated dims per head, even, <= head_dim */
+    int32_t n_ctx_train;/* {arch}.context_length */
+    float rms_eps;
+    float rope_theta;
+    float rope_freq_scale; /* linear position scaling: 1 / rope.scaling.factor, else 1 */
+} cv_hparams;
+
+/* ---- the bound model ---- */
+
+/* One projection of a fused matmul group: w writes the output columns
+ * [col, col + n_out) of each result row. Separate matrices are a group of
+ * several; fused ones (same dtype, concatenated at load) a group of one,
+ * so the forward runs the same loop either way. */
+typedef struct cv_proj {
+    cv_wmat *w;
+    int32_t col;
+} cv_proj;
+
+typedef struct cv_layer {
+    const float *attn_norm;  /* [n_embd] */
+    cv_proj qkv[3];          /* result row: q [n_q] | k [n_kv] | v [n_kv] */
+    int32_t n_qkv;
+    const float *q_bias;     /* [n_q] or NULL */
+    const float *k_bias;     /* [n_kv] or NULL */
+    const float *v_bias;     /* [n_kv] or NULL */
+    const float *q_norm;     /* [head_dim] or NULL */
+    const float *k_norm;     /* [head_dim] or NULL */
+    cv_wmat *wo;             /* [n_embd][n_q] */
+    const float *ffn_norm;   /* [n_embd] */
+    cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
+    int32_t n_gate_up;
+    cv_wmat *w_down;         /* [n_embd][n_ff] */
+} cv_layer;
+
+typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
+
+typedef struct cv_model {
+    const cv_arch *arch;
+    cv_hparams hp;
+    cv_gguf *gguf;                  /* owned; the tokenizer layer reads its metadata */
+    const cv_gguf_tensor *tok_embd; /* rows dequantized one token at a time */
+    const float *output_norm;       /* [n_embd] */
+    cv_wmat *output;                /* [n_vocab][n_embd]; token_embd's data when tied */
+    bool tied_output;
+    cv_rope_params rope;            /* style, n_rot, theta, scale, factors: ready for cv_rope */
+    cv_layer *layers;               /* [n_layer] */
+    bool dequantized;               /* opened with cv_model_params.dequantize */
+    size_t matmul_bytes;            /* weight bytes one decode step reads (every matrix once) */
+    int64_t matmul_macs;            /* multiply-adds of the matmuls per token */
+    cv_model_owned *owned;
+} cv_model;
+
+typedef struct cv_model_params {
+    /* The fp32 reference path: every matrix is dequantized to f32 at load and
+     * multiplied with f32 activations, so results match a dequantized twin
+     * of the file (tests; `corvid run --exact`). Costs 4 bytes per weight. */
+    bool dequantize;
+    /* Keep q/k/v and gate/up as separate matmuls even when they could be
+     * fused (tests compare both; fusion only changes the launch count). */
+    bool no_fuse;
+} cv_model_params;
+
+/* Opens a GGUF model: validates the architecture, the hyper-parameters
+ * against base/limits.h, and every tensor of the descriptor (presence,
+ * shape, dtype), then prepares the matrices. A file corvid cannot run gives
+ * CV_EUNSUPPORTED (architecture, dtype, RoPE scaling) or CV_ECORRUPT (a
+ * missing tensor, a wrong shape, an inconsistent hyper-parameter), with a
+ * message that starts with the path and names the tensor or key, the value
+ * and what was expected. Never aborts on file content. params may be NULL
+ * (defaults). The caller closes *out with cv_model_close. */
+int cv_model_open(const char *path, const cv_model_params *params, cv_model **out, cv_err *err);
+/* The same over an already opened file; on success the model owns g, on
+ * failure the caller still does. */
+int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err);
+void cv_model_close(cv_model *m);
+
+/* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
+ * out [n_embd]. */
+void cv_model_embed(const cv_model *m, int32_t token, float *out);
+
+/* "llama (Llama 2/3.x, ...): 2 layers, 256 hidden, 8/4 heads of 32, ..." */
+void cv_model_describe(const cv_model *m, cv_buf *out);
+
+/* llama3 RoPE scaling: fills factors[n_rot/2] with the per-dimension
+ * divisors of the rotation frequencies (Meta's published rule: long
+ * wavelengths divided by `factor`, short ones kept, a smooth ramp between,
+ * relative to the original context). GGUF files carry the result as the
+ * `rope_freqs.weight` tensor, which `corvid synth` writes with this. */
+void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,
+                            float high_freq_factor, int32_t original_ctx);
+
+/* ---- synthetic models (synth.c) ---- */
+
+/* A real model's shape: what `corvid synth --shape NAME` builds. */
+typedef struct cv_model_shape {
+    const char *name;  /* "qwen2.5-0.5b" */
+    const char *arch;  /* the architecture it is native to */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    float rope_theta, rms_eps;
+    bool tied;
+    /* llama3 RoPE scaling (factor 0: none). */
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int32_t rope_orig_ctx;
+} cv_model_shape;
+
+extern const cv_model_shape cv_model_shapes[];
+extern const int cv_n_model_shapes;
+const cv_model_shape *cv_model_shape_find(const char *name);
+
+/* The quantization mixes `synth` writes, named as llama-quantize names its
+ * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k". */
+typedef struct cv_synth_params {
+    const char *arch;      /* llama | qwen2 | qwen3 */
+    const char *shape;     /* a cv_model_shapes name */
+    const char *dtype;     /* a mix above */
+    const char *vocab;     /* optional vocab-only GGUF: its tokenizer.* metadata is copied */
+    uint64_t seed;
+    cv_pool *pool;         /* quantization runs on it (NULL: one thread) */
+} cv_synth_params;
+
+/* Writes a random-weight model with the shape's dimensions and the arch's
+ * tensors to out_path: the same bytes for the same parameters, whatever the
+ * thread count. Weights are N(0, 1/fan_in) (embedding and output
+ * N(0, 0.15^2)), norm weights U(0.5, 1.5), biases N(0, 0.3^2). With a vocab file the vocabulary
+ * size is its token count. CV_EINVAL names a bad arch/shape/dtype. */
+int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err);
+
+#endif

@@ -1,0 +1,546 @@
+/* model_load.c — opening a model: architecture lookup, hyper-parameters,
+ * tensor validation against the descriptor, and binding (vectors as f32,
+ * matrices prepared by the kernels layer). Everything read from the file is
+ * checked before use; the descriptor is the only place that knows which
+ * tensors an architecture has. Invariant: on failure nothing is left
+ * allocated and the caller keeps the cv_gguf; on success the model owns it.
+ *
+ * Metadata keys follow llama.cpp's GGUF conventions ({arch} is
+ * general.architecture): {arch}.embedding_length, .block_count,
+ * .feed_forward_length, .context_length, .attention.head_count,
+ * .attention.head_count_kv, .attention.key_length, .attention.value_length,
+ * .attention.layer_norm_rms_epsilon, .rope.freq_base, .rope.dimension_count,
+ * .rope.scaling.type, .rope.scaling.factor, .rope.scale_linear. */
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/model.h"
+
+struct cv_model_owned {
+    void **bufs;
+    int n_bufs, cap_bufs;
+    cv_wmat **wmats;
+    int n_wmats, cap_wmats;
+};
+
+static void *own_buf(cv_model *m, size_t n)
+{
+    cv_model_owned *o = m->owned;
+    if (o->n_bufs == o->cap_bufs) {
+        o->cap_bufs = o->cap_bufs ? 2 * o->cap_bufs : 64;
+        o->bufs = cv_xrealloc(o->bufs, (size_t)o->cap_bufs * sizeof *o->bufs);
+    }
+    void *p = cv_aligned_alloc(n ? n : 1);
+    o->bufs[o->n_bufs++] = p;
+    return p;
+}
+
+static void own_wmat(cv_model *m, cv_wmat *w)
+{
+    cv_model_owned *o = m->owned;
+    if (o->n_wmats == o->cap_wmats) {
+        o->cap_wmats = o->cap_wmats ? 2 * o->cap_wmats : 64;
+        o->wmats = cv_xrealloc(o->wmats, (size_t)o->cap_wmats * sizeof *o->wmats);
+    }
+    o->wmats[o->n_wmats++] = w;
+}
+
+static void free_model(cv_model *m, bool close_gguf)
+{
+    if (!m)
+        return;
+    if (m->owned) {
+        for (int i = 0; i < m->owned->n_wmats; i++)
+            cv_wmat_destroy(m->owned->wmats[i]);
+        for (int i = 0; i < m->owned->n_bufs; i++)
+            cv_aligned_free(m->owned->bufs[i]);
+        free(m->owned->wmats);
+        free(m->owned->bufs);
+        free(m->owned);
+    }
+    free(m->layers);
+    if (close_gguf)
+        cv_gguf_close(m->gguf);
+    free(m);
+}
+
+void cv_model_close(cv_model *m) { free_model(m, true); }
+
+/* ---- hyper-parameters ---- */
+
+/* Reads {arch}.suffix as an integer in [lo, hi]; absent keys take dflt, or
+ * fail when dflt < 0 (required). */
+static int hp_int(const cv_gguf *g, const cv_arch *a, const char *suffix, int64_t dflt, int64_t lo, int64_t hi,
+                  int32_t *out, cv_err *err)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", a->name, suffix);
+    int64_t v;
+    int rc = cv_gguf_get_int(g, key, &v, err);
+    if (rc == CV_ENOTFOUND) {
+        if (dflt < 0)
+            return CV_CORRUPT(err, "%s: metadata '%s' is missing; a %s model needs it", cv_gguf_path(g), key,
+                              a->name);
+        v = dflt;
+    } else if (rc) {
+        return rc;
+    }
+    if (v < lo || v > hi)
+        return CV_CORRUPT(err, "%s: metadata '%s' = %lld, must be %lld..%lld", cv_gguf_path(g), key, (long long)v,
+                          (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int hp_float(const cv_gguf *g, const cv_arch *a, const char *suffix, double dflt, double lo, double hi,
+                    float *out, cv_err *err)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", a->name, suffix);
+    double v;
+    int rc = cv_gguf_get_float(g, key, &v, err);
+    if (rc == CV_ENOTFOUND)
+        v = dflt;
+    else if (rc)
+        return rc;
+    if (!(v >= lo && v <= hi)) /* also rejects NaN */
+        return CV_CORRUPT(err, "%s: metadata '%s' = %g, must be %g..%g", cv_gguf_path(g), key, v, lo, hi);
+    *out = (float)v;
+    return 0;
+}
+
+static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
+{
+    const char *path = cv_gguf_path(g);
+    int rc;
+    if ((rc = hp_int(g, a, "embedding_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_embd, err)) ||
+        (rc = hp_int(g, a, "block_count", -1, 1, CV_MAX_LAYERS, &hp->n_layer, err)) ||
+        (rc = hp_int(g, a, "feed_forward_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_ff, err)) ||
+        (rc = hp_int(g, a, "attention.head_count", -1, 1, CV_MAX_HEADS, &hp->n_head, err)) ||
+        (rc = hp_int(g, a, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)) ||
+        (rc = hp_int(g, a, "context_length", 2048, 1, CV_MAX_CONTEXT, &hp->n_ctx_train, err)))
+        return rc;
+    if (hp->n_head % hp->n_head_kv)
+        return CV_CORRUPT(err, "%s: %d query heads do not split evenly over %d kv heads", path, hp->n_head,
+                          hp->n_head_kv);
+    /* head_dim: key_length when given (qwen3), else the even split. */
+    int32_t dflt_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
+    if ((rc = hp_int(g, a, "attention.key_length", dflt_hd, 1, CV_MAX_HEAD_DIM, &hp->head_dim, err)))
+        return rc;
+    int32_t v_len;
+    if ((rc = hp_int(g, a, "attention.value_length", hp->head_dim, 1, CV_MAX_HEAD_DIM, &v_len, err)))
+        return rc;
+    if (v_len != hp->head_dim)
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "%s: value head size %d differs from key head size %d; corvid supports equal sizes", path,
+                          v_len, hp->head_dim);
+    if ((int64_t)hp->n_head * hp->head_dim > CV_MAX_MODEL_DIM)
+        return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head, hp->head_dim,
+                          CV_MAX_MODEL_DIM);
+    if ((rc = hp_int(g, a, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->n_rot, err)))
+        return rc;
+    if (hp->n_rot % 2)
+        return CV_CORRUPT(err, "%s: metadata '%s.rope.dimension_count' = %d must be even", path, a->name, hp->n_rot);
+    if ((rc = hp_float(g, a, "attention.layer_norm_rms_epsilon", a->default_rms_eps, 0, 1, &hp->rms_eps, err)) ||
+        (rc = hp_float(g, a, "rope.freq_base", a->default_rope_theta, 1, 1e12, &hp->rope_theta, err)))
+        return rc;
+
+    /* Position scaling. llama3 scaling arrives as the rope_freqs tensor, so
+     * only "linear" (DeepSeek-Coder, CodeLlama variants) is read here. */
+    hp->rope_freq_scale = 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a->name);
+    cv_str type;
+    rc = cv_gguf_get_str(g, key, &type, err);
+    if (rc && rc != CV_ENOTFOUND)
+        return rc;
+    float factor = 0;
+    if (rc == 0 && !cv_str_eqz(type, "none")) {
+        if (!cv_str_eqz(type, "linear"))
+            return cv_err_set(err, CV_EUNSUPPORTED,
+                              "%s: RoPE scaling '%.*s' is not supported (corvid runs none, linear, and llama3 "
+                              "via rope_freqs.weight)",
+                              path, (int)CV_MIN(type.len, 64), type.ptr);
+        if ((rc = hp_float(g, a, "rope.scaling.factor", 1, 1e-3, 1e6, &factor, err)))
+            return rc;
+    } else if (rc == CV_ENOTFOUND) {
+        if ((rc = hp_float(g, a, "rope.scale_linear", 0, 0, 1e6, &factor, err)))
+            return rc;
+    }
+    if (factor > 0)
+        hp->rope_freq_scale = 1.0f / factor;
+    cv_err_clear(err);
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+static int64_t dim_value(const cv_hparams *hp, cv_dim d)
+{
+    switch (d) {
+    case CV_DIM_ONE: return 1;
+    case CV_DIM_EMBD: return hp->n_embd;
+    case CV_DIM_VOCAB: return hp->n_vocab;
+    case CV_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
+    case CV_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
+    case CV_DIM_FF: return hp->n_ff;
+    case CV_DIM_HEAD: return hp->head_dim;
+    case CV_DIM_ROT_HALF: return hp->n_rot / 2;
+    }
+    return -1;
+}
+
+static bool is_matrix_role(cv_role r)
+{
+    switch (r) {
+    case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_V:
+    case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP: case CV_ROLE_FFN_DOWN:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Checks one tensor's shape and dtype against its descriptor row. */
+static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, const cv_arch_tensor *d,
+                        const cv_gguf_tensor *t, cv_err *err)
+{
+    const char *path = cv_gguf_path(g);
+    int64_t ne0 = dim_value(hp, d->ne0), ne1 = dim_value(hp, d->ne1);
+    bool shape_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1;
+    if (!shape_ok)
+        return CV_CORRUPT(err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld] for this "
+                          "%s model (%d hidden, %d heads of %d, %d kv heads, %d ffn, %d vocab)",
+                          path, t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          (long long)t->ne[3], (long long)ne0, (long long)ne1, a->name, hp->n_embd, hp->n_head,
+                          hp->head_dim, hp->n_head_kv, hp->n_ff, hp->n_vocab);
+    const cv_dtype *dt = cv_dtype_get(t->type);
+    cv_ggml_type_info ti;
+    const char *tname = cv_ggml_type_info_get(t->type, &ti) ? ti.name : "unknown";
+    if (!dt)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: tensor '%s' has type %s, which corvid cannot compute with", path,
+                          t->name, tname);
+    if (is_matrix_role(d->role) && !dt->is_weight)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: tensor '%s' has type %s, which corvid cannot use as a weight "
+                          "matrix", path, t->name, tname);
+    return 0;
+}
+
+/* A vector tensor as f32: the mapping itself when it is f32 (GGUF aligns
+ * data to >= 8 bytes... but a hostile alignment of 1 is legal, hence the
+ * check), else dequantized into memory the model owns. */
+static const float *bind_vector(cv_model *m, const cv_gguf_tensor *t)
+{
+    if (!t)
+        return NULL;
+    int64_t n = t->ne[0];
+    if (t->type == CV_GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0)
+        return t->data;
+    float *v = own_buf(m, (size_t)n * sizeof(float));
+    int rc = cv_dequantize_row(t->type, t->data, v, n, NULL);
+    assert(rc == 0); /* check_tensor vetted the type and the row length */
+    (void)rc;
+    return v;
+}
+
+/* Prepares n matrices that share their input as one: rows of the first,
+ * then of the next (rows are independent in every GGUF type, so stacking
+ * matrices is concatenating their bytes); the dequantized path stacks f32
+ * rows. A single matrix on the native path is prepared straight from the
+ * mapping. A stacked buffer is freed at once when the kernels keep their
+ * own packed copy. */
+static int bind_run(cv_model *m, const cv_gguf_tensor *const *ts, int n, cv_wmat **out, cv_err *err)
+{
+    const bool deq = m->dequantized;
+    const int64_t n_in = ts[0]->ne[0];
+    int rc;
+    if (n == 1 && !deq) {
+        rc = cv_wmat_create(ts[0]->type, n_in, ts[0]->ne[1], ts[0]->data, ts[0]->n_bytes, out, err);
+    } else {
+        int64_t n_out = 0;
+        size_t bytes = 0;
+        for (int i = 0; i < n; i++) {
+            n_out += ts[i]->ne[1];
+            bytes += deq ? (size_t)ts[i]->ne[1] * (size_t)n_in * sizeof(float) : ts[i]->n_bytes;
+        }
+        char *buf = cv_aligned_alloc(bytes), *p = buf;
+        for (int i = 0; i < n; i++) {
+            if (deq) {
+                size_t rb = cv_ggml_row_bytes(ts[i]->type, n_in);
+                for (int64_t r = 0; r < ts[i]->ne[1]; r++, p += n_in * sizeof(float))
+                    cv_dequantize_row(ts[i]->type, (const char *)ts[i]->data + r * rb, (float *)p, n_in, NULL);
+            } else {
+                memcpy(p, ts[i]->data, ts[i]->n_bytes);
+                p += ts[i]->n_bytes;
+            }
+        }
+        rc = cv_wmat_create(deq ? CV_GGML_F32 : ts[0]->type, n_in, n_out, buf, bytes, out, err);
+        if (rc == 0 && !cv_wmat_is_packed(*out)) {
+            /* the matrix reads buf: keep it for the model's lifetime */
+            cv_model_owned *o = m->owned;
+            if (o->n_bufs == o->cap_bufs) {
+                o->cap_bufs = o->cap_bufs ? 2 * o->cap_bufs : 64;
+                o->bufs = cv_xrealloc(o->bufs, (size_t)o->cap_bufs * sizeof *o->bufs);
+            }
+            o->bufs[o->n_bufs++] = buf;
+        } else {
+            cv_aligned_free(buf);
+        }
+    }
+    if (rc) {
+        cv_err_prefix(err, "%s: tensor '%s'%s: ", cv_gguf_path(m->gguf), ts[0]->name, n > 1 ? " (stacked)" : "");
+        return rc;
+    }
+    own_wmat(m, *out);
+    return 0;
+}
+
+/* Prepares a group of matrices that share their input (q/k/v, gate/up).
+ * With fuse, each maximal run of members of one dtype (every member on the
+ * dequantized path) becomes one matrix, so the forward launches one matmul
+ * per run; proj col is where a run's outputs start in the result row. */
+static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_proj *projs, int32_t *n_projs,
+                      cv_err *err)
+{
+    int np = 0;
+    int64_t col = 0;
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (fuse && j < n && (m->dequantized || ts[j]->type == ts[i]->type))
+            j++;
+        int rc = bind_run(m, ts + i, j - i, &projs[np].w, err);
+        if (rc)
+            return rc;
+        projs[np++].col = (int32_t)col;
+        for (; i < j; i++)
+            col += ts[i]->ne[1];
+    }
+    *n_projs = np;
+    return 0;
+}
+
+static int bind_matrix(cv_model *m, const cv_gguf_tensor *t, cv_wmat **out, cv_err *err)
+{
+    return bind_run(m, &t, 1, out, err);
+}
+
+/* Finds every descriptor tensor of layer `il` (-1: the global ones) and
+ * validates it; found[role] is NULL for an absent optional one. */
+static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, int il,
+                        const cv_gguf_tensor **found, cv_err *err)
+{
+    for (int i = 0; i < a->n_tensors; i++) {
+        const cv_arch_tensor *d = &a->tensors[i];
+        bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
+        if (per_layer != (il >= 0))
+            continue;
+        char name[256];
+        if (per_layer)
+            snprintf(name, sizeof name, d->name, il);
+        else
+            snprintf(name, sizeof name, "%s", d->name);
+        const cv_gguf_tensor *t = cv_gguf_find_tensor(g, name);
+        found[d->role] = t;
+        if (!t) {
+            if (d->need == CV_NEED_REQUIRED)
+                return CV_CORRUPT(err, "%s: tensor '%s' is missing; a %s model needs it", cv_gguf_path(g), name,
+                                  a->name);
+            if (d->need == CV_NEED_FALLBACK)
+                found[d->role] = found[d->fallback];
+            continue;
+        }
+        int rc = check_tensor(g, a, hp, d, t, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
+{
+    const cv_gguf_tensor *f[CV_ROLE_COUNT] = { 0 };
+    int rc = find_tensors(m->gguf, m->arch, &m->hp, il, f, err);
+    if (rc)
+        return rc;
+    cv_layer *L = &m->layers[il];
+    L->attn_norm = bind_vector(m, f[CV_ROLE_ATTN_NORM]);
+    L->ffn_norm = bind_vector(m, f[CV_ROLE_FFN_NORM]);
+    L->q_bias = bind_vector(m, f[CV_ROLE_ATTN_Q_BIAS]);
+    L->k_bias = bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]);
+    L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
+    L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
+    L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
+    const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
+    const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE], f[CV_ROLE_FFN_UP] };
+    if ((rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err)) ||
+        (rc = bind_group(m, gu, 2, fuse, L->gate_up, &L->n_gate_up, err)) ||
+        (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)) ||
+        (rc = bind_matrix(m, f[CV_ROLE_FFN_DOWN], &L->w_down, err)))
+        return rc;
+    return 0;
+}
+
+static void count_work(cv_model *m)
+{
+    size_t bytes = 0;
+    int64_t macs = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const cv_layer *L = &m->layers[il];
+        const cv_wmat *ws[8];
+        int n = 0;
+        for (int i = 0; i < L->n_qkv; i++) ws[n++] = L->qkv[i].w;
+        for (int i = 0; i < L->n_gate_up; i++) ws[n++] = L->gate_up[i].w;
+        ws[n++] = L->wo;
+        ws[n++] = L->w_down;
+        for (int i = 0; i < n; i++) {
+            bytes += cv_wmat_bytes(ws[i]);
+            macs += cv_wmat_n_in(ws[i]) * cv_wmat_n_out(ws[i]);
+        }
+    }
+    bytes += cv_wmat_bytes(m->output);
+    macs += cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
+    m->matmul_bytes = bytes;
+    m->matmul_macs = macs;
+}
+
+int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err)
+{
+    static const cv_model_params defaults = { 0 };
+    if (!params)
+        params = &defaults;
+    const char *path = cv_gguf_path(g);
+    cv_model *m = cv_xcalloc(1, sizeof *m);
+    m->owned = cv_xcalloc(1, sizeof *m->owned);
+    m->gguf = g;
+    m->dequantized = params->dequantize;
+    int rc;
+
+    cv_str an;
+    rc = cv_gguf_get_str(g, "general.architecture", &an, err);
+    if (rc == CV_ENOTFOUND) {
+        rc = CV_CORRUPT(err, "%s: no 'general.architecture' key; this is not a model file (a vocab-only GGUF?)",
+                        path);
+        goto fail;
+    }
+    if (rc)
+        goto fail;
+    m->arch = cv_arch_find(an);
+    if (!m->arch) {
+        cv_buf names = { 0 };
+        for (int i = 0; i < cv_n_archs; i++)
+            cv_buf_printf(&names, "%s%s", i ? ", " : "", cv_archs[i]->name);
+        rc = cv_err_set(err, CV_EUNSUPPORTED, "%s: architecture '%.*s' is not supported (corvid runs %s)", path,
+                        (int)CV_MIN(an.len, 64), an.ptr, names.data);
+        cv_buf_free(&names);
+        goto fail;
+    }
+    if ((rc = read_hparams(g, m->arch, &m->hp, err)))
+        goto fail;
+
+    /* The vocabulary size comes from the embedding, so check it first. */
+    const cv_gguf_tensor *emb = cv_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb) {
+        rc = CV_CORRUPT(err, "%s: tensor 'token_embd.weight' is missing; a %s model needs it", path, m->arch->name);
+        goto fail;
+    }
+    if (emb->n_dims != 2 || emb->ne[1] < 1 || emb->ne[1] > CV_MAX_VOCAB) {
+        rc = CV_CORRUPT(err, "%s: tensor 'token_embd.weight' has %u dims and %lld rows; expected 2 dims and "
+                        "1..%d rows (the vocabulary)", path, emb->n_dims, (long long)emb->ne[1], CV_MAX_VOCAB);
+        goto fail;
+    }
+    m->hp.n_vocab = (int32_t)emb->ne[1];
+
+    const cv_gguf_tensor *f[CV_ROLE_COUNT] = { 0 };
+    if ((rc = find_tensors(g, m->arch, &m->hp, -1, f, err)))
+        goto fail;
+    m->tok_embd = f[CV_ROLE_TOKEN_EMBD];
+    m->output_norm = bind_vector(m, f[CV_ROLE_OUTPUT_NORM]);
+    m->tied_output = f[CV_ROLE_OUTPUT] == f[CV_ROLE_TOKEN_EMBD];
+    if ((rc = bind_matrix(m, f[CV_ROLE_OUTPUT], &m->output, err)))
+        goto fail;
+    const float *factors = bind_vector(m, f[CV_ROLE_ROPE_FREQS]);
+    if (factors) {
+        for (int i = 0; i < m->hp.n_rot / 2; i++) {
+            if (!(factors[i] > 0 && isfinite(factors[i]))) {
+                rc = CV_CORRUPT(err, "%s: tensor 'rope_freqs.weight' element %d = %g, must be a positive finite "
+                                "divisor", path, i, factors[i]);
+                goto fail;
+            }
+        }
+    }
+    m->rope = (cv_rope_params){
+        .style = m->arch->rope_style,
+        .n_rot = m->hp.n_rot,
+        .theta = m->hp.rope_theta,
+        .freq_scale = m->hp.rope_freq_scale,
+        .freq_factors = factors,
+    };
+
+    m->layers = cv_xcalloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if ((rc = bind_layer(m, il, !params->no_fuse, err)))
+            goto fail;
+    count_work(m);
+    *out = m;
+    return 0;
+fail:
+    free_model(m, false);
+    *out = NULL;
+    return rc;
+}
+
+int cv_model_open(const char *path, const cv_model_params *params, cv_model **out, cv_err *err)
+{
+    cv_gguf *g;
+    int rc = cv_gguf_open(path, &g, err);
+    if (rc) {
+        *out = NULL;
+        return rc;
+    }
+    rc = cv_model_open_gguf(g, params, out, err);
+    if (rc)
+        cv_gguf_close(g);
+    return rc;
+}
+
+void cv_model_embed(const cv_model *m, int32_t token, float *out)
+{
+    assert(token >= 0 && token < m->hp.n_vocab);
+    const cv_gguf_tensor *t = m->tok_embd;
+    size_t rb = cv_ggml_row_bytes(t->type, t->ne[0]);
+    cv_dequantize_row(t->type, (const char *)t->data + (size_t)token * rb, out, t->ne[0], NULL);
+}
+
+void cv_model_describe(const cv_model *m, cv_buf *out)
+{
+    const cv_hparams *hp = &m->hp;
+    cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ffn %d, vocab %d, rope %s theta %g%s%s, "
+                  "%s output, %.1f MiB of matrices",
+                  m->arch->name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
+                  hp->n_vocab, m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
+                  m->rope.freq_factors ? " (freq factors)" : "", hp->rope_freq_scale != 1.0f ? " (linear)" : "",
+                  m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
+}
+
+void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,
+                            float high_freq_factor, int32_t original_ctx)
+{
+    const double low_wavelen = original_ctx / (double)low_freq_factor;
+    const double high_wavelen = original_ctx / (double)high_freq_factor;
+    for (int i = 0; i < n_rot / 2; i++) {
+        double freq = pow(theta, -2.0 * i / n_rot);
+        double wavelen = 2 * M_PI / freq;
+        double f;
+        if (wavelen < high_wavelen) {
+            f = 1;
+        } else if (wavelen > low_wavelen) {
+            f = factor;
+        } else {
+            double smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+            f = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        factors[i] = (float)f;
+    }
+}

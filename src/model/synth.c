@@ -1,0 +1,298 @@
+/* synth.c — random-weight models with real architectures' shapes, for tests
+ * and benchmarks (`corvid synth`). The tensor list comes from the same
+ * descriptor the loader validates against, so a synthetic file is exactly
+ * what the loader expects of that architecture. Weights are drawn row by
+ * row from a xoshiro stream seeded by (seed, tensor, row), which makes the
+ * file byte-identical for a seed whatever the thread count, and quantized
+ * with the kernels' reference quantizers.
+ *
+ * Quantization mixes follow llama-quantize's default rules closely enough
+ * for realistic sizes and speeds (its per-tensor rules, restated):
+ *   q4_k_m / q5_k_m: Q4_K / Q5_K, but attn_v and ffn_down take Q6_K in the
+ *     "more bits" layers (the first and last eighth, and every third one in
+ *     between), and the output matrix (or a tied embedding) takes Q6_K;
+ *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
+ *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
+ *   tools do: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
+ * Norm weights and biases stay F32. Weights: matrices N(0, 1/fan_in), the
+ * embedding and the output N(0, 0.15^2), norms U(0.5, 1.5), biases
+ * N(0, 0.3^2). */
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/model.h"
+
+/* ---- shapes ---- */
+
+/* From each model's published config.json. */
+const cv_model_shape cv_model_shapes[] = {
+    /* The smallest shape whose rows fit every K-quant block (256). */
+    { "tiny", "llama", 2048, 256, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0, 0, 0 },
+    { "qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
+    { "qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
+    { "llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, 32, 1, 4, 8192 },
+};
+const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
+
+const cv_model_shape *cv_model_shape_find(const char *name)
+{
+    for (int i = 0; i < cv_n_model_shapes; i++)
+        if (!strcmp(cv_model_shapes[i].name, name))
+            return &cv_model_shapes[i];
+    return NULL;
+}
+
+/* ---- quantization mixes ---- */
+
+typedef struct mix {
+    const char *name;
+    uint32_t file_type; /* general.file_type (llama_ftype) */
+    uint32_t base;      /* most matrices */
+    uint32_t output;    /* the output matrix, or the embedding when tied */
+    uint32_t bumped;    /* attn_v / ffn_down of "more bits" layers; base if none */
+} mix;
+
+static const mix mixes[] = {
+    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32 },
+    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16 },
+    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0 },
+    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0 },
+    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
+    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
+    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
+};
+
+static bool more_bits(int il, int n)
+{
+    return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
+}
+
+static uint32_t fallback(uint32_t type, int64_t n_in)
+{
+    if (n_in % 256 == 0)
+        return type;
+    switch (type) {
+    case CV_GGML_Q4_K: return CV_GGML_Q5_0;
+    case CV_GGML_Q5_K: return CV_GGML_Q5_1;
+    case CV_GGML_Q6_K: return CV_GGML_Q8_0;
+    default: return type;
+    }
+}
+
+static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64_t n_in, bool tied)
+{
+    uint32_t t;
+    switch (role) {
+    case CV_ROLE_OUTPUT: t = x->output; break;
+    case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: t = more_bits(il, n_layer) ? x->bumped : x->base; break;
+    case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
+        t = x->base;
+        break;
+    default: return CV_GGML_F32; /* norms, biases, rope factors */
+    }
+    return fallback(t, n_in);
+}
+
+/* ---- generation ---- */
+
+typedef enum { DIST_NORMAL, DIST_UNIFORM_NORM, DIST_ROPE } dist;
+
+typedef struct gen_job {
+    uint32_t type;
+    int64_t n_in, n_rows;
+    size_t row_bytes;
+    char *data;
+    dist how;
+    float std;
+    uint64_t seed;
+    const cv_model_shape *shape;
+} gen_job;
+
+static void gen_rows(void *ctx, int ith, int nth)
+{
+    gen_job *j = ctx;
+    int64_t r0, r1;
+    cv_split_range(j->n_rows, ith, nth, 1, &r0, &r1);
+    float *row = cv_xmalloc((size_t)j->n_in * sizeof *row);
+    for (int64_t r = r0; r < r1; r++) {
+        cv_rng rng;
+        cv_rng_seed(&rng, j->seed ^ ((uint64_t)(r + 1) * 0xD1B54A32D192ED03ull));
+        if (j->how == DIST_ROPE) {
+            const cv_model_shape *s = j->shape;
+            cv_rope_llama3_factors(row, (int32_t)(2 * j->n_in), s->rope_theta, s->rope_factor, s->rope_low_freq,
+                                   s->rope_high_freq, s->rope_orig_ctx);
+        } else {
+            for (int64_t i = 0; i < j->n_in; i++)
+                row[i] = j->how == DIST_UNIFORM_NORM ? 0.5f + cv_rng_f32(&rng) : cv_rng_normal(&rng) * j->std;
+        }
+        int rc = cv_quantize_row(j->type, row, j->data + (size_t)r * j->row_bytes, j->n_in, NULL);
+        assert(rc == 0);
+        (void)rc;
+    }
+    free(row);
+}
+
+static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
+{
+    switch (d) {
+    case CV_DIM_ONE: return 1;
+    case CV_DIM_EMBD: return s->n_embd;
+    case CV_DIM_VOCAB: return n_vocab;
+    case CV_DIM_Q: return (int64_t)s->n_head * s->head_dim;
+    case CV_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
+    case CV_DIM_FF: return s->n_ff;
+    case CV_DIM_HEAD: return s->head_dim;
+    case CV_DIM_ROT_HALF: return s->head_dim / 2;
+    }
+    return 1;
+}
+
+static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shape *s)
+{
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a->name), key)
+    cv_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);
+    cv_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
+    cv_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
+    cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
+    cv_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
+    cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
+    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3) {
+        cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
+        cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
+    }
+    cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)s->head_dim);
+    cv_gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_theta);
+    cv_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->rms_eps);
+#undef KEY
+}
+
+/* Copies every tokenizer.* key of a vocab-only GGUF; returns its size. */
+static int copy_vocab(cv_gguf_writer *w, const char *path, int32_t *n_vocab, cv_err *err)
+{
+    cv_gguf *g;
+    int rc = cv_gguf_open(path, &g, err);
+    if (rc)
+        return rc;
+    const cv_gguf_value *tokens;
+    rc = cv_gguf_get_arr(g, "tokenizer.ggml.tokens", CV_GGUF_STRING, &tokens, err);
+    if (rc == CV_ENOTFOUND)
+        rc = cv_err_set(err, CV_EINVAL, "%s: no tokenizer.ggml.tokens array; --vocab needs a vocab GGUF", path);
+    if (rc == 0 && (tokens->arr.n < 1 || tokens->arr.n > CV_MAX_VOCAB))
+        rc = cv_err_set(err, CV_ELIMIT, "%s: %llu tokens, must be 1..%d", path,
+                        (unsigned long long)tokens->arr.n, CV_MAX_VOCAB);
+    if (rc == 0) {
+        *n_vocab = (int32_t)tokens->arr.n;
+        for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
+            cv_str k = cv_gguf_kv_key(g, i);
+            if (!cv_str_starts(k, CV_STR("tokenizer.")))
+                continue;
+            char *key = cv_xstrndup(k.ptr, k.len);
+            cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
+            free(key);
+        }
+    }
+    cv_gguf_close(g);
+    return rc;
+}
+
+int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
+{
+    const cv_arch *a = p->arch ? cv_arch_find(cv_str_of(p->arch)) : NULL;
+    if (!a)
+        return cv_err_set(err, CV_EINVAL, "synth: architecture '%s' is not one of llama, qwen2, qwen3",
+                          p->arch ? p->arch : "(none)");
+    const cv_model_shape *s = p->shape ? cv_model_shape_find(p->shape) : NULL;
+    if (!s) {
+        cv_buf names = { 0 };
+        for (int i = 0; i < cv_n_model_shapes; i++)
+            cv_buf_printf(&names, "%s%s", i ? ", " : "", cv_model_shapes[i].name);
+        int rc = cv_err_set(err, CV_EINVAL, "synth: shape '%s' is not one of %s", p->shape ? p->shape : "(none)",
+                            names.data);
+        cv_buf_free(&names);
+        return rc;
+    }
+    const mix *x = NULL;
+    for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
+        if (p->dtype && !strcmp(p->dtype, mixes[i].name))
+            x = &mixes[i];
+    if (!x)
+        return cv_err_set(err, CV_EINVAL, "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k",
+                          p->dtype ? p->dtype : "(none)");
+
+    cv_gguf_writer *w = cv_gguf_writer_create();
+    int32_t n_vocab = s->n_vocab;
+    int rc = 0;
+    char **bufs = NULL;
+    int n_bufs = 0;
+    if (p->vocab && (rc = copy_vocab(w, p->vocab, &n_vocab, err)))
+        goto out;
+    /* Keys in the usual order: general first. */
+    cv_gguf_writer_set_str(w, "general.architecture", cv_str_of(a->name));
+    char name[160];
+    snprintf(name, sizeof name, "corvid-synth %s %s %s seed %llu", a->name, s->name, x->name,
+             (unsigned long long)p->seed);
+    cv_gguf_writer_set_str(w, "general.name", cv_str_of(name));
+    cv_gguf_writer_set_u32(w, "general.file_type", x->file_type);
+    cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    set_hparams(w, a, s);
+
+    const bool rope_freqs = s->rope_factor > 0;
+    bufs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *bufs);
+    uint64_t tensor_index = 0;
+    for (int il = -1; il < s->n_layer && rc == 0; il++) {
+        for (int i = 0; i < a->n_tensors && rc == 0; i++) {
+            const cv_arch_tensor *d = &a->tensors[i];
+            bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
+            if (per_layer != (il >= 0))
+                continue;
+            if (d->need == CV_NEED_FALLBACK && s->tied)
+                continue;
+            if (d->need == CV_NEED_OPTIONAL && !(d->role == CV_ROLE_ROPE_FREQS && rope_freqs))
+                continue;
+            char tname[128];
+            if (per_layer)
+                snprintf(tname, sizeof tname, d->name, il);
+            else
+                snprintf(tname, sizeof tname, "%s", d->name);
+            int64_t ne[2] = { dim_of(s, d->ne0, n_vocab), dim_of(s, d->ne1, n_vocab) };
+            gen_job j = {
+                .type = pick_type(x, d->role, il, s->n_layer, ne[0], s->tied),
+                .n_in = ne[0],
+                .n_rows = ne[1],
+                .shape = s,
+                .seed = p->seed * 0x9E3779B97F4A7C15ull + (++tensor_index) * 0xBF58476D1CE4E5B9ull,
+            };
+            switch (d->role) {
+            case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
+            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM:
+                j.how = DIST_UNIFORM_NORM;
+                break;
+            case CV_ROLE_ROPE_FREQS: j.how = DIST_ROPE; break;
+            case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS:
+                j.how = DIST_NORMAL, j.std = 0.3f;
+                break;
+            /* Embedding and output alike: logits then have a spread of
+             * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
+            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j.how = DIST_NORMAL, j.std = 0.15f; break;
+            default: j.how = DIST_NORMAL, j.std = 1.0f / sqrtf((float)ne[0]); break;
+            }
+            j.row_bytes = cv_ggml_row_bytes(j.type, ne[0]);
+            size_t bytes = j.row_bytes * (size_t)ne[1];
+            j.data = bufs[n_bufs++] = cv_aligned_alloc(bytes);
+            cv_pool_run(p->pool, gen_rows, &j);
+            rc = cv_gguf_writer_add_tensor(w, tname, j.type, ne[1] > 1 ? 2 : 1, ne, j.data, bytes, err);
+        }
+    }
+    if (rc == 0)
+        rc = cv_gguf_writer_write(w, out_path, err);
+out:
+    for (int i = 0; i < n_bufs; i++)
+        cv_aligned_free(bufs[i]);
+    free(bufs);
+    cv_gguf_writer_destroy(w);
+    return rc;
+}

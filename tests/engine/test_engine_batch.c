@@ -1,0 +1,360 @@
+/* test_engine_batch.c — the batch shape and the paged cache: several
+ * sequences at different lengths and positions, interleaved in one forward
+ * call, give the logits each gets alone; prefill split in chunks equals one
+ * call; a forked sequence shares blocks and copies only on write; truncate
+ * rewinds; every malformed batch fails without changing any state. Runs on
+ * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
+ * with biases). */
+#include "ref_util.h"
+
+#define REF "reference/"
+
+static json_t *g_seqs;
+
+typedef struct fixture {
+    cv_model *m;
+    cv_engine *e;
+    int32_t V;
+} fixture;
+
+static bool open_fixture(fixture *f, const char *model, const cv_engine_params *ep)
+{
+    cv_err err = { 0 };
+    memset(f, 0, sizeof *f);
+    char rel[256];
+    snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
+    if (cv_model_open(test_data(rel), NULL, &f->m, &err) || cv_engine_create(f->m, ep, &f->e, &err)) {
+        CHECK_MSG(0, "%s: %s", model, err.msg);
+        if (f->m) cv_model_close(f->m);
+        return false;
+    }
+    f->V = f->m->hp.n_vocab;
+    return true;
+}
+
+static void close_fixture(fixture *f)
+{
+    cv_engine_destroy(f->e);
+    cv_model_close(f->m);
+}
+
+/* Logits of every position of ids when run alone in one call: [n][V]. */
+static float *alone(fixture *f, const int32_t *ids, int32_t n)
+{
+    bool *want = malloc((size_t)n);
+    for (int32_t i = 0; i < n; i++)
+        want[i] = true;
+    float *out = malloc((size_t)n * f->V * sizeof(float));
+    CHECK(ref_run(f->e, ids, n, want, out) == 0);
+    free(want);
+    return out;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* Three sequences of different lengths fed as: call 1 = A[0..90) interleaved
+ * with B[0..17) and C[0..1); call 2 = A[90..200), B[17..40), C[1..5)
+ * interleaved; then 6 single-token steps of all three at once. Every row's
+ * logits are compared with the sequence run alone. */
+static void check_interleaved(const char *model, double tol)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256 };
+    fixture f;
+    if (!open_fixture(&f, model, &ep))
+        return;
+    int32_t n200;
+    int32_t *src = ref_seq(g_seqs, strstr(model, "llama") ? "llama_spm" : "gpt2", "len200", &n200);
+    /* A: 206 ids; B: the same text from id 50 (46 ids); C: from id 120 (11). */
+    int32_t lens[3] = { 206, 46, 11 };
+    int32_t *ids[3];
+    for (int s = 0; s < 3; s++) {
+        ids[s] = malloc((size_t)lens[s] * sizeof(int32_t));
+        int32_t off = s == 0 ? 0 : s == 1 ? 50 : 120;
+        for (int32_t i = 0; i < lens[s]; i++)
+            ids[s][i] = src[(off + i) % n200];
+    }
+    float *ref[3];
+    for (int s = 0; s < 3; s++)
+        ref[s] = alone(&f, ids[s], lens[s]);
+
+    int32_t seq[3];
+    cv_err err = { 0 };
+    for (int s = 0; s < 3; s++)
+        CHECK(cv_engine_seq_open(f.e, &seq[s], &err) == 0);
+    int32_t stops[3][3] = { { 90, 200, 206 }, { 17, 40, 46 }, { 1, 5, 11 } };
+    int32_t done[3] = { 0, 0, 0 };
+    double worst = 0;
+    for (int call = 0; call < 8; call++) {
+        int32_t tok[256], sq[256], pos[256], who[256];
+        bool want[256];
+        int32_t n = 0;
+        /* Round-robin one token from each sequence until each reaches this
+         * call's stop (calls 2..7 are single steps). */
+        int32_t goal[3];
+        for (int s = 0; s < 3; s++)
+            goal[s] = call < 2 ? stops[s][call] : CV_MIN(done[s] + 1, lens[s]);
+        for (bool more = true; more;) {
+            more = false;
+            for (int s = 0; s < 3; s++) {
+                if (done[s] + (int32_t)0 >= goal[s])
+                    continue;
+                int32_t p = done[s]++;
+                tok[n] = ids[s][p], sq[n] = seq[s], pos[n] = p, who[n] = s, want[n] = true;
+                n++;
+                more = true;
+            }
+        }
+        if (n == 0)
+            break;
+        const float *lg;
+        int32_t nl;
+        if (cv_engine_forward(f.e, &(cv_batch){ n, tok, sq, pos, want }, &lg, &nl, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            break;
+        }
+        CHECK_EQ_INT(nl, n);
+        for (int32_t r = 0; r < nl; r++) {
+            double d = max_diff(lg + (size_t)r * f.V, ref[who[r]] + (size_t)pos[r] * f.V, f.V);
+            worst = fmax(worst, d);
+        }
+    }
+    for (int s = 0; s < 3; s++)
+        CHECK_EQ_INT(cv_engine_seq_len(f.e, seq[s]), lens[s]);
+    printf("  %s: interleaved batch vs alone: max|Δ| %.3g (tolerance %g)\n", model, worst, tol);
+    CHECK_MSG(worst <= tol, "%s: interleaved logits differ from single-sequence ones by %g > %g", model, worst, tol);
+    for (int s = 0; s < 3; s++) {
+        free(ids[s]);
+        free(ref[s]);
+    }
+    free(src);
+    close_fixture(&f);
+}
+
+TEST(interleaved_sequences_give_the_logits_each_gets_alone)
+{
+    /* F32: the matmul's batch paths may sum in another order: 1e-4. The int8
+     * path quantizes each row alone, so rows agree as closely. */
+    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3);
+    check_interleaved("tiny-llama-spm-Q8_0", 1e-3);
+}
+
+TEST(prefill_in_chunks_equals_prefill_in_one_call)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256 };
+    fixture f;
+    if (!open_fixture(&f, "tiny-llama-spm-Q4_K_M", &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "llama_spm", "len200", &n);
+    float *one = malloc((size_t)f.V * sizeof(float));
+    CHECK(ref_run(f.e, ids, n, NULL, one) == 0);
+    static const int32_t chunks[] = { 1, 7, 16, 17, 33, 126 }; /* 200 in all, crossing block edges */
+    int32_t seq, at = 0;
+    cv_err err = { 0 };
+    CHECK(cv_engine_seq_open(f.e, &seq, &err) == 0);
+    const float *lg = NULL;
+    for (size_t c = 0; c < CV_ARRAY_LEN(chunks); c++) {
+        int32_t pos[200], sq[200];
+        for (int32_t i = 0; i < chunks[c]; i++)
+            pos[i] = at + i, sq[i] = seq;
+        int32_t nl;
+        CHECK(cv_engine_forward(f.e, &(cv_batch){ chunks[c], ids + at, sq, pos, NULL }, &lg, &nl, &err) == 0);
+        at += chunks[c];
+    }
+    CHECK_EQ_INT(at, n);
+    double d = lg ? max_diff(one, lg, f.V) : 1;
+    CHECK_MSG(d <= 1e-3, "chunked prefill differs by %g", d);
+    free(one);
+    free(ids);
+    close_fixture(&f);
+}
+
+TEST(forked_sequence_shares_blocks_and_copies_only_on_write)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 3, .n_kv_tokens = 256 };
+    fixture f;
+    if (!open_fixture(&f, "tiny-qwen3-gpt2-F32", &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    /* Prefix of 40 ids (2.5 blocks), then two different continuations. */
+    int32_t a[48], b[48];
+    memcpy(a, ids, 48 * sizeof *a);
+    memcpy(b, ids, 40 * sizeof *b);
+    memcpy(b + 40, ids + 100, 8 * sizeof *b);
+    float *ra = malloc((size_t)f.V * sizeof(float)), *rb = malloc((size_t)f.V * sizeof(float));
+    CHECK(ref_run(f.e, a, 48, NULL, ra) == 0);
+    CHECK(ref_run(f.e, b, 48, NULL, rb) == 0);
+
+    cv_err err = { 0 };
+    const int32_t total = cv_engine_kv_free_blocks(f.e);
+    int32_t s0, s1, pos[48], sq[48], nl;
+    const float *lg;
+    CHECK(cv_engine_seq_open(f.e, &s0, &err) == 0);
+    for (int i = 0; i < 40; i++)
+        pos[i] = i, sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 40, a, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 3);
+    CHECK(cv_engine_seq_fork(f.e, s0, &s1, &err) == 0);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 3); /* shared, not copied */
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s1), 40);
+    /* s1 writes into the shared third block: exactly one copy. */
+    for (int i = 0; i < 8; i++)
+        pos[i] = 40 + i, sq[i] = s1;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, b + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 4);
+    CHECK_MSG(max_diff(lg, rb, f.V) <= 1e-4, "fork continuation b differs by %g", max_diff(lg, rb, f.V));
+    for (int i = 0; i < 8; i++)
+        sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, a + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 4); /* s0 now owns its block alone */
+    CHECK_MSG(max_diff(lg, ra, f.V) <= 1e-4, "original continuation a differs by %g (did the fork's write leak?)",
+              max_diff(lg, ra, f.V));
+    cv_engine_seq_close(f.e, s0);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 3); /* s1's blocks: 2 shared-then-sole + its copy */
+    cv_engine_seq_close(f.e, s1);
+    CHECK_EQ_INT(cv_engine_kv_free_blocks(f.e), total);
+    free(ra);
+    free(rb);
+    free(ids);
+    close_fixture(&f);
+}
+
+TEST(truncated_sequence_continues_as_if_the_tail_never_happened)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256 };
+    fixture f;
+    if (!open_fixture(&f, "tiny-qwen2-gpt2-F32", &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    int32_t want_ids[60];
+    memcpy(want_ids, ids, 37 * sizeof(int32_t));
+    memcpy(want_ids + 37, ids + 150, 23 * sizeof(int32_t));
+    float *ref = malloc((size_t)f.V * sizeof(float));
+    CHECK(ref_run(f.e, want_ids, 60, NULL, ref) == 0);
+    cv_err err = { 0 };
+    int32_t s, pos[100], sq[100], nl;
+    const float *lg;
+    const int32_t total = cv_engine_kv_free_blocks(f.e);
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    for (int i = 0; i < 100; i++)
+        pos[i] = i, sq[i] = s;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 100, ids, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    cv_engine_seq_truncate(f.e, s, 37);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 37);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(f.e), 3);
+    for (int i = 0; i < 23; i++)
+        pos[i] = 37 + i;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 23, ids + 150, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(max_diff(lg, ref, f.V) <= 1e-4, "after truncate: %g", max_diff(lg, ref, f.V));
+    free(ref);
+    free(ids);
+    close_fixture(&f);
+}
+
+TEST(malformed_batches_fail_and_change_nothing)
+{
+    cv_engine_params ep = { .n_threads = 1, .n_ctx = 40, .n_seq_max = 2, .n_kv_tokens = 48, .n_batch = 32,
+                            .n_logits = 4 };
+    fixture f;
+    if (!open_fixture(&f, "tiny-qwen3-gpt2-Q8_0", &ep))
+        return;
+    cv_err err = { 0 };
+    int32_t s, s2, s3;
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    CHECK(cv_engine_seq_open(f.e, &s2, &err) == 0);
+    CHECK_EQ_INT(cv_engine_seq_open(f.e, &s3, &err), CV_EBUSY);
+    int32_t tok[40], pos[40], sq[40], nl;
+    for (int i = 0; i < 40; i++)
+        tok[i] = i + 10, pos[i] = i, sq[i] = s;
+    const float *lg;
+    const int32_t free0 = cv_engine_kv_free_blocks(f.e);
+    struct {
+        const char *what;
+        cv_batch b;
+        int code;
+        const char *msg;
+    } cases[] = {
+        { "empty batch", { 0, tok, sq, pos, NULL }, CV_EINVAL, "1..32" },
+        { "more tokens than n_batch", { 33, tok, sq, pos, NULL }, CV_EINVAL, "1..32" },
+        { "token id past the vocabulary", { 1, (int32_t[]){ 4096 }, sq, pos, NULL }, CV_EINVAL, "0..4095" },
+        { "negative token id", { 1, (int32_t[]){ -1 }, sq, pos, NULL }, CV_EINVAL, "0..4095" },
+        { "closed sequence", { 1, tok, (int32_t[]){ 3 }, pos, NULL }, CV_EINVAL, "not open" },
+        { "position gap", { 2, tok, sq, (int32_t[]){ 0, 2 }, NULL }, CV_EINVAL, "expected 1" },
+        { "position not at the end", { 1, tok, sq, (int32_t[]){ 5 }, NULL }, CV_EINVAL, "expected 0" },
+        { "too many logit rows", { 5, tok, sq, pos, (bool[]){ 1, 1, 1, 1, 1 } }, CV_EINVAL, "4 rows" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_err_clear(&err);
+        int rc = cv_engine_forward(f.e, &cases[i].b, &lg, &nl, &err);
+        CHECK_MSG(rc == cases[i].code && strstr(err.msg, cases[i].msg), "%s: rc %d, \"%s\"", cases[i].what, rc,
+                  err.msg);
+        CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 0);
+        CHECK_EQ_INT(cv_engine_kv_free_blocks(f.e), free0);
+    }
+    /* Context: 32 fit, then 8 more reach 40, then one more is refused. */
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 32, tok, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, tok + 32, sq, pos + 32, NULL }, &lg, &nl, &err) == 0);
+    int32_t p40 = 40;
+    CHECK_EQ_INT(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq, &p40, NULL }, &lg, &nl, &err), CV_ELIMIT);
+    CHECK(strstr(err.msg, "context") != NULL);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 40);
+    /* KV pool: 3 blocks of 16 in all; s holds 3 (40 positions), so s2 gets none. */
+    int32_t sq2[1] = { s2 };
+    CHECK_EQ_INT(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq2, pos, NULL }, &lg, &nl, &err), CV_ELIMIT);
+    CHECK(strstr(err.msg, "KV cache is full") != NULL);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s2), 0);
+    cv_engine_seq_close(f.e, s);
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq2, pos, NULL }, &lg, &nl, &err) == 0);
+    close_fixture(&f);
+}
+
+TEST(engine_parameters_out_of_range_are_refused)
+{
+    cv_model *m;
+    cv_err err = { 0 };
+    if (cv_model_open(test_data(REF "models/tiny-qwen3-gpt2-Q8_0.gguf"), NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    struct {
+        cv_engine_params p;
+        int code;
+    } cases[] = {
+        { { .n_ctx = CV_MAX_CONTEXT + 1 }, CV_ELIMIT },
+        { { .n_seq_max = CV_MAX_SEQS + 1 }, CV_ELIMIT },
+        { { .n_batch = CV_MAX_BATCH_TOKENS + 1 }, CV_ELIMIT },
+        { { .kv_type = CV_GGML_Q8_0 }, CV_EINVAL },
+        { { .n_threads = 5000 }, CV_EINVAL },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_engine *e = NULL;
+        int rc = cv_engine_create(m, &cases[i].p, &e, &err);
+        CHECK_MSG(rc == cases[i].code && e == NULL, "case %zu: rc %d (%s)", i, rc, err.msg);
+    }
+    cv_model_close(m);
+}
+
+int main(void)
+{
+    test_require_data();
+    g_seqs = ref_json(test_data(REF "sequences.json"));
+    if (!g_seqs)
+        return 1;
+    RUN(interleaved_sequences_give_the_logits_each_gets_alone);
+    RUN(prefill_in_chunks_equals_prefill_in_one_call);
+    RUN(forked_sequence_shares_blocks_and_copies_only_on_write);
+    RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
+    RUN(malformed_batches_fail_and_change_nothing);
+    RUN(engine_parameters_out_of_range_are_refused);
+    json_decref(g_seqs);
+    return test_report();
+}

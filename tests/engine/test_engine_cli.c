@@ -1,0 +1,165 @@
+/* test_engine_cli.c — `corvid synth`, `run` and `bench` as a user runs
+ * them: the release binary (CV_RELEASE_BIN; `make test` builds it), its
+ * exit codes, stdout and stderr. stories260K run greedy with --ids prints
+ * exactly the documented ids; bench's JSON parses and its output hash is
+ * the same on a second run; bad flags exit 2 with the usage. */
+#include <sys/wait.h>
+
+#include "ref_util.h"
+
+static const char *bin = CV_RELEASE_BIN;
+
+/* Runs a shell command line; captures stdout (and stderr when err != NULL). */
+static int sh(const char *cmdline, cv_buf *out, cv_buf *err)
+{
+    char errpath[512] = "";
+    cv_buf cmd = { 0 };
+    if (err) {
+        ref_tmp_path(errpath, sizeof errpath, "stderr");
+        cv_buf_printf(&cmd, "%s 2>'%s'", cmdline, errpath);
+    } else {
+        cv_buf_printf(&cmd, "%s 2>/dev/null", cmdline);
+    }
+    FILE *f = popen(cmd.data, "r");
+    cv_buf_free(&cmd);
+    if (!f)
+        return -1;
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (out)
+            cv_buf_append(out, chunk, n);
+    int st = pclose(f);
+    if (err) {
+        cv_read_file(errpath, err, 1u << 20, NULL);
+        unlink(errpath);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(run_with_ids_prints_the_documented_stories260k_continuation)
+{
+    char model[512], cmd[2048];
+    ref_tmp_path(model, sizeof model, "cli-stories");
+    snprintf(cmd, sizeof cmd, "'%s' import llama2c '%s' '%s' -o '%s'", bin, test_data("models/stories260K.bin"),
+             test_data("models/tok512.bin"), model);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    cv_buf out = { 0 }, err = { 0 };
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' --ids -p 1 -n 256 --temp 0 --threads 2", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    json_t *expect = ref_json(test_data("models/stories260K.greedy_t0.token_ids.json"));
+    char *p = out.data;
+    int same = 0;
+    for (size_t i = 0; p && i < json_array_size(expect); i++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v != json_integer_value(json_array_get(expect, i)))
+            break;
+        same++;
+        p = end;
+    }
+    CHECK_MSG(same == 256, "corvid run printed %d of the 256 documented ids", same);
+    CHECK(strstr(err.data ? err.data : "", "generated 256 tokens") != NULL);
+    /* Text mode: an empty prompt is BOS alone; the continuation is the
+     * documented text (run prints a final newline, as llama2.c's run did). */
+    cv_buf_reset(&out);
+    cv_buf_reset(&err);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' -p '' -n 256 --temp 0 --threads 2", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    cv_buf want = { 0 };
+    CHECK(cv_read_file(test_data("models/stories260K.greedy_t0.expected.txt"), &want, 1 << 20, NULL) == 0);
+    CHECK_MSG(out.len == want.len && memcmp(out.data, want.data, want.len) == 0, "corvid run text:\n%s\nexpected:\n%s",
+              out.data ? out.data : "", want.data);
+    cv_buf_free(&want);
+    /* A prompt continues with its own leading space kept. */
+    cv_buf_reset(&out);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' -p 'Once upon a time' -n 8 --temp 0", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+    CHECK_MSG(out.data && out.data[0] == ',', "continuation of 'Once upon a time': \"%s\"", out.data ? out.data : "");
+    cv_buf_reset(&out);
+    cv_buf_reset(&err);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' --ids -p '1 999' -n 4", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 2);
+    CHECK(err.data && strstr(err.data, "0..511"));
+    json_decref(expect);
+    cv_buf_free(&out);
+    cv_buf_free(&err);
+    unlink(model);
+}
+
+TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
+{
+    char model[512], cmd[2048];
+    ref_tmp_path(model, sizeof model, "cli-synth");
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --arch qwen2 --dtype q8_0 --seed 3 -o '%s'", bin, model);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd, "'%s' info '%s'", bin, model);
+    cv_buf out = { 0 };
+    CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+    CHECK(out.data && strstr(out.data, "blk.1.attn_k.bias"));
+    char hash[2][17] = { "", "" };
+    for (int r = 0; r < 2; r++) {
+        cv_buf_reset(&out);
+        snprintf(cmd, sizeof cmd, "'%s' bench '%s' -p 32 -n 8 --batch 1,3 --repeats 1 --no-probe --json --threads 2",
+                 bin, model);
+        CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+        cv_err err = { 0 };
+        json_t *j = out.data ? cv_json_parse(out.data, out.len, &err) : NULL;
+        CHECK_MSG(j != NULL, "bench --json: %s", err.msg);
+        if (!j)
+            continue;
+        CHECK(json_number_value(json_object_get(json_object_get(j, "prefill"), "tok_s")) > 0);
+        json_t *dec = json_object_get(j, "decode");
+        CHECK_EQ_INT(json_array_size(dec), 2);
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(dec, 1), "batch")), 3);
+        const char *h = json_string_value(json_object_get(json_array_get(dec, 0), "hash"));
+        CHECK(h && strlen(h) == 16);
+        if (h)
+            snprintf(hash[r], sizeof hash[r], "%s", h);
+        json_decref(j);
+    }
+    CHECK_MSG(strcmp(hash[0], hash[1]) == 0, "bench output hash changed between runs: %s vs %s", hash[0], hash[1]);
+    cv_buf_free(&out);
+    unlink(model);
+}
+
+TEST(bad_flags_exit_2_with_the_usage)
+{
+    static const char *const lines[] = {
+        "synth --shape nope -o /tmp/corvid-x.gguf",
+        "synth --shape tiny --dtype q3_k -o /tmp/corvid-x.gguf",
+        "synth --shape tiny",
+        "run",
+        "run /nonexistent.gguf",
+        "bench /nonexistent.gguf --batch 0",
+        "bench /nonexistent.gguf -p x",
+        "run /nonexistent.gguf -p 1 --temp -3",
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(lines); i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' %s", bin, lines[i]);
+        cv_buf err = { 0 };
+        int rc = sh(cmd, NULL, &err);
+        CHECK_MSG(rc == 2 && err.data && (strstr(err.data, "usage:") || strstr(err.data, "not one of")),
+                  "`corvid %s`: exit %d, stderr \"%s\"", lines[i], rc, err.data ? err.data : "");
+        cv_buf_free(&err);
+    }
+    /* A missing model file is an error of the file (exit 1), named. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' run /nonexistent.gguf --ids -p 1", bin);
+    cv_buf err = { 0 };
+    CHECK_EQ_INT(sh(cmd, NULL, &err), 1);
+    CHECK(err.data && strstr(err.data, "/nonexistent.gguf"));
+    cv_buf_free(&err);
+}
+
+int main(void)
+{
+    test_require_data();
+    if (access(bin, X_OK) != 0)
+        test_skip("the release binary is not built (make release)");
+    RUN(run_with_ids_prints_the_documented_stories260k_continuation);
+    RUN(synth_then_bench_reports_ceilings_and_a_stable_output_hash);
+    RUN(bad_flags_exit_2_with_the_usage);
+    return test_report();
+}

@@ -1,0 +1,401 @@
+/* test_model.c — the loader against hostile and unusual files, and the
+ * descriptor-driven binding. Each hostile case is a reference model copied
+ * through the GGUF writer with one thing changed (a tensor dropped,
+ * reshaped or retyped, a key removed or set out of range); every one must
+ * fail with the right code and a message naming what is wrong, never
+ * abort. Then: head_dim from key_length, tied and untied outputs, fused
+ * and separate projections computing the same logits, llama3 RoPE factors
+ * (the rule and the tensor really being used), linear scaling, and a
+ * bounded storm of random hyper-parameters that must never crash. */
+#include "../engine/ref_util.h"
+
+#define REF "reference/models/"
+
+/* ---- copying a model with one change ---- */
+
+typedef struct mutation {
+    const char *drop_tensor;   /* leave this tensor out */
+    const char *tensor;        /* change this tensor: */
+    int64_t ne0, ne1;          /*   new shape when ne0 > 0 (same byte count) */
+    int type;                  /*   new type id when >= 0 */
+    const char *key;           /* change this key: */
+    enum { KEEP, REMOVE, SET_STR, SET_U32, SET_F32, SET_I32_NEG } op;
+    const char *str;
+    uint32_t u32;
+    float f32;
+    const char *add_tensor;    /* an extra f32 vector of add_n elements, all add_value */
+    int64_t add_n;
+    float add_value;
+} mutation;
+
+static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
+{
+    cv_gguf *g;
+    int rc = cv_gguf_open(test_data(src), &g, err);
+    if (rc)
+        return rc;
+    cv_gguf_writer *w = cv_gguf_writer_create();
+    for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
+        cv_str k = cv_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
+    }
+    if (mu->key) {
+        switch (mu->op) {
+        case REMOVE: cv_gguf_writer_remove(w, mu->key); break;
+        case SET_STR: cv_gguf_writer_set_str(w, mu->key, cv_str_of(mu->str)); break;
+        case SET_U32: cv_gguf_writer_set_u32(w, mu->key, mu->u32); break;
+        case SET_F32: cv_gguf_writer_set_f32(w, mu->key, mu->f32); break;
+        case SET_I32_NEG: cv_gguf_writer_set_i32(w, mu->key, -(int32_t)mu->u32); break;
+        case KEEP: break;
+        }
+    }
+    float *extra = NULL;
+    for (int64_t i = 0; rc == 0 && i < cv_gguf_n_tensors(g); i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        if (mu->drop_tensor && !strcmp(t->name, mu->drop_tensor))
+            continue;
+        int64_t ne[4] = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
+        uint32_t type = t->type, n_dims = t->n_dims;
+        if (mu->tensor && !strcmp(t->name, mu->tensor)) {
+            if (mu->ne0 > 0) {
+                ne[0] = mu->ne0, ne[1] = mu->ne1;
+                n_dims = mu->ne1 > 1 ? 2 : 1;
+            }
+            if (mu->type >= 0)
+                type = (uint32_t)mu->type;
+        }
+        rc = cv_gguf_writer_add_tensor(w, t->name, type, n_dims, ne, t->data, t->n_bytes, err);
+    }
+    if (rc == 0 && mu->add_tensor) {
+        extra = malloc((size_t)mu->add_n * sizeof *extra);
+        for (int64_t i = 0; i < mu->add_n; i++)
+            extra[i] = mu->add_value;
+        rc = cv_gguf_writer_add_tensor(w, mu->add_tensor, CV_GGML_F32, 1, (int64_t[]){ mu->add_n }, extra,
+                                       (size_t)mu->add_n * 4, err);
+    }
+    if (rc == 0)
+        rc = cv_gguf_writer_to_buf(w, out, err);
+    free(extra);
+    cv_gguf_writer_destroy(w);
+    cv_gguf_close(g);
+    return rc;
+}
+
+/* Opens the mutated model from memory; the caller closes *m (if 0) and
+ * frees buf after. */
+static int open_mutated(const char *src, const mutation *mu, const cv_model_params *mp, cv_buf *buf, cv_model **m,
+                        cv_err *err)
+{
+    *m = NULL;
+    int rc = build(src, mu, buf, err);
+    if (rc) {
+        CHECK_MSG(0, "building the mutated file: %s", err->msg);
+        return rc;
+    }
+    cv_gguf *g;
+    rc = cv_gguf_open_memory(buf->data, buf->len, "mutated.gguf", &g, err);
+    if (rc)
+        return rc;
+    rc = cv_model_open_gguf(g, mp, m, err);
+    if (rc)
+        cv_gguf_close(g);
+    return rc;
+}
+
+TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
+{
+    struct {
+        const char *src;
+        mutation mu;
+        int code;
+        const char *msg;
+    } cases[] = {
+        { REF "tiny-qwen3-gpt2-Q8_0.gguf", { .drop_tensor = "blk.1.ffn_up.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.1.ffn_up.weight' is missing" },
+        { REF "tiny-qwen3-gpt2-Q8_0.gguf", { .drop_tensor = "blk.0.attn_k_norm.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.0.attn_k_norm.weight' is missing" },
+        { REF "tiny-qwen2-gpt2-Q8_0.gguf", { .drop_tensor = "blk.0.attn_v.bias", .type = -1 }, CV_ECORRUPT,
+          "'blk.0.attn_v.bias' is missing" },
+        { REF "tiny-qwen3-gpt2-Q8_0.gguf", { .tensor = "blk.0.attn_q.weight", .ne0 = 512, .ne1 = 256, .type = -1 },
+          CV_ECORRUPT, "'blk.0.attn_q.weight' has shape [512, 256" },
+        { REF "tiny-llama-spm-F32.gguf", { .tensor = "blk.1.ffn_norm.weight", .type = CV_GGML_I32 },
+          CV_EUNSUPPORTED, "type i32" },
+        { REF "tiny-llama-spm-Q4_0.gguf", { .tensor = "blk.0.attn_q.weight", .type = 20 /* iq4_nl, same size */ },
+          CV_EUNSUPPORTED, "'blk.0.attn_q.weight' has type iq4_nl" },
+        { REF "tiny-llama-spm-F32.gguf", { .type = -1, .key = "general.architecture", .op = SET_STR, .str = "gemma" },
+          CV_EUNSUPPORTED, "architecture 'gemma' is not supported" },
+        { REF "tiny-llama-spm-F32.gguf", { .type = -1, .key = "general.architecture", .op = REMOVE }, CV_ECORRUPT,
+          "not a model file" },
+        { REF "tiny-qwen3-gpt2-F32.gguf", { .type = -1, .key = "qwen3.block_count", .op = REMOVE }, CV_ECORRUPT,
+          "'qwen3.block_count' is missing" },
+        { REF "tiny-qwen3-gpt2-F32.gguf", { .type = -1, .key = "qwen3.block_count", .op = SET_U32, .u32 = 1u << 30 },
+          CV_ECORRUPT, "'qwen3.block_count' = 1073741824, must be 1..1024" },
+        { REF "tiny-qwen3-gpt2-F32.gguf", { .type = -1, .key = "qwen3.block_count", .op = SET_U32, .u32 = 3 },
+          CV_ECORRUPT, "'blk.2.attn_norm.weight' is missing" },
+        { REF "tiny-qwen3-gpt2-F32.gguf",
+          { .type = -1, .key = "qwen3.embedding_length", .op = SET_I32_NEG, .u32 = 256 }, CV_ECORRUPT,
+          "'qwen3.embedding_length' = -256" },
+        { REF "tiny-qwen3-gpt2-F32.gguf", { .type = -1, .key = "qwen3.embedding_length", .op = SET_STR, .str = "256" },
+          CV_ECORRUPT, "'qwen3.embedding_length' is string" },
+        { REF "tiny-qwen3-gpt2-F32.gguf",
+          { .type = -1, .key = "qwen3.attention.head_count_kv", .op = SET_U32, .u32 = 3 }, CV_ECORRUPT,
+          "do not split evenly" },
+        { REF "tiny-qwen3-gpt2-F32.gguf",
+          { .type = -1, .key = "qwen3.attention.head_count_kv", .op = SET_U32, .u32 = 16 }, CV_ECORRUPT,
+          "head_count_kv' = 16, must be 1..8" },
+        { REF "tiny-qwen2-gpt2-F32.gguf",
+          { .type = -1, .key = "qwen2.attention.key_length", .op = SET_U32, .u32 = 64 }, CV_ECORRUPT,
+          "'blk.0.attn_q.weight' has shape [256, 256, 1, 1], expected [256, 512]" },
+        { REF "tiny-qwen3-gpt2-F32.gguf",
+          { .type = -1, .key = "qwen3.attention.value_length", .op = SET_U32, .u32 = 32 }, CV_EUNSUPPORTED,
+          "value head size 32" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .key = "llama.rope.dimension_count", .op = SET_U32, .u32 = 31 }, CV_ECORRUPT, "even" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .key = "llama.rope.dimension_count", .op = SET_U32, .u32 = 64 }, CV_ECORRUPT, "must be 2..32" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .key = "llama.rope.scaling.type", .op = SET_STR, .str = "yarn" }, CV_EUNSUPPORTED,
+          "RoPE scaling 'yarn'" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .key = "llama.attention.layer_norm_rms_epsilon", .op = SET_F32, .f32 = NAN }, CV_ECORRUPT,
+          "layer_norm_rms_epsilon' = nan" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .add_tensor = "rope_freqs.weight", .add_n = 16, .add_value = 0 }, CV_ECORRUPT,
+          "'rope_freqs.weight' element 0 = 0" },
+        { REF "tiny-llama-spm-F32.gguf",
+          { .type = -1, .add_tensor = "rope_freqs.weight", .add_n = 15, .add_value = 1 }, CV_ECORRUPT,
+          "'rope_freqs.weight' has shape [15" },
+        { REF "tiny-llama-spm-F32.gguf", { .tensor = "token_embd.weight", .ne0 = 256 * 2048, .ne1 = 1, .type = -1 },
+          CV_ECORRUPT, "'token_embd.weight' has 1 dims" },
+        { REF "tiny-llama-spm-F32.gguf", { .tensor = "output.weight", .ne0 = 512, .ne1 = 1024, .type = -1 },
+          CV_ECORRUPT, "'output.weight' has shape [512, 1024" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_buf buf = { 0 };
+        cv_model *m = NULL;
+        cv_err err = { 0 };
+        int rc = open_mutated(cases[i].src, &cases[i].mu, NULL, &buf, &m, &err);
+        CHECK_MSG(rc == cases[i].code && m == NULL && strstr(err.msg, cases[i].msg) &&
+                      strncmp(err.msg, "mutated.gguf: ", 14) == 0,
+                  "case %zu: rc %d (want %d), \"%s\" (want \"%s\")", i, rc, cases[i].code, err.msg, cases[i].msg);
+        if (m)
+            cv_model_close(m);
+        cv_buf_free(&buf);
+    }
+    /* Vocab-only GGUFs (real files with no tensors at all). */
+    cv_model *m;
+    cv_err err = { 0 };
+    int rc = cv_model_open(test_data("vocab/ggml-vocab-gpt-2.gguf"), NULL, &m, &err);
+    CHECK_MSG(rc == CV_EUNSUPPORTED && strstr(err.msg, "architecture 'gpt2'"), "vocab-only gpt2: %d %s", rc, err.msg);
+    rc = cv_model_open(test_data("vocab/ggml-vocab-llama-spm.gguf"), NULL, &m, &err);
+    CHECK_MSG(rc == CV_ECORRUPT && strstr(err.msg, "'token_embd.weight' is missing"), "vocab-only llama: %d %s", rc,
+              err.msg);
+    rc = cv_model_open("/nonexistent/model.gguf", NULL, &m, &err);
+    CHECK(rc != 0 && m == NULL && strstr(err.msg, "/nonexistent/model.gguf"));
+}
+
+TEST(random_hyperparameters_never_crash_the_loader)
+{
+    static const char *const keys[] = {
+        "qwen3.embedding_length", "qwen3.block_count", "qwen3.feed_forward_length", "qwen3.attention.head_count",
+        "qwen3.attention.head_count_kv", "qwen3.attention.key_length", "qwen3.attention.value_length",
+        "qwen3.rope.dimension_count", "qwen3.context_length",
+    };
+    cv_rng r;
+    cv_rng_seed(&r, 42);
+    int ok = 0, failed = 0;
+    for (int i = 0; i < 60; i++) {
+        mutation mu = { .type = -1, .key = keys[i % CV_ARRAY_LEN(keys)], .op = SET_U32 };
+        static const uint32_t interesting[] = { 0, 1, 2, 3, 7, 8, 16, 31, 32, 63, 64, 128, 255, 256, 257, 512,
+                                                4096, 65535, 1u << 20, 1u << 31, UINT32_MAX };
+        mu.u32 = interesting[cv_rng_below(&r, CV_ARRAY_LEN(interesting))];
+        cv_buf buf = { 0 };
+        cv_model *m = NULL;
+        cv_err err = { 0 };
+        int rc = open_mutated(REF "tiny-qwen3-gpt2-Q8_0.gguf", &mu, NULL, &buf, &m, &err);
+        if (rc == 0) {
+            ok++;
+            cv_model_close(m);
+        } else {
+            failed++;
+            CHECK_MSG(err.msg[0] != 0, "%s = %u failed without a message", mu.key, mu.u32);
+        }
+        cv_buf_free(&buf);
+    }
+    CHECK(failed > 0 && ok > 0); /* some values are the real ones or harmless (context_length) */
+}
+
+TEST(qwen3_head_dim_comes_from_key_length_and_outputs_tie_or_not)
+{
+    struct {
+        const char *file;
+        int32_t head_dim, n_rot;
+        bool tied;
+        cv_rope_style style;
+        bool q_norm, bias;
+    } cases[] = {
+        { REF "tiny-qwen3-gpt2-Q4_K_M.gguf", 64, 64, true, CV_ROPE_NEOX, true, false },
+        { REF "tiny-qwen2-gpt2-Q8_0.gguf", 32, 32, true, CV_ROPE_NEOX, false, true },
+        { REF "tiny-llama-spm-Q5_K_M.gguf", 32, 32, false, CV_ROPE_NORM, false, false },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_model *m;
+        cv_err err = { 0 };
+        if (cv_model_open(test_data(cases[i].file), NULL, &m, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            continue;
+        }
+        CHECK_EQ_INT(m->hp.head_dim, cases[i].head_dim);
+        CHECK_EQ_INT(m->hp.n_rot, cases[i].n_rot);
+        CHECK_EQ_INT(m->tied_output, cases[i].tied);
+        CHECK_EQ_INT(m->rope.style, cases[i].style);
+        CHECK_EQ_INT(m->layers[1].q_norm != NULL, cases[i].q_norm);
+        CHECK_EQ_INT(m->layers[1].k_bias != NULL, cases[i].bias);
+        CHECK(m->matmul_bytes > 0 && m->matmul_macs > 0);
+        cv_buf d = { 0 };
+        cv_model_describe(m, &d);
+        CHECK(strstr(d.data, m->arch->name) == d.data);
+        cv_buf_free(&d);
+        cv_model_close(m);
+    }
+}
+
+static float *last_logits(cv_model *m, const int32_t *ids, int32_t n)
+{
+    cv_engine *e;
+    cv_err err = { 0 };
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256 };
+    if (cv_engine_create(m, &ep, &e, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return NULL;
+    }
+    float *out = malloc((size_t)m->hp.n_vocab * sizeof(float));
+    CHECK(ref_run(e, ids, n, NULL, out) == 0);
+    cv_engine_destroy(e);
+    return out;
+}
+
+static double diff(const float *a, const float *b, int32_t n)
+{
+    double d = 0;
+    for (int32_t i = 0; i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+TEST(fused_and_separate_projections_compute_the_same_logits)
+{
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (i * 37) % 2048;
+    const char *files[] = { REF "tiny-llama-spm-Q4_K_M.gguf", REF "tiny-qwen2-gpt2-Q8_0.gguf" };
+    for (size_t f = 0; f < CV_ARRAY_LEN(files); f++) {
+        for (int deq = 0; deq < 2; deq++) {
+            cv_model *a, *b;
+            cv_err err = { 0 };
+            cv_model_params pa = { .dequantize = deq }, pb = { .dequantize = deq, .no_fuse = true };
+            if (cv_model_open(test_data(files[f]), &pa, &a, &err) || cv_model_open(test_data(files[f]), &pb, &b, &err)) {
+                CHECK_MSG(0, "%s", err.msg);
+                continue;
+            }
+            CHECK_EQ_INT(b->layers[0].n_qkv, 3);
+            CHECK_EQ_INT(b->layers[0].n_gate_up, 2);
+            /* Q4_K_M mixes types inside a layer only for v/down: q/k/v of
+             * layer 1 differ (v is Q6_K), so that group stays separate. */
+            /* One matmul per run of one dtype: Q4_K_M's layer 1 has a Q6_K
+             * attn_v, so q|k stack and v stays apart there. */
+            CHECK_EQ_INT(a->layers[0].n_qkv, 1);
+            CHECK_EQ_INT(a->layers[1].n_qkv, deq || f == 1 ? 1 : 2);
+            CHECK_EQ_INT(a->layers[0].n_gate_up, 1);
+            CHECK_EQ_INT(a->matmul_macs, b->matmul_macs);
+            float *la = last_logits(a, ids, 40), *lb = last_logits(b, ids, 40);
+            if (la && lb)
+                CHECK_MSG(diff(la, lb, a->hp.n_vocab) <= 1e-5, "%s deq=%d: fused vs separate %g", files[f], deq,
+                          diff(la, lb, a->hp.n_vocab));
+            free(la);
+            free(lb);
+            cv_model_close(a);
+            cv_model_close(b);
+        }
+    }
+}
+
+TEST(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used)
+{
+    /* Llama 3.2: theta 500000, 64 rotated dims, factor 32, low 1, high 4,
+     * original context 8192. Wavelengths below 8192/4 keep their frequency,
+     * above 8192/1 are divided by 32, in between a smooth ramp. */
+    float f[32];
+    cv_rope_llama3_factors(f, 64, 500000.0f, 32, 1, 4, 8192);
+    CHECK_NEAR(f[0], 1, 0);
+    CHECK_NEAR(f[31], 32, 1e-5);
+    for (int i = 0; i < 32; i++) {
+        double freq = pow(500000.0, -2.0 * i / 64), wl = 2 * M_PI / freq;
+        if (wl < 2048) CHECK_NEAR(f[i], 1, 0);
+        if (wl > 8192) CHECK_NEAR(f[i], 32, 1e-5);
+        if (i) CHECK(f[i] >= f[i - 1]);
+    }
+    /* The tensor: all-ones changes nothing, all-twos changes the logits. */
+    int32_t ids[30];
+    for (int i = 0; i < 30; i++)
+        ids[i] = (i * 53) % 2048;
+    cv_model *base, *ones, *twos;
+    cv_err err = { 0 };
+    cv_buf b1 = { 0 }, b2 = { 0 };
+    mutation m1 = { .type = -1, .add_tensor = "rope_freqs.weight", .add_n = 16, .add_value = 1 };
+    mutation m2 = { .type = -1, .add_tensor = "rope_freqs.weight", .add_n = 16, .add_value = 2 };
+    if (cv_model_open(test_data(REF "tiny-llama-spm-F32.gguf"), NULL, &base, &err) ||
+        open_mutated(REF "tiny-llama-spm-F32.gguf", &m1, NULL, &b1, &ones, &err) ||
+        open_mutated(REF "tiny-llama-spm-F32.gguf", &m2, NULL, &b2, &twos, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    CHECK(base->rope.freq_factors == NULL && ones->rope.freq_factors != NULL);
+    float *l0 = last_logits(base, ids, 30), *l1 = last_logits(ones, ids, 30), *l2 = last_logits(twos, ids, 30);
+    CHECK(diff(l0, l1, 2048) <= 1e-6);
+    CHECK(diff(l0, l2, 2048) > 0.01);
+    free(l0);
+    free(l1);
+    free(l2);
+    cv_model_close(base);
+    cv_model_close(ones);
+    cv_model_close(twos);
+    cv_buf_free(&b1);
+    cv_buf_free(&b2);
+}
+
+TEST(linear_rope_scaling_is_read_from_metadata)
+{
+    cv_model *m;
+    cv_err err = { 0 };
+    cv_buf buf = { 0 };
+    mutation mu = { .type = -1, .key = "llama.rope.scaling.type", .op = SET_STR, .str = "linear" };
+    CHECK(open_mutated(REF "tiny-llama-spm-F32.gguf", &mu, NULL, &buf, &m, &err) == 0);
+    if (m) {
+        CHECK_NEAR(m->hp.rope_freq_scale, 1.0, 0); /* no factor given: 1 */
+        cv_model_close(m);
+    }
+    cv_buf_free(&buf);
+    mu = (mutation){ .type = -1, .key = "llama.rope.scale_linear", .op = SET_F32, .f32 = 4 };
+    CHECK(open_mutated(REF "tiny-llama-spm-F32.gguf", &mu, NULL, &buf, &m, &err) == 0);
+    if (m) {
+        CHECK_NEAR(m->hp.rope_freq_scale, 0.25, 1e-7);
+        CHECK_NEAR(m->rope.freq_scale, 0.25, 1e-7);
+        cv_model_close(m);
+    }
+    cv_buf_free(&buf);
+}
+
+int main(void)
+{
+    test_require_data();
+    RUN(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault);
+    RUN(random_hyperparameters_never_crash_the_loader);
+    RUN(qwen3_head_dim_comes_from_key_length_and_outputs_tie_or_not);
+    RUN(fused_and_separate_projections_compute_the_same_logits);
+    RUN(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used);
+    RUN(linear_rope_scaling_is_read_from_metadata);
+    return test_report();
+}

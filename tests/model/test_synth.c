@@ -1,0 +1,201 @@
+/* test_synth.c — `corvid synth` models: every type mix of the tiny shape
+ * loads (the loader validates it against the same descriptor it was built
+ * from) and runs; its logits stay close to the F16 model of the same seed
+ * (the same underlying random weights), measured as mean KL(F16 ‖ quant)
+ * over 48 positions, top-1 agreement over those positions, and greedy
+ * agreement over 16 steps; files are byte-identical for a seed at any
+ * thread count; --vocab copies the tokenizer and chat template; bad
+ * arguments are refused. Thresholds are this fixture's measured values
+ * with headroom (random weights quantize worse than trained ones: see
+ * testdata/reference/README.md, "noise floor"). */
+#include "../engine/ref_util.h"
+
+typedef struct mix_case {
+    const char *dtype;
+    const char *arch;
+    double max_kl;       /* mean KL(F16 ‖ this) over the positions */
+    double min_top1;     /* fraction of positions whose argmax agrees */
+} mix_case;
+
+/* Measured (seed 5): mean KL 0 / 0.0016 / 0.016 / 0.050 / 0.10 / 0.28 and
+ * top-1 31/31, 18/18, 33/33, 26/31, 17/18, 21/33; bounds are about twice. */
+static const mix_case mixes[] = {
+    { "f32", "llama", 1e-4, 1.0 },    { "q8_0", "qwen2", 0.01, 0.95 },  { "q6_k", "qwen3", 0.05, 0.9 },
+    { "q5_k_m", "llama", 0.15, 0.7 }, { "q4_k_m", "qwen2", 0.3, 0.7 },  { "q4_0", "qwen3", 0.6, 0.45 },
+};
+
+static int synth(const char *arch, const char *dtype, uint64_t seed, const char *vocab, int threads, char *path,
+                 size_t n)
+{
+    ref_tmp_path(path, n, dtype);
+    cv_err err = { 0 };
+    cv_pool *pool = cv_pool_create(threads, &err);
+    cv_synth_params p = { .arch = arch, .shape = "tiny", .dtype = dtype, .vocab = vocab, .seed = seed, .pool = pool };
+    int rc = cv_model_synth(&p, path, &err);
+    cv_pool_destroy(pool);
+    CHECK_MSG(rc == 0, "synth %s %s: %s", arch, dtype, err.msg);
+    return rc;
+}
+
+/* Logits of every position of a fixed 48-token sequence: [48][V]. */
+static float *all_logits(const char *path, int32_t *V, cv_model **keep)
+{
+    cv_model *m;
+    cv_err err = { 0 };
+    if (cv_model_open(path, NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return NULL;
+    }
+    cv_engine *e;
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 128, .n_logits = 48 };
+    CHECK(cv_engine_create(m, &ep, &e, &err) == 0);
+    *V = m->hp.n_vocab;
+    int32_t ids[48];
+    bool want[48];
+    for (int i = 0; i < 48; i++)
+        ids[i] = (i * 331 + 7) % *V, want[i] = true;
+    float *out = malloc((size_t)48 * *V * sizeof(float));
+    CHECK(ref_run(e, ids, 48, want, out) == 0);
+    cv_engine_destroy(e);
+    *keep = m;
+    return out;
+}
+
+static int greedy16(cv_model *m, int32_t *out)
+{
+    cv_engine *e;
+    cv_err err = { 0 };
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 128 };
+    if (cv_engine_create(m, &ep, &e, &err))
+        return -1;
+    int32_t prompt[4] = { 11, 22, 33, 44 };
+    int rc = ref_greedy_run(e, prompt, 4, 16, out);
+    cv_engine_destroy(e);
+    return rc;
+}
+
+TEST(every_type_mix_loads_runs_and_stays_close_to_the_f16_model)
+{
+    for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++) {
+        char p16[512], pq[512];
+        const mix_case *c = &mixes[i];
+        if (synth(c->arch, "f16", 5, NULL, 2, p16, sizeof p16) || synth(c->arch, c->dtype, 5, NULL, 2, pq, sizeof pq))
+            continue;
+        int32_t V, V2;
+        cv_model *m16 = NULL, *mq = NULL;
+        float *a = all_logits(p16, &V, &m16), *b = all_logits(pq, &V2, &mq);
+        if (a && b && V == V2) {
+            double kl = 0;
+            int top1 = 0, decisive = 0;
+            for (int r = 0; r < 48; r++) {
+                const float *ra = a + (size_t)r * V;
+                ref_metrics mt = ref_compare(ra, b + (size_t)r * V, V);
+                kl += mt.kl / 48;
+                /* Top-1 counts only where F16's own margin is >= 0.5: a
+                 * near-tie may flip under any rounding. */
+                float best = ra[mt.top1_a], second = -INFINITY;
+                for (int32_t k = 0; k < V; k++)
+                    if (k != mt.top1_a && ra[k] > second)
+                        second = ra[k];
+                if (best - second >= 0.5f) {
+                    decisive++;
+                    top1 += mt.top1_a == mt.top1_b;
+                }
+            }
+            int32_t g16[16], gq[16];
+            int agree = 0;
+            if (greedy16(m16, g16) == 0 && greedy16(mq, gq) == 0)
+                while (agree < 16 && g16[agree] == gq[agree])
+                    agree++;
+            printf("  %-7s (%s) vs f16: mean KL %.5f, top-1 %d of %d decisive positions, greedy prefix %d/16\n",
+                   c->dtype, c->arch, kl, top1, decisive, agree);
+            CHECK_MSG(kl <= c->max_kl, "%s: mean KL %g > %g", c->dtype, kl, c->max_kl);
+            CHECK_MSG(decisive >= 12, "%s: only %d positions with a margin >= 0.5", c->dtype, decisive);
+            CHECK_MSG(top1 >= c->min_top1 * decisive, "%s: top-1 agrees at %d of %d decisive positions", c->dtype,
+                      top1, decisive);
+            /* A quantized model identical to the F16 one was not quantized. */
+            if (strcmp(c->dtype, "f32") != 0)
+                CHECK_MSG(kl > 0, "%s: logits identical to f16", c->dtype);
+        }
+        free(a);
+        free(b);
+        if (m16) cv_model_close(m16);
+        if (mq) cv_model_close(mq);
+        unlink(p16);
+        unlink(pq);
+    }
+}
+
+static bool same_file(const char *x, const char *y)
+{
+    cv_buf a = { 0 }, b = { 0 };
+    bool same = cv_read_file(x, &a, 1u << 30, NULL) == 0 && cv_read_file(y, &b, 1u << 30, NULL) == 0 &&
+                a.len == b.len && memcmp(a.data, b.data, a.len) == 0;
+    cv_buf_free(&a);
+    cv_buf_free(&b);
+    return same;
+}
+
+TEST(same_seed_gives_the_same_bytes_at_any_thread_count)
+{
+    char a[512], b[512], c[512];
+    if (synth("qwen3", "q4_k_m", 77, NULL, 1, a, sizeof a) || synth("qwen3", "q4_k_m", 77, NULL, 2, b, sizeof b) ||
+        synth("qwen3", "q4_k_m", 78, NULL, 2, c, sizeof c))
+        return;
+    CHECK(same_file(a, b));
+    CHECK(!same_file(a, c));
+    unlink(a);
+    unlink(b);
+    unlink(c);
+}
+
+TEST(vocab_file_brings_its_tokenizer_and_chat_template)
+{
+    char path[512];
+    if (synth("llama", "q8_0", 3, test_data("vocab/ggml-vocab-phi-3.gguf"), 2, path, sizeof path))
+        return;
+    cv_model *m;
+    cv_err err = { 0 };
+    if (cv_model_open(path, NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        unlink(path);
+        return;
+    }
+    CHECK_EQ_INT(m->hp.n_vocab, 32064);
+    const cv_gguf_value *tokens;
+    CHECK(cv_gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", CV_GGUF_STRING, &tokens, &err) == 0);
+    cv_str tmpl, model;
+    CHECK(cv_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &err) == 0 && tmpl.len > 0);
+    CHECK(cv_gguf_get_str(m->gguf, "tokenizer.ggml.model", &model, &err) == 0 && cv_str_eqz(model, "llama"));
+    cv_model_close(m);
+    unlink(path);
+}
+
+TEST(bad_synth_arguments_are_refused)
+{
+    struct {
+        cv_synth_params p;
+        const char *msg;
+    } cases[] = {
+        { { .arch = "gemma", .shape = "tiny", .dtype = "f16" }, "architecture 'gemma'" },
+        { { .arch = "llama", .shape = "huge", .dtype = "f16" }, "shape 'huge'" },
+        { { .arch = "llama", .shape = "tiny", .dtype = "q3_k" }, "dtype 'q3_k'" },
+        { { .arch = "llama", .shape = "tiny", .dtype = "f16", .vocab = "/nonexistent.gguf" }, "/nonexistent.gguf" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_err err = { 0 };
+        int rc = cv_model_synth(&cases[i].p, "/tmp/corvid-never-written.gguf", &err);
+        CHECK_MSG(rc != 0 && strstr(err.msg, cases[i].msg), "case %zu: rc %d \"%s\"", i, rc, err.msg);
+    }
+    CHECK(access("/tmp/corvid-never-written.gguf", F_OK) != 0);
+}
+
+int main(void)
+{
+    test_require_data();
+    RUN(every_type_mix_loads_runs_and_stays_close_to_the_f16_model);
+    RUN(same_seed_gives_the_same_bytes_at_any_thread_count);
+    RUN(vocab_file_brings_its_tokenizer_and_chat_template);
+    RUN(bad_synth_arguments_are_refused);
+    return test_report();
+}
