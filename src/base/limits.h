@@ -151,6 +151,29 @@
 #define CV_JINJA_MAX_NS (2000000000ull)
 /* range() length: Jinja2's sandbox MAX_RANGE. */
 #define CV_JINJA_MAX_RANGE 100000
+/* ---- tool-call parsing (chat/toolcall/) ---- */
+/* Text held while the parser cannot yet tell a tool call from prose (a
+ * marker followed by a body not yet recognised, a bare JSON object or
+ * Python list that is a call only once complete, a call inside unclosed
+ * reasoning). Real calls that must be held whole are small (bare Llama 3
+ * JSON); 1 MiB covers a large file write, and beyond it the text is
+ * released as text, which bounds memory per stream. */
+#define CV_TC_MAX_HOLD (1u << 20)
+/* One non-string argument value held for typing by the schema (an XML
+ * parameter that must become a number, object or array). Larger values go
+ * out as the string they are. */
+#define CV_TC_MAX_VALUE (1u << 20)
+/* Tool names and call ids: real ones are < 64 bytes; 256 bounds the header
+ * a reader must hold before it can commit to a call. */
+#define CV_TC_MAX_NAME 256
+/* Whitespace held at the end of the text in case markup follows it. */
+#define CV_TC_MAX_WS_HOLD 4096
+/* Calls in one response: agents issue a handful; more is a runaway loop. */
+#define CV_TC_MAX_CALLS 128
+/* Tools declared in one request (also what a parser indexes). */
+#define CV_TC_MAX_TOOLS 1024
+/* A Harmony message header (<|start|>role<|channel|>.. to=.. <|message|>). */
+#define CV_TC_MAX_HEADER 1024
 
 /* ---- models (model/) ---- */
 /* Transformer blocks: the largest open models have ~130; 1024 bounds the

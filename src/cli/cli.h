@@ -41,5 +41,6 @@ int cv_cmd_rm(int argc, char **argv);
 int cv_cmd_recipe(int argc, char **argv);
 int cv_cmd_launch(int argc, char **argv);
 int cv_cmd_chat(int argc, char **argv);
+int cv_cmd_parse_tools(int argc, char **argv);
 
 #endif

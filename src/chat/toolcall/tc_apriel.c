@@ -1,0 +1,31 @@
+/* tc_apriel.c — ServiceNow Apriel tool calls and reasoning.
+ * Apriel 1.5/1.6 think in plain text after "Here are my reasoning steps:"
+ * (which its template writes into the prompt) up to [BEGIN FINAL RESPONSE];
+ * calls are a JSON list in <tool_calls>...</tool_calls>. The opener is kept
+ * as the start of the reasoning text, as Apriel's own chat template does. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .end = "</tool_calls>",
+    .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<tool_calls>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+static const tc_reason reason[] = { { "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]" }, { NULL, NULL } };
+
+const cv_tc_format tc_fmt_apriel = {
+    .name = "apriel",
+    .summary = "reasoning until [BEGIN FINAL RESPONSE], then <tool_calls>[{..}]</tool_calls>",
+    .tmpl = { (const char *const[]){ "<tool_calls>", "BEGIN FINAL RESPONSE", NULL }, (const char *const[]){ "<|assistant|>", "[BEGIN FINAL RESPONSE]", NULL } },
+    .tmpl_rank = 88,
+    .names = (const char *const[]){ "apriel", NULL },
+    .reason = reason,
+    .starts = starts,
+    .drops = (const char *const[]){ "[END FINAL RESPONSE]", "<|end|>", NULL },
+    .flags = TC_F_OPENER_TEXT,
+};

@@ -1,0 +1,42 @@
+/* tc_deepseek_dsml.c — DeepSeek V3.2 / V4 DSML tool calls.
+ * <｜DSML｜function_calls> (V3.2) or <｜DSML｜tool_calls> (V4) holding
+ * <｜DSML｜invoke name="NAME"> with <｜DSML｜parameter name="K"
+ * string="true|false">V</｜DSML｜parameter>. string="true" keeps the text a
+ * string whatever the schema says; string="false" means the text is JSON
+ * (typed by the schema when there is one). */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_xml xml = {
+    .invoke = "<｜DSML｜invoke name=\"",
+    .name_quoted = true,
+    .invoke_end = "</｜DSML｜invoke>",
+    .param = "<｜DSML｜parameter name=\"",
+    .param_quoted = true,
+    .param_end = "</｜DSML｜parameter>",
+    .string_attr = true,
+    .stops = (const char *const[]){ "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", NULL },
+};
+
+static const tc_env env = {
+    .end = "</｜DSML｜function_calls>",
+    .alt_end = (const char *const[]){ "</｜DSML｜tool_calls>", NULL },
+    .items = IT_XML,
+    .xml = &xml,
+};
+
+static const tc_start starts[] = {
+    { "<｜DSML｜function_calls>", tc_read_env, &env, false, false, false },
+    { "<｜DSML｜tool_calls>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_deepseek_dsml = {
+    .name = "deepseek_dsml",
+    .summary = "<｜DSML｜function_calls><｜DSML｜invoke name=\"..\"><｜DSML｜parameter name=\"..\" string=\"true\">V</｜DSML｜parameter>",
+    .aliases = (const char *const[]){ "dsml", "deepseek_v32", "deepseek_v4", NULL },
+    .tmpl = { (const char *const[]){ "DSML", NULL } },
+    .tmpl_rank = 90,
+    .names = (const char *const[]){ "deepseek-v3.2", "deepseek-v4", "deepseek_v32", "deepseek_v4", NULL },
+    .starts = starts,
+    .flags = TC_F_DRAIN,
+};

@@ -1,0 +1,24 @@
+/* tc_deepseek_v31.c — DeepSeek V3.1 tool calls:
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>...
+ * read by the DeepSeek reader in tc_deepseek_v3.c; the difference from V3 is
+ * only the head of each call (the name, where V3 writes "function"). */
+#include "chat/toolcall/tc_int.h"
+
+static int call_cfg;
+
+static const tc_start starts[] = {
+    { "<｜tool▁calls▁begin｜>", tc_read_deepseek, NULL, false, false, false },
+    { "<｜tool▁call▁begin｜>", tc_read_deepseek, &call_cfg, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_deepseek_v31 = {
+    .name = "deepseek_v31",
+    .summary = "<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>",
+    .aliases = (const char *const[]){ "deepseek_v3_1", "deepseek-v3.1", NULL },
+    .tmpl = { (const char *const[]){ "tool▁call▁begin", "tool▁sep", NULL } },
+    .tmpl_rank = 80,
+    .names = (const char *const[]){ "deepseek-v3.1", "deepseek_v3.1", "deepseek-v31", NULL },
+    .starts = starts,
+    .flags = TC_F_DRAIN | TC_F_NO_FALLBACK,
+};

@@ -1,0 +1,24 @@
+/* tc_firefunction_v2.c — FireFunction v2 tool calls: " functools[{..}]".
+ * Fireworks' Llama 3 fine-tune: a JSON list of calls after functools. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .items = IT_JSON | IT_LIST,
+    .one = true,
+};
+
+static const tc_start starts[] = {
+    { "functools", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_firefunction_v2 = {
+    .name = "firefunction_v2",
+    .summary = " functools[{\"name\": .., \"arguments\": {..}}]",
+    .aliases = (const char *const[]){ "firefunction", NULL },
+    .tmpl = { (const char *const[]){ "functools", "<|start_header_id|>", NULL } },
+    .tmpl_rank = 84,
+    .names = (const char *const[]){ "firefunction", NULL },
+    .starts = starts,
+    .flags = TC_F_NO_FALLBACK,
+};

@@ -1,0 +1,31 @@
+/* tc_granite.c — IBM Granite 3 tool calls: <|tool_call|>[{..}].
+ * Granite 3.x writes a JSON list after <|tool_call|> with no end marker
+ * (Granite 3.1 sometimes uses <tool_call>...</tool_call>). */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .items = IT_JSON | IT_LIST,
+    .one = true,
+    .skip = tc_skip_fences,
+};
+
+static const tc_env env_tag = {
+    .end = "</tool_call>",
+    .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<|tool_call|>", tc_read_env, &env, false, false, false },
+    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_granite = {
+    .name = "granite",
+    .summary = "<|tool_call|>[{\"name\": .., \"arguments\": {..}}]",
+    .tmpl = { (const char *const[]){ "<|tool_call|>", NULL } },
+    .tmpl_rank = 85,
+    .names = (const char *const[]){ "granite-3", "granite3", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,23 @@
+/* tc_granite_20b_fc.c — IBM Granite 20B function-calling: <function_call> {..}.
+ * Each call is one JSON object after <function_call>, with no end marker. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .items = IT_JSON,
+    .one = true,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<function_call>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_granite_20b_fc = {
+    .name = "granite_20b_fc",
+    .summary = "<function_call> {\"name\": .., \"arguments\": {..}}",
+    .tmpl = { (const char *const[]){ "<function_call>", NULL } },
+    .tmpl_rank = 85,
+    .names = (const char *const[]){ "granite-20b-functioncalling", "granite-20b-fc", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,23 @@
+/* tc_internlm2.c — InternLM2 tool calls: <|action_start|><|plugin|>{..}<|action_end|>.
+ * One JSON call with "parameters" between InternLM's action tokens. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .end = "<|action_end|>",
+    .items = IT_JSON,
+    .skip = (const char *const[]){ "<|plugin|>", NULL },
+};
+
+static const tc_start starts[] = {
+    { "<|action_start|>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_internlm2 = {
+    .name = "internlm2",
+    .summary = "<|action_start|><|plugin|>{\"name\": .., \"parameters\": {..}}<|action_end|>",
+    .tmpl = { (const char *const[]){ "action_start", NULL } },
+    .tmpl_rank = 90,
+    .names = (const char *const[]){ "internlm", NULL },
+    .starts = starts,
+};

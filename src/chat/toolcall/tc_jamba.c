@@ -1,0 +1,23 @@
+/* tc_jamba.c — Jamba tool calls: <tool_calls>[{..}]</tool_calls>.
+ * A JSON list of calls, or one call object per line, between <tool_calls>
+ * and </tool_calls>; text after the section is dropped where the model's
+ * peers drop it. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .end = "</tool_calls>",
+    .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<tool_calls>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_jamba = {
+    .name = "jamba",
+    .summary = "<tool_calls>[{\"name\": .., \"arguments\": {..}}]</tool_calls>",
+    .names = (const char *const[]){ "jamba", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,41 @@
+/* tc_llama3_json.c — Llama 3.x JSON tool calls: {"name": .., "parameters": {..}}.
+ * Llama 3.1/3.2/3.3 answer with a bare JSON object, several separated by
+ * ";", optionally after <|python_tag|>. A bare object is a call only when
+ * it has both a name and its parameters (or arguments) and has been read
+ * whole; anything else stays text, so JSON answers are not mistaken for
+ * calls. */
+#include "chat/toolcall/tc_int.h"
+
+static const char *const name_keys[] = { "name", NULL };
+static const char *const args_keys[] = { "parameters", "arguments", NULL };
+static const tc_jshape shape = { name_keys, args_keys, NULL, false, true };
+
+static const tc_env env_tag = {
+    .items = IT_JSON,
+    .shape = &shape,
+    .seps = ";",
+    .skip = (const char *const[]){ "<|python_tag|>", NULL },
+};
+
+static const tc_env env_bare = {
+    .items = IT_JSON,
+    .shape = &shape,
+    .seps = ";",
+};
+
+static const tc_start starts[] = {
+    { "<|python_tag|>", tc_read_env, &env_tag, false, false, false },
+    { "{", tc_read_env, &env_bare, true, false, true },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_llama3_json = {
+    .name = "llama3_json",
+    .summary = "{\"name\": .., \"parameters\": {..}} (bare or after <|python_tag|>, \";\"-separated)",
+    .aliases = (const char *const[]){ "llama3", "llama31", "llama3_json", NULL },
+    .tmpl = { (const char *const[]){ "respond with a JSON for a function call", NULL }, (const char *const[]){ "<|python_tag|>", NULL } },
+    .tmpl_rank = 60,
+    .names = (const char *const[]){ "llama-3.1", "llama3.1", "llama-3.2", "llama3.2", "llama-3.3", "llama3.3", "llama-3", "llama3", NULL },
+    .starts = starts,
+    .drops = (const char *const[]){ "<|eom_id|>", "<|eot_id|>", NULL },
+};

@@ -1,0 +1,21 @@
+/* tc_longcat.c — LongCat tool calls: <longcat_tool_call>{..}</longcat_tool_call>.
+ * Hermes-style JSON calls in LongCat's own envelope. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .end = "</longcat_tool_call>",
+    .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<longcat_tool_call>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_longcat = {
+    .name = "longcat",
+    .summary = "<longcat_tool_call>{\"name\": .., \"arguments\": {..}}</longcat_tool_call>",
+    .names = (const char *const[]){ "longcat", NULL },
+    .starts = starts,
+};

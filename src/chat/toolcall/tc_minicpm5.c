@@ -1,0 +1,34 @@
+/* tc_minicpm5.c — MiniCPM 5 tool calls: <function name=".."><param name="..">V</param></function>.
+ * Values may be wrapped in <![CDATA[...]]> so that markup inside them (even
+ * </param>) is literal. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_xml xml = {
+    .invoke = "<function name=\"",
+    .name_quoted = true,
+    .invoke_end = "</function>",
+    .param = "<param name=\"",
+    .param_quoted = true,
+    .param_end = "</param>",
+    .cdata = true,
+};
+
+static const tc_env env = {
+    .items = IT_XML,
+    .xml = &xml,
+    .one = true,
+};
+
+static const tc_start starts[] = {
+    { "<function name=\"", tc_read_env, &env, false, false, true },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_minicpm5 = {
+    .name = "minicpm5",
+    .summary = "<function name=\"NAME\"><param name=\"K\">V</param></function>",
+    .tmpl = { (const char *const[]){ "<function name=", NULL } },
+    .tmpl_rank = 80,
+    .names = (const char *const[]){ "minicpm", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,25 @@
+/* tc_minimax_m1.c — MiniMax-M1 tool calls: <tool_calls> one JSON object per line </tool_calls>.
+ * A JSON list of calls, or one call object per line, between <tool_calls>
+ * and </tool_calls>; text after the section is dropped where the model's
+ * peers drop it. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .end = "</tool_calls>",
+    .items = IT_JSON | IT_LIST,
+    .skip = tc_skip_fences,
+};
+
+static const tc_start starts[] = {
+    { "<tool_calls>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_minimax_m1 = {
+    .name = "minimax_m1",
+    .summary = "<tool_calls>[{\"name\": .., \"arguments\": {..}}]</tool_calls>",
+    .tmpl = { (const char *const[]){ "<tool_calls>", "<beginning_of_sentence>", NULL } },
+    .tmpl_rank = 85,
+    .names = (const char *const[]){ "minimax-m1", "minimax_m1", "minimax-text", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,34 @@
+/* tc_minimax_m2.c — MiniMax-M2 tool calls: <minimax:tool_call><invoke name="..">.
+ * Parameters as <parameter name="K">V</parameter> inside <invoke
+ * name="NAME">, values typed by the schema. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_xml xml = {
+    .invoke = "<invoke name=\"",
+    .name_quoted = true,
+    .invoke_end = "</invoke>",
+    .param = "<parameter name=\"",
+    .param_quoted = true,
+    .param_end = "</parameter>",
+    .stops = (const char *const[]){ "</minimax:tool_call>", NULL },
+};
+
+static const tc_env env = {
+    .end = "</minimax:tool_call>",
+    .items = IT_XML | IT_JSON,
+    .xml = &xml,
+};
+
+static const tc_start starts[] = {
+    { "<minimax:tool_call>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_minimax_m2 = {
+    .name = "minimax_m2",
+    .summary = "<minimax:tool_call><invoke name=\"NAME\"><parameter name=\"K\">V</parameter></invoke></minimax:tool_call>",
+    .tmpl = { (const char *const[]){ "minimax:tool_call", NULL } },
+    .tmpl_rank = 90,
+    .names = (const char *const[]){ "minimax-m2", "minimax_m2", NULL },
+    .starts = starts,
+};

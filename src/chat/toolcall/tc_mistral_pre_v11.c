@@ -1,0 +1,32 @@
+/* tc_mistral_pre_v11.c — Mistral tool calls before tokenizer v11: [TOOL_CALLS] [{..}].
+ * Mistral 7B v0.3, Nemo and Small 2 write [TOOL_CALLS] and a JSON list of
+ * calls, each with a 9-character "id" at the end (kept; generated ids
+ * follow the same rule). Text after the list is dropped. */
+#include "chat/toolcall/tc_int.h"
+
+static const char *const name_keys[] = { "name", NULL };
+static const char *const args_keys[] = { "arguments", "parameters", NULL };
+static const char *const id_keys[] = { "id", NULL };
+static const tc_jshape shape = { name_keys, args_keys, id_keys, false, false };
+
+static const tc_env env = {
+    .items = IT_LIST | IT_JSON | IT_NAMEJSON,
+    .shape = &shape,
+    .skip = (const char *const[]){ "[TOOL_CALLS]", NULL },
+};
+
+static const tc_start starts[] = {
+    { "[TOOL_CALLS]", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_mistral_pre_v11 = {
+    .name = "mistral_pre_v11",
+    .summary = "[TOOL_CALLS] [{\"name\": .., \"arguments\": {..}, \"id\": \"..\"}]",
+    .aliases = (const char *const[]){ "mistral_nemo", NULL },
+    .tmpl = { (const char *const[]){ "[TOOL_CALLS]", NULL } },
+    .tmpl_rank = 70,
+    .names = (const char *const[]){ "mistral-nemo", "mistral-7b", "mistral-small-24b-instruct-2501", "mistral", NULL },
+    .starts = starts,
+    .flags = TC_F_DRAIN | TC_F_ID9,
+};

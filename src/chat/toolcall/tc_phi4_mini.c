@@ -1,0 +1,23 @@
+/* tc_phi4_mini.c — Phi-4-mini tool calls: functools[{..}].
+ * A JSON list of calls right after the word functools. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env = {
+    .items = IT_JSON | IT_LIST,
+    .one = true,
+};
+
+static const tc_start starts[] = {
+    { "functools", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_phi4_mini = {
+    .name = "phi4_mini",
+    .summary = "functools[{\"name\": .., \"arguments\": {..}}]",
+    .aliases = (const char *const[]){ "phi4", NULL },
+    .tmpl = { (const char *const[]){ "functools", "<|assistant|>", NULL } },
+    .tmpl_rank = 82,
+    .names = (const char *const[]){ "phi-4-mini", "phi4-mini", "phi4_mini", "phi-4", NULL },
+    .starts = starts,
+};

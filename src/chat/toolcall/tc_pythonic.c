@@ -1,0 +1,32 @@
+/* tc_pythonic.c — Pythonic tool calls: [f(a=1), g(b="x")] (Llama 3.2/4, ToolACE).
+ * The whole reply is a Python list of calls, or Llama 4 wraps it in
+ * <|python_start|>...<|python_end|>. A bare list is only taken at the very
+ * start of the reply, and only once it has been read whole, so a reply that
+ * starts with an ordinary bracketed phrase stays text. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env_bare = {
+    .items = IT_PYLIST,
+    .one = true,
+};
+
+static const tc_env env_tag = {
+    .end = "<|python_end|>",
+    .items = IT_PY | IT_PYLIST,
+};
+
+static const tc_start starts[] = {
+    { "<|python_start|>", tc_read_env, &env_tag, false, false, false },
+    { "[", tc_read_env, &env_bare, true, true, true },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_pythonic = {
+    .name = "pythonic",
+    .summary = "[f(a=1), g(b=\"x\")] or <|python_start|>[..]<|python_end|>",
+    .aliases = (const char *const[]){ "llama32_pythonic", "llama4_pythonic", NULL },
+    .tmpl = { (const char *const[]){ "[func_name1(", NULL } },
+    .tmpl_rank = 80,
+    .names = (const char *const[]){ "llama-4", "llama4", "toolace", "gemma-3", "gemma3", NULL },
+    .starts = starts,
+};

@@ -1,0 +1,48 @@
+/* tc_qwen3_coder_xml.c — Qwen3-Coder XML tool calls:
+ *   <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>
+ * used by Qwen3-Coder, Qwen3.5, NVIDIA Nemotron 3 and StepFun 3.5. The
+ * template writes each value on its own lines, so one newline after the open
+ * tag and one before the close tag are layout (tc_xml.strip_nl); anything
+ * more is the value's. Some outputs drop the <tool_call> wrapper and start at
+ * <function=, which is accepted; Hermes JSON inside <tool_call> too. */
+#include "chat/toolcall/tc_int.h"
+
+const tc_xml tc_xml_qwen = {
+    .invoke = "<function=",
+    .invoke_end = "</function>",
+    .param = "<parameter=",
+    .param_end = "</parameter>",
+    .strip_nl = true,
+    .stops = (const char *const[]){ "</tool_call>", NULL },
+};
+
+static const tc_env env_tag = {
+    .end = "</tool_call>",
+    .items = IT_XML | IT_JSON | IT_LIST | IT_GLM,
+    .xml = &tc_xml_qwen,
+    .glm = &tc_xml_glm,
+    .skip = tc_skip_fences,
+};
+
+static const tc_env env_bare = {
+    .end = "</tool_call>",
+    .items = IT_XML,
+    .xml = &tc_xml_qwen,
+};
+
+static const tc_start starts[] = {
+    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
+    { "<function=", tc_read_env, &env_bare, false, false, true },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_qwen3_coder_xml = {
+    .name = "qwen3_coder_xml",
+    .summary = "<tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>",
+    .aliases = (const char *const[]){ "qwen3_coder", "qwen3coder", "qwen3_xml", "qwen35", NULL },
+    .tmpl = { (const char *const[]){ "<function=", "<parameter=", NULL } },
+    .tmpl_rank = 70,
+    .names = (const char *const[]){ "qwen3-coder", "qwen3coder", "qwen3.5", "qwen3_5", "qwen3-next", "nemotron-3",
+                                    "step-3.5", "step3.5", NULL },
+    .starts = starts,
+};

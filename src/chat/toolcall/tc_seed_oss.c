@@ -1,0 +1,38 @@
+/* tc_seed_oss.c — ByteDance Seed-OSS tool calls: <seed:tool_call><function=..>.
+ * Seed-OSS writes Qwen3-Coder's <function=NAME><parameter=K>V</parameter>
+ * inside <seed:tool_call>, but with values inline (no layout newlines: a
+ * trailing newline is part of the value), and thinks in
+ * <seed:think>...</seed:think>. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_xml xml = {
+    .invoke = "<function=",
+    .invoke_end = "</function>",
+    .param = "<parameter=",
+    .param_end = "</parameter>",
+    .stops = (const char *const[]){ "</seed:tool_call>", NULL },
+};
+
+static const tc_env env = {
+    .end = "</seed:tool_call>",
+    .items = IT_XML | IT_JSON,
+    .xml = &xml,
+};
+
+static const tc_start starts[] = {
+    { "<seed:tool_call>", tc_read_env, &env, false, false, false },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+static const tc_reason reason[] = { { "<seed:think>", "</seed:think>" }, { NULL, NULL } };
+
+const cv_tc_format tc_fmt_seed_oss = {
+    .name = "seed_oss",
+    .summary = "<seed:tool_call><function=NAME><parameter=K>V</parameter></function></seed:tool_call>",
+    .aliases = (const char *const[]){ "seed", NULL },
+    .tmpl = { (const char *const[]){ "seed:tool_call", NULL } },
+    .tmpl_rank = 90,
+    .names = (const char *const[]){ "seed-oss", "seed_oss", "seedoss", NULL },
+    .reason = reason,
+    .starts = starts,
+};

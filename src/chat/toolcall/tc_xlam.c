@@ -1,0 +1,43 @@
+/* tc_xlam.c — Salesforce xLAM tool calls: a JSON list of calls.
+ * xLAM answers with a JSON list, bare at the start of the reply (taken only
+ * when read whole), in a ```json fence, in <tool_call>...</tool_call>, or
+ * after [TOOL_CALLS]. */
+#include "chat/toolcall/tc_int.h"
+
+static const tc_env env_bare = {
+    .items = IT_LIST,
+    .one = true,
+};
+
+static const tc_env env_fence = {
+    .end = "```",
+    .items = IT_LIST | IT_JSON,
+};
+
+static const tc_env env_tag = {
+    .end = "</tool_call>",
+    .items = IT_LIST | IT_JSON,
+};
+
+static const tc_env env_tc = {
+    .items = IT_LIST | IT_JSON,
+    .one = true,
+};
+
+static const tc_start starts[] = {
+    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
+    { "[TOOL_CALLS]", tc_read_env, &env_tc, false, false, false },
+    { "```json", tc_read_env, &env_fence, true, false, false },
+    { "[", tc_read_env, &env_bare, true, true, true },
+    { NULL, NULL, NULL, false, false, false },
+};
+
+const cv_tc_format tc_fmt_xlam = {
+    .name = "xlam",
+    .summary = "[{\"name\": .., \"arguments\": {..}}] (bare, ```json, <tool_call> or [TOOL_CALLS])",
+    .tmpl = { (const char *const[]){ "make calls in a single JSON array", NULL } },
+    .tmpl_rank = 85,
+    .names = (const char *const[]){ "xlam", NULL },
+    .starts = starts,
+    .flags = TC_F_NO_FALLBACK,
+};

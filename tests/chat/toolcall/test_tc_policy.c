@@ -1,0 +1,492 @@
+/* test_tc_policy.c — what the parser promises beyond any one fixture: only
+ * declared tools count, tool_choice none and parallel_tool_calls false,
+ * marker text inside string arguments, prose and JSON answers that are not
+ * calls (negative cases), ids (generated, injected, carried by the format,
+ * Mistral's 9 characters), the cross-format fallback, reasoning (calls inside
+ * it, calls after it, an unclosed block ending in a call, inline mode, the
+ * prompt's opener), fenced JSON responses, the hold bound, and that every one
+ * of these gives the same result in every chunking with a well-formed event
+ * stream. */
+#include "tc_harness.h"
+#include "test.h"
+
+static const char *TOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}}}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"write_file\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"}}}}}]";
+
+typedef struct popt {
+    const char *format;
+    const char *tools; /* JSON text, NULL: none given */
+    bool none, no_parallel, inline_r, json_response;
+    const char *opener;
+    cv_chat_id_fn id_fn;
+} popt;
+
+/* Parses text whole, then in 1-byte and random pieces and checks they agree
+ * and that the event stream is well formed; returns the whole result in out
+ * (caller finis it). */
+static void parse(const popt *po, const char *text, tc_coll *out)
+{
+    cv_chat_parse_opts o = { 0 };
+    o.format = cv_tc_format_find(po->format);
+    CHECK_MSG(o.format != NULL, "format %s", po->format);
+    json_t *tools = po->tools ? json_loads(po->tools, 0, NULL) : NULL;
+    o.tools = tools;
+    o.tool_choice_none = po->none;
+    o.no_parallel_calls = po->no_parallel;
+    o.reasoning_inline = po->inline_r;
+    o.json_response = po->json_response;
+    o.id_seed = 7;
+    o.id_fn = po->id_fn;
+    if (po->opener)
+        o.reasoning_open = cv_str_of(po->opener);
+    size_t len = strlen(text);
+    tc_run_chunked(&o, text, len, CH_WHOLE, 0, false, out, NULL);
+    CHECK_MSG(!out->bad[0], "%s: %s", po->format, out->bad);
+    static const int hows[] = { CH_BYTES, CH_RANDOM, CH_TOKENS };
+    for (size_t h = 0; h < CV_ARRAY_LEN(hows); h++) {
+        tc_coll other;
+        tc_run_chunked(&o, text, len, hows[h], 99 + h, false, &other, NULL);
+        char why[512];
+        CHECK_MSG(tc_same_result(&out->res, &other.res, why, sizeof why), "%s chunking %zu: %s\n  text: %s",
+                  po->format, h, why, text);
+        CHECK_MSG(!other.bad[0], "%s chunking %zu: %s", po->format, h, other.bad);
+        tc_coll_fini(&other);
+    }
+    for (int i = 0; i < out->res.n_calls; i++) {
+        json_t *a = json_loads(out->res.calls[i].arguments, 0, NULL);
+        CHECK_MSG(json_is_object(a), "call %d arguments %s are not an object", i, out->res.calls[i].arguments);
+        json_decref(a);
+    }
+    json_decref(tools);
+}
+
+static const char *content(tc_coll *c) { return c->res.content.data ? c->res.content.data : ""; }
+static const char *reasoning(tc_coll *c) { return c->res.reasoning.data ? c->res.reasoning.data : ""; }
+
+/* ---- declared tools ---- */
+
+TEST(only_declared_tools_count_and_their_markup_is_removed)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS },
+          "Checking.<tool_call>{\"name\": \"rm_rf\", \"arguments\": {\"path\": \"/\"}}</tool_call>"
+          "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(c.res.calls[0].name, "get_weather");
+    CHECK_EQ_INT(c.res.calls[0].id[0] != 0, 1);
+    CHECK_EQ_STR(content(&c), "Checking.");
+    tc_coll_fini(&c);
+}
+
+TEST(an_empty_tools_list_allows_no_calls_at_all)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "qwen3_coder_xml", .tools = "[]" },
+          "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), "");
+    tc_coll_fini(&c);
+}
+
+TEST(a_functions_prefix_resolves_to_the_declared_name)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, "<tool_call>{\"name\": \"functions.get_weather\", \"arguments\": {}}</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    if (c.res.n_calls)
+        CHECK_EQ_STR(c.res.calls[0].name, "get_weather");
+    tc_coll_fini(&c);
+}
+
+TEST(tool_choice_none_yields_no_calls_but_still_removes_markup)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .none = true },
+          "Sure.<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), "Sure.");
+    tc_coll_fini(&c);
+    parse(&(popt){ .format = "mistral_v11", .tools = TOOLS, .none = true }, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), "");
+    tc_coll_fini(&c);
+}
+
+TEST(parallel_tool_calls_false_keeps_the_first_call)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .no_parallel = true },
+          "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}</tool_call>\n"
+          "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(c.res.calls[0].arguments, "{\"city\": \"A\"}");
+    tc_coll_fini(&c);
+    parse(&(popt){ .format = "pythonic", .tools = TOOLS, .no_parallel = true },
+          "[get_weather(city='A'), get_weather(city='B'), write_file(path='x', content='y')]", &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    tc_coll_fini(&c);
+}
+
+/* ---- markers inside strings ---- */
+
+TEST(marker_text_inside_a_string_argument_never_creates_a_second_call)
+{
+    static const struct {
+        const char *format, *text;
+    } rows[] = {
+        { "hermes", "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"t.md\", \"content\": "
+                    "\"use <tool_call>{\\\"name\\\": \\\"get_weather\\\"}</tool_call> and </tool_call>\"}}</tool_call>" },
+        { "qwen3_coder_xml", "<tool_call>\n<function=write_file>\n<parameter=path>\nt.md\n</parameter>\n"
+                             "<parameter=content>\nuse <tool_call> then <function=get_weather> here\n</parameter>\n"
+                             "</function>\n</tool_call>" },
+        { "mistral_v11", "[TOOL_CALLS]write_file[ARGS]{\"path\": \"t\", \"content\": \"[TOOL_CALLS]get_weather[ARGS]{}\"}" },
+        { "kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>"
+                     "{\"path\": \"t\", \"content\": \"<|tool_call_begin|>functions.get_weather:1\"}<|tool_call_end|>"
+                     "<|tool_calls_section_end|>" },
+        { "llama3_json", "{\"name\": \"write_file\", \"parameters\": {\"path\": \"t\", \"content\": \"{\\\"name\\\": "
+                         "\\\"get_weather\\\", \\\"parameters\\\": {}}\"}}" },
+        { "pythonic", "[write_file(path='t', content='[get_weather(city=\"x\")]')]" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        tc_coll c;
+        parse(&(popt){ .format = rows[i].format, .tools = TOOLS }, rows[i].text, &c);
+        CHECK_MSG(c.res.n_calls == 1 && !strcmp(c.res.calls[0].name, "write_file"), "%s: %d calls", rows[i].format,
+                  c.res.n_calls);
+        tc_coll_fini(&c);
+    }
+}
+
+/* ---- negative cases ---- */
+
+TEST(prose_that_mentions_markers_stays_content)
+{
+    static const struct {
+        const char *format, *text;
+    } rows[] = {
+        { "hermes", "Wrap calls in <tool_call> tags, like <tool_call> this." },
+        { "hermes", "The tag </tool_call> closes a call." },
+        { "qwen3_coder_xml", "In XML you write <function=name> and <parameter=x>." },
+        { "mistral_v11", "Mistral models emit [TOOL_CALLS] before calls." },
+        { "phi4_mini", "Use functools.partial(f, 1) to bind arguments." },
+        { "command_r_plus", "Action: none needed, the answer is 4." },
+        { "pythonic", "[link text](https://example.com) is markdown." },
+        { "pythonic", "[1, 2, 3] is a list." },
+        { "llama3_json", "function f() { return 1; }" },
+        { "xlam", "[\"a\", \"b\"] are the options." },
+        { "deepseek_v3", "DeepSeek writes <｜tool▁calls▁begin｜> here." },
+        { "gemma4", "Gemma writes <|tool_call> tokens." },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        tc_coll c;
+        parse(&(popt){ .format = rows[i].format, .tools = TOOLS }, rows[i].text, &c);
+        CHECK_MSG(c.res.n_calls == 0, "%s: %s gave %d calls", rows[i].format, rows[i].text, c.res.n_calls);
+        CHECK_MSG(!strcmp(content(&c), rows[i].text), "%s: content \"%s\"", rows[i].format, content(&c));
+        tc_coll_fini(&c);
+    }
+}
+
+TEST(json_answers_that_are_not_calls_stay_content)
+{
+    static const struct {
+        const char *format, *text;
+    } rows[] = {
+        { "llama3_json", "{\"answer\": 42, \"unit\": \"m\"}" },
+        { "llama3_json", "{\"name\": \"Ada Lovelace\", \"born\": 1815}" }, /* a name but no parameters */
+        { "llama3_json", "{\"name\": \"undeclared_tool\", \"parameters\": {}}" },
+        { "xlam", "[{\"name\": \"Ada\"}, {\"name\": \"Bob\"}]" },
+        { "pythonic", "[undeclared(x=1)]" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        tc_coll c;
+        parse(&(popt){ .format = rows[i].format, .tools = TOOLS }, rows[i].text, &c);
+        CHECK_MSG(c.res.n_calls == 0, "%s: %s gave %d calls", rows[i].format, rows[i].text, c.res.n_calls);
+        CHECK_MSG(!strcmp(content(&c), rows[i].text), "%s: content \"%s\"", rows[i].format, content(&c));
+        tc_coll_fini(&c);
+    }
+}
+
+TEST(a_bare_call_in_prose_keeps_the_prose_around_it)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "llama3_json", .tools = TOOLS },
+          "Here: {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}} and more.", &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(content(&c), "Here:  and more.");
+    tc_coll_fini(&c);
+}
+
+/* ---- ids ---- */
+
+static void fixed_id(void *ud, int index, cv_buf *out)
+{
+    (void)ud;
+    cv_buf_printf(out, "id-%d", index);
+}
+
+TEST(ids_are_generated_injected_or_taken_from_the_format)
+{
+    const char *two = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>"
+                      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>";
+    tc_coll a, b;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, two, &a);
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, two, &b);
+    CHECK_EQ_INT(a.res.n_calls, 2);
+    CHECK(!strncmp(a.res.calls[0].id, "call_", 5) && strlen(a.res.calls[0].id) == 29);
+    CHECK(strcmp(a.res.calls[0].id, a.res.calls[1].id)); /* distinct */
+    CHECK_EQ_STR(a.res.calls[1].id, b.res.calls[1].id);  /* same seed, same ids */
+    tc_coll_fini(&a);
+    tc_coll_fini(&b);
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .id_fn = fixed_id }, two, &a);
+    CHECK_EQ_STR(a.res.calls[0].id, "id-0");
+    CHECK_EQ_STR(a.res.calls[1].id, "id-1");
+    tc_coll_fini(&a);
+    parse(&(popt){ .format = "mistral_v11", .tools = TOOLS }, "[TOOL_CALLS]get_weather[ARGS]{}", &a);
+    CHECK_EQ_INT(strlen(a.res.calls[0].id), 9); /* Mistral templates demand 9 alphanumerics */
+    tc_coll_fini(&a);
+    parse(&(popt){ .format = "mistral_v11", .tools = TOOLS }, "[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{}", &a);
+    CHECK_EQ_STR(a.res.calls[0].id, "a1b2c3d4e");
+    tc_coll_fini(&a);
+}
+
+/* ---- cross-format fallback ---- */
+
+TEST(a_call_in_another_format_is_recovered_when_the_chosen_one_finds_none)
+{
+    static const struct {
+        const char *format, *text;
+    } rows[] = {
+        { "hermes", "Let me look. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}" },
+        { "mistral_v11", "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>" },
+        { "plain_content", "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>" },
+        { "llama3_json", "<|tool_call_start|>[get_weather(city='Oslo')]<|tool_call_end|>" },
+        { "kimi_k2", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}"
+                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        tc_coll c;
+        parse(&(popt){ .format = rows[i].format, .tools = TOOLS }, rows[i].text, &c);
+        CHECK_MSG(c.res.n_calls == 1, "%s: %d calls from %s", rows[i].format, c.res.n_calls, rows[i].text);
+        if (c.res.n_calls == 1)
+            CHECK_MSG(!strcmp(c.res.calls[0].arguments, "{\"city\": \"Oslo\"}"), "%s: %s", rows[i].format,
+                      c.res.calls[0].arguments);
+        tc_coll_fini(&c);
+    }
+}
+
+TEST(the_fallback_takes_no_undeclared_call_and_no_call_without_tools)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, "[TOOL_CALLS]format_disk[ARGS]{}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), "[TOOL_CALLS]format_disk[ARGS]{}");
+    tc_coll_fini(&c);
+    parse(&(popt){ .format = "hermes", .tools = "[]" }, "[TOOL_CALLS]get_weather[ARGS]{}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    tc_coll_fini(&c);
+}
+
+/* ---- reasoning ---- */
+
+TEST(a_call_inside_closed_reasoning_is_not_a_call_but_one_after_it_is)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS },
+          "<think>I could <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\"}}</tool_call> maybe"
+          "</think>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Y\"}}</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(c.res.calls[0].arguments, "{\"city\": \"Y\"}");
+    CHECK(strstr(reasoning(&c), "<tool_call>") != NULL);
+    tc_coll_fini(&c);
+}
+
+TEST(a_call_ending_unclosed_reasoning_counts_and_one_inside_it_does_not)
+{
+    tc_coll c;
+    /* the model forgot </think> and acted */
+    parse(&(popt){ .format = "qwen3_coder_xml", .tools = TOOLS, .opener = "<think>\n" },
+          "Need the weather.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n"
+          "</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(reasoning(&c), "Need the weather.");
+    tc_coll_fini(&c);
+    /* ... but here it keeps thinking after the call text: no call */
+    parse(&(popt){ .format = "qwen3_coder_xml", .tools = TOOLS, .opener = "<think>\n" },
+          "I might write <tool_call>\n<function=get_weather>\n</function>\n</tool_call> but no, I will answer.", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK(strstr(reasoning(&c), "but no, I will answer.") != NULL);
+    tc_coll_fini(&c);
+}
+
+TEST(inline_reasoning_keeps_the_block_and_its_markers_in_the_content)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .inline_r = true, .opener = "<think>\n" }, "hm</think>Hi", &c);
+    CHECK_EQ_STR(content(&c), "<think>\nhm</think>Hi");
+    CHECK_EQ_STR(reasoning(&c), "");
+    tc_coll_fini(&c);
+}
+
+TEST(a_reply_that_starts_by_closing_reasoning_had_none)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "minimax_m3", .tools = TOOLS }, "</mm:think>Hello", &c);
+    CHECK_EQ_STR(content(&c), "Hello");
+    tc_coll_fini(&c);
+    /* elsewhere a stray closer is text */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, "a </think> b", &c);
+    CHECK_EQ_STR(content(&c), "a </think> b");
+    tc_coll_fini(&c);
+}
+
+TEST(the_prompt_opener_is_found_only_when_the_prompt_leaves_reasoning_open)
+{
+    static const struct {
+        const char *format, *prompt, *opener;
+    } rows[] = {
+        { "qwen3_coder_xml", "<|im_start|>assistant\n<think>\n", "<think>\n" },
+        { "qwen3_coder_xml", "<|im_start|>assistant\n<think>\n\n</think>\n\n", "" },
+        { "qwen3_coder_xml", "<|im_start|>assistant\n", "" },
+        { "hermes", "system: use <think> tags<|im_start|>assistant\n", "" },
+        { "command_r7b", "<|CHATBOT_TOKEN|><|START_THINKING|>", "<|START_THINKING|>" },
+        { "mistral_v11", "[INST]hi[/INST][THINK]", "[THINK]" },
+        { "apriel", "<|begin_assistant|>\nHere are my reasoning steps:\n", "Here are my reasoning steps:\n" },
+        { "gpt_oss_harmony", "<|start|>assistant", "" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        cv_str o = cv_chat_parse_prompt_opener(cv_tc_format_find(rows[i].format), cv_str_of(rows[i].prompt));
+        CHECK_MSG(cv_str_eqz(o, rows[i].opener), "%s: opener \"%.*s\", expected \"%s\"", rows[i].format, (int)o.len,
+                  o.ptr, rows[i].opener);
+    }
+}
+
+/* ---- content ---- */
+
+TEST(a_fenced_json_response_loses_its_fence)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = NULL, .json_response = true }, "```json\n{\"a\": 1}\n```", &c);
+    CHECK_EQ_STR(content(&c), "{\"a\": 1}");
+    tc_coll_fini(&c);
+}
+
+TEST(whitespace_is_trimmed_only_at_the_ends_of_each_kind)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "pythonic", .tools = TOOLS }, "  Look: <|python_start|>[get_weather(city='A')]<|python_end|> done.\n\n", &c);
+    CHECK_EQ_STR(content(&c), "Look:  done.");
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    tc_coll_fini(&c);
+}
+
+TEST(speculative_text_past_the_hold_bound_is_released_as_text)
+{
+    /* a marker followed by an endless unterminated string: held up to the
+     * bound, then given back as content, and parsing goes on after it */
+    size_t big = CV_TC_MAX_HOLD + 4096;
+    cv_buf t = { 0 };
+    cv_buf_puts(&t, "{\"name\": \"");
+    for (size_t i = 0; i < big; i++)
+        cv_buf_putc(&t, 'a' + (char)(i % 26));
+    cv_buf_puts(&t, " <tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>");
+    cv_chat_parse_opts o = { .format = cv_tc_format_find("hermes") };
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    o.tools = tools;
+    tc_coll c;
+    tc_run_chunked(&o, t.data, t.len, CH_RANDOM, 3, false, &c, NULL);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK(c.res.content.len >= big);
+    tc_coll_fini(&c);
+    json_decref(tools);
+    cv_buf_free(&t);
+}
+
+TEST(bad_tools_are_an_error_not_a_crash)
+{
+    cv_chat_parse *p = NULL;
+    cv_err err = { 0 };
+    json_t *t = json_loads("{\"not\": \"an array\"}", 0, NULL);
+    cv_chat_parse_opts o = { .tools = t };
+    CHECK_EQ_INT(cv_chat_parse_create(&o, tc_coll_fn, NULL, &p, &err), CV_EINVAL);
+    CHECK(p == NULL && err.msg[0]);
+    json_decref(t);
+    t = json_loads("[{\"type\": \"function\", \"function\": {\"description\": \"no name\"}}]", 0, NULL);
+    o.tools = t;
+    CHECK_EQ_INT(cv_chat_parse_create(&o, tc_coll_fn, NULL, &p, &err), CV_EINVAL);
+    json_decref(t);
+}
+
+TEST(feeding_after_finish_is_an_error)
+{
+    tc_coll c;
+    tc_coll_init(&c);
+    cv_chat_parse *p;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_chat_parse_create(NULL, tc_coll_fn, &c, &p, &err), 0);
+    CHECK_EQ_INT(cv_chat_parse_feed(p, "hi", 2, &err), 0);
+    CHECK_EQ_INT(cv_chat_parse_finish(p, &err), 0);
+    CHECK_EQ_INT(cv_chat_parse_feed(p, "x", 1, &err), CV_EINVAL);
+    CHECK_EQ_INT(cv_chat_parse_finish(p, &err), CV_EINVAL);
+    cv_chat_parse_destroy(p);
+    CHECK_EQ_STR(c.res.content.data, "hi");
+    tc_coll_fini(&c);
+}
+
+TEST(the_non_streaming_result_is_the_stream_assembled)
+{
+    const char *text = "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": \"3\"}}"
+                       "</tool_call>";
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    cv_chat_parse_opts o = { .format = cv_tc_format_find("hermes"), .tools = tools, .id_seed = 5 };
+    cv_chat_parse_result r = { 0 };
+    CHECK_EQ_INT(cv_chat_parse_text(&o, text, strlen(text), &r, NULL), 0);
+    json_t *j = cv_chat_parse_result_json(&r);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    CHECK(strstr(s, "\"content\":\"Hi\"") != NULL);
+    CHECK(strstr(s, "\"arguments\":\"{\\\"city\\\": \\\"Oslo\\\", \\\"days\\\": 3}\"") != NULL);
+    free(s);
+    json_decref(j);
+    tc_coll c;
+    tc_run_chunked(&o, text, strlen(text), CH_BYTES, 0, false, &c, NULL);
+    char why[256];
+    CHECK_MSG(tc_same_result(&r, &c.res, why, sizeof why), "%s", why);
+    CHECK(c.n_args_events > 1); /* the arguments really streamed */
+    tc_coll_fini(&c);
+    cv_chat_parse_result_fini(&r);
+    json_decref(tools);
+}
+
+int main(void)
+{
+    RUN(only_declared_tools_count_and_their_markup_is_removed);
+    RUN(an_empty_tools_list_allows_no_calls_at_all);
+    RUN(a_functions_prefix_resolves_to_the_declared_name);
+    RUN(tool_choice_none_yields_no_calls_but_still_removes_markup);
+    RUN(parallel_tool_calls_false_keeps_the_first_call);
+    RUN(marker_text_inside_a_string_argument_never_creates_a_second_call);
+    RUN(prose_that_mentions_markers_stays_content);
+    RUN(json_answers_that_are_not_calls_stay_content);
+    RUN(a_bare_call_in_prose_keeps_the_prose_around_it);
+    RUN(ids_are_generated_injected_or_taken_from_the_format);
+    RUN(a_call_in_another_format_is_recovered_when_the_chosen_one_finds_none);
+    RUN(the_fallback_takes_no_undeclared_call_and_no_call_without_tools);
+    RUN(a_call_inside_closed_reasoning_is_not_a_call_but_one_after_it_is);
+    RUN(a_call_ending_unclosed_reasoning_counts_and_one_inside_it_does_not);
+    RUN(inline_reasoning_keeps_the_block_and_its_markers_in_the_content);
+    RUN(a_reply_that_starts_by_closing_reasoning_had_none);
+    RUN(the_prompt_opener_is_found_only_when_the_prompt_leaves_reasoning_open);
+    RUN(a_fenced_json_response_loses_its_fence);
+    RUN(whitespace_is_trimmed_only_at_the_ends_of_each_kind);
+    RUN(speculative_text_past_the_hold_bound_is_released_as_text);
+    RUN(bad_tools_are_an_error_not_a_crash);
+    RUN(feeding_after_finish_is_an_error);
+    RUN(the_non_streaming_result_is_the_stream_assembled);
+    return test_report();
+}
