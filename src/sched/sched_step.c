@@ -54,6 +54,38 @@ void cv_sched_finish_waiting(cv_sched_req *r)
     push_final(r, &ev);
 }
 
+/* Copies what /v1/status and the statistics show; mu is held. Called at
+ * the end of every step and whenever a request leaves, before its final
+ * event, so a caller who saw the final event sees figures that include it. */
+static void publish_locked(cv_sched *s)
+{
+    for (int32_t i = 0; i < s->n_running; i++) {
+        cv_sched_req *r = s->running[i];
+        r->st_done = r->n_done;
+        r->st_gen = r->n_gen;
+    }
+    s->st.steps = s->eng.steps;
+    s->st.finished = s->eng.finished;
+    s->st.preemptions = s->eng.preemptions;
+    s->st.prompt_tokens = s->eng.prompt_tokens;
+    s->st.cached_tokens = s->eng.cached_tokens;
+    s->st.computed_tokens = s->eng.computed_tokens;
+    s->st.generated_tokens = s->eng.generated_tokens;
+    s->st.lookups = s->eng.lookups;
+    s->st.hits = s->eng.hits;
+    s->st.evictions = s->tree.n_evicted;
+    s->st.tree_blocks = s->tree.n_nodes;
+    s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
+    s->st.kv_free = cv_engine_kv_free_blocks(s->e);
+}
+
+static void publish(cv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    publish_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* ---- the running set (admission order; readers hold mu) ---- */
 
 static void running_add(cv_sched *s, cv_sched_req *r)
@@ -73,6 +105,7 @@ static void running_remove(cv_sched *s, cv_sched_req *r)
     assert(i < s->n_running);
     memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
     s->n_running--;
+    publish_locked(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -92,8 +125,8 @@ static void detach(cv_sched *s, cv_sched_req *r)
 static void retire(cv_sched *s, cv_sched_req *r, cv_finish_reason why, const cv_err *err)
 {
     detach(s, r);
-    running_remove(s, r);
     s->eng.finished++;
+    running_remove(s, r);
     cv_sched_event ev = base_event(r, err ? CV_SCHED_ERROR : CV_SCHED_DONE);
     if (err)
         ev.err = *err;
@@ -105,8 +138,8 @@ static void retire(cv_sched *s, cv_sched_req *r, cv_finish_reason why, const cv_
 static void preempt(cv_sched *s, cv_sched_req *r)
 {
     detach(s, r);
-    running_remove(s, r);
     s->eng.preemptions++;
+    running_remove(s, r);
     pthread_mutex_lock(&s->mu);
     r->phase = PHASE_WAITING;
     r->next = s->q_head;
@@ -288,9 +321,13 @@ static void end_cancelled(cv_sched *s)
     }
     s->q_tail = last;
     pthread_mutex_unlock(&s->mu);
+    if (!gone)
+        return;
+    for (cv_sched_req *r = gone; r; r = r->next)
+        s->eng.finished++;
+    publish(s);
     while (gone) {
         cv_sched_req *next = gone->next;
-        s->eng.finished++;
         cv_sched_finish_waiting(gone);
         gone = next;
     }
@@ -324,27 +361,33 @@ static void admit_waiting(cv_sched *s)
     }
 }
 
-/* Makes `need` blocks free for running[i]: eviction, then preempting the
- * newest running sequences (all newer than running[i], so none is in the
- * batch yet). False when running[i] itself had to go: preempted, or ended
- * because the pool cannot hold it even alone. */
-static bool make_room(cv_sched *s, int32_t i, int32_t n_new)
+/* Makes the blocks running[i] needs to grow by n_new free, on top of
+ * *reserved (what the batch's earlier sequences will draw): eviction, then
+ * preempting the newest running sequences (all newer than running[i], so
+ * none is in the batch yet). False when running[i] itself had to go:
+ * preempted, or ended because the pool cannot hold it even alone. */
+static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
 {
     cv_sched_req *r = s->running[i];
     for (;;) {
-        int32_t need = cv_engine_seq_blocks_needed(s->e, r->seq, n_new);
+        int32_t need = cv_engine_seq_blocks_needed(s->e, r->seq, n_new) + *reserved;
         int32_t free_now = cv_engine_kv_free_blocks(s->e);
-        if (need <= free_now)
+        if (need <= free_now) {
+            *reserved = need;
             return true;
-        if (s->prefix_cache && rx_evict(&s->tree, need - free_now) >= need - free_now)
+        }
+        if (s->prefix_cache && rx_evict(&s->tree, need - free_now) >= need - free_now) {
+            *reserved = need;
             return true;
+        }
         cv_sched_req *victim = s->running[s->n_running - 1];
         if (victim != r) {
             preempt(s, victim);
             continue;
         }
         if (i == 0) {
-            /* Alone and still short: the pool cannot hold this sequence. */
+            /* First in the batch, nothing newer left, still short: the pool
+             * cannot hold this sequence. */
             retire(s, r, CV_FINISH_CONTEXT, NULL);
             return false;
         }
@@ -360,14 +403,14 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
     for (int32_t i = 0; i < s->n_running; i++)
         n_dec += s->running[i]->n_tokens - s->running[i]->n_done == 1;
     int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks */
-    int32_t nt = 0, nr = 0;
+    int32_t nt = 0, nr = 0, reserved = 0;
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
         const int32_t n = pending == 1 ? 1 : CV_MIN(pending, budget);
         if (n <= 0)
             continue;
-        if (!make_room(s, i, n))
+        if (!make_room(s, i, n, &reserved))
             break; /* r was the newest left: nothing after it */
         for (int32_t k = 0; k < n; k++) {
             const int32_t p = r->n_done + k;
@@ -385,31 +428,6 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
     }
     *n_reqs = nr;
     return nt;
-}
-
-/* Copies what /v1/status and the statistics show. */
-static void publish(cv_sched *s)
-{
-    pthread_mutex_lock(&s->mu);
-    for (int32_t i = 0; i < s->n_running; i++) {
-        cv_sched_req *r = s->running[i];
-        r->st_done = r->n_done;
-        r->st_gen = r->n_gen;
-    }
-    s->st.steps = s->eng.steps;
-    s->st.finished = s->eng.finished;
-    s->st.preemptions = s->eng.preemptions;
-    s->st.prompt_tokens = s->eng.prompt_tokens;
-    s->st.cached_tokens = s->eng.cached_tokens;
-    s->st.computed_tokens = s->eng.computed_tokens;
-    s->st.generated_tokens = s->eng.generated_tokens;
-    s->st.lookups = s->eng.lookups;
-    s->st.hits = s->eng.hits;
-    s->st.evictions = s->tree.n_evicted;
-    s->st.tree_blocks = s->tree.n_nodes;
-    s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
-    s->st.kv_free = cv_engine_kv_free_blocks(s->e);
-    pthread_mutex_unlock(&s->mu);
 }
 
 static void step(cv_sched *s)
