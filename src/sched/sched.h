@@ -37,8 +37,10 @@ typedef struct cv_sched_req cv_sched_req; /* one submitted request */
  * masking a copy of the logits and calling cv_sampler_sample on it) and
  * keeps its own state in step with the tokens it returns. The scheduler
  * then feeds the token to cv_sampler_accept as usual. A nonzero return
- * fails the request with err. destroy (may be NULL) runs once when the
- * request is freed. Without a hook: cv_sampler_sample on the raw logits. */
+ * fails the request with err. destroy (may be NULL) runs once, before
+ * the request's final event is queued (so after reading DONE/ERROR the
+ * caller knows it ran). Without a hook: cv_sampler_sample on the raw
+ * logits. */
 typedef struct cv_sched_hook {
     int (*choose)(void *ud, cv_sampler *smp, const float *logits, int32_t n_vocab, int32_t *token, cv_err *err);
     void (*destroy)(void *ud);

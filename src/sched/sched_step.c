@@ -43,6 +43,9 @@ static cv_sched_event base_event(const cv_sched_req *r, cv_sched_event_type type
 
 static void push_final(cv_sched_req *r, cv_sched_event *ev)
 {
+    if (r->hook && r->hook->destroy) /* before the final event: the caller may rely on it */
+        r->hook->destroy(r->hook_ud);
+    r->hook = NULL;
     cv_sched_push_event(r, ev);
     cv_sched_req_unref(r); /* the scheduler's reference */
 }
@@ -454,7 +457,9 @@ static void step(cv_sched *s)
         return;
     }
     s->eng.steps++;
-    int32_t row = 0;
+    /* Progress first, for every request of the batch, so that figures
+     * published while the loop below ends some of them are consistent with
+     * the pool. */
     for (int32_t j = 0; j < nr; j++) {
         cv_sched_req *r = s->b_req[j];
         const int32_t n = s->b_n[j];
@@ -465,6 +470,10 @@ static void step(cv_sched *s)
         s->eng.computed_tokens += computed;
         r->st_computed += computed;
         r->n_done += n;
+    }
+    int32_t row = 0;
+    for (int32_t j = 0; j < nr; j++) {
+        cv_sched_req *r = s->b_req[j];
         tree_insert(s, r);
         if (r->n_done == r->n_tokens) {
             assert(row < n_logits);
