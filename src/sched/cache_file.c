@@ -286,8 +286,11 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
         goto io_fail;
     }
     fd = -1;
-    if (rename(tmp.data, path) != 0)
-        goto io_fail;
+    if (rename(tmp.data, path) != 0) {
+        rc = cv_err_set(err, CV_EIO, "cache file: cannot rename %s to %s: %s", tmp.data, path, strerror(errno));
+        unlink(tmp.data);
+        goto out;
+    }
     *n_saved = p.n;
     goto out;
 io_fail:
@@ -365,6 +368,10 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
         int rc = cv_err_set(err, CV_EIO, "%s", strerror(errno));
         close(fd);
         return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cv_err_set(err, CV_ECORRUPT, "not a regular file");
     }
     const size_t size = (size_t)st.st_size;
     if (size < HEADER_BYTES) {

@@ -254,6 +254,9 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
             cv_warn("prefix cache: ignoring %s: %s", s->cache_path, lerr.msg);
         s->st.file_blocks_loaded = loaded;
     }
+    s->st.tree_blocks = s->tree.n_nodes;
+    s->st.kv_blocks = cv_engine_kv_n_blocks(e);
+    s->st.kv_free = cv_engine_kv_free_blocks(e);
 
     int rc = pthread_create(&s->thread, NULL, cv_sched_engine_main, s);
     if (rc) {
