@@ -7,14 +7,15 @@
  *            included): bytes of weights / time vs read bandwidth;
  *   batch8   8 tokens through every matrix: multiply-adds / time vs the
  *            int8 peak;
- *   prefill  512 tokens through the matrices of the first two layers:
- *            multiply-adds / time vs the int8 peak.
+ *   prefill  512 tokens through the matrices of two layers (the first and
+ *            the middle one): multiply-adds / time vs the int8 peak.
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
  * repeats; the machine is shared, so run it twice and compare. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "kernels/kernels.h"
@@ -115,14 +116,20 @@ static void model_free(model *m)
     memset(m, 0, sizeof *m);
 }
 
-static int model_build(model *m, const shape *s, const char *mix, int64_t n_layers, bool with_output, cv_err *err)
+/* The matrices of the given layers (all when layers is NULL), plus the
+ * output layer if asked. */
+static int model_build(model *m, const shape *s, const char *mix, const int64_t *layers, int64_t n_layers,
+                       bool with_output, cv_err *err)
 {
     memset(m, 0, sizeof *m);
+    if (!layers)
+        n_layers = s->n_layer;
     m->m = calloc((size_t)(n_layers * 7 + 1), sizeof *m->m);
     cv_rng rng;
     cv_rng_seed(&rng, 1234);
     const int64_t q = s->n_head * s->head_dim, kv = s->n_kv_head * s->head_dim;
-    for (int64_t l = 0; l < n_layers; l++) {
+    for (int64_t li = 0; li < n_layers; li++) {
+        const int64_t l = layers ? layers[li] : li;
         const struct { mat_kind k; int64_t n_in, n_out; } mats[] = {
             { MAT_Q, s->hidden, q },         { MAT_K, s->hidden, kv },       { MAT_V, s->hidden, kv },
             { MAT_O, q, s->hidden },         { MAT_GATE, s->hidden, s->ffn }, { MAT_UP, s->hidden, s->ffn },
@@ -154,15 +161,29 @@ static int model_build(model *m, const shape *s, const char *mix, int64_t n_laye
     return 0;
 }
 
+/* The clock passes are timed with: wall time, or (--clock cpu, one thread)
+ * the CPU time of the calling thread, which excludes the time slices a
+ * shared machine gives to other processes. */
+static bool use_cpu_clock;
+
+static double clock_s(void)
+{
+    if (!use_cpu_clock)
+        return cv_now_s();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-/* Median seconds of `repeats` passes of n_tok tokens through every matrix
- * (after one warm-up pass). */
-static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeats, const shape *s)
+/* Median (and in *best the fastest) seconds of `repeats` passes of n_tok
+ * tokens through every matrix, after one warm-up pass. */
+static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeats, const shape *s, double *best)
 {
     int64_t max_in = CV_MAX(s->ffn, s->n_head * s->head_dim), max_out = CV_MAX(s->vocab, s->ffn);
     float *x = cv_aligned_alloc((size_t)(n_tok * max_in) * sizeof *x);
@@ -174,15 +195,16 @@ static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeat
     double t[64];
     repeats = CV_MIN(repeats, 64);
     for (int r = -1; r < repeats; r++) {
-        double t0 = cv_now_s();
+        double t0 = clock_s();
         for (int i = 0; i < m->n; i++)
             cv_matmul(pool, m->m[i].w, n_tok, x, y);
         if (r >= 0)
-            t[r] = cv_now_s() - t0;
+            t[r] = clock_s() - t0;
     }
     cv_aligned_free(x);
     cv_aligned_free(y);
     qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
+    *best = t[0];
     return t[repeats / 2];
 }
 
@@ -217,6 +239,12 @@ int cv_cmd_bench_kernels(int argc, char **argv)
             cases = argv[++i];
         else if (!strcmp(a, "--repeats"))
             repeats = atoi(argv[++i]);
+        else if (!strcmp(a, "--clock")) {
+            const char *c = argv[++i];
+            if (strcmp(c, "wall") && strcmp(c, "cpu"))
+                return cv_cli_usage_error(self, "--clock %s is not wall or cpu", c);
+            use_cpu_clock = !strcmp(c, "cpu");
+        }
         else
             return cv_cli_usage_error(self, "unknown option %s", a);
     }
@@ -224,22 +252,39 @@ int cv_cmd_bench_kernels(int argc, char **argv)
         return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
     if (repeats < 1 || repeats > 64)
         return cv_cli_usage_error(self, "--repeats %d is out of range 1..64", repeats);
+    if (use_cpu_clock && threads != 1)
+        return cv_cli_usage_error(self, "--clock cpu times one thread: use it with --threads 1");
     cv_err err = { 0 };
     cv_pool *pool = cv_pool_create(threads, &err);
     if (!pool) {
         fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
         return 1;
     }
-    printf("isa %s, %d threads\n", cv_isa_name(cv_isa_active()), cv_pool_size(pool));
+    printf("isa %s, %d threads, %s clock\n", cv_isa_name(cv_isa_active()), cv_pool_size(pool),
+           use_cpu_clock ? "thread-CPU" : "wall");
     cv_probe_result bw, peak;
     cv_probe_read_bandwidth(pool, &bw, NULL);
     int have_peak = cv_probe_int8_peak(pool, &peak, &err) == 0;
+    if (use_cpu_clock) {
+        /* Ceilings on the same clock as the passes. */
+        bw.value = bw.best = bw.cpu_value;
+        peak.value = peak.best = peak.cpu_value;
+    }
     printf("ceiling read bandwidth   %8.2f GB/s   (best %.2f)\n", bw.value, bw.best);
-    if (have_peak)
-        printf("ceiling int8 peak        %8.2f GMAC/s (best %.2f)\n", peak.value / 1e9, peak.best / 1e9);
+    if (have_peak) {
+        cv_probe_result p32;
+        cv_probe_int8_peak_i32(pool, &p32, NULL);
+        if (use_cpu_clock)
+            p32.value = p32.best = p32.cpu_value;
+        printf("ceiling int8 peak        %8.2f GMAC/s (best %.2f; vpmaddubsw+vpaddw)\n", peak.value / 1e9,
+               peak.best / 1e9);
+        printf("  for context: i32 step  %8.2f GMAC/s (best %.2f; +vpmaddwd, what q8_0 needs)\n", p32.value / 1e9,
+               p32.best / 1e9);
+    }
     else
         printf("ceiling int8 peak        n/a (%s)\n", err.msg);
-    printf("%-13s %-7s %-8s %12s %12s %9s\n", "model", "dtype", "case", "time ms", "rate", "fraction");
+    printf("fractions: median pass / median probe (best pass / best probe)\n");
+    printf("%-13s %-7s %-8s %10s %16s %18s\n", "model", "dtype", "case", "median ms", "rate", "fraction");
     int rc = 0;
     for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++) {
         const shape *s = &shapes[si];
@@ -252,33 +297,37 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                 continue;
             model m;
             if (in_list(cases, "decode") || in_list(cases, "batch8")) {
-                if ((rc = model_build(&m, s, mix, s->n_layer, true, &err))) {
+                if ((rc = model_build(&m, s, mix, NULL, 0, true, &err))) {
                     fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
                     goto done;
                 }
                 if (in_list(cases, "decode")) {
-                    double t = time_pass(pool, &m, 1, repeats + 2, s);
-                    double gbs = (double)m.bytes / t / 1e9;
-                    printf("%-13s %-7s %-8s %12.2f %7.2f GB/s %8.1f%%\n", s->name, mix, "decode", t * 1e3, gbs,
-                           100 * gbs / bw.value);
+                    double tb, t = time_pass(pool, &m, 1, repeats + 2, s, &tb);
+                    double gbs = (double)m.bytes / t / 1e9, gbs_b = (double)m.bytes / tb / 1e9;
+                    printf("%-13s %-7s %-8s %10.2f %9.2f GB/s     %5.1f%% (%5.1f%%)\n", s->name, mix, "decode", t * 1e3,
+                           gbs, 100 * gbs / bw.value, 100 * gbs_b / bw.best);
                 }
                 if (in_list(cases, "batch8")) {
-                    double t = time_pass(pool, &m, 8, repeats, s);
-                    double gmacs = 8.0 * (double)m.macs_per_token / t / 1e9;
-                    printf("%-13s %-7s %-8s %12.2f %5.1f GMAC/s %7.1f%%\n", s->name, mix, "batch8", t * 1e3, gmacs,
-                           have_peak ? 100 * gmacs * 1e9 / peak.value : 0.0);
+                    double tb, t = time_pass(pool, &m, 8, repeats, s, &tb);
+                    double g = 8.0 * (double)m.macs_per_token / t, gb = 8.0 * (double)m.macs_per_token / tb;
+                    printf("%-13s %-7s %-8s %10.2f %7.1f GMAC/s     %5.1f%% (%5.1f%%)\n", s->name, mix, "batch8",
+                           t * 1e3, g / 1e9, have_peak ? 100 * g / peak.value : 0.0,
+                           have_peak ? 100 * gb / peak.best : 0.0);
                 }
                 model_free(&m);
             }
             if (in_list(cases, "prefill")) {
-                if ((rc = model_build(&m, s, mix, 2, false, &err))) {
+                /* layer 0 and the middle one: in Q4_K_M, one with Q6_K
+                 * attn_v/ffn_down and one without, as half the layers are */
+                const int64_t sample[2] = { 0, s->n_layer / 2 };
+                if ((rc = model_build(&m, s, mix, sample, 2, false, &err))) {
                     fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
                     goto done;
                 }
-                double t = time_pass(pool, &m, 512, CV_MAX(1, repeats / 2), s);
-                double gmacs = 512.0 * (double)m.macs_per_token / t / 1e9;
-                printf("%-13s %-7s %-8s %12.2f %5.1f GMAC/s %7.1f%%\n", s->name, mix, "prefill", t * 1e3, gmacs,
-                       have_peak ? 100 * gmacs * 1e9 / peak.value : 0.0);
+                double tb, t = time_pass(pool, &m, 512, CV_MAX(1, repeats / 2), s, &tb);
+                double g = 512.0 * (double)m.macs_per_token / t, gb = 512.0 * (double)m.macs_per_token / tb;
+                printf("%-13s %-7s %-8s %10.2f %7.1f GMAC/s     %5.1f%% (%5.1f%%)\n", s->name, mix, "prefill",
+                       t * 1e3, g / 1e9, have_peak ? 100 * g / peak.value : 0.0, have_peak ? 100 * gb / peak.best : 0.0);
                 model_free(&m);
             }
             fflush(stdout);

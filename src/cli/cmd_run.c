@@ -1,9 +1,12 @@
 /* cmd_run.c — `corvid run MODEL -p PROMPT`: one generation straight on the
  * engine (no scheduler, no server), streaming the continuation to stdout
- * and timings to stderr. With --ids the prompt is token ids and so is the
- * output (a model without a tokenizer, or a check of exact tokens); text
- * prompts go through the model's tokenizer. Generation stops at n tokens or
- * at an end-of-generation id from the file's metadata. */
+ * and timings to stderr. A text prompt goes through the model's own
+ * tokenizer (BOS as the vocabulary says, special tokens written in the
+ * prompt parsed, so a rendered chat prompt works) and the continuation is
+ * streamed as text (special tokens skipped). With --ids the prompt is token
+ * ids and so is the output (a model without a tokenizer, or a check of
+ * exact tokens). Generation stops at n tokens or at an end-of-generation
+ * token. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -12,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct run_opts {
     const char *model, *prompt;
@@ -75,18 +79,37 @@ static int run(const run_opts *o)
     cv_model *m = NULL;
     cv_engine *e = NULL;
     cv_sampler *smp = NULL;
+    cv_tok *tok = NULL;
     int32_t *prompt = NULL, n_prompt = 0;
     int rc;
     cv_model_params mp = { .dequantize = o->exact };
     if ((rc = cv_model_open(o->model, &mp, &m, &err)))
         goto fail;
-    if (!o->ids) {
-        rc = cv_err_set(&err, CV_EUNSUPPORTED, "text prompts need the tokenizer layer, which this build lacks; "
-                        "pass token ids with --ids");
-        goto fail;
+    if (o->ids) {
+        if ((rc = parse_ids(o->prompt, m->hp.n_vocab, &prompt, &n_prompt, &err)))
+            goto fail;
+    } else {
+        if ((rc = cv_tok_load(m->gguf, &tok, &err))) {
+            cv_err_prefix(&err, "%s has no usable tokenizer (pass token ids with --ids): ", o->model);
+            goto fail;
+        }
+        cv_tok_ids v = { 0 };
+        rc = cv_tok_encode(tok, o->prompt, strlen(o->prompt), CV_TOK_ADD_SPECIAL | CV_TOK_PARSE_SPECIAL, &v, &err);
+        prompt = v.ids;
+        n_prompt = (int32_t)v.n;
+        if (rc)
+            goto fail;
+        if (n_prompt == 0) {
+            rc = cv_err_set(&err, CV_EINVAL, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
+            goto fail;
+        }
+        for (int32_t i = 0; i < n_prompt; i++)
+            if (prompt[i] >= m->hp.n_vocab) {
+                rc = cv_err_set(&err, CV_ECORRUPT, "%s: the tokenizer has ids up to %d but the model only %d",
+                                o->model, prompt[i], m->hp.n_vocab - 1);
+                goto fail;
+            }
     }
-    if ((rc = parse_ids(o->prompt, m->hp.n_vocab, &prompt, &n_prompt, &err)))
-        goto fail;
     cv_engine_params ep = { .n_threads = o->threads, .n_ctx = o->n_ctx, .n_batch = 512 };
     if (ep.n_ctx <= 0)
         ep.n_ctx = (int32_t)CV_MIN((int64_t)m->hp.n_ctx_train, (int64_t)n_prompt + o->n_predict);
@@ -102,7 +125,16 @@ static int run(const run_opts *o)
         sp.seed = cv_now_ns();
     if ((rc = cv_sampler_create(&sp, m->hp.n_vocab, &smp, &err)))
         goto fail;
-    int32_t eog[3], n_eog = o->ignore_eos ? 0 : eog_ids(m->gguf, eog);
+    int32_t eog[3], n_eog = o->ignore_eos || tok ? 0 : eog_ids(m->gguf, eog);
+    /* A prompt of special tokens only (BOS) starts the text: SentencePiece's
+     * leading space of the first word is dropped, as its decoders do. */
+    bool at_start = true;
+    for (int32_t i = 0; tok && i < n_prompt; i++)
+        at_start = at_start && cv_tok_is_special(tok, prompt[i]);
+    cv_tok_stream ts;
+    if (tok)
+        cv_tok_stream_init(&ts, tok, CV_TOK_SKIP_SPECIAL | (at_start ? CV_TOK_AT_START : 0));
+    cv_buf text = { 0 };
 
     int32_t seq;
     if ((rc = cv_engine_seq_open(e, &seq, &err)))
@@ -126,21 +158,35 @@ static int run(const run_opts *o)
     double t1 = cv_now_s();
     int32_t n_gen = 0;
     while (n_gen < o->n_predict) {
-        int32_t tok = cv_sampler_sample(smp, logits);
-        bool stop = false;
+        int32_t id = cv_sampler_sample(smp, logits);
+        bool stop = tok && !o->ignore_eos && cv_tok_is_eog(tok, id);
         for (int32_t i = 0; i < n_eog; i++)
-            stop = stop || tok == eog[i];
+            stop = stop || id == eog[i];
         if (stop)
             break;
-        printf("%s%d", n_gen ? " " : "", tok);
+        if (tok) {
+            cv_buf_reset(&text);
+            cv_tok_stream_feed(&ts, id, &text, NULL);
+            fwrite(text.data, 1, text.len, stdout);
+        } else {
+            printf("%s%d", n_gen ? " " : "", id);
+        }
         fflush(stdout);
-        cv_sampler_accept(smp, tok);
+        cv_sampler_accept(smp, id);
         if (++n_gen == o->n_predict)
             break;
         int32_t p = n_prompt + n_gen - 1;
-        if ((rc = cv_engine_forward(e, &(cv_batch){ 1, &tok, &seq, &p, NULL }, &logits, &nl, &err)))
+        if ((rc = cv_engine_forward(e, &(cv_batch){ 1, &id, &seq, &p, NULL }, &logits, &nl, &err))) {
+            cv_buf_free(&text);
             goto fail;
+        }
     }
+    if (tok) {
+        cv_buf_reset(&text);
+        cv_tok_stream_flush(&ts, &text);
+        fwrite(text.data, 1, text.len, stdout);
+    }
+    cv_buf_free(&text);
     printf("\n");
     double t2 = cv_now_s();
     fprintf(stderr, "corvid run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
@@ -150,6 +196,7 @@ fail:
     if (rc)
         fprintf(stderr, "corvid run: %s\n", err.msg);
     free(prompt);
+    cv_tok_destroy(tok);
     cv_sampler_destroy(smp);
     cv_engine_destroy(e);
     cv_model_close(m);

@@ -1,110 +1,188 @@
 /* attention.c — causal attention over paged KV blocks with an online
- * softmax (one pass over the keys: a running maximum and sum per query
- * head, rescaling the accumulated values when the maximum grows), so no
- * score row of the full context is ever materialised. One work item is a
- * (token, kv head) pair: the n_rep query heads that share a kv head are
- * computed together, so each key and value row is read once per group
- * (GQA). Items are handed out through an atomic counter, because tokens at
- * later positions cost more than early ones.
+ * softmax: one pass over the keys keeping a running maximum and sum per
+ * query row and rescaling the accumulated values when the maximum grows,
+ * so no score row of the whole context is ever materialised.
  *
- * Scale 1/sqrt(head_dim); token t at position p sees positions 0..p of its
- * own sequence, which the forward pass wrote to the cache before calling. */
+ * Work is cut into tiles: up to `tile` consecutive tokens of one sequence
+ * against one kv head, all n_rep query heads of that head (GQA) at once.
+ * A tile reads each key and value block once for all its rows, from L1,
+ * instead of once per token and head; decode tiles hold one token. Tiles
+ * are built once per forward call (cv_engine_att_plan) and handed out
+ * longest first through an atomic counter, because later positions cost
+ * more. The tile kernel is per ISA: the scalar one here is the reference,
+ * attention_avx2.c the fast one.
+ *
+ * Token t at position p sees positions 0..p of its own sequence, which the
+ * forward pass wrote to the cache before calling; scale 1/sqrt(head_dim). */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "engine/engine_int.h"
 
+/* ---- the scalar tile (reference) ---- */
+
+void cv_att_tile_scalar(const att_tile *a, float *scratch)
+{
+    const kv_pool *kv = a->kv;
+    const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
+    const bool f16 = kv->type == CV_GGML_F16;
+    const size_t row = (size_t)hd * kv->elt_bytes;
+    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *s = sum + R, *kf = s + CV_KV_BLOCK;
+    memset(acc, 0, (size_t)R * hd * sizeof(float));
+    for (int32_t r = 0; r < R; r++)
+        mx[r] = -INFINITY, sum[r] = 0;
+    const int32_t last = a->pos0 + a->n_tok - 1;
+    for (int32_t blk = 0; blk * CV_KV_BLOCK <= last; blk++) {
+        const int32_t base = blk * CV_KV_BLOCK;
+        const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
+        const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
+        for (int32_t k = 0; k < a->n_tok; k++) {
+            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
+            for (int32_t h = 0; h < n_rep && nv > 0; h++) {
+                const int32_t r = k * n_rep + h;
+                const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * n_rep + h) * hd;
+                float bm = -INFINITY;
+                for (int32_t j = 0; j < nv; j++) {
+                    const float *kr = (const float *)(K + j * row);
+                    if (f16) {
+                        for (int32_t i = 0; i < hd; i++)
+                            kf[i] = cv_fp16_to_fp32(((const uint16_t *)(K + j * row))[i]);
+                        kr = kf;
+                    }
+                    float d = 0;
+                    for (int32_t i = 0; i < hd; i++)
+                        d += q[i] * kr[i];
+                    s[j] = d * a->scale;
+                    bm = s[j] > bm ? s[j] : bm;
+                }
+                float *ar = acc + (size_t)r * hd;
+                if (bm > mx[r]) {
+                    const float c = expf(mx[r] - bm); /* 0 on the first block */
+                    sum[r] *= c;
+                    for (int32_t i = 0; i < hd; i++)
+                        ar[i] *= c;
+                    mx[r] = bm;
+                }
+                for (int32_t j = 0; j < nv; j++) {
+                    const float pj = expf(s[j] - mx[r]);
+                    sum[r] += pj;
+                    if (f16) {
+                        const uint16_t *vr = (const uint16_t *)(V + j * row);
+                        for (int32_t i = 0; i < hd; i++)
+                            ar[i] += pj * cv_fp16_to_fp32(vr[i]);
+                    } else {
+                        const float *vr = (const float *)(V + j * row);
+                        for (int32_t i = 0; i < hd; i++)
+                            ar[i] += pj * vr[i];
+                    }
+                }
+            }
+        }
+    }
+    for (int32_t k = 0; k < a->n_tok; k++)
+        for (int32_t h = 0; h < n_rep; h++) {
+            const int32_t r = k * n_rep + h;
+            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)(a->g * n_rep + h) * hd;
+            const float inv = 1.0f / sum[r];
+            for (int32_t i = 0; i < hd; i++)
+                o[i] = acc[(size_t)r * hd + i] * inv;
+        }
+}
+
+size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
+{
+    /* acc [R][hd], max [R], sum [R], scores [BLOCK], one converted key [hd] */
+    size_t n = (size_t)max_rows * ((size_t)hd + 2) + CV_KV_BLOCK + (size_t)hd;
+    return (n + 15) & ~(size_t)15;
+}
+
+/* ---- planning: tiles for this batch ---- */
+
+static int cmp_tile(const void *x, const void *y)
+{
+    const att_plan_tile *a = x, *b = y;
+    int32_t ea = a->pos0 + a->n_tok, eb = b->pos0 + b->n_tok;
+    if (ea != eb)
+        return ea > eb ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq; /* deterministic order */
+}
+
+void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
+{
+    /* Group the batch's rows by sequence, keeping batch order inside one
+     * (which is position order): a counting sort over the sequences. */
+    int32_t *start = e->att_seq_start; /* [n_seq_max + 1] */
+    memset(start, 0, ((size_t)e->p.n_seq_max + 1) * sizeof *start);
+    for (int32_t i = 0; i < b->n_tokens; i++)
+        start[b->seq[i] + 1]++;
+    for (int32_t s = 0; s < e->p.n_seq_max; s++)
+        start[s + 1] += start[s];
+    for (int32_t i = 0; i < b->n_tokens; i++)
+        e->att_rows[start[b->seq[i]]++] = i;
+    /* start[s] now ends sequence s's run; runs are back to back. */
+    int32_t n = 0, at = 0;
+    for (int32_t s = 0; s < e->p.n_seq_max; s++) {
+        for (int32_t k = at; k < start[s]; k += e->att_tile_tokens) {
+            att_plan_tile *t = &e->att_tiles[n++];
+            t->seq = s;
+            t->first = k;
+            t->n_tok = CV_MIN(e->att_tile_tokens, start[s] - k);
+            t->pos0 = b->pos[e->att_rows[k]];
+        }
+        at = start[s];
+    }
+    qsort(e->att_tiles, (size_t)n, sizeof *e->att_tiles, cmp_tile);
+    e->att_n_tiles = n;
+}
+
+/* ---- running the tiles of one layer ---- */
+
 typedef struct att_job {
     cv_engine *e;
-    const cv_batch *b;
     int32_t layer;
     int64_t n_items;
     _Atomic int64_t next;
 } att_job;
-
-static void att_item(cv_engine *e, const cv_batch *b, int32_t layer, int32_t t, int32_t g, float *scr)
-{
-    const cv_hparams *hp = &e->m->hp;
-    const kv_pool *kv = &e->kv;
-    const cv_vec_ops *vec = e->vec;
-    const int32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const bool f16 = kv->type == CV_GGML_F16;
-
-    float *acc = scr;                      /* [n_rep][hd] */
-    float *s = acc + (size_t)n_rep * hd;   /* [n_rep][BLOCK] */
-    float *mx = s + (size_t)n_rep * CV_KV_BLOCK;
-    float *sum = mx + n_rep;
-    memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
-    for (int32_t r = 0; r < n_rep; r++) {
-        mx[r] = -INFINITY;
-        sum[r] = 0;
-    }
-
-    const float *q0 = e->qkv + (int64_t)t * e->ld_qkv + (int64_t)g * n_rep * hd;
-    const int32_t n_pos = b->pos[t] + 1;
-    const int32_t *blocks = e->seqs[b->seq[t]].blocks;
-    for (int32_t blk = 0; blk * CV_KV_BLOCK < n_pos; blk++) {
-        const int32_t n = CV_MIN(CV_KV_BLOCK, n_pos - blk * CV_KV_BLOCK);
-        const char *K = kv_k(kv, blocks[blk], layer, g);
-        const char *V = kv_v(kv, blocks[blk], layer, g);
-        const size_t row = (size_t)hd * kv->elt_bytes;
-        for (int32_t r = 0; r < n_rep; r++) {
-            const float *q = q0 + (size_t)r * hd;
-            float *sr = s + (size_t)r * CV_KV_BLOCK;
-            float bm = -INFINITY;
-            for (int32_t j = 0; j < n; j++) {
-                float d = f16 ? vec->dot_f16((const uint16_t *)(K + j * row), q, hd)
-                              : vec->dot_f32((const float *)(K + j * row), q, hd);
-                sr[j] = d * scale;
-                bm = sr[j] > bm ? sr[j] : bm;
-            }
-            float *ar = acc + (size_t)r * hd;
-            if (bm > mx[r]) {
-                /* exp(-inf) = 0 on the first block, when acc and sum are 0 anyway. */
-                float c = expf(mx[r] - bm);
-                sum[r] *= c;
-                vec->scale(ar, c, hd);
-                mx[r] = bm;
-            }
-            for (int32_t j = 0; j < n; j++) {
-                float pj = expf(sr[j] - mx[r]);
-                sum[r] += pj;
-                if (f16)
-                    vec->axpy_f16(ar, pj, (const uint16_t *)(V + j * row), hd);
-                else
-                    vec->axpy(ar, pj, (const float *)(V + j * row), hd);
-            }
-        }
-    }
-    float *o0 = e->attn + (int64_t)t * e->ld_q + (int64_t)g * n_rep * hd;
-    for (int32_t r = 0; r < n_rep; r++) {
-        const float inv = 1.0f / sum[r];
-        for (int32_t i = 0; i < hd; i++)
-            o0[(size_t)r * hd + i] = acc[(size_t)r * hd + i] * inv;
-    }
-}
 
 static void att_worker(void *ctx, int ith, int nth)
 {
     (void)nth;
     att_job *j = ctx;
     cv_engine *e = j->e;
+    const cv_hparams *hp = &e->m->hp;
     float *scr = e->att_scratch + (size_t)ith * e->att_scratch_floats;
-    const int32_t n_kv = e->m->hp.n_head_kv;
+    const int32_t n_kv = hp->n_head_kv;
     for (;;) {
         int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= j->n_items)
             break;
-        att_item(e, j->b, j->layer, (int32_t)(i / n_kv), (int32_t)(i % n_kv), scr);
+        const att_plan_tile *t = &e->att_tiles[i / n_kv];
+        att_tile a = {
+            .kv = &e->kv,
+            .blocks = e->seqs[t->seq].blocks,
+            .layer = j->layer,
+            .g = (int32_t)(i % n_kv),
+            .n_tok = t->n_tok,
+            .pos0 = t->pos0,
+            .rows = e->att_rows + t->first,
+            .qkv = e->qkv,
+            .ld_qkv = e->ld_qkv,
+            .out = e->attn,
+            .ld_out = e->ld_q,
+            .n_rep = hp->n_head / hp->n_head_kv,
+            .hd = hp->head_dim,
+            .scale = 1.0f / sqrtf((float)hp->head_dim),
+        };
+        e->att_tile(&a, scr);
     }
 }
 
-void cv_engine_attention(cv_engine *e, const cv_batch *b, int32_t layer)
+void cv_engine_attention(cv_engine *e, int32_t layer)
 {
-    att_job j = { .e = e, .b = b, .layer = layer, .n_items = (int64_t)b->n_tokens * e->m->hp.n_head_kv };
+    att_job j = { .e = e, .layer = layer, .n_items = (int64_t)e->att_n_tiles * e->m->hp.n_head_kv };
     atomic_init(&j.next, 0);
-    if (j.n_items == 1)
+    if (j.n_items == 1 || e->n_threads == 1)
         att_worker(&j, 0, 1);
     else
         cv_pool_run(e->pool, att_worker, &j);

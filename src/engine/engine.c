@@ -98,11 +98,15 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->xo = alloc_rows(p.n_logits, e->ld_x);
     e->logits = alloc_rows(p.n_logits, hp->n_vocab);
     e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
-    /* Per thread: acc [n_rep][head_dim], scores [n_rep][BLOCK], max and sum
-     * [n_rep], rounded up to whole cache lines. */
+    /* Attention tiles: as many tokens as keep a tile's accumulators and
+     * queries (2 x rows x head_dim floats) within ~16 KiB of L1. */
     int32_t n_rep = hp->n_head / hp->n_head_kv;
-    size_t per = (size_t)n_rep * ((size_t)hp->head_dim + CV_KV_BLOCK + 2);
-    e->att_scratch_floats = (per + 15) & ~(size_t)15;
+    e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / (n_rep * hp->head_dim)));
+    e->att_tile = cv_isa_active() == CV_ISA_AVX2 && hp->head_dim % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
+    e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
+    e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
+    e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
+    e->att_scratch_floats = cv_att_scratch_floats(e->att_tile_tokens * n_rep, hp->head_dim);
     e->att_scratch = cv_aligned_alloc(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
     *out = e;
     return 0;
@@ -126,6 +130,9 @@ void cv_engine_destroy(cv_engine *e)
     for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
         cv_aligned_free(bufs[i]);
     free(e->rows);
+    free(e->att_tiles);
+    free(e->att_rows);
+    free(e->att_seq_start);
     free(e);
 }
 

@@ -65,6 +65,37 @@ int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_
  * block first); the caller checked the free count. */
 void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
 
+/* ---- attention (attention.c, attention_avx2.c) ---- */
+
+/* One unit of attention work: n_tok consecutive positions pos0.. of one
+ * sequence (batch rows rows[0..n_tok)) against kv head g, all n_rep query
+ * heads of that head. Reads q from qkv (row stride ld_qkv, head h of the
+ * group at (g * n_rep + h) * hd) and writes out (stride ld_out, same
+ * columns). */
+typedef struct att_tile {
+    const kv_pool *kv;
+    const int32_t *blocks;
+    int32_t layer, g;
+    int32_t n_tok, pos0;
+    const int32_t *rows;
+    const float *qkv;
+    int64_t ld_qkv;
+    float *out;
+    int64_t ld_out;
+    int32_t n_rep, hd;
+    float scale;
+} att_tile;
+
+typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
+void cv_att_tile_scalar(const att_tile *a, float *scratch);
+void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 */
+/* Floats of scratch one thread's tile needs for max_rows = n_tok * n_rep. */
+size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
+
+typedef struct att_plan_tile {
+    int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
+} att_plan_tile;
+
 /* ---- the engine ---- */
 
 struct cv_engine {
@@ -92,7 +123,13 @@ struct cv_engine {
     float *xo;           /* [n_logits][ld_x] normed rows that want logits */
     float *logits;       /* [n_logits][n_vocab] */
     int32_t *rows;       /* [n_logits] batch index of each logits row */
-    float *att_scratch;  /* per thread: see attention.c */
+    att_tile_fn att_tile;       /* the ISA's tile kernel */
+    int32_t att_tile_tokens;    /* tokens per tile: keeps a tile's rows in L1 */
+    att_plan_tile *att_tiles;   /* [n_batch] this forward call's tiles */
+    int32_t att_n_tiles;
+    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence */
+    int32_t *att_seq_start;     /* [n_seq_max + 1] */
+    float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
     int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
     int n_threads;
@@ -101,9 +138,11 @@ struct cv_engine {
     cv_engine_stats stats;
 };
 
-/* Attention for every token of the batch at one layer: reads q from
+/* Cuts the batch into attention tiles (once per forward call). */
+void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
+/* Attention for every token of the planned batch at one layer: reads q from
  * e->qkv, keys/values from the cache (already holding this batch's
  * positions), writes e->attn. Runs on the pool. */
-void cv_engine_attention(cv_engine *e, const cv_batch *b, int32_t layer);
+void cv_engine_attention(cv_engine *e, int32_t layer);
 
 #endif

@@ -187,6 +187,7 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
 
     for (int32_t t = 0; t < T; t++)
         cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
+    cv_engine_att_plan(e, b);
 
     row_job j = { .e = e, .b = b };
     for (int32_t il = 0; il < hp->n_layer; il++) {
@@ -200,7 +201,7 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
         run_rows(e, T, rows_post_qkv, &j);
 
         t1 = tick(e);
-        cv_engine_attention(e, b, il);
+        cv_engine_attention(e, il);
         t_att += tick(e) - t1;
         runs++;
 

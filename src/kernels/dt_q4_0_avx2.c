@@ -1,12 +1,14 @@
 /* dt_q4_0_avx2.c — q4_0 on AVX2: dequantize, the q4_0 x q8_0 dot, and the
- * matmul tile over weights repacked 8 rows at a time.
+ * matmul tile over weights repacked 16 rows at a time.
  *
- * Packed layout, per group of 8 rows (rows past n_out are zero):
- *   u8 qs[nb][4][32] | f16 d[nb][8]
- * Vector qs[b][j] holds, for row r (bytes 4r..4r+3), values 8j..8j+3 of
- * block b in the low nibbles and values 8j+4..8j+7 in the high nibbles. So
- * one 32-byte load and two masks give two "k-steps": 8 rows x 4 values,
- * each multiplied (vpmaddubsw) by 4 broadcast activation bytes of a token.
+ * Packed layout, per group of 16 rows (rows past n_out are zero), one
+ * stream of 288-byte blocks (as many bytes as the GGUF blocks of 16 rows):
+ *   per block: u8 qs[4][2 halves][32] | f16 d[16]
+ * Vector qs[b][j][h] holds, for row 8h + r (bytes 4r..4r+3), values
+ * 8j..8j+3 of block b in the low nibbles and values 8j+4..8j+7 in the high
+ * nibbles. So one 32-byte load and two masks give two "k-steps": 8 rows x 4
+ * values, each multiplied (vpmaddubsw) by 4 broadcast activation bytes of a
+ * token; one broadcast serves both halves.
  * Nibbles are used unsigned (0..15); the -8 is applied once per block
  * through the activation sum s (act32), so no sign fix-up is needed, and
  * the 8 products-pairs of a block (each <= 2*15*127) add up in int16
@@ -70,7 +72,6 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
     memset(dst, 0, pack_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *qs = out + (size_t)g * nb * ROWS * 18;
-        cv_f16 *d = (cv_f16 *)(qs + nb * ROWS * 16);
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_q4_0 *row = w + (g * ROWS + r) * nb;
             const int half = r / 8, rr = r % 8;
@@ -82,8 +83,8 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
                 }
                 for (int j = 0; j < 4; j++)
                     for (int c = 0; c < 4; c++)
-                        qs[b * 256 + j * 64 + half * 32 + 4 * rr + c] = (uint8_t)(v[8 * j + c] | (v[8 * j + 4 + c] << 4));
-                d[b * ROWS + r] = row[b].d;
+                        qs[b * 288 + j * 64 + half * 32 + 4 * rr + c] = (uint8_t)(v[8 * j + c] | (v[8 * j + 4 + c] << 4));
+                ((cv_f16 *)(qs + b * 288 + 256))[r] = row[b].d;
             }
         }
     }
@@ -101,7 +102,6 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *qs, const 
                                                        int64_t n_in, int T, float *out)
 {
     const int64_t nb = n_in / QK4_0;
-    const cv_f16 *dw = (const cv_f16 *)(qs + nb * ROWS * 16);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const float *ad = act32_d(act, n_in), *as = act32_s(act, n_in);
     __m256 *acc = (__m256 *)(void *)out; /* [T][2], 32-byte aligned by the caller */
@@ -113,7 +113,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *qs, const 
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)
             s0[t] = s1[t] = _mm256_setzero_si256();
-        const uint8_t *qb = qs + b * 256, *ab = act + b * 32;
+        const uint8_t *qb = qs + b * 288, *ab = act + b * 32;
+        const cv_f16 *dw = (const cv_f16 *)(qb + 256);
+        prefetch_range(qb + 16 * 288, 288);
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 4; j++) {
             /* Low nibbles for all tokens, then high nibbles: keeps 2 weight
@@ -136,8 +138,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *qs, const 
                 s1[t] = dot_acc16(s1[t], w1, av);
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS + 8)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dw));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + 8)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             /* d_w * (d_a * sum(q a) - 8 s_a) */

@@ -4,12 +4,14 @@
  * time.
  *
  * Packed layout, per group of 16 rows (rows past n_out are zero) and per
- * super-block of 256 values, 2368 bytes (16 x 148; GGUF has 16 x 144):
- *   u8 qs[8 sub-blocks][4][2 halves][32]  as q4_0's tile: rows 8h..8h+7,
- *        values 8i..8i+3 of the sub-block in low nibbles, 8i+4..8i+7 in high
+ * super-block of 256 values, 2368 bytes (16 x 148; GGUF has 16 x 144), laid
+ * out in the order the tile reads it (one monotonic stream per thread is
+ * what the hardware prefetchers follow at full speed from DRAM):
  *   u8 sc[8][16]                          6-bit scale of sub-block j, row r
  *   u8 mn[4][2 halves][8 rows][2]         mins of sub-blocks 2p, 2p+1
  *   f16 d[16] | f16 dmin[16]
+ *   u8 qs[8 sub-blocks][4][2 halves][32]  as q4_0's tile: rows 8h..8h+7,
+ *        values 8i..8i+3 of the sub-block in low nibbles, 8i+4..8i+7 in high
  * Per sub-block the int16 sums of 8 vpmaddubsw (<= 30480) are multiplied by
  * the scales and summed to int32 in one vpmaddwd; the mins meet the
  * activation block sums (act256 bsum32) in four more; one conversion to
@@ -107,16 +109,16 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
                 for (int j = 0; j < 8; j++) {
                     for (int i = 0; i < 4; i++)
                         for (int c = 0; c < 4; c++)
-                            sb[j * 256 + i * 64 + half * 32 + 4 * rr + c] =
+                            sb[320 + j * 256 + i * 64 + half * 32 + 4 * rr + c] =
                                 (uint8_t)(v[32 * j + 8 * i + c] | (v[32 * j + 8 * i + 4 + c] << 4));
-                    sb[2048 + j * 16 + r] = sc[j];
+                    sb[j * 16 + r] = sc[j];
                 }
                 for (int p = 0; p < 4; p++) {
-                    sb[2176 + p * 32 + half * 16 + 2 * rr] = m[2 * p];
-                    sb[2176 + p * 32 + half * 16 + 2 * rr + 1] = m[2 * p + 1];
+                    sb[128 + p * 32 + half * 16 + 2 * rr] = m[2 * p];
+                    sb[128 + p * 32 + half * 16 + 2 * rr + 1] = m[2 * p + 1];
                 }
-                ((cv_f16 *)(sb + 2304))[r] = row[s].d;
-                ((cv_f16 *)(sb + 2336))[r] = row[s].dmin;
+                ((cv_f16 *)(sb + 256))[r] = row[s].d;
+                ((cv_f16 *)(sb + 288))[r] = row[s].dmin;
             }
         }
 }
@@ -149,6 +151,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             i0[t] = i1[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 8; j++) {
+            /* an eighth of the super-block two ahead: spread, so the miss
+             * queue never sees a burst */
+            prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 8), SB_BYTES / 8);
             __m256i s0[TOK_TILE], s1[TOK_TILE];
             _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++)
@@ -156,7 +161,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 1")
             for (int i = 0; i < 4; i++) {
                 /* low nibbles for all tokens, then high: 2 live weight vectors */
-                const __m256i *pi = (const __m256i *)(sb + j * 256 + i * 64);
+                const __m256i *pi = (const __m256i *)(sb + 320 + j * 256 + i * 64);
                 __m256i w0 = _mm256_and_si256(_mm256_load_si256(pi), m4);
                 __m256i w1 = _mm256_and_si256(_mm256_load_si256(pi + 1), m4);
                 _Pragma("GCC unroll 8")
@@ -174,7 +179,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                     s1[t] = dot_acc16(s1[t], w1, av);
                 }
             }
-            const __m256i scb = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + 2048 + j * 16)));
+            const __m256i scb = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + j * 16)));
             const __m256i sc0 = _mm256_shuffle_epi8(scb, dup0), sc1 = _mm256_shuffle_epi8(scb, dup1);
             _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++) {
@@ -182,10 +187,15 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(s1[t], sc1));
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2304)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2320)));
-        const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2336)));
-        const __m256 m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 2352)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 256)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 272)));
+        const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 288)));
+        const __m256 m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 304)));
+        /* mins widened once per super-block, shared by the tokens */
+        __m256i mn[8];
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < 8; k++)
+            mn[k] = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 128 + k * 16)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const int16_t *bst = (const int16_t *)((const uint8_t *)(bs + 8 * s) + t * stride);
@@ -193,10 +203,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 4")
             for (int p = 0; p < 4; p++) {
                 const __m256i b2 = bcast32(bst + 2 * p);
-                mi0 = _mm256_add_epi32(mi0, _mm256_madd_epi16(
-                          _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2176 + p * 32))), b2));
-                mi1 = _mm256_add_epi32(mi1, _mm256_madd_epi16(
-                          _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(sb + 2176 + p * 32 + 16))), b2));
+                mi0 = _mm256_add_epi32(mi0, _mm256_madd_epi16(mn[2 * p], b2));
+                mi1 = _mm256_add_epi32(mi1, _mm256_madd_epi16(mn[2 * p + 1], b2));
             }
             const __m256 da = _mm256_broadcast_ss((const float *)((const uint8_t *)(ad + s) + t * stride));
             acc[2 * t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0[t]), _mm256_mul_ps(d0, da), acc[2 * t]);

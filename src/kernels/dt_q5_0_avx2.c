@@ -3,11 +3,14 @@
  * llama-quantize puts in a Q4_K_M file where rows are not a multiple of
  * 256, e.g. every hidden-size row of qwen2.5-0.5b).
  *
- * Packed layout, per group of 16 rows (rows past n_out are zero):
- *   per block: u8 qs[4][2 halves][32] (the q4_0 tile's nibbles) |
- *              u8 qh[2 halves][32]    bit s of byte (r, c) = bit 4 of
- *                                     value 4s+c of row r (k-step s)
- *   then f16 d[nb][16]
+ * Packed layout, per group of 16 rows (rows past n_out are zero), one
+ * stream of 352-byte blocks (scales inside each block: a second stream
+ * would halve what one core streams from DRAM):
+ *   per block: u8 qh[2 halves][32]    bit s of byte (r, c) = bit 4 of
+ *                                     value 4s+c of row r (k-step s) |
+ *              u8 qs[4][2 halves][32] (the q4_0 tile's nibbles) |
+ *              f16 d[16]
+ * (fields in reading order: the prefetchers follow a monotonic stream)
  * (22 bytes per row and block, the GGUF size). Levels are used unsigned
  * (0..31); the -16 goes through the activation sum s. Four vpmaddubsw
  * (pairs <= 2*31*127) fit an int16 sum. */
@@ -76,21 +79,20 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
     memset(dst, 0, pack_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *gp = (uint8_t *)dst + (size_t)g * group_bytes(n_in);
-        cv_f16 *d = (cv_f16 *)(gp + nb * 320);
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_q5_0 *row = w + (g * ROWS + r) * nb;
             const int h = r / 8, rr = r % 8;
             for (int64_t b = 0; b < nb; b++) {
-                uint8_t *bp = gp + b * 320;
+                uint8_t *bp = gp + b * 352;
                 uint32_t qh;
                 memcpy(&qh, row[b].qh, 4);
                 for (int i = 0; i < QK5_0; i++) {
                     const int lo = i < 16 ? row[b].qs[i] & 0xF : row[b].qs[i - 16] >> 4;
                     const int hb = (qh >> i) & 1, s = i / 4, c = i % 4;
-                    bp[(s / 2) * 64 + h * 32 + 4 * rr + c] |= (uint8_t)(lo << (4 * (s & 1)));
-                    bp[256 + h * 32 + 4 * rr + c] |= (uint8_t)(hb << s);
+                    bp[64 + (s / 2) * 64 + h * 32 + 4 * rr + c] |= (uint8_t)(lo << (4 * (s & 1)));
+                    bp[h * 32 + 4 * rr + c] |= (uint8_t)(hb << s);
                 }
-                d[b * ROWS + r] = row[b].d;
+                ((cv_f16 *)(bp + 320))[r] = row[b].d;
             }
         }
     }
@@ -118,7 +120,6 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                                                        int64_t n_in, int T, float *out)
 {
     const int64_t nb = n_in / QK5_0;
-    const cv_f16 *dw = (const cv_f16 *)(wp + nb * 320);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     const float *ad = act32_d(act, n_in), *as = act32_s(act, n_in);
     __m256 *acc = (__m256 *)(void *)out;
@@ -126,7 +127,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
     for (int t = 0; t < 2 * T; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *bp = wp + b * 320, *ab = act + b * 32;
+        const uint8_t *bp = wp + b * 352, *ab = act + b * 32;
+        const cv_f16 *dw = (const cv_f16 *)(bp + 320);
+        prefetch_range(bp + 12 * 352, 352);
         __m256i i0[4], i1[4];
         _Pragma("GCC unroll 2")
         for (int q = 0; q < 2; q++) { /* k-steps 4q..4q+3: one int16 round */
@@ -137,8 +140,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 4")
             for (int k = 0; k < 4; k++) {
                 const int s = 4 * q + k;
-                const __m256i *pp = (const __m256i *)(bp + (s / 2) * 64);
-                const __m256i *hp = (const __m256i *)(bp + 256);
+                const __m256i *pp = (const __m256i *)(bp + 64 + (s / 2) * 64);
+                const __m256i *hp = (const __m256i *)bp;
                 __m256i w0 = (s & 1) ? _mm256_srli_epi16(_mm256_load_si256(pp), 4) : _mm256_load_si256(pp);
                 __m256i w1 = (s & 1) ? _mm256_srli_epi16(_mm256_load_si256(pp + 1), 4) : _mm256_load_si256(pp + 1);
                 w0 = _mm256_or_si256(_mm256_and_si256(w0, m4), hbit(_mm256_load_si256(hp), s, m10));
@@ -157,8 +160,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 i1[t] = q ? _mm256_add_epi32(i1[t], v1) : v1;
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS + 8)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dw));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + 8)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             /* d_w * (d_a * sum(q a) - 16 s_a) */

@@ -3,12 +3,14 @@
  * a time.
  *
  * Packed layout, per group of 16 rows (rows past n_out are zero) and per
- * super-block of 256 values, 3360 bytes (16 x 210, the GGUF size):
- *   u8 ql[32 pairs][2 halves][32]  k-steps 2i (low nibbles) and 2i+1 (high)
- *                                  of rows 8h..8h+7, as the q4 tiles
- *   u8 qh[16 sub-blocks][2][32]    bits 2q..2q+1 = bits 4-5 of k-step 4j+q
- *   i8 sc[8 pairs][2][8 rows][2]   scales of sub-blocks 2p, 2p+1
+ * super-block of 256 values, 3360 bytes (16 x 210, the GGUF size), in
+ * reading order (one monotonic stream):
+ *   i8 sc[8 pairs][2 halves][8 rows][2]   scales of sub-blocks 2p, 2p+1
  *   f16 d[16]
+ *   16 sub-blocks x { u8 qh[2 halves][32]            bits 2q..2q+1 = bits 4-5
+ *                                                    of k-step 4j+q
+ *                     u8 ql[2 pairs][2 halves][32] } k-steps 4j+2i (low
+ *                                  nibbles) and 4j+2i+1 (high) of rows 8h..8h+7
  * A k-step is 4 values of 8 rows; a sub-block of 16 values is 4 k-steps.
  * Levels are used unsigned (0..63): the -32 is applied once per super-block
  * through the activation sums of each 16 (act256 bsum16) times the scales.
@@ -120,12 +122,12 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
                 uint8_t *sb = (uint8_t *)dst + ((size_t)g * nsb + s) * SB_BYTES;
                 for (int i = 0; i < QK_K; i++) {
                     const int q = level(&row[s], i), ks = i / 4, c = i % 4;
-                    sb[(ks / 2) * 64 + h * 32 + 4 * rr + c] |= (uint8_t)((q & 0xF) << (4 * (ks & 1)));
-                    sb[2048 + (ks / 4) * 64 + h * 32 + 4 * rr + c] |= (uint8_t)((q >> 4) << (2 * (ks % 4)));
+                    sb[288 + (ks / 4) * 192 + 64 + ((ks % 4) / 2) * 64 + h * 32 + 4 * rr + c] |= (uint8_t)((q & 0xF) << (4 * (ks & 1)));
+                    sb[288 + (ks / 4) * 192 + h * 32 + 4 * rr + c] |= (uint8_t)((q >> 4) << (2 * (ks % 4)));
                 }
                 for (int j = 0; j < 16; j++)
-                    sb[3072 + (j / 2) * 32 + h * 16 + 2 * rr + (j & 1)] = (uint8_t)row[s].scales[j];
-                ((cv_f16 *)(sb + 3328))[r] = row[s].d;
+                    sb[(j / 2) * 32 + h * 16 + 2 * rr + (j & 1)] = (uint8_t)row[s].scales[j];
+                ((cv_f16 *)(sb + 256))[r] = row[s].d;
             }
         }
 }
@@ -159,17 +161,19 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             i0[t] = i1[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 16; j++) {
-            const __m256i scb0 = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + 3072 + (j / 2) * 32)));
+            /* a sixteenth of the super-block two ahead, spread out */
+            prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 16), SB_BYTES / 16);
+            const __m256i scb0 = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + (j / 2) * 32)));
             const __m256i scb1 =
-                _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + 3072 + (j / 2) * 32 + 16)));
+                _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(sb + (j / 2) * 32 + 16)));
             const __m256i sx = (j & 1) ? sx1 : sx0;
             const __m256i sc0 = _mm256_srai_epi16(_mm256_shuffle_epi8(scb0, sx), 8);
             const __m256i sc1 = _mm256_srai_epi16(_mm256_shuffle_epi8(scb1, sx), 8);
-            const __m256i *hp = (const __m256i *)(sb + 2048 + j * 64);
+            const __m256i *hp = (const __m256i *)(sb + 288 + j * 192);
             _Pragma("GCC unroll 2")
             for (int i = 0; i < 2; i++) {
                 /* k-steps 4j+2i (low nibbles, qh bits 4i..4i+1) and 4j+2i+1 */
-                const __m256i *pp = (const __m256i *)(sb + (2 * j + i) * 64);
+                const __m256i *pp = (const __m256i *)(sb + 288 + j * 192 + 64 + i * 64);
                 const int sh = 4 * i; /* qh bits 2q..2q+1 of k-step q = 2i (+1) */
                 __m256i w0 = _mm256_or_si256(_mm256_and_si256(_mm256_load_si256(pp), m4),
                                              _mm256_and_si256(i ? _mm256_load_si256(hp) : _mm256_slli_epi16(_mm256_load_si256(hp), 4), m30));
@@ -192,8 +196,13 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 }
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 3328)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 3344)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 256)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 272)));
+        /* scales widened once per super-block, shared by the tokens */
+        __m256i sw[16];
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < 16; k++)
+            sw[k] = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + k * 16)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             /* -32 * sum_j sc_j * bsum16_j, two sub-blocks per vpmaddwd */
@@ -202,10 +211,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             _Pragma("GCC unroll 8")
             for (int p = 0; p < 8; p++) {
                 const __m256i b2 = bcast32(bst + 2 * p);
-                o0 = _mm256_add_epi32(o0, _mm256_madd_epi16(
-                         _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + 3072 + p * 32))), b2));
-                o1 = _mm256_add_epi32(o1, _mm256_madd_epi16(
-                         _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + 3072 + p * 32 + 16))), b2));
+                o0 = _mm256_add_epi32(o0, _mm256_madd_epi16(sw[2 * p], b2));
+                o1 = _mm256_add_epi32(o1, _mm256_madd_epi16(sw[2 * p + 1], b2));
             }
             const __m256i v0 = _mm256_sub_epi32(i0[t], _mm256_slli_epi32(o0, 5));
             const __m256i v1 = _mm256_sub_epi32(i1[t], _mm256_slli_epi32(o1, 5));

@@ -2,8 +2,9 @@
  * activation quantizer, and the matmul tile over weights repacked 16 rows
  * at a time.
  *
- * Packed layout, per group of 16 rows (rows past n_out are zero):
- *   i8 qs[nb][8 k-steps][2 halves][32] | f16 d[nb][16]
+ * Packed layout, per group of 16 rows (rows past n_out are zero), one
+ * stream of 544-byte blocks:
+ *   per block: i8 qs[8 k-steps][2 halves][32] | f16 d[16]
  * vector (b, s, h) holds rows 8h..8h+7, values 4s..4s+3 of block b. Both
  * operands are signed, so each step is vpsignb + vpmaddubsw (|w| times a
  * with w's sign) and, as a pair of products reaches 2*127*127, a vpmaddwd
@@ -70,13 +71,12 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
     memset(dst, 0, pack_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++) {
         int8_t *qs = (int8_t *)dst + (size_t)g * group_bytes(n_in);
-        cv_f16 *d = (cv_f16 *)(qs + nb * ROWS * 32);
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_q8_0 *row = w + (g * ROWS + r) * nb;
             for (int64_t b = 0; b < nb; b++) {
                 for (int s = 0; s < 8; s++)
-                    memcpy(qs + b * 512 + s * 64 + (r / 8) * 32 + 4 * (r % 8), row[b].qs + 4 * s, 4);
-                d[b * ROWS + r] = row[b].d;
+                    memcpy(qs + b * 544 + s * 64 + (r / 8) * 32 + 4 * (r % 8), row[b].qs + 4 * s, 4);
+                ((cv_f16 *)(qs + b * 544 + 512))[r] = row[b].d;
             }
         }
     }
@@ -104,7 +104,6 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                                                        int64_t n_in, int T, float *out)
 {
     const int64_t nb = n_in / QK8_0;
-    const cv_f16 *dw = (const cv_f16 *)(wp + nb * ROWS * 32);
     const __m256i ones = _mm256_set1_epi16(1);
     const float *ad = act32_d(act, n_in);
     __m256 *acc = (__m256 *)(void *)out;
@@ -116,7 +115,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)
             i0[t] = i1[t] = _mm256_setzero_si256();
-        const uint8_t *wb = wp + b * 512, *ab = act + b * 32;
+        const uint8_t *wb = wp + b * 544, *ab = act + b * 32;
+        const cv_f16 *dw = (const cv_f16 *)(wb + 512);
+        prefetch_range(wb + 8 * 544, 544);
         _Pragma("GCC unroll 1")
         for (int s = 0; s < 8; s++) {
             const __m256i w0 = _mm256_load_si256((const __m256i *)(wb + s * 64));
@@ -129,8 +130,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
                 i1[t] = dot_acc32_s8(i1[t], a1, w1, av, ones);
             }
         }
-        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS)));
-        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + b * ROWS + 8)));
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dw));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dw + 8)));
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const __m256 da = _mm256_broadcast_ss((const float *)((const uint8_t *)(ad + b) + t * stride));

@@ -86,7 +86,21 @@ int cv_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n, cv_
     int rc = check_row(dt, type, n, "dequantize", err);
     if (rc)
         return rc;
-    cv_dtype_ops_for(dt, cv_isa_active()).to_f32(src, dst, n);
+    cv_to_f32_fn to_f32 = cv_dtype_ops_for(dt, cv_isa_active()).to_f32;
+    if ((uintptr_t)src % 4 == 0) {
+        to_f32(src, dst, n);
+        return 0;
+    }
+    /* A GGUF file may align tensors to less than its block fields need:
+     * dequantize from an aligned copy, a chunk at a time. */
+    _Alignas(64) uint8_t tmp[4096];
+    const int64_t per = (int64_t)(sizeof tmp / dt->block_bytes) * dt->block_elems;
+    for (int64_t i = 0; i < n; i += per) {
+        const int64_t m = CV_MIN(per, n - i);
+        const size_t bytes = (size_t)(m / dt->block_elems) * dt->block_bytes;
+        memcpy(tmp, (const uint8_t *)src + (size_t)(i / dt->block_elems) * dt->block_bytes, bytes);
+        to_f32(tmp, dst + i, m);
+    }
     return 0;
 }
 
@@ -96,6 +110,18 @@ int cv_quantize_row(uint32_t type, const float *src, void *dst, int64_t n, cv_er
     int rc = check_row(dt, type, n, "quantize", err);
     if (rc)
         return rc;
-    dt->ops[CV_ISA_SCALAR].from_f32(src, dst, n);
+    cv_from_f32_fn from_f32 = dt->ops[CV_ISA_SCALAR].from_f32;
+    if ((uintptr_t)dst % 4 == 0) {
+        from_f32(src, dst, n);
+        return 0;
+    }
+    _Alignas(64) uint8_t tmp[4096];
+    const int64_t per = (int64_t)(sizeof tmp / dt->block_bytes) * dt->block_elems;
+    for (int64_t i = 0; i < n; i += per) {
+        const int64_t m = CV_MIN(per, n - i);
+        from_f32(src + i, tmp, m);
+        memcpy((uint8_t *)dst + (size_t)(i / dt->block_elems) * dt->block_bytes, tmp,
+               (size_t)(m / dt->block_elems) * dt->block_bytes);
+    }
     return 0;
 }

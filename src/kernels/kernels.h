@@ -95,10 +95,13 @@ const cv_dtype *cv_dtype_get(uint32_t type);
 cv_dtype_ops cv_dtype_ops_for(const cv_dtype *dt, cv_isa isa);
 
 /* Dequantize a row of n elements of `type` (an embedding lookup: pass the
- * row's bytes). Returns CV_EUNSUPPORTED for a type outside the table and
- * CV_EINVAL when n is not a multiple of the block. Uses the process ISA. */
+ * row's bytes, at any alignment). Returns CV_EUNSUPPORTED for a type outside
+ * the table and CV_EINVAL when n is not a multiple of the block. Uses the
+ * process ISA. (The cv_dtype_ops functions themselves want 4-byte aligned
+ * blocks, as GGUF's default alignment gives.) */
 int cv_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n, cv_err *err);
-/* Quantize with the reference quantizer (used by `corvid synth`). */
+/* Quantize with the reference quantizer (used by `corvid synth`); dst at
+ * any alignment. */
 int cv_quantize_row(uint32_t type, const float *src, void *dst, int64_t n, cv_err *err);
 
 /* ---- prepared weights and matmul ---- */
@@ -110,7 +113,7 @@ int cv_quantize_row(uint32_t type, const float *src, void *dst, int64_t n, cv_er
 typedef struct cv_wmat cv_wmat;
 
 /* Prepares W [n_out][n_in] of `type` from data (n_bytes must equal
- * n_out * row bytes) for the process ISA. Fails with CV_EUNSUPPORTED for a
+ * n_out * row bytes, any alignment) for the process ISA. Fails with CV_EUNSUPPORTED for a
  * type that is not a weight dtype, CV_EINVAL for n_in not a multiple of the
  * block, non-positive sizes or a byte count that does not match, CV_ELIMIT
  * beyond CV_MAX_MATMUL_DIM. The caller destroys it with cv_wmat_destroy. */
@@ -127,6 +130,9 @@ int64_t cv_wmat_n_out(const cv_wmat *w);
 cv_isa cv_wmat_isa(const cv_wmat *w);
 /* Bytes of weight data one full matmul reads (the GGUF size of W). */
 size_t cv_wmat_bytes(const cv_wmat *w);
+/* True when w holds its own (repacked) copy of the weights, so the data it
+ * was created from may be freed; false when it reads the caller's data. */
+bool cv_wmat_is_packed(const cv_wmat *w);
 /* True when the weights were repacked into memory the wmat owns, so the
  * caller's data is no longer needed (a loader may drop those mmap pages). */
 bool cv_wmat_owns_data(const cv_wmat *w);
@@ -160,7 +166,7 @@ typedef enum cv_rope_style {
  * Dimensions n_rot..head_dim of each head are left as they are. */
 typedef struct cv_rope_params {
     cv_rope_style style;
-    int32_t n_rot;              /* even, <= head_dim */
+    int32_t n_rot;              /* even, <= head_dim and <= CV_MAX_ROPE_DIMS (the loader checks) */
     float theta;                /* rope base, e.g. 10000 or 1e6 */
     float freq_scale;           /* 1 for none */
     const float *freq_factors;  /* [n_rot/2] or NULL */
@@ -228,10 +234,14 @@ typedef struct cv_probe_result {
     int n_repeats;
     int n_threads;
     size_t work;       /* bytes read or multiply-adds per repeat */
+    double cpu_value;  /* median rate by the calling thread's CPU time: with a
+                        * 1-thread pool, the rate while it actually ran (time
+                        * slices given to other processes do not count) */
 } cv_probe_result;
 
 /* Read bandwidth: every thread of the pool sums its share of a 256 MiB
- * buffer (far above any last-level cache) with 256-bit loads
+ * buffer (far above any last-level cache; transparent huge pages where the
+ * OS grants them, like prepared weights) with 256-bit loads
  * (plain f32 adds as a scalar fallback); value is bytes read per second /
  * 1e9 (GB/s), median of repeats after one warm-up pass that also faults the
  * pages in. This is the ceiling for decode: a matvec cannot read its weights

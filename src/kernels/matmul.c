@@ -8,8 +8,36 @@
  * the fallback: one vec_dot per (row, token), tokens in chunks small enough
  * that their activations stay in cache while a row is reused across them. */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "kernels/kernels_int.h"
+
+/* ---- weight memory ---- */
+
+/* Packed weights are streamed start to end on every decode step. Backed by
+ * 4 KiB pages, the stream crosses a page every few microseconds, and each
+ * crossing costs a TLB walk and restarts the hardware prefetcher (it does
+ * not cross page boundaries), which keeps one core well below its read
+ * bandwidth. So large packed matrices ask for transparent huge pages (a
+ * hint: the OS may decline, which only costs speed). */
+#define HUGE_BYTES ((size_t)2 << 20)
+
+/* 64-byte aligned (2 MiB for large ones); free with free(). Aborts when
+ * the OS has no memory, like base's allocators (the size comes from a
+ * validated tensor shape). */
+static void *weights_alloc(size_t n)
+{
+    const bool huge = n >= HUGE_BYTES;
+    const size_t align = huge ? HUGE_BYTES : 64, rounded = (n + align - 1) & ~(align - 1);
+    void *p = aligned_alloc(align, rounded ? rounded : align);
+    if (!p) {
+        cv_error("out of memory allocating %zu bytes of prepared weights", n);
+        abort();
+    }
+    if (huge)
+        madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
+}
 
 /* ---- the generic implementation: vec_dot per row and token ---- */
 
@@ -91,10 +119,22 @@ int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *d
     w->row_bytes = row_bytes;
     w->data = data;
     w->impl = impl_for(type, isa);
+    /* Block structs hold f16/f32 fields: reading them in place needs the
+     * alignment a GGUF file normally gives (its own alignment may be as low
+     * as 1). Misaligned data is read from an aligned copy. */
+    void *copy = NULL;
+    if ((uintptr_t)data % 4 != 0) {
+        copy = weights_alloc(n_bytes);
+        memcpy(copy, data, n_bytes);
+        w->data = copy;
+    }
     if (w->impl->pack) {
-        w->owned = cv_aligned_alloc(w->impl->pack_bytes(n_in, n_out));
-        w->impl->pack(data, n_in, n_out, w->owned);
+        w->owned = weights_alloc(w->impl->pack_bytes(n_in, n_out));
+        w->impl->pack(w->data, n_in, n_out, w->owned);
         w->data = w->owned;
+        free(copy);
+    } else if (copy) {
+        w->owned = copy;
     }
     *out = w;
     return 0;
@@ -110,7 +150,7 @@ void cv_wmat_destroy(cv_wmat *w)
 {
     if (!w)
         return;
-    cv_aligned_free(w->owned);
+    free(w->owned); /* weights_alloc memory: aligned_alloc/posix_memalign, both free() */
     free(w);
 }
 
@@ -119,6 +159,7 @@ int64_t cv_wmat_n_in(const cv_wmat *w) { return w->n_in; }
 int64_t cv_wmat_n_out(const cv_wmat *w) { return w->n_out; }
 cv_isa cv_wmat_isa(const cv_wmat *w) { return w->isa; }
 size_t cv_wmat_bytes(const cv_wmat *w) { return w->row_bytes * (size_t)w->n_out; }
+bool cv_wmat_is_packed(const cv_wmat *w) { return w->owned != NULL; }
 bool cv_wmat_owns_data(const cv_wmat *w) { return w->owned != NULL; }
 
 /* ---- the driver ---- */
@@ -168,9 +209,10 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     r.ldx = ldx;
     uint8_t *act = cv_aligned_alloc(r.job.act_row_bytes * (size_t)n_tok);
     r.job.act = act;
-    /* One token's quantization is a few microseconds: not worth waking
-     * the pool for the decode case. */
-    if (n_tok == 1)
+    /* Quantizing a row is ~1 us per 2k values: below ~32k values in all
+     * (a decode step, a small batch) waking the pool costs more than it
+     * saves. */
+    if (n_tok * w->n_in <= 32768)
         quant_job(&r, 0, 1);
     else
         cv_pool_run(pool, quant_job, &r);

@@ -8,6 +8,7 @@ extern const cv_mm_impl cv_mm_q4_K_avx2;
 extern const cv_mm_impl cv_mm_q8_0_avx2;
 extern const cv_mm_impl cv_mm_q6_K_avx2;
 extern const cv_mm_impl cv_mm_q5_0_avx2;
+extern const cv_mm_impl cv_mm_q5_K_avx2;
 
 static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q4_0] = &cv_mm_q4_0_avx2,
@@ -15,6 +16,7 @@ static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q8_0] = &cv_mm_q8_0_avx2,
     [CV_GGML_Q6_K] = &cv_mm_q6_K_avx2,
     [CV_GGML_Q5_0] = &cv_mm_q5_0_avx2,
+    [CV_GGML_Q5_K] = &cv_mm_q5_K_avx2,
 };
 
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

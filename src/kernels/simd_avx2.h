@@ -82,6 +82,17 @@ static inline __attribute__((always_inline)) __m256i dot_acc16(__m256i acc, __m2
     return acc;
 }
 
+/* Prefetch [p, p + bytes) into L1, a line at a time. The tiles stream
+ * their weights at a few uops per byte, so the out-of-order window alone
+ * keeps too few cache misses in flight for a single core to reach its read
+ * bandwidth in decode; prefetching ~2-5 KB ahead does (prefetching past
+ * the end of the weights is harmless: prefetches never fault). */
+static inline void prefetch_range(const void *p, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 64)
+        _mm_prefetch((const char *)p + i, _MM_HINT_T0);
+}
+
 /* Broadcast 4 bytes from an unaligned address. */
 static inline __m256i bcast32(const void *p)
 {

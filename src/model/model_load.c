@@ -245,88 +245,85 @@ static const float *bind_vector(cv_model *m, const cv_gguf_tensor *t)
     return v;
 }
 
-/* Prepares a group of matrices that share their input (q/k/v, gate/up).
- * With fuse and one dtype they become a single matrix whose rows are the
- * members' rows one after the other (rows are independent in every GGUF
- * type, so concatenation is byte concatenation); the dequantized path
- * builds f32 rows. Each proj's col is its first output column. */
-static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_proj *projs, int32_t *n_projs,
-                      cv_err *err)
+/* Prepares n matrices that share their input as one: rows of the first,
+ * then of the next (rows are independent in every GGUF type, so stacking
+ * matrices is concatenating their bytes); the dequantized path stacks f32
+ * rows. A single matrix on the native path is prepared straight from the
+ * mapping. A stacked buffer is freed at once when the kernels keep their
+ * own packed copy. */
+static int bind_run(cv_model *m, const cv_gguf_tensor *const *ts, int n, cv_wmat **out, cv_err *err)
 {
-    const char *path = cv_gguf_path(m->gguf);
-    bool deq = m->dequantized;
-    bool same = true;
-    for (int i = 1; i < n; i++)
-        same = same && ts[i]->type == ts[0]->type;
-    int64_t n_in = ts[0]->ne[0];
-    if (fuse && n > 1 && (same || deq)) {
-        uint32_t type = deq ? CV_GGML_F32 : ts[0]->type;
+    const bool deq = m->dequantized;
+    const int64_t n_in = ts[0]->ne[0];
+    int rc;
+    if (n == 1 && !deq) {
+        rc = cv_wmat_create(ts[0]->type, n_in, ts[0]->ne[1], ts[0]->data, ts[0]->n_bytes, out, err);
+    } else {
         int64_t n_out = 0;
         size_t bytes = 0;
         for (int i = 0; i < n; i++) {
             n_out += ts[i]->ne[1];
             bytes += deq ? (size_t)ts[i]->ne[1] * (size_t)n_in * sizeof(float) : ts[i]->n_bytes;
         }
-        char *buf = own_buf(m, bytes), *p = buf;
+        char *buf = cv_aligned_alloc(bytes), *p = buf;
         for (int i = 0; i < n; i++) {
             if (deq) {
-                for (int64_t r = 0; r < ts[i]->ne[1]; r++) {
-                    size_t rb = cv_ggml_row_bytes(ts[i]->type, n_in);
+                size_t rb = cv_ggml_row_bytes(ts[i]->type, n_in);
+                for (int64_t r = 0; r < ts[i]->ne[1]; r++, p += n_in * sizeof(float))
                     cv_dequantize_row(ts[i]->type, (const char *)ts[i]->data + r * rb, (float *)p, n_in, NULL);
-                    p += n_in * sizeof(float);
-                }
             } else {
                 memcpy(p, ts[i]->data, ts[i]->n_bytes);
                 p += ts[i]->n_bytes;
             }
         }
-        cv_wmat *w;
-        int rc = cv_wmat_create(type, n_in, n_out, buf, bytes, &w, err);
-        if (rc) {
-            cv_err_prefix(err, "%s: tensors '%s'..: ", path, ts[0]->name);
-            return rc;
-        }
-        own_wmat(m, w);
-        projs[0].w = w;
-        projs[0].col = 0;
-        *n_projs = 1;
-        return 0;
-    }
-    int64_t col = 0;
-    for (int i = 0; i < n; i++) {
-        const cv_gguf_tensor *t = ts[i];
-        cv_wmat *w;
-        int rc;
-        if (deq) {
-            size_t rb = cv_ggml_row_bytes(t->type, n_in);
-            float *f = own_buf(m, (size_t)t->ne[1] * (size_t)n_in * sizeof(float));
-            for (int64_t r = 0; r < t->ne[1]; r++)
-                cv_dequantize_row(t->type, (const char *)t->data + r * rb, f + r * n_in, n_in, NULL);
-            rc = cv_wmat_create(CV_GGML_F32, n_in, t->ne[1], f, (size_t)t->ne[1] * (size_t)n_in * sizeof(float), &w,
-                                err);
+        rc = cv_wmat_create(deq ? CV_GGML_F32 : ts[0]->type, n_in, n_out, buf, bytes, out, err);
+        if (rc == 0 && !cv_wmat_is_packed(*out)) {
+            /* the matrix reads buf: keep it for the model's lifetime */
+            cv_model_owned *o = m->owned;
+            if (o->n_bufs == o->cap_bufs) {
+                o->cap_bufs = o->cap_bufs ? 2 * o->cap_bufs : 64;
+                o->bufs = cv_xrealloc(o->bufs, (size_t)o->cap_bufs * sizeof *o->bufs);
+            }
+            o->bufs[o->n_bufs++] = buf;
         } else {
-            rc = cv_wmat_create(t->type, n_in, t->ne[1], t->data, t->n_bytes, &w, err);
+            cv_aligned_free(buf);
         }
-        if (rc) {
-            cv_err_prefix(err, "%s: tensor '%s': ", path, t->name);
-            return rc;
-        }
-        own_wmat(m, w);
-        projs[i].w = w;
-        projs[i].col = (int32_t)col;
-        col += t->ne[1];
     }
-    *n_projs = n;
+    if (rc) {
+        cv_err_prefix(err, "%s: tensor '%s'%s: ", cv_gguf_path(m->gguf), ts[0]->name, n > 1 ? " (stacked)" : "");
+        return rc;
+    }
+    own_wmat(m, *out);
+    return 0;
+}
+
+/* Prepares a group of matrices that share their input (q/k/v, gate/up).
+ * With fuse, each maximal run of members of one dtype (every member on the
+ * dequantized path) becomes one matrix, so the forward launches one matmul
+ * per run; proj col is where a run's outputs start in the result row. */
+static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_proj *projs, int32_t *n_projs,
+                      cv_err *err)
+{
+    int np = 0;
+    int64_t col = 0;
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (fuse && j < n && (m->dequantized || ts[j]->type == ts[i]->type))
+            j++;
+        int rc = bind_run(m, ts + i, j - i, &projs[np].w, err);
+        if (rc)
+            return rc;
+        projs[np++].col = (int32_t)col;
+        for (; i < j; i++)
+            col += ts[i]->ne[1];
+    }
+    *n_projs = np;
     return 0;
 }
 
 static int bind_matrix(cv_model *m, const cv_gguf_tensor *t, cv_wmat **out, cv_err *err)
 {
-    cv_proj p;
-    int32_t n;
-    int rc = bind_group(m, &t, 1, false, &p, &n, err);
-    *out = rc ? NULL : p.w;
-    return rc;
+    return bind_run(m, &t, 1, out, err);
 }
 
 /* Finds every descriptor tensor of layer `il` (-1: the global ones) and

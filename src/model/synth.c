@@ -28,7 +28,8 @@
 
 /* From each model's published config.json. */
 const cv_model_shape cv_model_shapes[] = {
-    { "tiny", "llama", 4096, 256, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0, 0, 0 },
+    /* The smallest shape whose rows fit every K-quant block (256). */
+    { "tiny", "llama", 2048, 256, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0, 0, 0 },
     { "qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
     { "qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
     { "llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, 32, 1, 4, 8192 },

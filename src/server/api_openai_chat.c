@@ -141,7 +141,10 @@ static int parse_messages(json_t *msgs, cv_chat_request *r, cv_err *err)
             return err ? err->code : CV_EINVAL;
         json_t *out = json_object();
         json_object_set_new(out, "role", json_string(nrole));
-        json_object_set_new(out, "content", content ? content : json_null());
+        /* null content (an assistant turn that only calls tools) becomes "":
+         * templates test it with `in` and `|length` (Qwen3's
+         * `'</think>' in message.content` raises on None, as in Jinja2). */
+        json_object_set_new(out, "content", content ? content : json_string(""));
         if (!strcmp(nrole, "assistant")) {
             const char *rc = NULL;
             if (cv_json_get_str(m, "reasoning_content", what, &rc, err) ||
@@ -166,8 +169,6 @@ static int parse_messages(json_t *msgs, cv_chat_request *r, cv_err *err)
         const char *name = NULL;
         if (!cv_json_get_str(m, "name", NULL, &name, NULL) && name && strcmp(nrole, "user"))
             json_object_set_new(out, "name", json_string(name));
-        if (!content && !json_object_get(out, "tool_calls"))
-            json_object_set_new(out, "content", json_string(""));
         json_array_append_new(r->messages, out);
     }
     return 0;

@@ -509,7 +509,10 @@ static void open_item(enc_resp *e, cv_gen *g, item_type t, cv_buf *out)
           json_pack("{s:i, s:o}", "output_index", oi,
                     "item", t == ITEM_REASONING ? json_pack("{s:s, s:s, s:[]}", "id", e->item_id, "type", "reasoning",
                                                             "summary")
-                                                : item_obj(e, "in_progress")));
+                            : t == ITEM_MESSAGE
+                                ? json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", e->item_id, "type", "message", "status",
+                                            "in_progress", "role", "assistant", "content")
+                                : item_obj(e, "in_progress")));
     if (t == ITEM_REASONING)
         event(e, out, "response.reasoning_summary_part.added",
               json_pack("{s:s, s:i, s:i, s:{s:s, s:s}}", "item_id", e->item_id, "output_index", oi, "summary_index", 0,

@@ -200,3 +200,84 @@ void cv_calls_free(cv_calls *c)
     free(c->v);
     memset(c, 0, sizeof *c);
 }
+
+/* ---- the strict-template fallback ---- */
+
+static bool alnum9(const char *s)
+{
+    if (!s || strlen(s) != 9)
+        return false;
+    for (int i = 0; i < 9; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* A 9-character alphanumeric id derived from id (FNV-1a), so a call and its
+ * result map to the same new id in every turn (prefix stability). */
+static void id9(const char *id, char out[10])
+{
+    static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    for (int i = 0; i < 9; i++, h /= 62)
+        out[i] = al[h % 62];
+    out[9] = 0;
+}
+
+static void append_text(json_t *m, json_t *from)
+{
+    const char *a = json_string_value(json_object_get(m, "content"));
+    const char *b = json_string_value(json_object_get(from, "content"));
+    cv_buf t = { 0 };
+    cv_buf_puts(&t, a ? a : "");
+    if (a && *a && b && *b)
+        cv_buf_puts(&t, "\n\n");
+    cv_buf_puts(&t, b ? b : "");
+    json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
+    cv_buf_free(&t);
+}
+
+json_t *cv_req_strict_messages(json_t *messages)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        json_t *c = json_deep_copy(m);
+        const char *role = json_string_value(json_object_get(c, "role"));
+        json_t *last = json_array_get(out, json_array_size(out) - 1);
+        const char *lrole = last ? json_string_value(json_object_get(last, "role")) : NULL;
+        /* Tool call ids: 9 alphanumerics (Mistral's templates insist). */
+        size_t k;
+        json_t *tc;
+        json_array_foreach(json_object_get(c, "tool_calls"), k, tc) {
+            const char *id = json_string_value(json_object_get(tc, "id"));
+            if (id && !alnum9(id)) {
+                char n9[10];
+                id9(id, n9);
+                json_object_set_new(tc, "id", json_string(n9));
+            }
+        }
+        const char *tid = json_string_value(json_object_get(c, "tool_call_id"));
+        if (tid && !alnum9(tid)) {
+            char n9[10];
+            id9(tid, n9);
+            json_object_set_new(c, "tool_call_id", json_string(n9));
+        }
+        /* One system message, first; user turns that follow each other
+         * become one (templates that insist on alternation). */
+        bool merge = lrole && role && json_is_string(json_object_get(c, "content")) &&
+                     json_is_string(json_object_get(last, "content")) &&
+                     ((!strcmp(role, "system") && !strcmp(lrole, "system") && json_array_size(out) == 1) ||
+                      (!strcmp(role, "user") && !strcmp(lrole, "user")));
+        if (merge) {
+            append_text(last, c);
+            json_decref(c);
+        } else {
+            json_array_append_new(out, c);
+        }
+    }
+    return out;
+}

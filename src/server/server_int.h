@@ -275,6 +275,11 @@ json_t *cv_req_args_object(const char *args, size_t len);
  * from the start of a system prompt (it changes every request and would
  * defeat the prefix cache). Returns the text without it. */
 cv_str cv_req_strip_billing(cv_str system);
+/* The conversation rewritten for strict chat templates, tried when a render
+ * raises: consecutive leading system messages and consecutive user messages
+ * joined (blank line between), tool-call ids mapped to 9 alphanumerics
+ * (a stable hash, so calls and results still match). New reference. */
+json_t *cv_req_strict_messages(json_t *messages);
 /* Checks the counts in a finished request against limits.h. */
 int cv_req_check_limits(const cv_chat_request *r, cv_err *err);
 

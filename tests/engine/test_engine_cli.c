@@ -60,6 +60,22 @@ TEST(run_with_ids_prints_the_documented_stories260k_continuation)
     }
     CHECK_MSG(same == 256, "corvid run printed %d of the 256 documented ids", same);
     CHECK(strstr(err.data ? err.data : "", "generated 256 tokens") != NULL);
+    /* Text mode: an empty prompt is BOS alone; the continuation is the
+     * documented text (run prints a final newline, as llama2.c's run did). */
+    cv_buf_reset(&out);
+    cv_buf_reset(&err);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' -p '' -n 256 --temp 0 --threads 2", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, &err), 0);
+    cv_buf want = { 0 };
+    CHECK(cv_read_file(test_data("models/stories260K.greedy_t0.expected.txt"), &want, 1 << 20, NULL) == 0);
+    CHECK_MSG(out.len == want.len && memcmp(out.data, want.data, want.len) == 0, "corvid run text:\n%s\nexpected:\n%s",
+              out.data ? out.data : "", want.data);
+    cv_buf_free(&want);
+    /* A prompt continues with its own leading space kept. */
+    cv_buf_reset(&out);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' -p 'Once upon a time' -n 8 --temp 0", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+    CHECK_MSG(out.data && out.data[0] == ',', "continuation of 'Once upon a time': \"%s\"", out.data ? out.data : "");
     cv_buf_reset(&out);
     cv_buf_reset(&err);
     snprintf(cmd, sizeof cmd, "'%s' run '%s' --ids -p '1 999' -n 4", bin, model);

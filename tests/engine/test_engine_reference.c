@@ -15,6 +15,7 @@
  *         wherever the reference margin >= 1;
  *       F16 fast path: max|Δ| <= 0.05 against the native logits. */
 #include "ref_util.h"
+#include "tokenizer/tokenizer.h"
 
 #define REF "reference/"
 
@@ -305,6 +306,22 @@ TEST(stories260k_generates_the_documented_greedy_ids)
     while (same < n && same < 256 && got[same] == (int32_t)json_integer_value(json_array_get(expect, same)))
         same++;
     CHECK_MSG(n == 256 && same == 256, "stories260K: %d ids generated, the first %d match", n, same);
+    /* And the text: the model's own tokenizer decodes the ids to llama2.c's
+     * documented output (which ends with the newline run.c prints). */
+    cv_tok *vocab;
+    if (cv_tok_load(m->gguf, &vocab, &err) == 0) {
+        cv_buf text = { 0 }, want = { 0 };
+        CHECK(cv_tok_decode(vocab, got, (size_t)n, CV_TOK_SKIP_SPECIAL | CV_TOK_AT_START, &text, &err) == 0);
+        cv_buf_putc(&text, '\n');
+        CHECK(cv_read_file(test_data("models/stories260K.greedy_t0.expected.txt"), &want, 1 << 20, &err) == 0);
+        CHECK_MSG(text.len == want.len && memcmp(text.data, want.data, want.len) == 0,
+                  "stories260K text differs:\n%s\nexpected:\n%s", text.data, want.data);
+        cv_buf_free(&text);
+        cv_buf_free(&want);
+        cv_tok_destroy(vocab);
+    } else {
+        CHECK_MSG(0, "tokenizer: %s", err.msg);
+    }
     json_decref(expect);
     cv_engine_destroy(e);
     cv_model_close(m);

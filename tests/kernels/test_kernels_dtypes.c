@@ -309,6 +309,24 @@ TEST(bfloat16_rounds_to_nearest_even_and_keeps_nans)
     CHECK(cv_bf16_to_fp32(cv_fp32_to_bf16(INFINITY)) == INFINITY);
 }
 
+TEST(dequantize_row_accepts_misaligned_rows)
+{
+    /* 3 rows of q6_K (210 bytes each, so rows 1 and 2 sit at odd
+     * addresses) + the 1-byte shift of the whole buffer. */
+    float x[3 * 256], y0[256], y1[256];
+    fill(x, 3 * 256, 4);
+    uint8_t *buf = malloc(3 * 210 + 1), *q = buf + 1;
+    CHECK_EQ_INT(cv_quantize_row(CV_GGML_Q6_K, x, q, 3 * 256, NULL), 0);
+    uint8_t aligned[210] __attribute__((aligned(8)));
+    for (int r = 0; r < 3; r++) {
+        memcpy(aligned, q + 210 * r, 210);
+        cv_dtype_get(CV_GGML_Q6_K)->ops[CV_ISA_SCALAR].to_f32(aligned, y0, 256);
+        CHECK_EQ_INT(cv_dequantize_row(CV_GGML_Q6_K, q + 210 * r, y1, 256, NULL), 0);
+        CHECK(!memcmp(y0, y1, sizeof y0));
+    }
+    free(buf);
+}
+
 TEST(bad_rows_are_refused_with_a_message)
 {
     cv_err err = { 0 };
@@ -334,6 +352,7 @@ int main(void)
     RUN(every_isa_quantizes_like_the_reference_up_to_rounding_ties);
     RUN(half_floats_round_trip_exactly_for_every_bit_pattern);
     RUN(bfloat16_rounds_to_nearest_even_and_keeps_nans);
+    RUN(dequantize_row_accepts_misaligned_rows);
     RUN(bad_rows_are_refused_with_a_message);
     return test_report();
 }

@@ -168,6 +168,82 @@ TEST(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size)
     cv_pool_destroy(pools[2]);
 }
 
+/* How far the SIMD matmul may be from the scalar one, relative to
+ * sum |w x|: float re-association only, except where the SIMD activation
+ * quantizer keeps a scale in f32 that the reference rounds to f16 (the
+ * q8_0-activation types: 2^-11 relative per block). */
+static double isa_tolerance(uint32_t type)
+{
+    switch (type) {
+    case CV_GGML_Q4_0: case CV_GGML_Q5_0: case CV_GGML_Q8_0: return 5e-4;
+    case CV_GGML_Q4_1: case CV_GGML_Q5_1: return 2e-5;
+    default: return 2e-6; /* f32 f16 bf16 and the K-quants (identical q8_K levels) */
+    }
+}
+
+TEST(simd_matmul_equals_the_scalar_matmul_within_each_dtypes_tolerance)
+{
+    cv_pool *pool = cv_pool_create(2, NULL);
+    for (int isa = 1; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(isa))
+            continue;
+        for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+            const cv_dtype *dt = cv_dtype_get(t);
+            if (!dt || !dt->is_weight)
+                continue;
+            /* one block, odd block counts; n_out 1..37 (never a multiple of
+             * 16 except 16 itself); every n_tok 1..17; weights at an odd
+             * address (a GGUF mapping is aligned, a caller's buffer may not be) */
+            const int64_t blocks[] = { 1, 3, 2 };
+            for (int64_t n_tok = 1; n_tok <= 17; n_tok++) {
+                const int64_t n_in = blocks[n_tok % 3] * (dt->block_elems == 1 ? 33 : dt->block_elems);
+                const int64_t n_out = (n_tok * 7) % 37 + 1;
+                const size_t row = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+                uint8_t *wbuf = malloc(row * n_out + 1), *w = wbuf + 1;
+                float *wf = malloc(n_in * sizeof *wf), *x = malloc(n_in * n_tok * sizeof *x);
+                float *y0 = malloc(n_out * n_tok * sizeof *y0), *y1 = malloc(n_out * n_tok * sizeof *y1);
+                for (int64_t o = 0; o < n_out; o++) {
+                    fill(wf, n_in, 1000 * t + o);
+                    CHECK_EQ_INT(cv_quantize_row(t, wf, w + o * row, n_in, NULL), 0);
+                }
+                fill(x, n_in * n_tok, 77 + n_tok);
+                cv_wmat *m0, *m1;
+                CHECK_EQ_INT(cv_wmat_create_isa(t, n_in, n_out, w, row * n_out, CV_ISA_SCALAR, &m0, NULL), 0);
+                CHECK_EQ_INT(cv_wmat_create_isa(t, n_in, n_out, w, row * n_out, isa, &m1, NULL), 0);
+                cv_matmul(NULL, m0, n_tok, x, y0);
+                cv_matmul(pool, m1, n_tok, x, y1);
+                /* magnitude from the dequantized weights */
+                int bad = 0;
+                for (int64_t o = 0; o < n_out && !bad; o++) {
+                    CHECK_EQ_INT(cv_dequantize_row(t, w + o * row, wf, n_in, NULL), 0);
+                    for (int64_t k = 0; k < n_tok && !bad; k++) {
+                        double mag = 0;
+                        for (int64_t i = 0; i < n_in; i++)
+                            mag += fabs((double)wf[i] * x[k * n_in + i]);
+                        const double d = fabs((double)y1[k * n_out + o] - y0[k * n_out + o]);
+                        if (!(d <= isa_tolerance(t) * mag + 1e-6)) {
+                            bad = 1;
+                            CHECK_MSG(false, "%s %s n_in=%lld n_out=%lld n_tok=%lld: y[%lld][%lld] %.8g vs scalar %.8g "
+                                      "(%.2e of the magnitude, tolerance %.0e)", dt->name, cv_isa_name(isa),
+                                      (long long)n_in, (long long)n_out, (long long)n_tok, (long long)k, (long long)o,
+                                      y1[k * n_out + o], y0[k * n_out + o], d / mag, isa_tolerance(t));
+                        }
+                    }
+                }
+                CHECK(!bad);
+                cv_wmat_destroy(m0);
+                cv_wmat_destroy(m1);
+                free(wbuf);
+                free(wf);
+                free(x);
+                free(y0);
+                free(y1);
+            }
+        }
+    }
+    cv_pool_destroy(pool);
+}
+
 TEST(matmul_is_identical_with_and_without_threads)
 {
     /* Threads split output rows, never a sum: results must be bit-equal. */
@@ -232,6 +308,7 @@ TEST(weight_preparation_refuses_bad_types_and_shapes)
 int main(void)
 {
     RUN(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size);
+    RUN(simd_matmul_equals_the_scalar_matmul_within_each_dtypes_tolerance);
     RUN(matmul_is_identical_with_and_without_threads);
     RUN(weight_preparation_refuses_bad_types_and_shapes);
     return test_report();

@@ -27,6 +27,8 @@ static bool rig_open(rig *r, int32_t n_batch, int32_t queue_max)
     const char *path = g_stories;
     cv_err err = { 0 };
     memset(r, 0, sizeof *r);
+    /* One compute thread: the scheduler's behaviour does not depend on it,
+     * and spinning pool workers only compete with the test's threads. */
     cv_engine_params ep = { .n_threads = 1, .n_ctx = 512, .n_batch = n_batch };
     cv_sched_config sc = { .queue_max = queue_max, .seed = 99 };
     if (cv_model_open(path, NULL, &r->m, &err) || cv_engine_create(r->m, &ep, &r->e, &err) ||

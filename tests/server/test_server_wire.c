@@ -104,8 +104,8 @@ static void check_fixture(const char *file, json_t *rec, parse_fn fn, void *ud)
     }
     size_t i;
     json_t *m;
-    /* Neutral shape: known roles, string content (or null beside calls),
-     * system only first, arguments as objects. */
+    /* Neutral shape: known roles, string content (never null: templates
+     * use `in` on it), system only first, arguments as objects. */
     json_array_foreach(r.messages, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         CHECK_MSG(role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") ||
@@ -115,8 +115,7 @@ static void check_fixture(const char *file, json_t *rec, parse_fn fn, void *ud)
             CHECK_MSG(i == 0 || !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/responses"),
                       "%s: a system message at %zu (must be folded into the first)", file, i);
         json_t *c = json_object_get(m, "content");
-        CHECK_MSG(json_is_string(c) || (json_is_null(c) && json_object_get(m, "tool_calls")),
-                  "%s: messages[%zu] content is not a string", file, i);
+        CHECK_MSG(json_is_string(c), "%s: messages[%zu] content is not a string", file, i);
         size_t k;
         json_t *tc;
         json_array_foreach(json_object_get(m, "tool_calls"), k, tc)
@@ -712,6 +711,36 @@ TEST(billing_line_is_stripped_only_at_the_start)
     CHECK_EQ_INT(s.len, 0);
 }
 
+
+TEST(strict_messages_merge_systems_and_user_runs_and_map_call_ids_consistently)
+{
+    json_t *m = json_loads("[{\"role\":\"system\",\"content\":\"a\"},{\"role\":\"system\",\"content\":\"b\"},"
+                           "{\"role\":\"user\",\"content\":\"c\"},{\"role\":\"user\",\"content\":\"d\"},"
+                           "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_abc\",\"type\":"
+                           "\"function\",\"function\":{\"name\":\"f\",\"arguments\":{}}},{\"id\":\"A1b2C3d4E\","
+                           "\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":{}}}]},"
+                           "{\"role\":\"tool\",\"tool_call_id\":\"call_abc\",\"content\":\"r1\"},"
+                           "{\"role\":\"tool\",\"tool_call_id\":\"A1b2C3d4E\",\"content\":\"r2\"},"
+                           "{\"role\":\"system\",\"content\":\"late\"}]",
+                           0, NULL);
+    CHECK(m != NULL);
+    json_t *s = cv_req_strict_messages(m);
+    CHECK_EQ_INT(json_array_size(s), 6);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 0), "content")), "a\n\nb");
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 1), "content")), "c\n\nd");
+    json_t *calls = json_object_get(json_array_get(s, 2), "tool_calls");
+    const char *id0 = json_string_value(json_object_get(json_array_get(calls, 0), "id"));
+    CHECK(id0 && strlen(id0) == 9);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 3), "tool_call_id")), id0);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(calls, 1), "id")), "A1b2C3d4E"); /* already fine */
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 4), "tool_call_id")), "A1b2C3d4E");
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 5), "content")), "late"); /* not merged */
+    /* the input is untouched */
+    CHECK_EQ_INT(json_array_size(m), 8);
+    json_decref(s);
+    json_decref(m);
+}
+
 int main(void)
 {
     test_require_data();
@@ -739,6 +768,7 @@ int main(void)
     RUN(error_tables_give_each_wire_its_status_and_shape);
     RUN(response_store_keeps_the_most_recently_used);
     RUN(billing_line_is_stripped_only_at_the_start);
+    RUN(strict_messages_merge_systems_and_user_runs_and_map_call_ids_consistently);
     cv_server_destroy(srv);
     fake_backend_fini(&fb);
     return test_report();

@@ -111,6 +111,35 @@ done:
     cv_tok_destroy(t);
 }
 
+
+/* The imported vocabulary knows its end-of-generation tokens: the server
+ * stops on every one of them. */
+TEST(end_of_generation_tokens_are_known)
+{
+    static const struct {
+        const char *file_part;
+        const char *eog[3];
+    } cases[] = {
+        { "qwen3", { "<|im_end|>", "<|endoftext|>" } },
+        { "llama3", { "<|eot_id|>", "<|end_of_text|>" } }, /* Llama 3.0: no <|eom_id|> */
+        { "deepseek_v3", { "<｜end▁of▁sentence｜>" } },
+        { "gptoss", { "<|return|>", "<|call|>", "<|endoftext|>" } },
+    };
+    cv_tok *t = NULL;
+    CHECK(cv_tok_load_file(gguf_path, &t, NULL) == 0);
+    for (size_t c = 0; t && c < CV_ARRAY_LEN(cases); c++) {
+        if (!strstr(gguf_path, cases[c].file_part) || (c == 0 && strstr(gguf_path, "qwen35")))
+            continue;
+        for (int k = 0; k < 3 && cases[c].eog[k]; k++) {
+            int32_t id = cv_tok_find(t, cv_str_of(cases[c].eog[k]));
+            CHECK_MSG(id >= 0 && cv_tok_is_eog(t, id), "%s: %s is not an end-of-generation token", gguf_path,
+                      cases[c].eog[k]);
+        }
+        CHECK(cv_tok_eot(t) >= 0 && cv_tok_is_eog(t, cv_tok_eot(t)));
+    }
+    cv_tok_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -119,5 +148,6 @@ int main(int argc, char **argv)
     }
     gguf_path = argv[1], corpus_path = argv[2], oracle_path = argv[3];
     RUN(every_corpus_string_matches_the_reference_tokenizer);
+    RUN(end_of_generation_tokens_are_known);
     return test_report();
 }

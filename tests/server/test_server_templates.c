@@ -1,0 +1,137 @@
+/* test_server_templates.c — the neutral conversations the wire files make
+ * from real agent traffic render with real models' chat templates. Every
+ * POST in testdata/clients is translated (as the server does) and rendered
+ * with the production chat templates of the model families agents run
+ * (testdata/templates), tools included, with a generation prompt, exactly as
+ * the backend does: when a strict template raises (roles must alternate,
+ * one system message first, Mistral's 9-character call ids, a tools loop
+ * over None), once more with cv_req_strict_messages and tools []. Every
+ * render must succeed one way or the other. */
+#include <dirent.h>
+
+#include "test.h"
+
+#include "chat/chat.h"
+#include "server/server_int.h"
+
+static const char *templates[] = {
+    "Qwen-Qwen3-0.6B.jinja",
+    "Qwen3-Coder.jinja",
+    "Qwen-Qwen2.5-7B-Instruct.jinja",
+    "Qwen3.5-4B.jinja",
+    "meta-llama-Llama-3.1-8B-Instruct.jinja",
+    "meta-llama-Llama-3.3-70B-Instruct.jinja",
+    "deepseek-ai-DeepSeek-V3.1.jinja",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    "openai-gpt-oss-120b.jinja",
+    "GLM-4.6.jinja",
+    "moonshotai-Kimi-K2.jinja",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+    "unsloth-mistral-Devstral-Small-2507.jinja",
+    "google-gemma-4-31B-it.jinja",
+    "ibm-granite-granite-4.0.jinja",
+    "MiniMax-M2.jinja",
+    "HuggingFaceTB-SmolLM3-3B.jinja",
+};
+
+typedef int (*parse_fn)(json_t *body, cv_chat_request *r, cv_err *err);
+static int parse_chat(json_t *b, cv_chat_request *r, cv_err *e) { return cv_openai_chat_parse(b, r, e); }
+static int parse_resp(json_t *b, cv_chat_request *r, cv_err *e) { return cv_openai_responses_parse(b, NULL, r, e); }
+static int parse_msgs(json_t *b, cv_chat_request *r, cv_err *e) { return cv_anthropic_parse(b, false, r, e); }
+
+TEST(every_recorded_request_renders_with_the_templates_agents_run)
+{
+    cv_chat_template *tmpl[CV_ARRAY_LEN(templates)] = { 0 };
+    for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++) {
+        cv_buf src = { 0 };
+        char rel[256];
+        snprintf(rel, sizeof rel, "templates/%s", templates[t]);
+        cv_err err = { 0 };
+        if (cv_read_file(test_data(rel), &src, 1 << 24, &err) ||
+            cv_chat_template_create(src.data, src.len, templates[t], &tmpl[t], &err))
+            fprintf(stderr, "%s: %s\n", templates[t], err.msg);
+        cv_buf_free(&src);
+    }
+    int renders = 0, failures = 0, fallbacks = 0;
+    DIR *d = opendir(test_data("clients"));
+    struct dirent *de;
+    char root[4096];
+    snprintf(root, sizeof root, "%s", test_data("clients"));
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[4600];
+        snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
+        DIR *d2 = opendir(sub);
+        struct dirent *f;
+        while (d2 && (f = readdir(d2))) {
+            if (!strstr(f->d_name, ".json"))
+                continue;
+            char path[5000];
+            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+            json_t *rec = json_load_file(path, 0, NULL);
+            const char *p = json_string_value(json_object_get(rec, "path"));
+            parse_fn fn = !p ? NULL : !strcmp(p, "/v1/chat/completions") ? parse_chat
+                                    : !strcmp(p, "/v1/responses")        ? parse_resp
+                                    : !strcmp(p, "/v1/messages")         ? parse_msgs
+                                                                         : NULL;
+            if (fn) {
+                cv_chat_request r;
+                cv_chat_request_init(&r);
+                cv_err err = { 0 };
+                if (fn(json_object_get(rec, "body"), &r, &err) == 0) {
+                    for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++) {
+                        if (!tmpl[t])
+                            continue;
+                        cv_chat_render_opts o = { .messages = r.messages,
+                                                  .tools = json_array_size(r.tools) ? r.tools : NULL,
+                                                  .add_generation_prompt = true,
+                                                  .bos_token = "<s>",
+                                                  .eos_token = "</s>" };
+                        cv_buf out = { 0 };
+                        cv_err e2 = { 0 };
+                        renders++;
+                        if (cv_chat_template_render(tmpl[t], &o, &out, &e2)) {
+                            /* The backend's fallback: strict messages, tools [] for None. */
+                            fallbacks++;
+                            json_t *strict = cv_req_strict_messages(r.messages);
+                            json_t *empty = json_array();
+                            o.messages = strict;
+                            o.tools = json_array_size(r.tools) ? r.tools : empty;
+                            cv_buf_reset(&out);
+                            cv_err e3 = { 0 };
+                            if (cv_chat_template_render(tmpl[t], &o, &out, &e3)) {
+                                failures++;
+                                printf("FAILS %s/%s with %s: %s; then %s\n", de->d_name, f->d_name, templates[t],
+                                       e2.msg, e3.msg);
+                            }
+                            json_decref(strict);
+                            json_decref(empty);
+                        }
+                        cv_buf_free(&out);
+                    }
+                }
+                cv_chat_request_fini(&r);
+            }
+            json_decref(rec);
+        }
+        if (d2)
+            closedir(d2);
+    }
+    if (d)
+        closedir(d);
+    printf("%d renders, %d needed the strict fallback, %d failed\n", renders, fallbacks, failures);
+    CHECK(renders >= 300);
+    CHECK_EQ_INT(failures, 0);
+    for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++)
+        cv_chat_template_destroy(tmpl[t]);
+}
+
+int main(void)
+{
+    test_require_data();
+    cv_log_set_level(CV_LOG_ERROR);
+    RUN(every_recorded_request_renders_with_the_templates_agents_run);
+    return test_report();
+}
