@@ -16,16 +16,22 @@ typedef struct rig {
     cv_sched *s;
 } rig;
 
-/* Writes the test model to path (caller unlinks). */
+/* The vocabulary of the test model (set by util_synth): prompts draw from it. */
+static int32_t g_vocab;
+
+/* Writes the test model to path (caller unlinks) and sets g_vocab. */
 static inline bool util_synth(char *path, size_t n, const char *tag, const char *dtype, uint64_t seed)
 {
     ref_tmp_path(path, n, tag);
     cv_err err = { 0 };
     cv_synth_params sp = { .arch = "llama", .shape = "tiny", .dtype = dtype, .seed = seed };
-    if (cv_model_synth(&sp, path, &err)) {
+    cv_model *m;
+    if (cv_model_synth(&sp, path, &err) || cv_model_open(path, NULL, &m, &err)) {
         fprintf(stderr, "synth: %s\n", err.msg);
         return false;
     }
+    g_vocab = m->hp.n_vocab;
+    cv_model_close(m);
     return true;
 }
 

@@ -218,7 +218,7 @@ int main(void)
 {
     if (!util_synth(g_model, sizeof g_model, "sched-batch", "q8_0", 7))
         return 1;
-    make_specs(4096);
+    make_specs(g_vocab);
     RUN(n_concurrent_requests_match_each_alone_without_prefix_hits);
     RUN(n_concurrent_requests_match_each_alone_with_prefix_hits);
     RUN(n_concurrent_requests_match_each_alone_across_preemptions);

@@ -45,9 +45,9 @@ TEST(second_request_with_the_same_prefix_prefills_only_the_new_tokens)
     if (!rig_open_with(&r, g_model, &g_ep, NULL))
         return;
     int32_t a[100], b[130], c[96], d[140];
-    fill_ids(a, 100, 11, 4096);
+    fill_ids(a, 100, 11, g_vocab);
     memcpy(b, a, sizeof a);
-    fill_ids(b + 100, 30, 12, 4096);
+    fill_ids(b + 100, 30, 12, g_vocab);
     memcpy(c, a, sizeof c);
     cv_sched_params p[4] = {
         { .prompt = a, .n_prompt = 100, .max_tokens = 30 },
@@ -61,7 +61,7 @@ TEST(second_request_with_the_same_prefix_prefills_only_the_new_tokens)
     /* d is the agent's next turn: a's prompt, a's whole reply, 10 new ids. */
     memcpy(d, a, sizeof a);
     memcpy(d + 100, ref[0].tokens, 30 * sizeof(int32_t));
-    fill_ids(d + 130, 10, 13, 4096);
+    fill_ids(d + 130, 10, 13, g_vocab);
     reference(&r, p, 4, ref, &on);
 
     struct {
@@ -98,10 +98,10 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
         return;
     /* S: a 160-id system prompt (10 blocks); X, Y: 20 private ids each. */
     int32_t x[180], y[180];
-    fill_ids(x, 160, 21, 4096);
+    fill_ids(x, 160, 21, g_vocab);
     memcpy(y, x, 160 * sizeof(int32_t));
-    fill_ids(x + 160, 20, 22, 4096);
-    fill_ids(y + 160, 20, 23, 4096);
+    fill_ids(x + 160, 20, 22, g_vocab);
+    fill_ids(y + 160, 20, 23, g_vocab);
     cv_sched_params p[2] = { { .prompt = x, .n_prompt = 180, .max_tokens = 8 },
                              { .prompt = y, .n_prompt = 180, .max_tokens = 8 } };
     outcome ref[2], got[2];
@@ -162,7 +162,7 @@ TEST(lru_eviction_under_a_tiny_pool_evicts_the_oldest_and_keeps_answers_exact)
     int32_t ids[NP][64];
     cv_sched_params p[NP];
     for (int i = 0; i < NP; i++) {
-        fill_ids(ids[i], 64, 31 + (uint64_t)i, 4096);
+        fill_ids(ids[i], 64, 31 + (uint64_t)i, g_vocab);
         p[i] = (cv_sched_params){ .prompt = ids[i], .n_prompt = 64, .max_tokens = 2 };
     }
     outcome ref[NP], got;
@@ -195,7 +195,7 @@ TEST(lru_eviction_under_a_tiny_pool_evicts_the_oldest_and_keeps_answers_exact)
     cv_sched_params pm[NR];
     for (int i = 0; i < NR; i++) {
         int32_t n = 20 + (i * 37) % 130;
-        fill_ids(mix[i], n, 50 + (uint64_t)(i % 5), 4096); /* i and i + 5 share a prefix */
+        fill_ids(mix[i], n, 50 + (uint64_t)(i % 5), g_vocab); /* i and i + 5 share a prefix */
         pm[i] = (cv_sched_params){ .prompt = mix[i], .n_prompt = n, .max_tokens = 6 };
     }
     outcome mref[NR], mgot[NR];
@@ -241,7 +241,7 @@ TEST(cancelling_one_of_8_streams_frees_its_blocks_and_the_others_finish_unchange
     int32_t ids[N][90];
     cv_sched_params p[N];
     for (int i = 0; i < N; i++) {
-        fill_ids(ids[i], 30 + 7 * i, 60 + (uint64_t)i, 4096);
+        fill_ids(ids[i], 30 + 7 * i, 60 + (uint64_t)i, g_vocab);
         p[i] = (cv_sched_params){ .prompt = ids[i], .n_prompt = 30 + 7 * i, .max_tokens = 40,
                                   .sample = { .temperature = 0.7f, .seed = 5 + (uint64_t)i, .has_seed = true } };
     }
@@ -309,7 +309,7 @@ TEST(a_full_queue_refuses_at_once_and_status_lists_the_waiting)
     if (!rig_open_with(&r, g_model, &ep, &sc))
         return;
     int32_t ids[40];
-    fill_ids(ids, 40, 70, 4096);
+    fill_ids(ids, 40, 70, g_vocab);
     cv_sched_params p = { .prompt = ids, .n_prompt = 40, .max_tokens = 200 };
     cv_sched_req *q[100];
     int accepted = 0, refused = 0;
@@ -383,7 +383,7 @@ TEST(a_sampling_hook_chooses_tokens_and_is_destroyed_once)
     if (!rig_open_with(&r, g_model, &ep, &sc))
         return;
     int32_t ids[20];
-    fill_ids(ids, 20, 80, 4096);
+    fill_ids(ids, 20, 80, g_vocab);
     int destroyed = 0;
     hook_state *h = calloc(1, sizeof *h);
     *h = (hook_state){ .forced = 7, .destroyed = &destroyed };
@@ -407,7 +407,7 @@ TEST(a_sampling_hook_chooses_tokens_and_is_destroyed_once)
 
     /* A refused submit leaves the hook's state with the caller. */
     int32_t big[40];
-    fill_ids(big, 40, 81, 4096);
+    fill_ids(big, 40, 81, g_vocab);
     cv_sched_params busy = { .prompt = big, .n_prompt = 40, .max_tokens = 300 };
     cv_sched_req *q1, *q2, *q3 = NULL;
     cv_err err = { 0 };

@@ -394,7 +394,7 @@ int main(void)
     /* Three prompts: 150 ids, 96 (whole blocks), 120 sharing 64 with the first. */
     static const int32_t lens[3] = { 150, 96, 120 };
     for (int i = 0; i < 3; i++) {
-        fill_ids(g_ids[i], lens[i], 90 + (uint64_t)i, 4096);
+        fill_ids(g_ids[i], lens[i], 90 + (uint64_t)i, g_vocab);
         g_p[i] = (cv_sched_params){ .prompt = g_ids[i], .n_prompt = lens[i], .max_tokens = 8 };
     }
     memcpy(g_ids[2], g_ids[0], 64 * sizeof(int32_t));
