@@ -176,17 +176,40 @@ static void tree_insert(cv_sched *s, cv_sched_req *r)
     rx_touch(&s->tree, at);
 }
 
-/* Tries to start r (already off the queue). must: nothing else runs, so r
- * is admitted whatever the pool holds (submit checked it fits alone). */
-static bool admit(cv_sched *s, cv_sched_req *r, bool must)
+/* True when a running sequence is computing, right now, the block of r's
+ * prompt that comes after what the tree holds: r then waits a step or
+ * more and finds the block cached, instead of computing the same prefix in
+ * parallel (four agents that start together with one system prompt
+ * compute it once). The wait ends when that sequence moves past the block
+ * (it inserts each block as it fills) or stops running. */
+static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
+{
+    const int32_t upto = (m + 1) * CV_KV_BLOCK;
+    if (upto > r->n_tokens - 1) /* that block holds r's last token: r computes it anyway */
+        return false;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cv_sched_req *p = s->running[i];
+        if (p->n_done < upto && p->n_tokens >= upto &&
+            !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens))
+            return true;
+    }
+    return false;
+}
+
+typedef enum admit_result { ADMIT_OK, ADMIT_NO_ROOM, ADMIT_WAIT } admit_result;
+
+/* Tries to start r (off the queue while this runs). must: nothing else
+ * runs, so r is admitted whatever the pool holds (submit checked it fits
+ * alone). */
+static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
 {
     cv_engine *e = s->e;
     const int32_t n_known = r->n_tokens;
     int32_t m = 0;
     if (s->prefix_cache) {
         m = rx_match(&s->tree, r->tokens, n_known, s->path, n_known / CV_KV_BLOCK);
-        if (!r->admitted_once)
-            s->eng.lookups++;
+        if (!must && wait_for_prefix(s, r, m))
+            return ADMIT_WAIT;
     }
     /* At least the last known token is computed: its logits are needed.
      * When the whole prompt is cached that token's block is shared and its
@@ -197,7 +220,7 @@ static bool admit(cv_sched *s, cv_sched_req *r, bool must)
     cv_err err = { 0 };
     if (cv_engine_seq_open(e, &seq, &err)) {
         assert(!"a sequence slot is free whenever a request is admitted");
-        return false;
+        return ADMIT_NO_ROOM;
     }
     if (m_share > 0) {
         int32_t *blk = s->blk_scratch;
@@ -215,7 +238,7 @@ static bool admit(cv_sched *s, cv_sched_req *r, bool must)
             avail += rx_evictable(&s->tree);
         if (avail < want) {
             cv_engine_seq_close(e, seq);
-            return false;
+            return ADMIT_NO_ROOM;
         }
     }
     r->seq = seq;
@@ -228,12 +251,13 @@ static bool admit(cv_sched *s, cv_sched_req *r, bool must)
     if (!r->admitted_once) {
         r->admitted_once = true;
         r->st_cached = reuse; /* the first admission's hit is the request's (usage: cached tokens) */
+        s->eng.lookups += s->prefix_cache;
         s->eng.prompt_tokens += r->n_prompt;
         s->eng.cached_tokens += reuse;
         s->eng.hits += reuse > 0;
     }
     running_add(s, r);
-    return true;
+    return ADMIT_OK;
 }
 
 /* ---- sampling ---- */
@@ -336,31 +360,47 @@ static void end_cancelled(cv_sched *s)
     }
 }
 
+/* Admits waiting requests in arrival order until one does not fit (first
+ * come, first served: a large request is not overtaken forever). A request
+ * waiting for a prefix another is computing keeps its place, and those
+ * behind it may go. */
 static void admit_waiting(cv_sched *s)
 {
+    cv_sched_req *prev = NULL; /* the last request left in the queue this round */
     while (s->n_running < s->max_running) {
         pthread_mutex_lock(&s->mu);
-        cv_sched_req *r = s->q_head;
-        if (r) {
-            s->q_head = r->next;
-            if (!s->q_head)
-                s->q_tail = NULL;
+        cv_sched_req *r = prev ? prev->next : s->q_head;
+        if (r) { /* off the queue while it is tried (only this thread removes) */
+            if (prev)
+                prev->next = r->next;
+            else
+                s->q_head = r->next;
+            if (s->q_tail == r)
+                s->q_tail = prev;
             s->q_len--;
             r->next = NULL;
         }
         pthread_mutex_unlock(&s->mu);
         if (!r)
             return;
-        if (!admit(s, r, s->n_running == 0)) {
-            pthread_mutex_lock(&s->mu); /* back to the front: first come, first served */
+        admit_result res = admit(s, r, s->n_running == 0);
+        if (res == ADMIT_OK)
+            continue;
+        pthread_mutex_lock(&s->mu); /* back where it was */
+        if (prev) {
+            r->next = prev->next;
+            prev->next = r;
+        } else {
             r->next = s->q_head;
             s->q_head = r;
-            if (!s->q_tail)
-                s->q_tail = r;
-            s->q_len++;
-            pthread_mutex_unlock(&s->mu);
-            return;
         }
+        if (!r->next)
+            s->q_tail = r;
+        s->q_len++;
+        pthread_mutex_unlock(&s->mu);
+        if (res == ADMIT_NO_ROOM)
+            return;
+        prev = r;
     }
 }
 

@@ -149,6 +149,45 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
     rig_close(&r);
 }
 
+TEST(requests_arriving_together_with_one_uncached_prefix_compute_it_once)
+{
+    rig r;
+    if (!rig_open_with(&r, g_model, &g_ep, NULL))
+        return;
+    /* Four agents start at once: a 160-id system prompt, 20 private ids. */
+    enum { N = 4 };
+    int32_t ids[N][180];
+    cv_sched_params p[N];
+    for (int i = 0; i < N; i++) {
+        fill_ids(ids[i], 160, 24, g_vocab);
+        fill_ids(ids[i] + 160, 20, 25 + (uint64_t)i, g_vocab);
+        p[i] = (cv_sched_params){ .prompt = ids[i], .n_prompt = 180, .max_tokens = 4 };
+    }
+    outcome ref[N], got[N];
+    cv_sched_config sc = { .batch_tokens = 64 }; /* the prefix takes three steps */
+    reference(&r, p, N, ref, &sc);
+    cv_sched_req *q[N];
+    cv_err err = { 0 };
+    for (int i = 0; i < N; i++) {
+        outcome_init(&got[i]);
+        CHECK(cv_sched_submit(r.s, &p[i], &q[i], &err) == 0);
+    }
+    int hits = 0;
+    for (int i = 0; i < N; i++) {
+        read_events(q[i], &got[i], 0);
+        cv_sched_release(q[i]);
+        CHECK(same_tokens(&got[i], &ref[i]));
+        CHECK(got[i].n_cached == 0 || got[i].n_cached == 160);
+        hits += got[i].n_cached == 160;
+    }
+    /* Whichever came first computed the prefix; the others waited for it. */
+    CHECK_EQ_INT(hits, N - 1);
+    cv_sched_stats st = stats(r.s);
+    CHECK_MSG(st.computed_tokens == 180 + (N - 1) * 20, "%lld tokens computed, want %d (the prefix once)",
+              (long long)st.computed_tokens, 180 + (N - 1) * 20);
+    rig_close(&r);
+}
+
 TEST(lru_eviction_under_a_tiny_pool_evicts_the_oldest_and_keeps_answers_exact)
 {
     cv_engine_params ep = g_ep;
@@ -432,6 +471,7 @@ int main(void)
         return 1;
     RUN(second_request_with_the_same_prefix_prefills_only_the_new_tokens);
     RUN(two_sessions_sharing_a_system_prompt_share_its_blocks);
+    RUN(requests_arriving_together_with_one_uncached_prefix_compute_it_once);
     RUN(lru_eviction_under_a_tiny_pool_evicts_the_oldest_and_keeps_answers_exact);
     RUN(cancelling_one_of_8_streams_frees_its_blocks_and_the_others_finish_unchanged);
     RUN(a_full_queue_refuses_at_once_and_status_lists_the_waiting);
