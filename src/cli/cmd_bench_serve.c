@@ -417,10 +417,10 @@ static int case_agents(const bs_opts *o)
     double worst = 0;
     for (int i = 0; i < nr; i++)
         worst = fmax(worst, ratios[i]);
-    printf("agents summary: prompt tokens sent %lld, computed %lld (%.1f%%); hit rate after each agent's first turn "
-           "%.2f%% (goal >= 95%%); ttft first turns median %.3f s, later turns median %.3f s; ttft / cold prefill of "
-           "the new tokens: median %.2f, worst %.2f (goal <= 2)\n",
-           (long long)sent, (long long)computed_all, 100.0 * computed_all / (double)sent,
+    printf("agents summary: prompt tokens sent %lld, cached %lld, computed %lld (%.1f%%); hit rate after each "
+           "agent's first turn %.2f%% (goal >= 95%%); ttft first turns median %.3f s, later turns median %.3f s; "
+           "ttft / cold prefill of the new tokens: median %.2f, worst %.2f (goal <= 2)\n",
+           (long long)sent, (long long)cached, (long long)computed_all, 100.0 * computed_all / (double)sent,
            100.0 * cached_later / (double)(sent_later ? sent_later : 1), median(first_ttft, o->agents),
            median(later_ttft, nl), median(ratios, nr), worst);
     for (int i = 0; i < o->agents; i++)
