@@ -61,6 +61,20 @@ static int count_lines(const char *s, const char *needle)
 
 /* ---- helpers ---- */
 
+static bool open_engine(const char *model, const cv_engine_params *ep, cv_model **m, cv_engine **e)
+{
+    cv_err err = { 0 };
+    *m = NULL;
+    *e = NULL;
+    if (cv_model_open(model, NULL, m, &err) || cv_engine_create(*m, ep, e, &err)) {
+        CHECK_MSG(0, "%s: %s", model, err.msg);
+        if (*m)
+            cv_model_close(*m);
+        return false;
+    }
+    return true;
+}
+
 static void cache_path(cv_engine *e, char *out, size_t n)
 {
     char name[64];
@@ -185,13 +199,14 @@ TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
     int64_t saved = 0;
     fill_and_save(g_model, &g_ep, &saved);
     char path[700];
+    cv_kv_format f;
     {
         cv_model *m;
         cv_engine *e;
-        cv_err err = { 0 };
-        CHECK(cv_model_open(g_model, NULL, &m, &err) == 0);
-        CHECK(cv_engine_create(m, &g_ep, &e, &err) == 0);
+        if (!open_engine(g_model, &g_ep, &m, &e))
+            return;
         cache_path(e, path, sizeof path);
+        cv_engine_kv_format(e, &f);
         cv_engine_destroy(e);
         cv_model_close(m);
     }
@@ -200,16 +215,6 @@ TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
     CHECK(good != NULL && n > 64);
     if (!good)
         return;
-    cv_kv_format f;
-    {
-        cv_model *m;
-        cv_engine *e;
-        cv_err err = { 0 };
-        CHECK(cv_model_open(g_model, NULL, &m, &err) == 0 && cv_engine_create(m, &g_ep, &e, &err) == 0);
-        cv_engine_kv_format(e, &f);
-        cv_engine_destroy(e);
-        cv_model_close(m);
-    }
     const long n_nodes = (long)((n - 72) / (68 + f.block_bytes));
     const long blocks_at = 64 + 68 * n_nodes;
     damage cases[] = {
@@ -304,11 +309,16 @@ TEST(a_file_for_another_model_or_kv_format_is_refused)
     cv_model *m, *mo;
     cv_engine *e, *eo, *e16;
     cv_err err = { 0 };
-    CHECK(cv_model_open(g_model, NULL, &m, &err) == 0 && cv_engine_create(m, &g_ep, &e, &err) == 0);
-    CHECK(cv_model_open(g_other, NULL, &mo, &err) == 0 && cv_engine_create(mo, &g_ep, &eo, &err) == 0);
     cv_engine_params ep16 = g_ep;
     ep16.kv_type = CV_GGML_F16;
-    CHECK(cv_engine_create(m, &ep16, &e16, &err) == 0);
+    if (!open_engine(g_model, &g_ep, &m, &e))
+        return;
+    if (!open_engine(g_other, &g_ep, &mo, &eo))
+        return;
+    if (cv_engine_create(m, &ep16, &e16, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
     cache_path(e, path, sizeof path);
     cache_path(eo, other_path, sizeof other_path);
     CHECK_MSG(strcmp(path, other_path) != 0, "two models share the cache file name %s", path);
