@@ -78,6 +78,20 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
  * joins the engine thread. Requests still held must still be released. */
 void cv_sched_destroy(cv_sched *s);
 
+/* Load, for health checks and metrics. Thread-safe; a snapshot (the KV
+ * counts are as of the engine's last step). */
+typedef struct cv_sched_stats {
+    int32_t queue_depth;      /* submitted, not yet running */
+    int32_t running;          /* requests being generated */
+    int64_t kv_blocks_used;
+    int64_t kv_blocks_free;
+    int64_t n_requests;       /* finished since creation (any reason) */
+    int64_t n_tokens_prompt;  /* prompt tokens computed since creation */
+    int64_t n_tokens_generated;
+} cv_sched_stats;
+
+void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
+
 /* ---- requests ---- */
 
 /* Submits a request. Fails at once (CV_EINVAL) when the prompt can never fit

@@ -50,6 +50,9 @@ struct cv_sched {
     cv_sched_req *running;
     bool quit;
     cv_rng seeds;
+    /* counters for cv_sched_get_stats, written under mu */
+    int64_t kv_total, kv_free;
+    int64_t n_done, n_prompt_tokens, n_gen_tokens;
 };
 
 /* ---- requests and their event queues ---- */
@@ -156,6 +159,16 @@ static cv_sched_event base_event(const cv_sched_req *r, cv_sched_event_type type
     return ev;
 }
 
+static void count(cv_sched *s, int32_t n_prompt, int32_t n_gen)
+{
+    pthread_mutex_lock(&s->mu);
+    s->n_done++;
+    s->n_prompt_tokens += n_prompt;
+    s->n_gen_tokens += n_gen;
+    s->kv_free = cv_engine_kv_free_blocks(s->e);
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void finish(cv_sched_req *r, cv_finish_reason why, int32_t n_gen)
 {
     cv_sched_event ev = base_event(r, CV_SCHED_DONE, n_gen);
@@ -178,43 +191,45 @@ static bool is_stop(const cv_sched_req *r, int32_t tok)
     return false;
 }
 
+/* Runs one request to its end. The final event goes out last, after the
+ * sequence is closed and the counters are updated, so a caller that has
+ * read DONE sees the scheduler's stats and KV pool already settled. */
 static void run_request(cv_sched *s, cv_sched_req *r)
 {
     cv_engine *e = s->e;
     const cv_engine_params *ep = cv_engine_params_get(e);
     const int32_t n_vocab = cv_engine_model(e)->hp.n_vocab;
     cv_err err = { 0 };
-    int32_t seq = -1, n_gen = 0;
-    if (atomic_load(&r->cancel)) {
-        finish(r, CV_FINISH_CANCELED, 0);
-        return;
-    }
-    if (cv_engine_seq_open(e, &seq, &err)) {
-        fail(r, &err, 0);
-        return;
-    }
-    /* Prefill in chunks of the engine's batch; logits of the last token only. */
+    cv_finish_reason why = CV_FINISH_NONE; /* NONE at the end: err holds a failure */
+    int32_t seq = -1, n_gen = 0, *pos = NULL, *seqs = NULL;
+    bool prompt_done = false;
     const float *logits = NULL;
     int32_t n_logits;
-    int32_t *pos = cv_xmalloc((size_t)ep->n_batch * sizeof *pos);
-    int32_t *seqs = cv_xmalloc((size_t)ep->n_batch * sizeof *seqs);
+    if (atomic_load(&r->cancel)) {
+        why = CV_FINISH_CANCELED;
+        goto out;
+    }
+    if (cv_engine_seq_open(e, &seq, &err))
+        goto out;
+    /* Prefill in chunks of the engine's batch; logits of the last token only. */
+    pos = cv_xmalloc((size_t)ep->n_batch * sizeof *pos);
+    seqs = cv_xmalloc((size_t)ep->n_batch * sizeof *seqs);
     for (int32_t i = 0; i < ep->n_batch; i++)
         seqs[i] = seq;
     for (int32_t done = 0; done < r->n_prompt;) {
         if (atomic_load(&r->cancel)) {
-            finish(r, CV_FINISH_CANCELED, 0);
+            why = CV_FINISH_CANCELED;
             goto out;
         }
         int32_t n = CV_MIN(ep->n_batch, r->n_prompt - done);
         for (int32_t i = 0; i < n; i++)
             pos[i] = done + i;
         cv_batch b = { .n_tokens = n, .token = r->prompt + done, .seq = seqs, .pos = pos, .want = NULL };
-        if (cv_engine_forward(e, &b, &logits, &n_logits, &err)) {
-            fail(r, &err, 0);
+        if (cv_engine_forward(e, &b, &logits, &n_logits, &err))
             goto out;
-        }
         done += n;
     }
+    prompt_done = true;
     for (int32_t i = 0; i < r->n_prompt; i++)
         cv_sampler_accept(r->sampler, r->prompt[i]);
     cv_sched_event ev = base_event(r, CV_SCHED_PROMPT_DONE, 0);
@@ -231,33 +246,30 @@ static void run_request(cv_sched *s, cv_sched_req *r)
             cv_logprobs(logits, n_vocab, tok, r->n_top, &ev.logprob, ev.top_tokens, ev.top_logprobs);
         }
         push_event(r, &ev);
-        if (is_stop(r, tok)) {
-            finish(r, CV_FINISH_STOP, n_gen);
-            break;
-        }
-        if (n_gen >= r->max_tokens) {
-            finish(r, CV_FINISH_LENGTH, n_gen);
-            break;
-        }
-        if (atomic_load(&r->cancel)) {
-            finish(r, CV_FINISH_CANCELED, n_gen);
-            break;
-        }
         int32_t p = cv_engine_seq_len(e, seq);
-        if (p >= ep->n_ctx) {
-            finish(r, CV_FINISH_CONTEXT, n_gen);
+        if (is_stop(r, tok))
+            why = CV_FINISH_STOP;
+        else if (n_gen >= r->max_tokens)
+            why = CV_FINISH_LENGTH;
+        else if (atomic_load(&r->cancel))
+            why = CV_FINISH_CANCELED;
+        else if (p >= ep->n_ctx)
+            why = CV_FINISH_CONTEXT;
+        if (why != CV_FINISH_NONE)
             break;
-        }
         cv_batch b = { .n_tokens = 1, .token = &tok, .seq = &seq, .pos = &p, .want = NULL };
-        if (cv_engine_forward(e, &b, &logits, &n_logits, &err)) {
-            fail(r, &err, n_gen);
+        if (cv_engine_forward(e, &b, &logits, &n_logits, &err))
             break;
-        }
     }
 out:
     free(pos);
     free(seqs);
     cv_engine_seq_close(e, seq);
+    count(s, prompt_done ? r->n_prompt : 0, n_gen);
+    if (why != CV_FINISH_NONE)
+        finish(r, why, n_gen);
+    else
+        fail(r, &err, n_gen);
 }
 
 static void *engine_main(void *arg)
@@ -371,6 +383,21 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
     return 0;
 }
 
+void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = (cv_sched_stats){
+        .queue_depth = s->q_len,
+        .running = s->running ? 1 : 0,
+        .kv_blocks_used = s->kv_total - s->kv_free,
+        .kv_blocks_free = s->kv_free,
+        .n_requests = s->n_done,
+        .n_tokens_prompt = s->n_prompt_tokens,
+        .n_tokens_generated = s->n_gen_tokens,
+    };
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* ---- lifecycle ---- */
 
 int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv_err *err)
@@ -380,6 +407,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->e = e;
     s->queue_max = cfg && cfg->queue_max > 0 ? CV_MIN(cfg->queue_max, CV_MAX_SCHED_QUEUE) : CV_MAX_SCHED_QUEUE;
     cv_rng_seed(&s->seeds, cfg && cfg->seed ? cfg->seed : cv_now_ns() ^ (uint64_t)(uintptr_t)s);
+    s->kv_total = s->kv_free = cv_engine_kv_free_blocks(e);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
     int rc = pthread_create(&s->thread, NULL, engine_main, s);
