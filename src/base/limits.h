@@ -118,6 +118,30 @@
 /* range() length: Jinja2's sandbox MAX_RANGE. */
 #define CV_JINJA_MAX_RANGE 100000
 
+/* ---- model store, downloads and launchers (cli/) ---- */
+/* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300
+ * bytes; the bound keeps every derived path inside PATH_MAX. */
+#define CV_MAX_MODEL_SPEC 1024
+/* A Hugging Face API answer (/api/models/ORG/REPO lists every file of a
+ * repo): repos with thousands of quantized files answer < 2 MiB. */
+#define CV_MAX_HUB_JSON_BYTES (16u << 20)
+/* One response header line we keep (ETag, Location, X-Error-Message). */
+#define CV_MAX_HTTP_HEADER_VALUE 8192
+/* Attempts of one download before giving up: each attempt after the first
+ * resumes with a Range request where the partial file was left, so a flaky
+ * connection costs only the bytes in flight. */
+#define CV_DOWNLOAD_ATTEMPTS 6
+/* A transfer slower than 1 KiB/s for this long is abandoned (and retried):
+ * a stalled connection must not hang `corvid pull` forever. */
+#define CV_DOWNLOAD_STALL_S 60
+/* Folders below the store that `corvid ls` walks (store/ORG/REPO/FILE is 3)
+ * and the files it lists: bounds the walk over a hostile or huge folder. */
+#define CV_STORE_MAX_DEPTH 6
+#define CV_STORE_MAX_FILES 100000
+/* `corvid launch` waits this long for a server it started to answer
+ * /readyz with 200 (loading and warming a large model from a cold disk). */
+#define CV_LAUNCH_READY_TIMEOUT_S 600
+
 /* ---- models (model/) ---- */
 /* Transformer blocks: the largest open models have ~130; 1024 bounds the
  * per-layer tables a hostile block_count would size. */

@@ -4,6 +4,7 @@
 #define CV_CLI_H
 
 #include "base/base.h"
+#include "cli/models.h"
 
 typedef struct cv_cmd {
     const char *name;
@@ -30,6 +31,11 @@ int cv_cmd_info(int argc, char **argv);
 int cv_cmd_tokenize(int argc, char **argv);
 int cv_cmd_detokenize(int argc, char **argv);
 int cv_cmd_template(int argc, char **argv);
+int cv_cmd_pull(int argc, char **argv);
+int cv_cmd_ls(int argc, char **argv);
+int cv_cmd_rm(int argc, char **argv);
+int cv_cmd_recipe(int argc, char **argv);
+int cv_cmd_launch(int argc, char **argv);
 int cv_cmd_run(int argc, char **argv);
 int cv_cmd_bench(int argc, char **argv);
 int cv_cmd_synth(int argc, char **argv);

@@ -36,6 +36,17 @@ const cv_cmd cv_cmds[] = {
       "corvid template (MODEL.gguf | FILE.jinja) --messages CONV.json [--tools TOOLS.json]\n"
       "    [--no-generation-prompt] [--kw key=value]... [--bos S] [--eos S] [--now UNIXTIME] [--bench N]",
       cv_cmd_template },
+    { "pull", "download a model into the store (alias, ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or URL)",
+      "corvid pull MODEL... [--quiet | --progress bar|lines|none]\n"
+      "    env: HF_TOKEN (gated/private repos), HF_ENDPOINT (mirror), CORVID_MODELS (store folder)", cv_cmd_pull },
+    { "ls", "list the models in the store (or the alias table)", "corvid ls [--aliases] [--json]", cv_cmd_ls },
+    { "rm", "delete models (and partial downloads) from the store", "corvid rm MODEL...", cv_cmd_rm },
+    { "recipe", "print the exact set-up that points an agent client or SDK at corvid",
+      "corvid recipe [CLIENT] [--host H] [--port N] [--model NAME] [--api-key KEY] [--ctx N]\n"
+      "    CLIENT: claude-code, codex, opencode, qwen-code, aider, openai-sdk, anthropic-sdk", cv_cmd_recipe },
+    { "launch", "start corvid serve if needed, configure an agent client for it and run the client",
+      "corvid launch CLIENT [MODEL] [--host H] [--port N] [--ctx N] [--api-key KEY] [-- CLIENT_ARGS...]",
+      cv_cmd_launch },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
     { "tokenize", "text to token ids with a model's vocabulary (or --bench its speed)",
       "corvid tokenize MODEL [--ids|--pieces|--count] [--no-bos] [--special] (TEXT | -)\n"

@@ -1,0 +1,85 @@
+/* aliases.c — the alias table: short names for models worth running behind
+ * a coding agent, each mapped to one GGUF on Hugging Face (repo + file of a
+ * sensible default quant: Q8_0 where the model is small enough that quality
+ * matters more than bytes, Q4_K_M above that) and to what the model's
+ * authors recommend for sampling (their model card / generation_config).
+ *
+ * n_ctx is the context corvid suggests serving the model with: its trained
+ * context, capped where the KV cache of the full context would not fit the
+ * machines such a model is run on. Agents need room: Claude Code's first
+ * request alone is ~20k tokens, so no row goes below 32k.
+ *
+ * Repos and file names were checked against public references when the row
+ * was written; a repo that renames a file breaks only its row (`corvid pull
+ * ORG/REPO:QUANT` still works). Adding a model is one row. */
+#include <strings.h>
+
+#include "cli/models.h"
+
+/* Qwen3 model card, thinking mode (the template's default): T 0.6, top-p
+ * 0.95, top-k 20, min-p 0. Qwen2.5/Qwen3 coder generation_config: T 0.7,
+ * top-p 0.8, top-k 20, repetition penalty 1.05. Llama 3.x generation_config:
+ * T 0.6, top-p 0.9. DeepSeek-R1 distills: T 0.6, top-p 0.95. gpt-oss: T 1.0,
+ * top-p 1.0. */
+#define QWEN3_THINK 0.6f, 0.95f, 0.0f, 0.0f, 20
+#define QWEN3_INSTRUCT 0.7f, 0.8f, 0.0f, 0.0f, 20
+#define QWEN_CODER 0.7f, 0.8f, 0.0f, 1.05f, 20
+#define LLAMA3 0.6f, 0.9f, 0.0f, 0.0f, 0
+#define R1_DISTILL 0.6f, 0.95f, 0.0f, 0.0f, 0
+#define GPT_OSS 1.0f, 1.0f, 0.0f, 0.0f, 0
+
+const cv_model_alias cv_model_aliases[] = {
+    { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
+      "Qwen3 0.6B (thinking), 0.6 GB: the smallest model that calls tools", 32768, QWEN3_THINK },
+    { "qwen3-1.7b", "Qwen/Qwen3-1.7B-GGUF", "Qwen3-1.7B-Q8_0.gguf",
+      "Qwen3 1.7B (thinking), 1.8 GB", 32768, QWEN3_THINK },
+    { "qwen3-4b", "Qwen/Qwen3-4B-GGUF", "Qwen3-4B-Q4_K_M.gguf",
+      "Qwen3 4B (thinking), 2.5 GB", 32768, QWEN3_THINK },
+    { "qwen3-4b-instruct-2507", "unsloth/Qwen3-4B-Instruct-2507-GGUF", "Qwen3-4B-Instruct-2507-Q4_K_M.gguf",
+      "Qwen3 4B Instruct 2507 (no thinking), 2.5 GB", 65536, QWEN3_INSTRUCT },
+    { "qwen3-8b", "Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf",
+      "Qwen3 8B (thinking), 5.0 GB", 32768, QWEN3_THINK },
+    { "qwen3-14b", "Qwen/Qwen3-14B-GGUF", "Qwen3-14B-Q4_K_M.gguf",
+      "Qwen3 14B (thinking), 9.0 GB", 32768, QWEN3_THINK },
+    { "qwen3-32b", "Qwen/Qwen3-32B-GGUF", "Qwen3-32B-Q4_K_M.gguf",
+      "Qwen3 32B (thinking), 19.8 GB", 32768, QWEN3_THINK },
+    { "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-GGUF", "Qwen3-30B-A3B-Q4_K_M.gguf",
+      "Qwen3 30B-A3B MoE (thinking), 18.6 GB, 3B active: fast on CPU", 32768, QWEN3_THINK },
+    { "qwen3-coder-30b-a3b", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF", "Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf",
+      "Qwen3 Coder 30B-A3B MoE, 18.6 GB: the coding-agent model", 65536, QWEN_CODER },
+    { "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
+      "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER },
+    { "qwen2.5-coder-7b", "Qwen/Qwen2.5-Coder-7B-Instruct-GGUF", "qwen2.5-coder-7b-instruct-q4_k_m.gguf",
+      "Qwen2.5 Coder 7B Instruct, 4.7 GB", 32768, QWEN_CODER },
+    { "qwen2.5-coder-14b", "bartowski/Qwen2.5-Coder-14B-Instruct-GGUF", "Qwen2.5-Coder-14B-Instruct-Q4_K_M.gguf",
+      "Qwen2.5 Coder 14B Instruct, 9.0 GB", 32768, QWEN_CODER },
+    { "qwen2.5-coder-32b", "bartowski/Qwen2.5-Coder-32B-Instruct-GGUF", "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf",
+      "Qwen2.5 Coder 32B Instruct, 19.9 GB", 32768, QWEN_CODER },
+    { "llama3.2-1b", "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q8_0.gguf",
+      "Llama 3.2 1B Instruct, 1.3 GB", 32768, LLAMA3 },
+    { "llama3.2-3b", "bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama-3.2-3B-Instruct-Q4_K_M.gguf",
+      "Llama 3.2 3B Instruct, 2.0 GB", 32768, LLAMA3 },
+    { "llama3.1-8b", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+      "Llama 3.1 8B Instruct, 4.9 GB", 32768, LLAMA3 },
+    { "deepseek-r1-qwen-7b", "bartowski/DeepSeek-R1-Distill-Qwen-7B-GGUF", "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf",
+      "DeepSeek R1 distilled into Qwen2.5 7B (reasoning), 4.7 GB", 32768, R1_DISTILL },
+    { "gpt-oss-20b", "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf",
+      "OpenAI gpt-oss 20B MoE (reasoning, MXFP4), 12.1 GB", 65536, GPT_OSS },
+};
+const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
+
+const cv_model_alias *cv_model_alias_find(const char *name)
+{
+    for (int i = 0; i < cv_n_model_aliases; i++)
+        if (!strcasecmp(cv_model_aliases[i].name, name))
+            return &cv_model_aliases[i];
+    return NULL;
+}
+
+const cv_model_alias *cv_model_alias_by_file(const char *repo, const char *file)
+{
+    for (int i = 0; i < cv_n_model_aliases; i++)
+        if (!strcasecmp(cv_model_aliases[i].repo, repo) && !strcasecmp(cv_model_aliases[i].file, file))
+            return &cv_model_aliases[i];
+    return NULL;
+}

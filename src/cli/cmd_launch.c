@@ -1,0 +1,426 @@
+/* cmd_launch.c — `corvid launch CLIENT [MODEL] [-- ARGS]`: one command from
+ * nothing to an agent talking to a local model. It finds a corvid server on
+ * --host/--port (GET /readyz), or starts `corvid serve MODEL` in the
+ * background (pulling MODEL first when it is not in the store) and waits
+ * until /readyz says the model is loaded; reads the served model id and
+ * context from /v1/models; then sets the client's configuration from the same
+ * table `corvid recipe` prints (clients.c) and execs the client with ARGS.
+ *
+ * It writes no config file of the user's: everything goes through the
+ * environment and flags of the exec'd process (see clients.c). A server it
+ * starts keeps running after the client exits, like `ollama serve`, so the
+ * next launch finds the model warm; its pid and log are printed. For the SDK
+ * "clients" the command to run follows `--`. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "cli/cli.h"
+#include "cli/models.h"
+
+typedef struct launch_opts {
+    const char *host;
+    int port;
+    const char *model;
+    const char *api_key;
+    long n_ctx;
+    char **client_argv; /* after "--" */
+    int client_argc;
+} launch_opts;
+
+/* ---- a tiny HTTP client for /readyz and /v1/models ---- */
+
+static size_t grab(char *p, size_t size, size_t n, void *ud)
+{
+    cv_buf *b = ud;
+    if (b->len + size * n > (1u << 20))
+        return 0; /* these answers are a few hundred bytes */
+    cv_buf_append(b, p, size * n);
+    return size * n;
+}
+
+/* GET url; returns the HTTP status, or 0 when nothing answered. */
+static long http_get(const char *url, const char *key, long timeout_ms, cv_buf *body)
+{
+    CURL *c = curl_easy_init();
+    if (!c)
+        return 0;
+    struct curl_slist *h = NULL;
+    if (key && *key) {
+        char auth[1024];
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, auth);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    }
+    cv_buf_reset(body);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grab);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* the server is local: a proxy must not see it */
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* ---- finding the client ---- */
+
+static bool on_path(const char *exe, char *out, size_t n)
+{
+    if (strchr(exe, '/')) {
+        snprintf(out, n, "%s", exe);
+        return access(exe, X_OK) == 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t len = strcspn(path, ":");
+        snprintf(out, n, "%.*s/%s", (int)len, len ? path : ".", exe);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return true;
+        path += len;
+        path += *path == ':';
+    }
+    return false;
+}
+
+/* ---- starting a server ---- */
+
+static int state_dir(char *out, size_t n)
+{
+    const char *x = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    int len;
+    if (x && x[0] == '/') len = snprintf(out, n, "%s/corvid", x);
+    else if (home && home[0] == '/') len = snprintf(out, n, "%s/.local/state/corvid", home);
+    else len = snprintf(out, n, "/tmp/corvid-%d", (int)getuid());
+    if (len < 0 || (size_t)len >= n)
+        return -1;
+    for (char *s = out + 1;; s++) {
+        if (*s == '/' || !*s) {
+            char c = *s;
+            *s = 0;
+            if (mkdir(out, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *s = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+static void print_tail(const char *path, int lines)
+{
+    cv_buf b = { 0 };
+    if (cv_read_file(path, &b, 1 << 24, NULL) != 0 || !b.len) {
+        cv_buf_free(&b);
+        return;
+    }
+    const char *p = b.data + b.len;
+    int seen = 0;
+    while (p > b.data && seen <= lines)
+        if (*--p == '\n')
+            seen++;
+    if (*p == '\n')
+        p++;
+    fprintf(stderr, "--- %s (last lines) ---\n%s%s", path, p, b.data[b.len - 1] == '\n' ? "" : "\n");
+    cv_buf_free(&b);
+}
+
+static int start_server(const launch_opts *o, const char *model_path, const char *served, long n_ctx,
+                        const char *base)
+{
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        fprintf(stderr, "corvid launch: cannot find the corvid binary (/proc/self/exe): %s\n", strerror(errno));
+        return -1;
+    }
+    self[sl] = 0;
+    char dir[PATH_MAX - 64], log[PATH_MAX], pidf[PATH_MAX];
+    if (state_dir(dir, sizeof dir) != 0) {
+        fprintf(stderr, "corvid launch: cannot create a folder for the server's log\n");
+        return -1;
+    }
+    snprintf(log, sizeof log, "%s/serve-%d.log", dir, o->port);
+    snprintf(pidf, sizeof pidf, "%s/serve-%d.pid", dir, o->port);
+    char port[16], ctx[24];
+    snprintf(port, sizeof port, "%d", o->port);
+    snprintf(ctx, sizeof ctx, "%ld", n_ctx);
+    char *args[16];
+    int k = 0;
+    args[k++] = self;
+    args[k++] = "serve";
+    args[k++] = (char *)model_path;
+    args[k++] = "--host";
+    args[k++] = (char *)o->host;
+    args[k++] = "--port";
+    args[k++] = port;
+    args[k++] = "--served-model-name";
+    args[k++] = (char *)served;
+    if (n_ctx > 0) {
+        args[k++] = "--ctx";
+        args[k++] = ctx;
+    }
+    if (o->api_key && *o->api_key) {
+        args[k++] = "--api-key";
+        args[k++] = (char *)o->api_key;
+    }
+    args[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "corvid launch: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        /* Its own session: the server outlives the client and a Ctrl-C in
+         * the client's terminal does not reach it. */
+        setsid();
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (in >= 0) dup2(in, 0);
+        if (out >= 0) dup2(out, 1), dup2(out, 2);
+        execv(self, args);
+        fprintf(stderr, "corvid launch: exec %s: %s\n", self, strerror(errno));
+        _exit(127);
+    }
+    fprintf(stderr, "corvid launch: starting corvid serve %s on %s (pid %d, log %s)\n", model_path, base, (int)pid,
+            log);
+    char url[512];
+    snprintf(url, sizeof url, "%s/readyz", base);
+    cv_buf body = { 0 };
+    double t0 = cv_now_s();
+    int rc = -1;
+    for (;;) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "corvid launch: corvid serve exited (%s %d) before it was ready\n",
+                    WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            print_tail(log, 15);
+            break;
+        }
+        long status = http_get(url, o->api_key, 2000, &body);
+        if (status == 200) {
+            rc = 0;
+            break;
+        }
+        if (cv_now_s() - t0 > CV_LAUNCH_READY_TIMEOUT_S) {
+            fprintf(stderr, "corvid launch: corvid serve (pid %d) is not ready after %d s; see %s\n", (int)pid,
+                    CV_LAUNCH_READY_TIMEOUT_S, log);
+            break;
+        }
+        sleep_ms(200);
+    }
+    cv_buf_free(&body);
+    if (rc == 0) {
+        FILE *f = fopen(pidf, "w");
+        if (f) {
+            fprintf(f, "%d\n", (int)pid);
+            fclose(f);
+        }
+        fprintf(stderr, "corvid launch: serving %s on %s; it keeps running after the client exits (stop it: kill %d)\n",
+                served, base, (int)pid);
+    }
+    return rc;
+}
+
+/* The served name for a model started here: the alias, else the file name
+ * without .gguf. */
+static void served_name(const char *spec, const char *path, char *out, size_t n)
+{
+    const cv_model_alias *a = cv_model_alias_find(spec);
+    if (a) {
+        snprintf(out, n, "%s", a->name);
+        return;
+    }
+    const char *b = strrchr(path, '/');
+    if (snprintf(out, n, "%s", b ? b + 1 : path) >= (int)n)
+        out[n - 1] = 0; /* a 255-byte served name is still a name */
+    size_t len = strlen(out);
+    if (len > 5 && !strcasecmp(out + len - 5, ".gguf"))
+        out[len - 5] = 0;
+}
+
+int cv_cmd_launch(int argc, char **argv)
+{
+    const cv_cmd *cmd = cv_cli_find("launch");
+    launch_opts o = { .host = "127.0.0.1", .port = 8000, .api_key = getenv("CORVID_API_KEY") };
+    const char *client_name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            o.client_argv = argv + i + 1;
+            o.client_argc = argc - i - 1;
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
+            return 0;
+        }
+        if (a[0] != '-') {
+            if (!client_name) client_name = a;
+            else if (!o.model) o.model = a;
+            else return cv_cli_usage_error(cmd, "unexpected '%s' (client arguments go after --)", a);
+            continue;
+        }
+        if (i + 1 >= argc)
+            return cv_cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(a, "--host")) o.host = v;
+        else if (!strcmp(a, "--port")) {
+            long x = strtol(v, &end, 10);
+            if (*end || end == v || x < 1 || x > 65535)
+                return cv_cli_usage_error(cmd, "--port '%s' must be 1..65535", v);
+            o.port = (int)x;
+        } else if (!strcmp(a, "--ctx")) {
+            long x = strtol(v, &end, 10);
+            if (*end || end == v || x < 256 || x > (1L << 24))
+                return cv_cli_usage_error(cmd, "--ctx '%s' must be 256..16777216", v);
+            o.n_ctx = x;
+        } else if (!strcmp(a, "--api-key")) o.api_key = v;
+        else return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
+    }
+    if (!client_name)
+        return cv_cli_usage_error(cmd, "CLIENT is missing (corvid recipe lists them)");
+    const cv_client *c = cv_client_find(client_name);
+    if (!c) {
+        fprintf(stderr, "corvid launch: no client '%s'; known:", client_name);
+        for (int i = 0; i < cv_n_clients; i++)
+            fprintf(stderr, " %s", cv_clients[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    char exe[PATH_MAX];
+    const char *want = c->exe ? c->exe : (o.client_argc ? o.client_argv[0] : NULL);
+    if (!want)
+        return cv_cli_usage_error(cmd, "%s is a library: give the program to run after --, e.g. %s", c->title,
+                                  c->run_hint);
+    if (!on_path(want, exe, sizeof exe)) {
+        fprintf(stderr, "corvid launch: '%s' is not on PATH; install %s: %s\n", want, c->title, c->install);
+        return 1;
+    }
+    const char *client_host = strcmp(o.host, "0.0.0.0") && strcmp(o.host, "::") ? o.host : "127.0.0.1";
+    char base[300], url[400];
+    snprintf(base, sizeof base, "http://%s:%d", client_host, o.port);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    /* A server already there (ready, or still loading: 503)? */
+    cv_buf body = { 0 };
+    snprintf(url, sizeof url, "%s/readyz", base);
+    long st = http_get(url, o.api_key, 2000, &body);
+    if (st == 503) {
+        fprintf(stderr, "corvid launch: the server on %s is loading its model; waiting\n", base);
+        double t0 = cv_now_s();
+        while ((st = http_get(url, o.api_key, 2000, &body)) == 503 && cv_now_s() - t0 < CV_LAUNCH_READY_TIMEOUT_S)
+            sleep_ms(250);
+    }
+    int rc = 1;
+    if (st == 0) {
+        if (!o.model) {
+            fprintf(stderr, "corvid launch: no corvid server answers on %s; name a MODEL to start one "
+                            "(corvid launch %s qwen3-0.6b)\n", base, c->name);
+            goto done;
+        }
+        cv_pull_opts po = { .progress = -1 };
+        char path[PATH_MAX], served[256];
+        cv_err err = { 0 };
+        if (cv_model_ensure(o.model, &po, path, sizeof path, &err)) {
+            fprintf(stderr, "corvid launch: %s\n", err.msg);
+            goto done;
+        }
+        served_name(o.model, path, served, sizeof served);
+        long n_ctx = o.n_ctx;
+        const cv_model_alias *al = cv_model_alias_find(o.model);
+        if (!n_ctx && al)
+            n_ctx = al->n_ctx;
+        if (start_server(&o, path, served, n_ctx, base) != 0)
+            goto done;
+    } else if (st != 200) {
+        fprintf(stderr, "corvid launch: %s answered HTTP %ld; is it a corvid server?\n", url, st);
+        goto done;
+    } else if (o.model) {
+        fprintf(stderr, "corvid launch: a server already answers on %s: using it (MODEL '%s' is not started; "
+                        "pick another --port to serve it too)\n", base, o.model);
+    }
+
+    /* What the server serves. */
+    snprintf(url, sizeof url, "%s/v1/models", base);
+    st = http_get(url, o.api_key, 5000, &body);
+    if (st == 401) {
+        fprintf(stderr, "corvid launch: the server on %s requires an API key: set CORVID_API_KEY or pass --api-key\n",
+                base);
+        goto done;
+    }
+    json_t *j = st == 200 ? cv_json_parse(body.data, body.len, NULL) : NULL;
+    json_t *m0 = json_array_get(json_object_get(j, "data"), 0);
+    const char *id = json_string_value(json_object_get(m0, "id"));
+    if (!id) {
+        fprintf(stderr, "corvid launch: %s did not list a model (HTTP %ld)\n", url, st);
+        json_decref(j);
+        goto done;
+    }
+    cv_client_params p = { .host = client_host, .port = o.port, .model = id, .api_key = o.api_key };
+    json_t *ctx = json_object_get(m0, "context_length");
+    if (json_is_integer(ctx) && json_integer_value(ctx) > 0)
+        p.n_ctx = json_integer_value(ctx);
+
+    cv_client_setup s = { 0 };
+    c->setup(&p, &s);
+    for (int i = 0; i < s.n_unset; i++)
+        unsetenv(s.unset[i]);
+    for (int i = 0; i < s.n_env; i++)
+        setenv(s.env_name[i], s.env_value[i], 1);
+    char **av = cv_xcalloc((size_t)(s.n_args + o.client_argc + 2), sizeof *av);
+    int k = 0;
+    if (c->exe) {
+        av[k++] = (char *)c->exe;
+        for (int i = 0; i < s.n_args; i++)
+            av[k++] = s.args[i];
+        for (int i = 0; i < o.client_argc; i++)
+            av[k++] = o.client_argv[i];
+    } else {
+        for (int i = 0; i < o.client_argc; i++)
+            av[k++] = o.client_argv[i];
+    }
+    av[k] = NULL;
+    if (p.n_ctx)
+        fprintf(stderr, "corvid launch: %s -> %s (model \"%s\", context %lld)\n", c->title, base, id,
+                (long long)p.n_ctx);
+    else
+        fprintf(stderr, "corvid launch: %s -> %s (model \"%s\")\n", c->title, base, id);
+    fflush(NULL);
+    json_decref(j);
+    cv_buf_free(&body);
+    execv(exe, av);
+    fprintf(stderr, "corvid launch: cannot run %s: %s\n", exe, strerror(errno));
+    free(av);
+    cv_client_setup_fini(&s);
+    return 1;
+done:
+    cv_buf_free(&body);
+    return rc;
+}
