@@ -37,6 +37,40 @@
  * the tree cannot exhaust the stack. */
 #define CV_MAX_JSON_DEPTH 128
 
+/* ---- grammar (constrained decoding) ---- */
+/* Automaton states of one rule before determinising (Thompson NFA). A schema
+ * string with maxLength 10000 needs ~40 per character; past this the schema is
+ * rejected rather than compiled for seconds. */
+#define CV_MAX_GRAMMAR_NFA_STATES 400000
+/* Deterministic states of one rule, and of a whole grammar. Subset
+ * construction can explode (a pattern like (a|b)*a(a|b){20} needs 2^20
+ * states): these bounds make such a schema fail fast with CV_ELIMIT. Real
+ * tool schemas compile to a few thousand states. */
+#define CV_MAX_GRAMMAR_RULE_STATES 20000
+#define CV_MAX_GRAMMAR_STATES 200000
+/* Rules of one grammar: one per object/array schema, $ref target and
+ * constrained primitive; Claude Code's 40-odd tools need a few hundred. */
+#define CV_MAX_GRAMMAR_RULES 20000
+/* Counted repetition ({m,n}, minLength/maxLength, minItems/maxItems) is
+ * expanded into copies; bounds above this are treated as unbounded (the
+ * grammar is then looser there, with a warning). */
+#define CV_MAX_GRAMMAR_REPEAT 2000
+/* Nested frames in one stack: the JSON depth of a generated document plus
+ * helper rules. Deeper continuations are not allowed (a recursive schema then
+ * stops nesting), which bounds the work per byte. */
+#define CV_MAX_GRAMMAR_STACK_DEPTH 256
+/* Stacks alive at once in one state (ambiguity, e.g. anyOf branches that
+ * share a prefix). Past this the extra stacks are dropped with a warning;
+ * JSON Schema grammars keep a handful. */
+#define CV_MAX_GRAMMAR_STACKS 4096
+/* Values of one enum and alternatives of one anyOf/oneOf. */
+#define CV_MAX_GRAMMAR_ALTS 10000
+/* Bytes of one regular expression (pattern). */
+#define CV_MAX_GRAMMAR_PATTERN 4096
+/* Vocabulary size and the longest token piece, for the token trie. */
+#define CV_MAX_GRAMMAR_VOCAB (1u << 21)
+#define CV_MAX_GRAMMAR_TOKEN_BYTES 4096
+
 /* ---- tokenizer ---- */
 /* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;
  * per-call scratch is ~30 bytes per input byte in the worst case (one long
@@ -118,30 +152,6 @@
 /* range() length: Jinja2's sandbox MAX_RANGE. */
 #define CV_JINJA_MAX_RANGE 100000
 
-/* ---- model store, downloads and launchers (cli/) ---- */
-/* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300
- * bytes; the bound keeps every derived path inside PATH_MAX. */
-#define CV_MAX_MODEL_SPEC 1024
-/* A Hugging Face API answer (/api/models/ORG/REPO lists every file of a
- * repo): repos with thousands of quantized files answer < 2 MiB. */
-#define CV_MAX_HUB_JSON_BYTES (16u << 20)
-/* One response header line we keep (ETag, Location, X-Error-Message). */
-#define CV_MAX_HTTP_HEADER_VALUE 8192
-/* Attempts of one download before giving up: each attempt after the first
- * resumes with a Range request where the partial file was left, so a flaky
- * connection costs only the bytes in flight. */
-#define CV_DOWNLOAD_ATTEMPTS 6
-/* A transfer slower than 1 KiB/s for this long is abandoned (and retried):
- * a stalled connection must not hang `corvid pull` forever. */
-#define CV_DOWNLOAD_STALL_S 60
-/* Folders below the store that `corvid ls` walks (store/ORG/REPO/FILE is 3)
- * and the files it lists: bounds the walk over a hostile or huge folder. */
-#define CV_STORE_MAX_DEPTH 6
-#define CV_STORE_MAX_FILES 100000
-/* `corvid launch` waits this long for a server it started to answer
- * /readyz with 200 (loading and warming a large model from a cold disk). */
-#define CV_LAUNCH_READY_TIMEOUT_S 600
-
 /* ---- models (model/) ---- */
 /* Transformer blocks: the largest open models have ~130; 1024 bounds the
  * per-layer tables a hostile block_count would size. */
@@ -172,5 +182,29 @@
 #define CV_MAX_SCHED_QUEUE 256
 /* Stop token ids per request (EOS, EOT, <|im_end|>, ...: a handful). */
 #define CV_MAX_STOP_TOKENS 64
+
+/* ---- model store, downloads and launchers (cli/) ---- */
+/* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300
+ * bytes; the bound keeps every derived path inside PATH_MAX. */
+#define CV_MAX_MODEL_SPEC 1024
+/* A Hugging Face API answer (/api/models/ORG/REPO lists every file of a
+ * repo): repos with thousands of quantized files answer < 2 MiB. */
+#define CV_MAX_HUB_JSON_BYTES (16u << 20)
+/* One response header line we keep (ETag, Location, X-Error-Message). */
+#define CV_MAX_HTTP_HEADER_VALUE 8192
+/* Attempts of one download before giving up: each attempt after the first
+ * resumes with a Range request where the partial file was left, so a flaky
+ * connection costs only the bytes in flight. */
+#define CV_DOWNLOAD_ATTEMPTS 6
+/* A transfer slower than 1 KiB/s for this long is abandoned (and retried):
+ * a stalled connection must not hang `corvid pull` forever. */
+#define CV_DOWNLOAD_STALL_S 60
+/* Folders below the store that `corvid ls` walks (store/ORG/REPO/FILE is 3)
+ * and the files it lists: bounds the walk over a hostile or huge folder. */
+#define CV_STORE_MAX_DEPTH 6
+#define CV_STORE_MAX_FILES 100000
+/* `corvid launch` waits this long for a server it started to answer
+ * /readyz with 200 (loading and warming a large model from a cold disk). */
+#define CV_LAUNCH_READY_TIMEOUT_S 600
 
 #endif
