@@ -16,6 +16,7 @@ for bin in build-fuzz/fuzz/fuzz_*; do
   case "$name" in
     fuzz_gguf) [ -d ../shared/testdata/vocab ] && seeds="$seeds ../shared/testdata/vocab ../shared/testdata/reference/models" ;;
     fuzz_jinja) [ -d ../shared/testdata/templates ] && seeds="$seeds ../shared/testdata/templates ../shared/testdata/templates/vllm" ;;
+    fuzz_grammar) seeds="$seeds tests/grammar/schemas" ;;
   esac
   echo "== $name ($secs s)"
   if ! "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \

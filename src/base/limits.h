@@ -37,6 +37,40 @@
  * the tree cannot exhaust the stack. */
 #define CV_MAX_JSON_DEPTH 128
 
+/* ---- grammar (constrained decoding) ---- */
+/* Automaton states of one rule before determinising (Thompson NFA). A schema
+ * string with maxLength 10000 needs ~40 per character; past this the schema is
+ * rejected rather than compiled for seconds. */
+#define CV_MAX_GRAMMAR_NFA_STATES 400000
+/* Deterministic states of one rule, and of a whole grammar. Subset
+ * construction can explode (a pattern like (a|b)*a(a|b){20} needs 2^20
+ * states): these bounds make such a schema fail fast with CV_ELIMIT. Real
+ * tool schemas compile to a few thousand states. */
+#define CV_MAX_GRAMMAR_RULE_STATES 20000
+#define CV_MAX_GRAMMAR_STATES 200000
+/* Rules of one grammar: one per object/array schema, $ref target and
+ * constrained primitive; Claude Code's 40-odd tools need a few hundred. */
+#define CV_MAX_GRAMMAR_RULES 20000
+/* Counted repetition ({m,n}, minLength/maxLength, minItems/maxItems) is
+ * expanded into copies; bounds above this are treated as unbounded (the
+ * grammar is then looser there, with a warning). */
+#define CV_MAX_GRAMMAR_REPEAT 2000
+/* Nested frames in one stack: the JSON depth of a generated document plus
+ * helper rules. Deeper continuations are not allowed (a recursive schema then
+ * stops nesting), which bounds the work per byte. */
+#define CV_MAX_GRAMMAR_STACK_DEPTH 256
+/* Stacks alive at once in one state (ambiguity, e.g. anyOf branches that
+ * share a prefix). Past this the extra stacks are dropped with a warning;
+ * JSON Schema grammars keep a handful. */
+#define CV_MAX_GRAMMAR_STACKS 4096
+/* Values of one enum and alternatives of one anyOf/oneOf. */
+#define CV_MAX_GRAMMAR_ALTS 10000
+/* Bytes of one regular expression (pattern). */
+#define CV_MAX_GRAMMAR_PATTERN 4096
+/* Vocabulary size and the longest token piece, for the token trie. */
+#define CV_MAX_GRAMMAR_VOCAB (1u << 21)
+#define CV_MAX_GRAMMAR_TOKEN_BYTES 4096
+
 /* ---- tokenizer ---- */
 /* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;
  * per-call scratch is ~30 bytes per input byte in the worst case (one long

@@ -28,6 +28,7 @@ int cv_cmd_version(int argc, char **argv);
 int cv_cmd_serve(int argc, char **argv);
 int cv_cmd_import(int argc, char **argv);
 int cv_cmd_info(int argc, char **argv);
+int cv_cmd_grammar(int argc, char **argv);
 int cv_cmd_tokenize(int argc, char **argv);
 int cv_cmd_detokenize(int argc, char **argv);
 int cv_cmd_template(int argc, char **argv);
@@ -40,5 +41,6 @@ int cv_cmd_ls(int argc, char **argv);
 int cv_cmd_rm(int argc, char **argv);
 int cv_cmd_recipe(int argc, char **argv);
 int cv_cmd_launch(int argc, char **argv);
+int cv_cmd_chat(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "cli/cli.h"
+#include "cli/cli_int.h"
 #include "cli/models.h"
 
 typedef struct launch_opts {
@@ -36,45 +37,6 @@ typedef struct launch_opts {
     char **client_argv; /* after "--" */
     int client_argc;
 } launch_opts;
-
-/* ---- a tiny HTTP client for /readyz and /v1/models ---- */
-
-static size_t grab(char *p, size_t size, size_t n, void *ud)
-{
-    cv_buf *b = ud;
-    if (b->len + size * n > (1u << 20))
-        return 0; /* these answers are a few hundred bytes */
-    cv_buf_append(b, p, size * n);
-    return size * n;
-}
-
-/* GET url; returns the HTTP status, or 0 when nothing answered. */
-static long http_get(const char *url, const char *key, long timeout_ms, cv_buf *body)
-{
-    CURL *c = curl_easy_init();
-    if (!c)
-        return 0;
-    struct curl_slist *h = NULL;
-    if (key && *key) {
-        char auth[1024];
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    }
-    cv_buf_reset(body);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grab);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* the server is local: a proxy must not see it */
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return status;
-}
 
 static void sleep_ms(int ms)
 {
@@ -107,144 +69,33 @@ static bool on_path(const char *exe, char *out, size_t n)
 
 /* ---- starting a server ---- */
 
-static int state_dir(char *out, size_t n)
-{
-    const char *x = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    int len;
-    if (x && x[0] == '/') len = snprintf(out, n, "%s/corvid", x);
-    else if (home && home[0] == '/') len = snprintf(out, n, "%s/.local/state/corvid", home);
-    else len = snprintf(out, n, "/tmp/corvid-%d", (int)getuid());
-    if (len < 0 || (size_t)len >= n)
-        return -1;
-    for (char *s = out + 1;; s++) {
-        if (*s == '/' || !*s) {
-            char c = *s;
-            *s = 0;
-            if (mkdir(out, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *s = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
-}
-
-static void print_tail(const char *path, int lines)
-{
-    cv_buf b = { 0 };
-    if (cv_read_file(path, &b, 1 << 24, NULL) != 0 || !b.len) {
-        cv_buf_free(&b);
-        return;
-    }
-    const char *p = b.data + b.len;
-    int seen = 0;
-    while (p > b.data && seen <= lines)
-        if (*--p == '\n')
-            seen++;
-    if (*p == '\n')
-        p++;
-    fprintf(stderr, "--- %s (last lines) ---\n%s%s", path, p, b.data[b.len - 1] == '\n' ? "" : "\n");
-    cv_buf_free(&b);
-}
-
 static int start_server(const launch_opts *o, const char *model_path, const char *served, long n_ctx,
                         const char *base)
 {
-    char self[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) {
-        fprintf(stderr, "corvid launch: cannot find the corvid binary (/proc/self/exe): %s\n", strerror(errno));
-        return -1;
-    }
-    self[sl] = 0;
     char dir[PATH_MAX - 64], log[PATH_MAX], pidf[PATH_MAX];
-    if (state_dir(dir, sizeof dir) != 0) {
-        fprintf(stderr, "corvid launch: cannot create a folder for the server's log\n");
+    cv_err err = { 0 };
+    if (cv_cli_state_dir(dir, sizeof dir, &err)) {
+        fprintf(stderr, "corvid launch: %s\n", err.msg);
         return -1;
     }
     snprintf(log, sizeof log, "%s/serve-%d.log", dir, o->port);
     snprintf(pidf, sizeof pidf, "%s/serve-%d.pid", dir, o->port);
-    char port[16], ctx[24];
-    snprintf(port, sizeof port, "%d", o->port);
-    snprintf(ctx, sizeof ctx, "%ld", n_ctx);
-    char *args[16];
-    int k = 0;
-    args[k++] = self;
-    args[k++] = "serve";
-    args[k++] = (char *)model_path;
-    args[k++] = "--host";
-    args[k++] = (char *)o->host;
-    args[k++] = "--port";
-    args[k++] = port;
-    args[k++] = "--served-model-name";
-    args[k++] = (char *)served;
-    if (n_ctx > 0) {
-        args[k++] = "--ctx";
-        args[k++] = ctx;
-    }
-    if (o->api_key && *o->api_key) {
-        args[k++] = "--api-key";
-        args[k++] = (char *)o->api_key;
-    }
-    args[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "corvid launch: fork: %s\n", strerror(errno));
+    cv_serve_child sc = { .model_path = model_path, .served_name = served, .host = o->host, .port = o->port,
+                          .n_ctx = n_ctx, .api_key = o->api_key, .log_path = log };
+    fprintf(stderr, "corvid launch: starting corvid serve %s on %s (log %s)\n", model_path, base, log);
+    pid_t pid;
+    if (cv_serve_child_start(&sc, CV_LAUNCH_READY_TIMEOUT_S, &pid, &err)) {
+        fprintf(stderr, "corvid launch: %s\n", err.msg);
         return -1;
     }
-    if (pid == 0) {
-        /* Its own session: the server outlives the client and a Ctrl-C in
-         * the client's terminal does not reach it. */
-        setsid();
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (in >= 0) dup2(in, 0);
-        if (out >= 0) dup2(out, 1), dup2(out, 2);
-        execv(self, args);
-        fprintf(stderr, "corvid launch: exec %s: %s\n", self, strerror(errno));
-        _exit(127);
+    FILE *f = fopen(pidf, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)pid);
+        fclose(f);
     }
-    fprintf(stderr, "corvid launch: starting corvid serve %s on %s (pid %d, log %s)\n", model_path, base, (int)pid,
-            log);
-    char url[512];
-    snprintf(url, sizeof url, "%s/readyz", base);
-    cv_buf body = { 0 };
-    double t0 = cv_now_s();
-    int rc = -1;
-    for (;;) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "corvid launch: corvid serve exited (%s %d) before it was ready\n",
-                    WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            print_tail(log, 15);
-            break;
-        }
-        long status = http_get(url, o->api_key, 2000, &body);
-        if (status == 200) {
-            rc = 0;
-            break;
-        }
-        if (cv_now_s() - t0 > CV_LAUNCH_READY_TIMEOUT_S) {
-            fprintf(stderr, "corvid launch: corvid serve (pid %d) is not ready after %d s; see %s\n", (int)pid,
-                    CV_LAUNCH_READY_TIMEOUT_S, log);
-            break;
-        }
-        sleep_ms(200);
-    }
-    cv_buf_free(&body);
-    if (rc == 0) {
-        FILE *f = fopen(pidf, "w");
-        if (f) {
-            fprintf(f, "%d\n", (int)pid);
-            fclose(f);
-        }
-        fprintf(stderr, "corvid launch: serving %s on %s; it keeps running after the client exits (stop it: kill %d)\n",
-                served, base, (int)pid);
-    }
-    return rc;
+    fprintf(stderr, "corvid launch: serving %s on %s; it keeps running after the client exits (stop it: kill %d)\n",
+            served, base, (int)pid);
+    return 0;
 }
 
 /* The served name for a model started here: the alias, else the file name
@@ -331,11 +182,11 @@ int cv_cmd_launch(int argc, char **argv)
     /* A server already there (ready, or still loading: 503)? */
     cv_buf body = { 0 };
     snprintf(url, sizeof url, "%s/readyz", base);
-    long st = http_get(url, o.api_key, 2000, &body);
+    long st = cv_cli_http_get(url, o.api_key, 2000, &body);
     if (st == 503) {
         fprintf(stderr, "corvid launch: the server on %s is loading its model; waiting\n", base);
         double t0 = cv_now_s();
-        while ((st = http_get(url, o.api_key, 2000, &body)) == 503 && cv_now_s() - t0 < CV_LAUNCH_READY_TIMEOUT_S)
+        while ((st = cv_cli_http_get(url, o.api_key, 2000, &body)) == 503 && cv_now_s() - t0 < CV_LAUNCH_READY_TIMEOUT_S)
             sleep_ms(250);
     }
     int rc = 1;
@@ -369,7 +220,7 @@ int cv_cmd_launch(int argc, char **argv)
 
     /* What the server serves. */
     snprintf(url, sizeof url, "%s/v1/models", base);
-    st = http_get(url, o.api_key, 5000, &body);
+    st = cv_cli_http_get(url, o.api_key, 5000, &body);
     if (st == 401) {
         fprintf(stderr, "corvid launch: the server on %s requires an API key: set CORVID_API_KEY or pass --api-key\n",
                 base);

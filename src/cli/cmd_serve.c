@@ -107,12 +107,19 @@ int cv_cmd_serve(int argc, char **argv)
     }
     if (!o.model)
         return cv_cli_usage_error(cmd, "MODEL is missing");
-    struct stat st;
-    if (stat(o.model, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "corvid serve: cannot open model '%s': %s\n", o.model,
-                errno ? strerror(errno) : "not a regular file");
+    /* MODEL may be a path, an alias, ORG/REPO[:QUANT], a URL or a name in
+     * the store (cli/models.h); a remote one not yet pulled is downloaded. */
+    char model_path[PATH_MAX];
+    cv_pull_opts po = { .progress = -1 };
+    cv_err merr = { 0 };
+    if (cv_model_ensure(o.model, &po, model_path, sizeof model_path, &merr)) {
+        fprintf(stderr, "corvid serve: %s\n", merr.msg);
         return 1;
     }
+    const cv_model_alias *alias = cv_model_alias_find(o.model);
+    if (!o.served_name && alias)
+        o.served_name = alias->name; /* clients ask for the name the user typed */
+    o.model = model_path;
     cv_err err = { 0 };
     cv_server_backend be;
     if (open_backend(&o, &be, &err)) {

@@ -9,6 +9,11 @@ const cv_cmd cv_cmds[] = {
       cv_cmd_bench_kernels },
     { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
       "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
+    { "grammar", "compile a JSON Schema or tool list to a grammar; check a document; time token masks",
+      "corvid grammar SCHEMA.json [--check DOC] [--dump] [--vocab VOCAB.gguf --bench N [--max-tokens T] [--seed S] [--json]]\n"
+      "       corvid grammar --tools FILE --syntax hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11\n"
+      "                      [--force NAME] [--parallel] [--lazy] [--check DOC] [--vocab V --bench N]",
+      cv_cmd_grammar },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
     { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
@@ -51,6 +56,11 @@ const cv_cmd cv_cmds[] = {
     { "launch", "start corvid serve if needed, configure an agent client for it and run the client",
       "corvid launch CLIENT [MODEL] [--host H] [--port N] [--ctx N] [--api-key KEY] [-- CLIENT_ARGS...]",
       cv_cmd_launch },
+    { "chat", "chat with a model in the terminal (streaming, reasoning shown dimmed, Ctrl-C stops an answer)",
+      "corvid chat (MODEL | --url URL [--api-key KEY]) [--system TEXT] [--think | --no-think] [--hide-reasoning]\n"
+      "    [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] [--seed N]\n"
+      "    [--max-tokens N] [--ctx N] [--verbose]\n"
+      "    in the chat: /system TEXT, /reset, /exit, \"\"\" for multi-line messages", cv_cmd_chat },
     { "version", "print the version and the CPU features in use", "corvid version", cv_cmd_version },
     { "tokenize", "text to token ids with a model's vocabulary (or --bench its speed)",
       "corvid tokenize MODEL [--ids|--pieces|--count] [--no-bos] [--special] (TEXT | -)\n"

@@ -721,8 +721,13 @@ static int fetch(CURL *c, const cv_model_ref *ref, const char *url, const cv_pul
         if (a > 0) {
             progress_break(&prog);
             if (prog.mode)
-                fprintf(stderr, "%s: %s; resuming at %lld bytes (attempt %d of %d)\n", prog.label, last.msg,
-                        (long long)have, a + 1, attempts);
+            {
+                if (have)
+                    fprintf(stderr, "%s: %s; resuming at %lld bytes (attempt %d of %d)\n", prog.label, last.msg,
+                            (long long)have, a + 1, attempts);
+                else
+                    fprintf(stderr, "%s: %s; retrying (attempt %d of %d)\n", prog.label, last.msg, a + 1, attempts);
+            }
             sleep_ms(delay);
             if (!(o && o->retry_delay_ms > 0))
                 delay = CV_MIN(delay * 2, 30000);
@@ -834,7 +839,10 @@ static int fetch(CURL *c, const cv_model_ref *ref, const char *url, const cv_pul
         }
         if (cc != CURLE_OK) {
             cv_err_set(&last, CV_EIO, "%s", curl_easy_strerror(cc));
-            if (retryable(cc))
+            /* Nothing answering at all (no route, no DNS, a wrong
+             * HF_ENDPOINT) is rarely a blip: one retry, not six. */
+            bool unreachable = (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) && !x.started;
+            if (retryable(cc) && !(unreachable && a >= 1))
                 continue;
             progress_break(&prog);
             rc = cv_err_set(err, CV_EIO, "downloading %s: %s", url, curl_easy_strerror(cc));
@@ -850,8 +858,11 @@ static int fetch(CURL *c, const cv_model_ref *ref, const char *url, const cv_pul
     }
     if (!done) {
         progress_break(&prog);
-        rc = cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s); %lld bytes are kept in %s: run the "
-                        "same command to resume", url, attempts, last.msg, (long long)have, part);
+        if (have)
+            rc = cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s); %lld bytes are kept in %s: run "
+                            "the same command to resume", url, res->attempts, last.msg, (long long)have, part);
+        else
+            rc = cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s)", url, res->attempts, last.msg);
         goto fail_keep;
     }
 
@@ -898,6 +909,11 @@ fail_drop:
     unlink(part);
     unlink(meta);
 fail_keep:
+    /* An empty partial is kept only by a pull that is still running. */
+    if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        unlink(part);
+        unlink(meta);
+    }
     close(fd);
     cv_buf_free(&x.mem);
     return rc;

@@ -256,7 +256,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     }
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(e);
-    s->st.kv_free = cv_engine_kv_free_blocks(e);
+    s->st.kv_blocks_free = cv_engine_kv_free_blocks(e);
 
     int rc = pthread_create(&s->thread, NULL, cv_sched_engine_main, s);
     if (rc) {
@@ -326,10 +326,11 @@ static void stats_locked(cv_sched *s, cv_sched_stats *out)
 {
     *out = s->st;
     out->running = s->n_running;
-    out->waiting = s->q_len;
+    out->queue_depth = s->q_len;
+    out->kv_blocks_used = out->kv_blocks - out->kv_blocks_free;
 }
 
-void cv_sched_stats_get(cv_sched *s, cv_sched_stats *out)
+void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out)
 {
     pthread_mutex_lock(&s->mu);
     stats_locked(s, out);
@@ -393,16 +394,17 @@ json_t *cv_sched_status(cv_sched *s)
     json_t *kv = json_object();
     json_object_set_new(kv, "block_positions", json_integer(CV_KV_BLOCK));
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
-    json_object_set_new(kv, "free", json_integer(st.kv_free));
+    json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));
+    json_object_set_new(kv, "used", json_integer(st.kv_blocks_used));
     json_object_set_new(o, "kv", kv);
     json_t *tot = json_object();
     json_object_set_new(tot, "submitted", json_integer(st.submitted));
-    json_object_set_new(tot, "finished", json_integer(st.finished));
+    json_object_set_new(tot, "finished", json_integer(st.n_requests));
     json_object_set_new(tot, "refused_busy", json_integer(st.busy_refusals));
     json_object_set_new(tot, "preemptions", json_integer(st.preemptions));
     json_object_set_new(tot, "steps", json_integer(st.steps));
-    json_object_set_new(tot, "computed_tokens", json_integer(st.computed_tokens));
-    json_object_set_new(tot, "generated_tokens", json_integer(st.generated_tokens));
+    json_object_set_new(tot, "computed_tokens", json_integer(st.n_tokens_prompt));
+    json_object_set_new(tot, "generated_tokens", json_integer(st.n_tokens_generated));
     json_object_set_new(tot, "batch_tokens", json_integer(s->batch_tokens));
     json_object_set_new(tot, "max_running", json_integer(s->max_running));
     json_object_set_new(o, "totals", tot);
@@ -417,14 +419,14 @@ static void metric(cv_buf *out, const char *name, const char *help, const char *
 void cv_sched_metrics(cv_sched *s, cv_buf *out)
 {
     cv_sched_stats st;
-    cv_sched_stats_get(s, &st);
+    cv_sched_get_stats(s, &st);
     metric(out, "corvid_sched_steps_total", "Scheduler steps (forward calls).", "counter", st.steps);
     metric(out, "corvid_sched_preemptions_total", "Sequences preempted for KV memory (recomputed later).", "counter",
            st.preemptions);
     metric(out, "corvid_sched_busy_refusals_total", "Submits refused because the queue was full.", "counter",
            st.busy_refusals);
     metric(out, "corvid_sched_computed_tokens_total", "Prompt tokens prefilled (recompute included).", "counter",
-           st.computed_tokens);
+           st.n_tokens_prompt);
     metric(out, "corvid_prefix_cache_lookups_total", "Admissions that searched the prefix cache.", "counter",
            st.lookups);
     metric(out, "corvid_prefix_cache_hits_total", "Admissions that reused at least one cached block.", "counter",

@@ -142,23 +142,33 @@ void cv_sched_release(cv_sched_req *r);
 
 /* ---- statistics and status (added with issue 7) ---- */
 
+/* Load and totals, for health checks, metrics and /v1/status. The first
+ * seven fields came with the serial scheduler (the engine engineer's
+ * cv_sched_get_stats); the rest with issue 7. */
 typedef struct cv_sched_stats {
-    int32_t running, waiting;     /* requests now */
-    int32_t kv_blocks, kv_free;   /* the engine's pool */
-    int32_t tree_blocks;          /* blocks held by the prefix tree (shared or not) */
-    int64_t steps;                /* forward calls */
-    int64_t submitted, finished, busy_refusals, preemptions;
-    int64_t prompt_tokens;        /* prompt tokens of admitted requests (first admission) */
-    int64_t cached_tokens;        /* of those, served from the prefix cache */
-    int64_t computed_tokens;      /* tokens prefilled, recompute after preemption included */
-    int64_t generated_tokens;
-    int64_t lookups, hits;        /* admissions that searched the tree / found a block */
-    int64_t evictions;            /* tree blocks evicted (LRU) */
-    int64_t file_blocks_loaded, file_blocks_saved;
+    int32_t queue_depth;      /* submitted, not yet running */
+    int32_t running;          /* requests being generated */
+    int64_t kv_blocks_used;   /* not free: running sequences' and the prefix cache's (tree_blocks of them) */
+    int64_t kv_blocks_free;
+    int64_t n_requests;       /* finished since creation (any reason) */
+    int64_t n_tokens_prompt;  /* prompt tokens computed since creation (recompute after preemption included) */
+    int64_t n_tokens_generated;
+    /* Added with issue 7: */
+    int64_t kv_blocks;        /* the engine's pool */
+    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not) */
+    int64_t steps;            /* forward calls */
+    int64_t submitted, busy_refusals, preemptions;
+    int64_t prompt_tokens;    /* prompt tokens of admitted requests (first admission) */
+    int64_t cached_tokens;    /* of those, served from the prefix cache */
+    int64_t lookups, hits;    /* admissions that searched the tree / found a block */
+    int64_t evictions;        /* tree blocks evicted (LRU) */
+    int64_t file_blocks_loaded;
 } cv_sched_stats;
 
-/* A consistent snapshot. Thread-safe. */
-void cv_sched_stats_get(cv_sched *s, cv_sched_stats *out);
+/* A consistent snapshot: the figures settle before a request's final event
+ * is queued, so after reading DONE the caller sees them include it.
+ * Thread-safe. */
+void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
 /* The body of GET /v1/status: {"running": [...], "waiting": [...],
  * "cache": {...}, "kv": {...}, "totals": {...}}; each request shows its
  * id, phase (waiting | prefill | decode), prompt, cached, computed and

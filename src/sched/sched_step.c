@@ -68,18 +68,18 @@ static void publish_locked(cv_sched *s)
         r->st_gen = r->n_gen;
     }
     s->st.steps = s->eng.steps;
-    s->st.finished = s->eng.finished;
+    s->st.n_requests = s->eng.n_requests;
     s->st.preemptions = s->eng.preemptions;
     s->st.prompt_tokens = s->eng.prompt_tokens;
     s->st.cached_tokens = s->eng.cached_tokens;
-    s->st.computed_tokens = s->eng.computed_tokens;
-    s->st.generated_tokens = s->eng.generated_tokens;
+    s->st.n_tokens_prompt = s->eng.n_tokens_prompt;
+    s->st.n_tokens_generated = s->eng.n_tokens_generated;
     s->st.lookups = s->eng.lookups;
     s->st.hits = s->eng.hits;
     s->st.evictions = s->tree.n_evicted;
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
-    s->st.kv_free = cv_engine_kv_free_blocks(s->e);
+    s->st.kv_blocks_free = cv_engine_kv_free_blocks(s->e);
 }
 
 static void publish(cv_sched *s)
@@ -128,7 +128,7 @@ static void detach(cv_sched *s, cv_sched_req *r)
 static void retire(cv_sched *s, cv_sched_req *r, cv_finish_reason why, const cv_err *err)
 {
     detach(s, r);
-    s->eng.finished++;
+    s->eng.n_requests++;
     running_remove(s, r);
     cv_sched_event ev = base_event(r, err ? CV_SCHED_ERROR : CV_SCHED_DONE);
     if (err)
@@ -298,7 +298,7 @@ static void sample(cv_sched *s, cv_sched_req *r, const float *logits)
     cv_sampler_accept(r->sampler, tok);
     r->tokens[r->n_tokens++] = tok;
     r->n_gen++;
-    s->eng.generated_tokens++;
+    s->eng.n_tokens_generated++;
     uint64_t now = cv_now_ns();
     pthread_mutex_lock(&s->mu);
     if (!r->t_first_token)
@@ -351,7 +351,7 @@ static void end_cancelled(cv_sched *s)
     if (!gone)
         return;
     for (cv_sched_req *r = gone; r; r = r->next)
-        s->eng.finished++;
+        s->eng.n_requests++;
     publish(s);
     while (gone) {
         cv_sched_req *next = gone->next;
@@ -507,7 +507,7 @@ static void step(cv_sched *s)
         /* Everything but a generated token fed for the first time is
          * prefill (a recompute after preemption included). */
         const int32_t computed = n - (last == r->n_tokens - 1 && last >= r->n_prompt);
-        s->eng.computed_tokens += computed;
+        s->eng.n_tokens_prompt += computed;
         r->st_computed += computed;
         r->n_done += n;
     }

@@ -27,6 +27,7 @@
 
 #include "base/base.h"
 #include "hub_fake.h"
+#include "proc.h"
 
 #ifndef CV_CORVID_BIN
 #error "CV_CORVID_BIN must name the corvid binary under test"
@@ -37,76 +38,6 @@ static cv_buf q4;
 static hub_fake *hub;
 static hub_file files[3];
 static char hub_url[64];
-
-/* ---- running corvid ---- */
-
-typedef struct proc_out {
-    int status; /* exit status, or 128+signal */
-    cv_buf out, err;
-} proc_out;
-
-static void proc_out_free(proc_out *p)
-{
-    cv_buf_free(&p->out);
-    cv_buf_free(&p->err);
-}
-
-/* Runs argv with extra "NAME=VALUE" settings ("NAME=" with no '=' value
- * part unsets: "-NAME"), stdin from /dev/null, and collects both outputs. */
-static void run(const char *const *argv, const char *const *envs, proc_out *po)
-{
-    memset(po, 0, sizeof *po);
-    int o[2], e[2];
-    if (pipe(o) || pipe(e)) {
-        po->status = -1;
-        return;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        for (int i = 0; envs && envs[i]; i++) {
-            if (envs[i][0] == '-') {
-                unsetenv(envs[i] + 1);
-            } else {
-                char k[256];
-                const char *eq = strchr(envs[i], '=');
-                snprintf(k, sizeof k, "%.*s", (int)(eq - envs[i]), envs[i]);
-                setenv(k, eq + 1, 1);
-            }
-        }
-        int in = open("/dev/null", O_RDONLY);
-        dup2(in, 0);
-        dup2(o[1], 1);
-        dup2(e[1], 2);
-        close(o[0]), close(e[0]), close(o[1]), close(e[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(o[1]), close(e[1]);
-    struct pollfd fds[2] = { { o[0], POLLIN, 0 }, { e[0], POLLIN, 0 } };
-    int open_n = 2;
-    while (open_n) {
-        if (poll(fds, 2, 120000) <= 0)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !fds[i].revents)
-                continue;
-            char buf[4096];
-            ssize_t n = read(fds[i].fd, buf, sizeof buf);
-            if (n <= 0) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_n--;
-            } else {
-                cv_buf_append(i ? &po->err : &po->out, buf, (size_t)n);
-            }
-        }
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    po->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (!po->out.data) cv_buf_puts(&po->out, "");
-    if (!po->err.data) cv_buf_puts(&po->err, "");
-}
 
 #define CORVID(...) ((const char *const[]){ CV_CORVID_BIN, __VA_ARGS__, NULL })
 
@@ -347,32 +278,6 @@ static pid_t serve_pid;
 static int serve_port;
 static const char *SERVE_KEY = "launch-test-key";
 
-static int start_fake_serve(void)
-{
-    int o[2];
-    if (pipe(o))
-        return -1;
-    serve_pid = fork();
-    if (serve_pid == 0) {
-        dup2(o[1], 1);
-        close(o[0]);
-        execl(CV_FAKE_SERVE, CV_FAKE_SERVE, "--port", "0", "--api-key", SERVE_KEY, "--ctx", "32768", (char *)NULL);
-        _exit(127);
-    }
-    close(o[1]);
-    cv_buf b = { 0 };
-    char buf[256];
-    ssize_t n;
-    const char *p = NULL;
-    while (!(p = b.data ? strstr(b.data, "listening on http://127.0.0.1:") : NULL) && (n = read(o[0], buf, sizeof buf)) > 0)
-        cv_buf_append(&b, buf, (size_t)n);
-    if (p)
-        serve_port = atoi(p + strlen("listening on http://127.0.0.1:"));
-    cv_buf_free(&b);
-    close(o[0]);
-    return serve_port > 0 ? 0 : -1;
-}
-
 static json_t *read_report(void)
 {
     cv_buf b = { 0 };
@@ -562,7 +467,7 @@ int main(void)
     files[0] = (hub_file){ "test/tiny-qwen3-GGUF", "tiny-qwen3-Q4_K_M.gguf", q4.data, q4.len, HUB_OK, 0, false };
     files[1] = (hub_file){ "test/tiny-qwen3-GGUF", "tiny-qwen3-Q8_0.gguf", q8.data, q8.len, HUB_OK, 0, false };
     hub = hub_fake_start(files, 2, "tok");
-    if (!hub || start_fake_serve() != 0) {
+    if (!hub || (serve_pid = start_fake_serve(CV_FAKE_SERVE, SERVE_KEY, &serve_port)) <= 0) {
         fprintf(stderr, "cannot start the fake hub or fake_serve\n");
         return 1;
     }

@@ -391,6 +391,24 @@ TEST(hf_token_goes_to_the_hub_as_bearer_and_not_to_the_cdn)
     CHECK_EQ_INT(cdn_auth, 0);
 }
 
+TEST(unreachable_hub_fails_after_one_retry_and_leaves_nothing)
+{
+    new_store();
+    cv_model_ref ref;
+    cv_pull_result res;
+    cv_err err = { 0 };
+    cv_pull_opts o = opts();
+    o.endpoint = "http://127.0.0.1:1"; /* nothing listens on port 1 */
+    int rc = pull("test/tiny-qwen3-GGUF/tiny-qwen3-Q4_K_M.gguf", &ref, &o, &res, &err);
+    CHECK_EQ_INT(rc, CV_EIO);
+    CHECK_EQ_INT(res.attempts, 2);
+    CHECK_MSG(strstr(err.msg, "127.0.0.1:1") != NULL, "%s", err.msg);
+    cv_store_entry *v;
+    int n;
+    CHECK(cv_store_list(store_dir(), &v, &n, NULL) == 0 && n == 0);
+    free(v);
+}
+
 /* ---- hostile and concurrent ---- */
 
 TEST(file_list_with_a_path_outside_the_repo_is_refused)
@@ -538,6 +556,7 @@ int main(void)
     RUN(file_served_without_redirect_is_checked_by_size_only);
     RUN(hub_errors_say_what_is_wrong_and_what_to_do);
     RUN(hf_token_goes_to_the_hub_as_bearer_and_not_to_the_cdn);
+    RUN(unreachable_hub_fails_after_one_retry_and_leaves_nothing);
     RUN(file_list_with_a_path_outside_the_repo_is_refused);
     RUN(second_pull_of_the_same_file_is_refused_while_the_first_runs);
     RUN(cancel_stops_the_transfer_and_keeps_the_partial_for_later);

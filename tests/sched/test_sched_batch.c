@@ -147,13 +147,13 @@ TEST(n_concurrent_requests_match_each_alone_without_prefix_hits)
     CHECK_EQ_INT(sweep(&r, 0, "greedy, no cache"), 0);
     CHECK_EQ_INT(sweep(&r, 1, "sampled, no cache"), 0);
     cv_sched_stats st;
-    cv_sched_stats_get(r.s, &st);
+    cv_sched_get_stats(r.s, &st);
     CHECK_EQ_INT((int)st.cached_tokens, 0);
     CHECK_EQ_INT((int)st.lookups, 0);
     /* Batching happened: fewer steps than tokens computed. */
     printf("  no cache: %lld steps for %lld prompt + %lld generated tokens\n", (long long)st.steps,
-           (long long)st.computed_tokens, (long long)st.generated_tokens);
-    CHECK(st.steps * 2 < st.computed_tokens + st.generated_tokens);
+           (long long)st.n_tokens_prompt, (long long)st.n_tokens_generated);
+    CHECK(st.steps * 2 < st.n_tokens_prompt + st.n_tokens_generated);
     rig_close(&r);
 }
 
@@ -172,7 +172,7 @@ TEST(n_concurrent_requests_match_each_alone_with_prefix_hits)
     CHECK_EQ_INT(sweep(&r, 1, "sampled, cache"), 0);
     CHECK_EQ_INT(sweep(&r, 0, "greedy, cache"), 0);
     cv_sched_stats st;
-    cv_sched_stats_get(r.s, &st);
+    cv_sched_get_stats(r.s, &st);
     printf("  cache: %lld of %lld prompt tokens cached, %lld hits in %lld lookups\n", (long long)st.cached_tokens,
            (long long)st.prompt_tokens, (long long)st.hits, (long long)st.lookups);
     CHECK(st.hits > N_REQ);
@@ -203,13 +203,13 @@ TEST(n_concurrent_requests_match_each_alone_across_preemptions)
                           mode, i);
         }
         cv_sched_stats st;
-        cv_sched_stats_get(r.s, &st);
+        cv_sched_get_stats(r.s, &st);
         printf("  24-block pool, cache %s: %lld preemptions, %lld evictions, %lld tokens computed\n",
                cache ? "on" : "off", (long long)st.preemptions, (long long)st.evictions,
-               (long long)st.computed_tokens);
+               (long long)st.n_tokens_prompt);
         CHECK(st.preemptions > 0);
         /* Nothing leaked: with no request left, every block is free or the tree's. */
-        CHECK_EQ_INT(st.kv_free + st.tree_blocks, st.kv_blocks);
+        CHECK_EQ_INT(st.kv_blocks_free + st.tree_blocks, st.kv_blocks);
     }
     rig_close(&r);
 }

@@ -35,7 +35,7 @@ static void reference(rig *r, const cv_sched_params *p, int n, outcome *out, con
 static cv_sched_stats stats(cv_sched *s)
 {
     cv_sched_stats st;
-    cv_sched_stats_get(s, &st);
+    cv_sched_get_stats(s, &st);
     return st;
 }
 
@@ -81,9 +81,9 @@ TEST(second_request_with_the_same_prefix_prefills_only_the_new_tokens)
         CHECK_MSG(got[i].n_cached == want[i].cached, "request %d (%s): %d cached, want %d", i, want[i].why,
                   got[i].n_cached, want[i].cached);
         CHECK_EQ_INT(got[i].last.n_cached, want[i].cached); /* the final event says it too (usage) */
-        CHECK_MSG(after.computed_tokens - before.computed_tokens == want[i].computed,
+        CHECK_MSG(after.n_tokens_prompt - before.n_tokens_prompt == want[i].computed,
                   "request %d (%s): %lld tokens computed, want %d", i, want[i].why,
-                  (long long)(after.computed_tokens - before.computed_tokens), want[i].computed);
+                  (long long)(after.n_tokens_prompt - before.n_tokens_prompt), want[i].computed);
         CHECK_EQ_INT((int)(after.cached_tokens - before.cached_tokens), want[i].cached);
         CHECK_EQ_INT((int)(after.hits - before.hits), want[i].cached > 0);
         CHECK_MSG(same_tokens(&got[i], &ref[i]), "request %d: output differs from the uncached run", i);
@@ -113,7 +113,7 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
     /* X fed 187 positions: 11 whole blocks stay in the tree, nothing else is held. */
     cv_sched_stats st = stats(r.s);
     CHECK_EQ_INT(st.tree_blocks, 11);
-    CHECK_EQ_INT(st.kv_blocks - st.kv_free, 11);
+    CHECK_EQ_INT(st.kv_blocks - st.kv_blocks_free, 11);
 
     /* Y runs: it holds the 10 shared blocks, its own 11th (now in the tree
      * too) and one partly filled block — 13 blocks in use, not 23. */
@@ -125,8 +125,7 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
     st = stats(r.s);
     CHECK_EQ_INT(got[1].n_cached, 160);
     CHECK_EQ_INT(st.tree_blocks, 12);
-    CHECK_MSG(st.kv_blocks - st.kv_free == 13, "%d blocks in use while Y runs, want 13 (S shared)",
-              st.kv_blocks - st.kv_free);
+    CHECK_MSG(st.kv_blocks_used == 13, "%d blocks in use while Y runs, want 13 (S shared)", (int)st.kv_blocks_used);
     read_events(q, &got[1], 0);
     cv_sched_release(q);
     CHECK(same_tokens(&got[0], &ref[0]) && same_tokens(&got[1], &ref[1]));
@@ -145,7 +144,7 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
     }
     st = stats(r.s);
     CHECK_EQ_INT(st.tree_blocks, 12);
-    CHECK_EQ_INT(st.kv_blocks - st.kv_free, 12);
+    CHECK_EQ_INT(st.kv_blocks - st.kv_blocks_free, 12);
     rig_close(&r);
 }
 
@@ -183,8 +182,8 @@ TEST(requests_arriving_together_with_one_uncached_prefix_compute_it_once)
     /* Whichever came first computed the prefix; the others waited for it. */
     CHECK_EQ_INT(hits, N - 1);
     cv_sched_stats st = stats(r.s);
-    CHECK_MSG(st.computed_tokens == 180 + (N - 1) * 20, "%lld tokens computed, want %d (the prefix once)",
-              (long long)st.computed_tokens, 180 + (N - 1) * 20);
+    CHECK_MSG(st.n_tokens_prompt == 180 + (N - 1) * 20, "%lld tokens computed, want %d (the prefix once)",
+              (long long)st.n_tokens_prompt, 180 + (N - 1) * 20);
     rig_close(&r);
 }
 
@@ -255,9 +254,9 @@ TEST(lru_eviction_under_a_tiny_pool_evicts_the_oldest_and_keeps_answers_exact)
     }
     st = stats(r.s);
     printf("  16-block pool: %lld evictions, %lld preemptions, %d blocks in the tree\n",
-           (long long)(st.evictions - ev0), (long long)st.preemptions, st.tree_blocks);
+           (long long)(st.evictions - ev0), (long long)st.preemptions, (int)st.tree_blocks);
     CHECK(st.evictions > ev0);
-    CHECK_EQ_INT(st.kv_free + st.tree_blocks, st.kv_blocks);
+    CHECK_EQ_INT(st.kv_blocks_free + st.tree_blocks, st.kv_blocks);
     rig_close(&r);
 }
 
@@ -335,7 +334,7 @@ TEST(cancelling_one_of_8_streams_frees_its_blocks_and_the_others_finish_unchange
     for (int k = 0; k < N; k++)
         cv_sched_release(q[k]);
     cv_sched_stats st = stats(r.s);
-    CHECK_EQ_INT(st.kv_free, st.kv_blocks);
+    CHECK_EQ_INT(st.kv_blocks_free, st.kv_blocks);
     rig_close(&r);
 }
 

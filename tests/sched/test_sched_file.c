@@ -95,7 +95,7 @@ static void fill_and_save(const char *model, const cv_engine_params *ep, int64_t
     for (int i = 0; i < 3; i++)
         CHECK(run_one(r.s, &g_p[i], &o) == 0);
     cv_sched_stats st;
-    cv_sched_stats_get(r.s, &st);
+    cv_sched_get_stats(r.s, &st);
     *saved = st.tree_blocks;
     rig_close(&r); /* writes the file */
 }
@@ -132,7 +132,7 @@ static int32_t restart_and_serve(const char *why, bool warn, bool expect_loaded)
         return -1;
     }
     cv_sched_stats st;
-    cv_sched_stats_get(r.s, &st);
+    cv_sched_get_stats(r.s, &st);
     int warnings = count_lines(log, "prefix cache: ignoring");
     CHECK_MSG(warnings == (warn ? 1 : 0), "%s: %d warning lines (want %d); log: %s", why, warnings, warn ? 1 : 0,
               log);
@@ -165,7 +165,7 @@ TEST(the_cache_file_survives_a_restart_and_the_first_request_hits)
     struct stat stt;
     CHECK(stat(path, &stt) == 0);
     cv_sched_stats st;
-    cv_sched_stats_get(r.s, &st);
+    cv_sched_get_stats(r.s, &st);
     CHECK_EQ_INT((int)st.file_blocks_loaded, (int)saved);
     CHECK_EQ_INT(st.tree_blocks, (int)saved);
     for (int i = 0; i < 3; i++) {
@@ -381,7 +381,7 @@ TEST(a_size_budget_keeps_the_most_recent_prefixes)
     if (!rig_open_with(&r, g_model, &g_ep, &sc))
         return;
     cv_sched_stats s;
-    cv_sched_stats_get(r.s, &s);
+    cv_sched_get_stats(r.s, &s);
     CHECK_EQ_INT((int)s.file_blocks_loaded, 5);
     CHECK(run_one(r.s, &g_p[2], &o) == 0);
     CHECK_EQ_INT(o.n_cached, 5 * CV_KV_BLOCK);
