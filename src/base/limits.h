@@ -205,6 +205,16 @@
 #define CV_MAX_SCHED_QUEUE 256
 /* Stop token ids per request (EOS, EOT, <|im_end|>, ...: a handful). */
 #define CV_MAX_STOP_TOKENS 64
+/* Tokens one scheduler step computes (every running sequence's next token
+ * plus prefill chunks of new ones): a long prompt delays running streams by
+ * at most one such step. Measured in docs/PERF.md (scheduler section). */
+#define CV_SCHED_BATCH_TOKENS_DEFAULT 256
+/* The prefix-cache file's size at most, by default (--cache-max): it is
+ * read back whole at start, so it bounds start-up time and disk use. */
+#define CV_SCHED_CACHE_FILE_DEFAULT (4ll << 30)
+/* Share of the KV pool a cache file may fill at start (percent): the rest
+ * stays free for the first requests. */
+#define CV_SCHED_CACHE_LOAD_PERCENT 75
 
 /* ---- model store, downloads and launchers (cli/) ---- */
 /* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300

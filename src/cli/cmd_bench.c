@@ -259,6 +259,11 @@ static int parse_batches(const char *s, bench_opts *o)
 
 int cv_cmd_bench(int argc, char **argv)
 {
+    /* --serve URL: the scheduler's load generator against a running server
+     * (cmd_bench_serve.c), not this engine benchmark. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--serve") || !strncmp(argv[i], "--serve=", 8))
+            return cv_cmd_bench_serve(argc, argv);
     const cv_cmd *cmd = cv_cli_find("bench");
     bench_opts o = { .n_prompt = 512, .n_gen = 128, .repeats = 3, .batches = { 1, 2, 4, 8 }, .n_batches = 4 };
     static const struct option opts[] = {

@@ -124,6 +124,55 @@ int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
 /* KV blocks free in the pool (for admission control). */
 int32_t cv_engine_kv_free_blocks(const cv_engine *e);
 
+/* ---- KV blocks held outside sequences (added for the scheduler's prefix
+ * cache and its cache file, issue 7) ----
+ * A block's content depends only on the tokens at and before its positions
+ * (the forward pass is row-for-row independent of what else is in the
+ * batch), so a block computed for one sequence serves every sequence with
+ * the same prefix. Holders other than sequences (the prefix cache) take
+ * references of their own with cv_engine_kv_ref; a block returns to the
+ * pool when its last holder lets go. Block ids are 0..n_blocks-1. */
+
+/* Blocks in the pool. */
+int32_t cv_engine_kv_n_blocks(const cv_engine *e);
+/* The block table of an open sequence, in position order: *n =
+ * ceil(len / CV_KV_BLOCK) entries, valid until the sequence next changes.
+ * NULL with *n = 0 for a closed or invalid id. */
+const int32_t *cv_engine_seq_blocks(const cv_engine *e, int32_t seq, int32_t *n);
+/* Blocks seq must draw from the pool to grow by n_new positions (new table
+ * entries, plus a copy when its partly filled last block is shared). */
+int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_new);
+/* Makes blocks[0..n) the table of seq, which must be open and empty, with
+ * length len ((n - 1) * CV_KV_BLOCK < len <= n * CV_KV_BLOCK, len <= n_ctx),
+ * taking one reference on each block. A later write into a shared partly
+ * used last block copies it first, as after a fork. CV_EINVAL (nothing
+ * changed) for a sequence that is not open and empty, a free or invalid
+ * block id, or a length that does not match n. */
+int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err);
+/* References of block b (0: free). */
+int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b);
+/* One more reference on a block in use / one less (the block returns to
+ * the pool at 0). b must be in use: a bad id is a caller bug (assert). */
+void cv_engine_kv_ref(cv_engine *e, int32_t b);
+void cv_engine_kv_unref(cv_engine *e, int32_t b);
+/* Takes a free block for the caller (refs 1, content undefined); -1 when
+ * the pool is empty. */
+int32_t cv_engine_kv_alloc(cv_engine *e);
+
+/* What one block's bytes mean: blocks with equal formats (and equal
+ * models) are interchangeable byte for byte. */
+typedef struct cv_kv_format {
+    int32_t n_layer, n_head_kv, head_dim;
+    uint32_t type;          /* CV_GGML_F32 or CV_GGML_F16 */
+    int32_t block_positions; /* CV_KV_BLOCK */
+    size_t block_bytes;
+} cv_kv_format;
+
+void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out);
+/* The block_bytes of block b, for saving and restoring it. Writing is
+ * allowed only while the caller holds the block's only reference. */
+void *cv_engine_kv_block_data(cv_engine *e, int32_t b);
+
 /* One forward call. Token i goes to sequence seq[i] at position pos[i].
  * Tokens of one sequence must come in order with consecutive positions
  * starting at that sequence's current length; sequences may interleave.

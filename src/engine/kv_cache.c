@@ -190,3 +190,68 @@ void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
         s->blocks[s->n_blocks++] = b;
     }
 }
+
+/* ---- blocks held outside sequences (prefix cache, cache file) ---- */
+
+int32_t cv_engine_kv_n_blocks(const cv_engine *e) { return e->kv.n_blocks; }
+
+const int32_t *cv_engine_seq_blocks(const cv_engine *e, int32_t seq, int32_t *n)
+{
+    kv_seq *s = seq_get(e, seq);
+    *n = s ? s->n_blocks : 0;
+    return s ? s->blocks : NULL;
+}
+
+int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_new)
+{
+    kv_seq *s = seq_get(e, seq);
+    return s ? cv_engine_kv_blocks_needed(e, seq, s->len + n_new) : 0;
+}
+
+int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s || s->len != 0 || s->n_blocks != 0)
+        return cv_err_set(err, CV_EINVAL, "engine: cannot share blocks into sequence %d: it is not open and empty",
+                          seq);
+    if (n < 1 || n > e->max_blocks || len <= (n - 1) * CV_KV_BLOCK || len > n * CV_KV_BLOCK || len > e->p.n_ctx)
+        return cv_err_set(err, CV_EINVAL, "engine: %d shared blocks cannot hold a length of %d (context %d)", n, len,
+                          e->p.n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (blocks[i] < 0 || blocks[i] >= e->kv.n_blocks || e->kv.refs[blocks[i]] == 0)
+            return cv_err_set(err, CV_EINVAL, "engine: shared block %d is %d, not a block in use", i, blocks[i]);
+    for (int32_t i = 0; i < n; i++) {
+        s->blocks[i] = blocks[i];
+        kv_pool_ref(&e->kv, blocks[i]);
+    }
+    s->n_blocks = n;
+    s->len = len;
+    return 0;
+}
+
+int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b)
+{
+    return b >= 0 && b < e->kv.n_blocks ? e->kv.refs[b] : 0;
+}
+
+void cv_engine_kv_ref(cv_engine *e, int32_t b) { kv_pool_ref(&e->kv, b); }
+void cv_engine_kv_unref(cv_engine *e, int32_t b) { kv_pool_unref(&e->kv, b); }
+int32_t cv_engine_kv_alloc(cv_engine *e) { return kv_pool_alloc(&e->kv); }
+
+void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out)
+{
+    *out = (cv_kv_format){
+        .n_layer = e->kv.n_layer,
+        .n_head_kv = e->kv.n_head_kv,
+        .head_dim = e->kv.head_dim,
+        .type = e->kv.type,
+        .block_positions = CV_KV_BLOCK,
+        .block_bytes = e->kv.block_bytes,
+    };
+}
+
+void *cv_engine_kv_block_data(cv_engine *e, int32_t b)
+{
+    assert(b >= 0 && b < e->kv.n_blocks);
+    return e->kv.data + (size_t)b * e->kv.block_bytes;
+}

@@ -139,7 +139,9 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     if ((int64_t)hp->n_head * hp->head_dim > CV_MAX_MODEL_DIM)
         return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head, hp->head_dim,
                           CV_MAX_MODEL_DIM);
-    if ((rc = hp_int(g, a, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->n_rot, err)))
+    /* The kernels' RoPE keeps its per-dimension tables on the stack. */
+    if ((rc = hp_int(g, a, "rope.dimension_count", hp->head_dim, 2, CV_MIN(hp->head_dim, CV_MAX_ROPE_DIMS),
+                     &hp->n_rot, err)))
         return rc;
     if (hp->n_rot % 2)
         return CV_CORRUPT(err, "%s: metadata '%s.rope.dimension_count' = %d must be even", path, a->name, hp->n_rot);

@@ -1,16 +1,26 @@
 /* sched — the face of the scheduler: the one way requests reach the engine.
  * A caller (an HTTP thread) submits token ids with sampling parameters and
  * limits, then pulls events from the request's own queue until it is done.
- * The engine thread runs steps; each step can serve many requests at once
- * (continuous batching) and reuse cached prefixes. Cancellation from any
- * thread takes effect at the next step.
+ * The engine thread runs steps; each step serves many requests at once
+ * (continuous batching: the next token of every running sequence plus
+ * prefill chunks of new ones under a token budget) and reuses cached
+ * prefixes (a radix tree over KV blocks shared by every request, saved to a
+ * cache file at shutdown and loaded at start). Cancellation from any thread
+ * takes effect at the next step.
+ *
+ * Exactness: a request's tokens do not depend on what else runs with it
+ * (batching, prefix hits, preemption and recompute, a restored cache file):
+ * the engine computes each row independently of the batch, and the
+ * scheduler keeps each request's sampler (its RNG) for its whole life.
  *
  * Text is not this layer's business: stop strings, detokenization and
  * tool-call parsing happen above, on the events' token ids.
  *
- * The first implementation (sched_serial.c) is serial: one engine thread
- * runs requests one at a time in arrival order; the continuous-batching
- * scheduler replaces its internals behind this same interface. */
+ * History: the first implementation (sched_serial.c, the engine engineer's)
+ * ran requests one at a time; issue 7 replaced its internals behind the same
+ * submit/next/cancel/release calls and added, without changing their
+ * meaning: the config fields below the first two, the per-request sampling
+ * hook, statistics, /v1/status and /metrics renderers, and the cache file. */
 #ifndef CV_SCHED_H
 #define CV_SCHED_H
 
@@ -19,6 +29,22 @@
 
 typedef struct cv_sched cv_sched;
 typedef struct cv_sched_req cv_sched_req; /* one submitted request */
+
+/* A per-request sampling hook: the slot for constrained decoding (issue 8,
+ * src/grammar/). choose runs on the engine thread for every token of its
+ * request, with the raw logits [n_vocab] of that request's row (not to be
+ * modified) and the request's own sampler; it picks the token (typically by
+ * masking a copy of the logits and calling cv_sampler_sample on it) and
+ * keeps its own state in step with the tokens it returns. The scheduler
+ * then feeds the token to cv_sampler_accept as usual. A nonzero return
+ * fails the request with err. destroy (may be NULL) runs once, before
+ * the request's final event is queued (so after reading DONE/ERROR the
+ * caller knows it ran). Without a hook: cv_sampler_sample on the raw
+ * logits. */
+typedef struct cv_sched_hook {
+    int (*choose)(void *ud, cv_sampler *smp, const float *logits, int32_t n_vocab, int32_t *token, cv_err *err);
+    void (*destroy)(void *ud);
+} cv_sched_hook;
 
 typedef struct cv_sched_params {
     const int32_t *prompt; /* token ids, copied at submit */
@@ -29,6 +55,9 @@ typedef struct cv_sched_params {
     int32_t n_stop_tokens;
     int32_t n_top_logprobs; /* 0: none; else the top-N alternatives per token (<= CV_MAX_TOP_LOGPROBS) */
     bool logprobs;          /* report the chosen token's logprob */
+    /* Added with issue 7: */
+    const cv_sched_hook *hook; /* NULL: plain sampling; the table must outlive the request */
+    void *hook_ud;             /* owned by the request once submit succeeds (hook->destroy frees it) */
 } cv_sched_params;
 
 typedef enum cv_sched_event_type {
@@ -69,13 +98,27 @@ typedef struct cv_sched_event {
 typedef struct cv_sched_config {
     int32_t queue_max; /* requests waiting for the engine at most; <= 0: CV_MAX_SCHED_QUEUE */
     uint64_t seed;     /* seeds the seeds drawn for requests without one; 0: from the clock */
+    /* Added with issue 7 (zero means the default): */
+    int32_t batch_tokens;   /* tokens per step (decode + prefill chunks); <= 0: CV_SCHED_BATCH_TOKENS_DEFAULT,
+                             * clamped to the engine's n_batch */
+    bool no_prefix_cache;   /* no lookups, no tree: every prompt is computed (benchmarks, tests) */
+    /* The cache file (cv_sched_cache_file_name inside it): read at create
+     * when present and valid, written at destroy. NULL or "": none. */
+    const char *cache_dir;
+    int64_t cache_max_bytes; /* the file's size at most; <= 0: CV_SCHED_CACHE_FILE_DEFAULT */
 } cv_sched_config;
 
 /* Starts the engine thread over e, which the scheduler then drives alone
- * until cv_sched_destroy (e must outlive it). cfg may be NULL. */
+ * until cv_sched_destroy (e must outlive it). cfg may be NULL. With a
+ * cache_dir, loads the cache file first: a missing file is silent; a
+ * corrupt, truncated or foreign one (another model, KV format, ISA or
+ * numerics) is reported in one warning line and ignored; neither fails the
+ * create. Fails only when the thread cannot start (CV_EIO). */
 int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv_err *err);
 /* Cancels every request (each gets DONE with CV_FINISH_CANCELED), stops and
- * joins the engine thread. Requests still held must still be released. */
+ * joins the engine thread, writes the cache file when configured (atomic:
+ * a temp file renamed over the old one; a failure is a warning line), and
+ * frees the tree. Requests still held must still be released. */
 void cv_sched_destroy(cv_sched *s);
 
 /* ---- requests ---- */
@@ -96,5 +139,61 @@ int cv_sched_next(cv_sched_req *r, int timeout_ms, cv_sched_event *ev);
 void cv_sched_cancel(cv_sched_req *r);
 /* Drops the caller's reference (cancelling it if still running). */
 void cv_sched_release(cv_sched_req *r);
+
+/* ---- statistics and status (added with issue 7) ---- */
+
+/* Load and totals, for health checks, metrics and /v1/status. The first
+ * seven fields came with the serial scheduler (the engine engineer's
+ * cv_sched_get_stats); the rest with issue 7. */
+typedef struct cv_sched_stats {
+    int32_t queue_depth;      /* submitted, not yet running */
+    int32_t running;          /* requests being generated */
+    int64_t kv_blocks_used;   /* not free: running sequences' and the prefix cache's (tree_blocks of them) */
+    int64_t kv_blocks_free;
+    int64_t n_requests;       /* finished since creation (any reason) */
+    int64_t n_tokens_prompt;  /* prompt tokens computed since creation (recompute after preemption included) */
+    int64_t n_tokens_generated;
+    /* Added with issue 7: */
+    int64_t kv_blocks;        /* the engine's pool */
+    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not) */
+    int64_t steps;            /* forward calls */
+    int64_t submitted, busy_refusals, preemptions;
+    int64_t prompt_tokens;    /* prompt tokens of admitted requests (first admission) */
+    int64_t cached_tokens;    /* of those, served from the prefix cache */
+    int64_t lookups, hits;    /* admissions that searched the tree / found a block */
+    int64_t evictions;        /* tree blocks evicted (LRU) */
+    int64_t file_blocks_loaded;
+} cv_sched_stats;
+
+/* A consistent snapshot: the figures settle before a request's final event
+ * is queued, so after reading DONE the caller sees them include it.
+ * Thread-safe. */
+void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
+/* The body of GET /v1/status: {"running": [...], "waiting": [...],
+ * "cache": {...}, "kv": {...}, "totals": {...}}; each request shows its
+ * id, phase (waiting | prefill | decode), prompt, cached, computed and
+ * generated tokens, tokens/s since its first token and age. Caller decrefs.
+ * Thread-safe. */
+json_t *cv_sched_status(cv_sched *s);
+/* Appends the same figures in Prometheus text format (corvid_sched_*,
+ * corvid_prefix_cache_*). Thread-safe. */
+void cv_sched_metrics(cv_sched *s, cv_buf *out);
+
+/* ---- sizing and the cache file (added with issue 7) ---- */
+
+/* KV positions that kv_bytes of memory hold for model m with KV element
+ * type kv_type (CV_GGML_F32 / CV_GGML_F16), rounded down to whole blocks. */
+int64_t cv_sched_kv_tokens_for_bytes(const cv_model *m, uint32_t kv_type, int64_t kv_bytes);
+/* The default KV memory: half of what /proc/meminfo calls available after
+ * the weights (which are mapped, so counted as available until touched),
+ * at least 64 MiB. */
+int64_t cv_sched_default_kv_bytes(const cv_model *m);
+/* $XDG_CACHE_HOME/corvid, else $HOME/.cache/corvid; CV_ENOTFOUND when
+ * neither variable is set. */
+int cv_sched_default_cache_dir(char *out, size_t n, cv_err *err);
+/* The cache file's name for this engine's model and KV format:
+ * "kv-<16 hex digits>.cvkv" (a hash of the model file, the KV format and
+ * the ISA). */
+void cv_sched_cache_file_name(cv_engine *e, char *out, size_t n);
 
 #endif

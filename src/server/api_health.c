@@ -3,7 +3,10 @@
  *   GET /health  {status, model, model_loaded, queue_depth, running, active}
  *   GET /livez   200 while the process serves HTTP at all
  *   GET /readyz  200 once the model is loaded and warmed, else 503
- *   GET /metrics Prometheus text (metrics.c)
+ *   GET /metrics Prometheus text (metrics.c), plus the backend's own lines
+ *   GET /v1/status the scheduler's view (backend status; behind the API key:
+ *                it lists requests): running and waiting requests, prefix
+ *                cache and KV figures
  * Probes answer in microseconds and never touch the scheduler's queue. */
 #include "server/server_int.h"
 
@@ -55,5 +58,20 @@ int cv_api_metrics(cv_http_req *hr, cv_reply *rep)
     rep->status = 200;
     rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
     cv_metrics_render(&s->metrics, &l, atomic_load(&s->active_streams), &rep->body);
+    if (s->be->metrics)
+        s->be->metrics(s->be->ctx, &rep->body);
+    return 0;
+}
+
+int cv_api_status(cv_http_req *hr, cv_reply *rep)
+{
+    cv_server *s = hr->srv;
+    json_t *st = s->be->status ? s->be->status(s->be->ctx) : NULL;
+    if (!st)
+        st = json_object(); /* a backend without a scheduler view: the model only */
+    json_object_set_new(st, "object", json_string("status"));
+    json_object_set_new(st, "model", cv_json_strz(s->be->model_id));
+    json_object_set_new(st, "active_requests", json_integer(atomic_load(&s->active_streams)));
+    cv_reply_json(rep, 200, st);
     return 0;
 }

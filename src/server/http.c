@@ -260,6 +260,10 @@ static enum MHD_Result send_reply(conn_req *cr, struct MHD_Connection *c, cv_rep
     }
     if (rep->content_type)
         MHD_add_response_header(resp, "Content-Type", rep->content_type);
+    /* Overloaded (full queue) or not ready: tell clients when to come back;
+     * the OpenAI and Anthropic SDKs honour it in their retry loops. */
+    if (rep->status == 429 || rep->status == 503 || rep->status == 529)
+        MHD_add_response_header(resp, "Retry-After", "1");
     add_cors(resp, origin);
     if (cr->too_large || cr->timed_out)
         MHD_add_response_header(resp, "Connection", "close");

@@ -12,6 +12,7 @@ const cv_route cv_routes[] = {
     { "GET", "/livez", false, CV_WIRE_OPENAI, true, cv_api_livez, "livez" },
     { "GET", "/readyz", false, CV_WIRE_OPENAI, true, cv_api_readyz, "readyz" },
     { "GET", "/metrics", false, CV_WIRE_OPENAI, false, cv_api_metrics, "metrics" },
+    { "GET", "/v1/status", false, CV_WIRE_OPENAI, false, cv_api_status, "status" },
     { "GET", "/v1/models", false, CV_WIRE_OPENAI, false, cv_api_models_list, "models" },
     { "GET", "/v1/models/", true, CV_WIRE_OPENAI, false, cv_api_models_get, "models_get" },
     { "POST", "/v1/chat/completions", false, CV_WIRE_OPENAI, false, cv_api_openai_chat, "chat_completions" },

@@ -331,6 +331,7 @@ int cv_api_health(cv_http_req *req, cv_reply *rep);
 int cv_api_livez(cv_http_req *req, cv_reply *rep);
 int cv_api_readyz(cv_http_req *req, cv_reply *rep);
 int cv_api_metrics(cv_http_req *req, cv_reply *rep);
+int cv_api_status(cv_http_req *req, cv_reply *rep);
 
 /* Sampling, limits and switches shared by OpenAI chat and completions. */
 int cv_openai_sampling(json_t *body, cv_chat_request *r, cv_err *err);

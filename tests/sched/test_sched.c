@@ -104,6 +104,19 @@ TEST(greedy_request_streams_the_documented_stories260k_ids)
     while (same < n && got[same] == (int32_t)json_integer_value(json_array_get(g_expect, (size_t)same)))
         same++;
     CHECK_MSG(same == 256, "the first %d of 256 ids match", same);
+    /* The stats are settled once DONE is read. */
+    cv_sched_stats st;
+    cv_sched_get_stats(r.s, &st);
+    CHECK_EQ_INT(st.n_requests, 1);
+    CHECK_EQ_INT(st.n_tokens_prompt, 1);
+    CHECK_EQ_INT(st.n_tokens_generated, 256);
+    CHECK_EQ_INT(st.queue_depth, 0);
+    /* Nothing runs; what is not free is the prefix cache's: the 256
+     * positions fed (the prompt and 255 tokens) fill 16 whole blocks. */
+    CHECK_EQ_INT(st.tree_blocks, 16);
+    CHECK_EQ_INT(st.kv_blocks_used, st.tree_blocks);
+    CHECK(st.kv_blocks_free > 0);
+    CHECK_EQ_INT(st.kv_blocks_used + st.kv_blocks_free, st.kv_blocks);
     /* After the final event nothing more comes, and asking says so. */
     cv_sched_event ev;
     CHECK_EQ_INT(cv_sched_next(q, 0, &ev), CV_EINVAL);

@@ -655,7 +655,7 @@ TEST(error_tables_give_each_wire_its_status_and_shape)
 {
     struct { int code, oai, anth; } rows[] = {
         { CV_EINVAL, 400, 400 },        { CV_SE_AUTH, 401, 401 },     { CV_ENOTFOUND, 404, 404 },
-        { CV_SE_TOO_LARGE, 413, 413 },  { CV_SE_TIMEOUT, 408, 408 }, { CV_EBUSY, 429, 529 },
+        { CV_SE_TOO_LARGE, 413, 413 },  { CV_SE_TIMEOUT, 408, 408 }, { CV_EBUSY, 503, 529 },
         { CV_SE_UNAVAILABLE, 503, 503 }, { -999, 500, 500 },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {

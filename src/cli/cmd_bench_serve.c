@@ -1,0 +1,556 @@
+/* cmd_bench_serve.c — `corvid bench --serve URL`: the scheduler's load
+ * generator. It drives a running `corvid serve` over HTTP (streaming
+ * /v1/completions with token-id prompts, so the client needs no tokenizer
+ * and every figure is about the server) and prints one line per case,
+ * speedtest1's manner: fixed seeds, medians of repeats.
+ *
+ *   decode   S concurrent streams (S from --streams), each a fresh random
+ *            prompt of -p ids and -n generated tokens. Reports the
+ *            aggregate decode rate in the window where all S streams are
+ *            decoding (from the last first token to the first end), each
+ *            stream's own rate, and time to first token.
+ *   agents   --agents A simulated agents, interleaved, --turns T each: a
+ *            common --system-token system prompt and tool list, then a
+ *            private history that grows each turn by the previous reply
+ *            (re-sent as new ids, as a template that re-renders the reply
+ *            differently would: only the previous prompt is reusable, a
+ *            conservative choice) and a tool result of --turn-tokens ids.
+ *            Per turn: time to first token, prompt tokens sent, cached
+ *            (the server's usage), computed. Then, for every distinct
+ *            count of computed tokens, the time to first token of a cold
+ *            request of just that many ids on the idle server (the time
+ *            to "prefill only the new tokens") and the ratio.
+ *   first    one agent's first turn (system prompt + a user message of
+ *            --seed): time to first token and cached tokens; run it before
+ *            and after a restart for the restart figure (docs/PERF.md).
+ *
+ * Generated text is not checked; --ban ID (repeatable) sets a logit bias
+ * of -100 on an id (the model's end-of-text) so every stream runs its full
+ * length. Ids are drawn from [3, --id-range). */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+#define MAX_STREAMS 64
+#define MAX_BANS 16
+
+typedef struct bs_opts {
+    const char *url;
+    const char *api_key;
+    const char *cases;
+    int32_t streams[16];
+    int n_streams;
+    int32_t n_prompt, n_gen, repeats, id_range;
+    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens;
+    int32_t bans[MAX_BANS];
+    int n_bans;
+    uint64_t seed;
+} bs_opts;
+
+/* ---- one streaming request ---- */
+
+typedef struct stream_rec {
+    const bs_opts *o;
+    const int32_t *prompt;
+    int32_t n_prompt, max_tokens;
+    double t_start, t_first, t_end;
+    double *chunk_t;       /* arrival time of each chunk with text */
+    int32_t n_chunks, cap_chunks;
+    int32_t completion_tokens, prompt_tokens, cached_tokens;
+    long http_status;
+    bool done;
+    char err[256];
+    cv_buf line;
+} stream_rec;
+
+static double now_s(void) { return cv_now_s(); }
+
+static void on_data_line(stream_rec *r, const char *s, size_t len)
+{
+    if (len == 6 && !memcmp(s, "[DONE]", 6)) {
+        r->done = true;
+        return;
+    }
+    json_t *j = cv_json_parse(s, len, NULL);
+    if (!j)
+        return;
+    json_t *choices = json_object_get(j, "choices");
+    const char *text = json_string_value(json_object_get(json_array_get(choices, 0), "text"));
+    if (text && *text) {
+        double t = now_s();
+        if (!r->n_chunks)
+            r->t_first = t;
+        if (r->n_chunks == r->cap_chunks) {
+            r->cap_chunks = r->cap_chunks ? 2 * r->cap_chunks : 256;
+            r->chunk_t = cv_xrealloc(r->chunk_t, (size_t)r->cap_chunks * sizeof *r->chunk_t);
+        }
+        r->chunk_t[r->n_chunks++] = t;
+    }
+    json_t *u = json_object_get(j, "usage");
+    if (json_is_object(u)) {
+        r->completion_tokens = (int32_t)json_integer_value(json_object_get(u, "completion_tokens"));
+        r->prompt_tokens = (int32_t)json_integer_value(json_object_get(u, "prompt_tokens"));
+        r->cached_tokens =
+            (int32_t)json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+    }
+    json_t *e = json_object_get(j, "error");
+    if (e)
+        snprintf(r->err, sizeof r->err, "%s", json_string_value(json_object_get(e, "message")));
+    json_decref(j);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    stream_rec *r = ud;
+    cv_buf_append(&r->line, p, size * n);
+    for (;;) {
+        char *nl = r->line.data ? memchr(r->line.data, '\n', r->line.len) : NULL;
+        if (!nl)
+            break;
+        size_t len = (size_t)(nl - r->line.data);
+        if (len >= 6 && !memcmp(r->line.data, "data: ", 6))
+            on_data_line(r, r->line.data + 6, len - 6);
+        else if (len > 0 && r->line.data[0] == '{') /* an error body that is not SSE */
+            on_data_line(r, r->line.data, len);
+        cv_buf_consume(&r->line, len + 1);
+    }
+    return size * n;
+}
+
+static void run_stream(stream_rec *r)
+{
+    const bs_opts *o = r->o;
+    cv_buf body = { 0 }, url = { 0 };
+    cv_buf_puts(&body, "{\"model\":\"bench\",\"prompt\":[");
+    for (int32_t i = 0; i < r->n_prompt; i++)
+        cv_buf_printf(&body, "%s%d", i ? "," : "", r->prompt[i]);
+    cv_buf_printf(&body, "],\"max_tokens\":%d,\"temperature\":0,\"stream\":true,"
+                  "\"stream_options\":{\"include_usage\":true}", r->max_tokens);
+    if (o->n_bans) {
+        cv_buf_puts(&body, ",\"logit_bias\":{");
+        for (int i = 0; i < o->n_bans; i++)
+            cv_buf_printf(&body, "%s\"%d\":-100", i ? "," : "", o->bans[i]);
+        cv_buf_putc(&body, '}');
+    }
+    cv_buf_putc(&body, '}');
+    cv_buf_printf(&url, "%s/v1/completions", o->url);
+
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[512];
+    if (o->api_key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url.data);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body.len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    r->t_start = now_s();
+    CURLcode rc = curl_easy_perform(c);
+    r->t_end = now_s();
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->http_status);
+    if (rc != CURLE_OK)
+        snprintf(r->err, sizeof r->err, "%s", curl_easy_strerror(rc));
+    else if (r->http_status != 200 && !r->err[0])
+        snprintf(r->err, sizeof r->err, "HTTP %ld", r->http_status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    cv_buf_free(&body);
+    cv_buf_free(&url);
+    cv_buf_free(&r->line);
+}
+
+static void *stream_thread(void *arg)
+{
+    run_stream(arg);
+    return NULL;
+}
+
+static void rec_free(stream_rec *r) { free(r->chunk_t); }
+
+static bool rec_ok(const stream_rec *r)
+{
+    if (r->err[0] || !r->done) {
+        fprintf(stderr, "corvid bench --serve: request failed: %s\n", r->err[0] ? r->err : "stream ended early");
+        return false;
+    }
+    return true;
+}
+
+/* ---- helpers ---- */
+
+static void fill_ids(int32_t *ids, int32_t n, uint64_t seed, int32_t range)
+{
+    cv_rng rng;
+    cv_rng_seed(&rng, seed);
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = 3 + (int32_t)cv_rng_below(&rng, (uint64_t)(range - 3));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- decode ---- */
+
+static int case_decode(const bs_opts *o)
+{
+    for (int k = 0; k < o->n_streams; k++) {
+        const int S = o->streams[k];
+        double agg[32], per[32], ttft[32], window[32];
+        int64_t tokens = 0;
+        for (int rep = 0; rep < o->repeats; rep++) {
+            stream_rec recs[MAX_STREAMS];
+            int32_t *prompts = cv_xmalloc((size_t)S * (size_t)o->n_prompt * sizeof *prompts);
+            pthread_t th[MAX_STREAMS];
+            memset(recs, 0, sizeof recs);
+            for (int i = 0; i < S; i++) {
+                fill_ids(prompts + (size_t)i * o->n_prompt, o->n_prompt,
+                         o->seed * 1000003u + (uint64_t)S * 1009u + (uint64_t)rep * 101u + (uint64_t)i, o->id_range);
+                recs[i] = (stream_rec){ .o = o, .prompt = prompts + (size_t)i * o->n_prompt, .n_prompt = o->n_prompt,
+                                        .max_tokens = o->n_gen };
+                pthread_create(&th[i], NULL, stream_thread, &recs[i]);
+            }
+            for (int i = 0; i < S; i++)
+                pthread_join(th[i], NULL);
+            bool ok = true;
+            for (int i = 0; i < S; i++)
+                ok = ok && rec_ok(&recs[i]);
+            if (!ok) {
+                for (int i = 0; i < S; i++)
+                    rec_free(&recs[i]);
+                free(prompts);
+                return 1;
+            }
+            /* The window where all S decode: from the last first token to
+             * the first end. Chunks are tokens but for bytes the detokenizer
+             * holds back, so each stream's chunks are scaled to its token
+             * count. */
+            double F = 0, E = INFINITY, ps[MAX_STREAMS], ts[MAX_STREAMS];
+            for (int i = 0; i < S; i++) {
+                F = fmax(F, recs[i].t_first);
+                E = fmin(E, recs[i].chunk_t[recs[i].n_chunks - 1]);
+            }
+            double in_window = 0;
+            for (int i = 0; i < S; i++) {
+                const stream_rec *r = &recs[i];
+                int32_t c = 0;
+                for (int32_t j = 0; j < r->n_chunks; j++)
+                    c += r->chunk_t[j] > F && r->chunk_t[j] <= E;
+                in_window += (double)c * r->completion_tokens / r->n_chunks;
+                double span = r->chunk_t[r->n_chunks - 1] - r->t_first;
+                ps[i] = span > 0 ? (r->completion_tokens - 1) / span : NAN;
+                ts[i] = r->t_first - r->t_start;
+                tokens += r->completion_tokens;
+            }
+            window[rep] = E - F;
+            agg[rep] = E > F ? in_window / (E - F) : NAN;
+            per[rep] = median(ps, S);
+            ttft[rep] = median(ts, S);
+            for (int i = 0; i < S; i++)
+                rec_free(&recs[i]);
+            free(prompts);
+        }
+        printf("decode streams=%-2d  aggregate %8.1f tok/s  per-stream %7.1f tok/s  ttft %6.3f s  window %5.2f s  "
+               "(%d x %d-token prompts, %d tokens out; median of %d)\n",
+               S, median(agg, o->repeats), median(per, o->repeats), median(ttft, o->repeats),
+               median(window, o->repeats), S, o->n_prompt, o->n_gen, o->repeats);
+        fflush(stdout);
+        (void)tokens;
+    }
+    return 0;
+}
+
+/* ---- agents ---- */
+
+typedef struct turn_rec {
+    int32_t prompt, cached, computed;
+    double ttft;
+} turn_rec;
+
+typedef struct agent {
+    const bs_opts *o;
+    int id;
+    const int32_t *system;
+    turn_rec *turns;
+    bool ok;
+} agent;
+
+static void *agent_thread(void *arg)
+{
+    agent *a = arg;
+    const bs_opts *o = a->o;
+    int32_t cap = o->system_tokens + o->turns * (o->turn_tokens + o->reply_tokens) + 16;
+    int32_t *ctx = cv_xmalloc((size_t)cap * sizeof *ctx);
+    memcpy(ctx, a->system, (size_t)o->system_tokens * sizeof *ctx);
+    int32_t n = o->system_tokens;
+    a->ok = true;
+    for (int t = 0; t < o->turns; t++) {
+        if (t > 0) { /* the previous reply, re-sent */
+            fill_ids(ctx + n, o->reply_tokens, o->seed * 7919u + (uint64_t)a->id * 131u + (uint64_t)t * 2u, o->id_range);
+            n += o->reply_tokens;
+        }
+        fill_ids(ctx + n, o->turn_tokens, o->seed * 7919u + (uint64_t)a->id * 131u + (uint64_t)t * 2u + 1u,
+                 o->id_range);
+        n += o->turn_tokens;
+        stream_rec r = { .o = o, .prompt = ctx, .n_prompt = n, .max_tokens = o->reply_tokens };
+        run_stream(&r);
+        if (!rec_ok(&r)) {
+            a->ok = false;
+            rec_free(&r);
+            break;
+        }
+        a->turns[t] = (turn_rec){ .prompt = r.prompt_tokens, .cached = r.cached_tokens,
+                                  .computed = r.prompt_tokens - r.cached_tokens, .ttft = r.t_first - r.t_start };
+        rec_free(&r);
+    }
+    free(ctx);
+    return NULL;
+}
+
+/* Time to first token of a cold request of n ids (random: no hits). */
+static double cold_ttft(const bs_opts *o, int32_t n, uint64_t seed)
+{
+    double v[5];
+    int k = 0;
+    int32_t *ids = cv_xmalloc((size_t)n * sizeof *ids);
+    for (int rep = 0; rep < 3; rep++) {
+        fill_ids(ids, n, seed + (uint64_t)rep * 7777u, o->id_range);
+        stream_rec r = { .o = o, .prompt = ids, .n_prompt = n, .max_tokens = 1 };
+        run_stream(&r);
+        if (rec_ok(&r) && r.n_chunks)
+            v[k++] = r.t_first - r.t_start;
+        rec_free(&r);
+    }
+    free(ids);
+    return median(v, k);
+}
+
+static int case_agents(const bs_opts *o)
+{
+    int32_t *system = cv_xmalloc((size_t)o->system_tokens * sizeof *system);
+    fill_ids(system, o->system_tokens, o->seed * 31u + 17u, o->id_range);
+    agent ag[MAX_STREAMS];
+    pthread_t th[MAX_STREAMS];
+    for (int i = 0; i < o->agents; i++) {
+        ag[i] = (agent){ .o = o, .id = i, .system = system };
+        ag[i].turns = cv_xcalloc((size_t)o->turns, sizeof *ag[i].turns);
+        pthread_create(&th[i], NULL, agent_thread, &ag[i]);
+    }
+    bool ok = true;
+    for (int i = 0; i < o->agents; i++) {
+        pthread_join(th[i], NULL);
+        ok = ok && ag[i].ok;
+    }
+    free(system);
+    if (!ok) {
+        for (int i = 0; i < o->agents; i++)
+            free(ag[i].turns);
+        return 1;
+    }
+    /* Baselines: a cold prefill of each distinct computed count, alone. */
+    enum { MAXB = 256 };
+    int32_t bn[MAXB];
+    double bt[MAXB];
+    int nb = 0;
+    for (int i = 0; i < o->agents; i++)
+        for (int t = 1; t < o->turns; t++) {
+            int32_t c = ag[i].turns[t].computed;
+            int j = 0;
+            while (j < nb && bn[j] != c)
+                j++;
+            if (j == nb && nb < MAXB && c > 0) {
+                bn[nb] = c;
+                bt[nb] = cold_ttft(o, c, o->seed * 4099u + (uint64_t)c);
+                nb++;
+            }
+        }
+    printf("agents: %d agents x %d turns, system prompt %d ids, +%d tool ids and a %d-token reply per turn\n",
+           o->agents, o->turns, o->system_tokens, o->turn_tokens, o->reply_tokens);
+    printf("agent turn   prompt   cached computed   ttft_s  cold_prefill_s  ratio\n");
+    int64_t sent = 0, cached = 0, sent_later = 0, cached_later = 0, computed_all = 0;
+    double ratios[4096], first_ttft[MAX_STREAMS], later_ttft[4096];
+    int nr = 0, nl = 0;
+    for (int t = 0; t < o->turns; t++)
+        for (int i = 0; i < o->agents; i++) {
+            const turn_rec *tr = &ag[i].turns[t];
+            double base = NAN;
+            for (int j = 0; j < nb; j++)
+                if (bn[j] == tr->computed)
+                    base = bt[j];
+            printf("%5d %4d %8d %8d %8d %8.3f %15.3f %6.2f\n", i, t + 1, tr->prompt, tr->cached, tr->computed,
+                   tr->ttft, t ? base : NAN, t ? tr->ttft / base : NAN);
+            sent += tr->prompt;
+            cached += tr->cached;
+            computed_all += tr->computed;
+            if (t == 0) {
+                first_ttft[i] = tr->ttft;
+            } else {
+                sent_later += tr->prompt;
+                cached_later += tr->cached;
+                later_ttft[nl++] = tr->ttft;
+                if (isfinite(base) && nr < 4096)
+                    ratios[nr++] = tr->ttft / base;
+            }
+        }
+    double worst = 0;
+    for (int i = 0; i < nr; i++)
+        worst = fmax(worst, ratios[i]);
+    printf("agents summary: prompt tokens sent %lld, cached %lld, computed %lld (%.1f%%); hit rate after each "
+           "agent's first turn %.2f%% (goal >= 95%%); ttft first turns median %.3f s, later turns median %.3f s; "
+           "ttft / cold prefill of the new tokens: median %.2f, worst %.2f (goal <= 2)\n",
+           (long long)sent, (long long)cached, (long long)computed_all, 100.0 * computed_all / (double)sent,
+           100.0 * cached_later / (double)(sent_later ? sent_later : 1), median(first_ttft, o->agents),
+           median(later_ttft, nl), median(ratios, nr), worst);
+    for (int i = 0; i < o->agents; i++)
+        free(ag[i].turns);
+    return 0;
+}
+
+static int case_first(const bs_opts *o)
+{
+    int32_t n = o->system_tokens + o->turn_tokens;
+    int32_t *ids = cv_xmalloc((size_t)n * sizeof *ids);
+    fill_ids(ids, o->system_tokens, o->seed * 31u + 17u, o->id_range); /* the agents' system prompt */
+    fill_ids(ids + o->system_tokens, o->turn_tokens, cv_now_ns(), o->id_range); /* a new user message */
+    stream_rec r = { .o = o, .prompt = ids, .n_prompt = n, .max_tokens = 1 };
+    run_stream(&r);
+    int rc = rec_ok(&r) ? 0 : 1;
+    if (!rc)
+        printf("first turn: prompt %d, cached %d, ttft %.3f s\n", r.prompt_tokens, r.cached_tokens,
+               r.t_first - r.t_start);
+    rec_free(&r);
+    free(ids);
+    return rc;
+}
+
+/* ---- command line ---- */
+
+static int parse_list(const char *s, int32_t *out, int max, int lo, int hi)
+{
+    int n = 0;
+    char *dup = cv_xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < lo || v > hi || n == max) {
+            free(dup);
+            return -1;
+        }
+        out[n++] = (int32_t)v;
+    }
+    free(dup);
+    return n;
+}
+
+static int int_arg(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return cv_cli_usage_error(cmd, "%s '%s' must be an integer from %ld to %ld", flag, v, lo, hi);
+    *out = (int32_t)x;
+    return 0;
+}
+
+int cv_cmd_bench_serve(int argc, char **argv)
+{
+    const cv_cmd *cmd = cv_cli_find("bench");
+    bs_opts o = { .cases = "decode,agents", .n_prompt = 128, .n_gen = 128, .repeats = 1, .id_range = 500,
+                  .agents = 4, .turns = 10, .system_tokens = 12000, .turn_tokens = 300, .reply_tokens = 64,
+                  .seed = 1 };
+    o.api_key = getenv("CORVID_API_KEY");
+    o.n_streams = parse_list("1,2,4,8,16", o.streams, 16, 1, MAX_STREAMS);
+    static const struct option opts[] = {
+        { "serve", required_argument, 0, 'S' },   { "case", required_argument, 0, 'c' },
+        { "streams", required_argument, 0, 's' }, { "repeats", required_argument, 0, 'r' },
+        { "id-range", required_argument, 0, 'i' }, { "agents", required_argument, 0, 'a' },
+        { "turns", required_argument, 0, 'T' },   { "system", required_argument, 0, 'y' },
+        { "turn-tokens", required_argument, 0, 'u' }, { "reply", required_argument, 0, 'R' },
+        { "ban", required_argument, 0, 'B' },     { "seed", required_argument, 0, 'e' },
+        { "api-key", required_argument, 0, 'k' }, { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    optind = 1;
+    int c;
+    int32_t v;
+    while ((c = getopt_long(argc, argv, "p:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'S': o.url = optarg; break;
+        case 'c': o.cases = optarg; break;
+        case 's':
+            if ((o.n_streams = parse_list(optarg, o.streams, 16, 1, MAX_STREAMS)) < 1)
+                return cv_cli_usage_error(cmd, "--streams '%s' must be a list like 1,2,4 (each 1..%d)", optarg,
+                                          MAX_STREAMS);
+            break;
+        case 'p': if (int_arg(cmd, "-p", optarg, 1, 1 << 20, &o.n_prompt)) return 2; break;
+        case 'n': if (int_arg(cmd, "-n", optarg, 2, 1 << 20, &o.n_gen)) return 2; break;
+        case 'r': if (int_arg(cmd, "--repeats", optarg, 1, 32, &o.repeats)) return 2; break;
+        case 'i': if (int_arg(cmd, "--id-range", optarg, 4, 1 << 22, &o.id_range)) return 2; break;
+        case 'a': if (int_arg(cmd, "--agents", optarg, 1, MAX_STREAMS, &o.agents)) return 2; break;
+        case 'T': if (int_arg(cmd, "--turns", optarg, 1, 1000, &o.turns)) return 2; break;
+        case 'y': if (int_arg(cmd, "--system", optarg, 1, 1 << 20, &o.system_tokens)) return 2; break;
+        case 'u': if (int_arg(cmd, "--turn-tokens", optarg, 1, 1 << 20, &o.turn_tokens)) return 2; break;
+        case 'R': if (int_arg(cmd, "--reply", optarg, 1, 1 << 20, &o.reply_tokens)) return 2; break;
+        case 'B':
+            if (o.n_bans == MAX_BANS)
+                return cv_cli_usage_error(cmd, "at most %d --ban ids", MAX_BANS);
+            if (int_arg(cmd, "--ban", optarg, 0, 1 << 22, &v)) return 2;
+            o.bans[o.n_bans++] = v;
+            break;
+        case 'e': if (int_arg(cmd, "--seed", optarg, 0, INT32_MAX, &v)) return 2; o.seed = (uint64_t)v; break;
+        case 'k': o.api_key = optarg; break;
+        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
+        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!o.url)
+        return cv_cli_usage_error(cmd, "--serve needs the server's URL (http://127.0.0.1:8000)");
+    if (optind < argc)
+        return cv_cli_usage_error(cmd, "unexpected argument '%s' (with --serve, the server has the model)",
+                                  argv[optind]);
+    size_t ul = strlen(o.url);
+    char *url = cv_xstrdup(o.url);
+    while (ul > 0 && url[ul - 1] == '/')
+        url[--ul] = 0;
+    o.url = url;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = 0;
+    char *cases = cv_xstrdup(o.cases), *save = NULL;
+    for (char *k = strtok_r(cases, ",", &save); k && rc == 0; k = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(k, "decode"))
+            rc = case_decode(&o);
+        else if (!strcmp(k, "agents"))
+            rc = case_agents(&o);
+        else if (!strcmp(k, "first"))
+            rc = case_first(&o);
+        else
+            rc = cv_cli_usage_error(cmd, "--case '%s': the cases are decode, agents, first", k);
+    }
+    free(cases);
+    free(url);
+    curl_global_cleanup();
+    return rc;
+}

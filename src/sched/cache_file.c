@@ -1,0 +1,482 @@
+/* cache_file.c — the prefix cache on disk: the tree and its blocks written
+ * at shutdown and read back at start, so the first request after a restart
+ * hits. The file is trusted for nothing: every field is checked against the
+ * engine it is loaded into, a checksum covers every byte, and before the
+ * blocks are used one or two of them are recomputed and compared byte for
+ * byte, which catches a file from a build whose kernels round differently
+ * (the model hash cannot see that). Any mismatch refuses the whole file,
+ * and the caller reports it in one line: a refused file costs a cold
+ * start, never a wrong token.
+ *
+ * Layout (little-endian, the machine's own: corvid runs on x86-64):
+ *
+ *   offset  size        field
+ *   0       8           magic "CVKVCACH"
+ *   8       4           version (1)
+ *   12      4           positions per block (CV_KV_BLOCK)
+ *   16      8           model identity (model_identity below)
+ *   24      4 x 4       KV format: n_layer, n_head_kv, head_dim, element type
+ *   40      8           block bytes
+ *   48      4           node count n
+ *   52      4           ISA the blocks were computed with (cv_isa)
+ *   56      8           hash of bytes 0..56
+ *   64      n x 68      nodes: parent index (u32; 0xffffffff: a first
+ *                       block), then CV_KV_BLOCK token ids (i32); a parent
+ *                       always comes before its children
+ *   64+68n  n x bytes   block data, in node order (engine block layout)
+ *   end-8   8           checksum: hash of (hash of the node table, then
+ *                       the hash of each block)
+ *
+ * Nodes are written most recently used first, so a size budget keeps the
+ * hot prefixes, and a parent (always more recent than its children) is
+ * written before them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sched/sched_int.h"
+
+#define MAGIC "CVKVCACH"
+#define VERSION 1u
+#define HEADER_BYTES 64
+#define NODE_BYTES (4 + 4 * CV_KV_BLOCK)
+#define NO_PARENT 0xffffffffu
+#define SEED_HEADER 0x6b76686561646572ull
+#define SEED_NODES 0x6b766e6f6465730aull
+#define SEED_BLOCK 0x6b76626c6f636b0aull
+#define SEED_SUM 0x6b7673756d6d6172ull
+
+typedef struct file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t block_positions;
+    uint64_t model_id;
+    uint32_t n_layer, n_head_kv, head_dim, kv_type;
+    uint64_t block_bytes;
+    uint32_t n_nodes;
+    uint32_t isa;
+    uint64_t header_hash;
+} file_header;
+_Static_assert(sizeof(file_header) == HEADER_BYTES, "the header is 64 bytes");
+
+/* ---- identity ---- */
+
+static uint64_t hash_u64(uint64_t h, uint64_t v) { return cv_sched_hash(h, &v, sizeof v); }
+static uint64_t hash_str(uint64_t h, cv_str s) { return cv_sched_hash(hash_u64(h, s.len), s.ptr, s.len); }
+
+static uint64_t hash_value(uint64_t h, const cv_gguf_value *v)
+{
+    h = hash_u64(h, (uint64_t)v->type);
+    switch (v->type) {
+    case CV_GGUF_STRING:
+        return hash_str(h, v->str);
+    case CV_GGUF_ARRAY:
+        h = hash_u64(hash_u64(h, (uint64_t)v->arr.type), v->arr.n);
+        for (uint64_t i = 0; i < v->arr.n; i++) {
+            if (v->arr.type == CV_GGUF_STRING) {
+                h = hash_str(h, v->arr.strs[i]);
+            } else if (v->arr.type == CV_GGUF_FLOAT32 || v->arr.type == CV_GGUF_FLOAT64) {
+                double d = cv_gguf_arr_float(v, i);
+                uint64_t bits;
+                memcpy(&bits, &d, sizeof bits);
+                h = hash_u64(h, bits);
+            } else {
+                h = hash_u64(h, (uint64_t)cv_gguf_arr_int(v, i));
+            }
+        }
+        return h;
+    case CV_GGUF_FLOAT32:
+    case CV_GGUF_FLOAT64: {
+        uint64_t bits;
+        memcpy(&bits, &v->f64, sizeof bits);
+        return hash_u64(h, bits);
+    }
+    case CV_GGUF_BOOL:
+        return hash_u64(h, v->b);
+    default:
+        return hash_u64(h, v->u64);
+    }
+}
+
+/* What makes two model files compute the same KV: all metadata (hyper-
+ * parameters, RoPE, tokenizer), each tensor's name, type and shape, and
+ * its data sampled at the start, middle and end (4 KiB each: any retrain,
+ * fine-tune or requantization changes essentially every block, and reading
+ * whole multi-GB files at every start would cost seconds), plus how the
+ * model was opened (dequantized weights compute differently). */
+static uint64_t model_identity(const cv_model *m)
+{
+    const cv_gguf *g = m->gguf;
+    uint64_t h = hash_u64(0x636f72766964ull, cv_gguf_file_bytes(g));
+    h = hash_u64(h, m->dequantized);
+    for (int64_t i = 0; i < cv_gguf_n_kv(g); i++)
+        h = hash_value(hash_str(h, cv_gguf_kv_key(g, i)), cv_gguf_kv_value(g, i));
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g); i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        h = hash_str(h, cv_str_of(t->name));
+        h = hash_u64(hash_u64(h, t->type), t->n_bytes);
+        for (uint32_t d = 0; d < CV_MAX_TENSOR_DIMS; d++)
+            h = hash_u64(h, (uint64_t)t->ne[d]);
+        const size_t win = CV_MIN(t->n_bytes, (size_t)4096);
+        const size_t at[3] = { 0, (t->n_bytes - win) / 2, t->n_bytes - win };
+        for (int k = 0; k < 3; k++)
+            h = cv_sched_hash(h, (const char *)t->data + at[k], win);
+    }
+    return h;
+}
+
+static uint64_t header_hash(const file_header *fh) { return cv_sched_hash(SEED_HEADER, fh, offsetof(file_header, header_hash)); }
+
+static void fill_header(cv_engine *e, file_header *fh, uint32_t n_nodes)
+{
+    cv_kv_format f;
+    cv_engine_kv_format(e, &f);
+    memset(fh, 0, sizeof *fh);
+    memcpy(fh->magic, MAGIC, 8);
+    fh->version = VERSION;
+    fh->block_positions = CV_KV_BLOCK;
+    fh->model_id = model_identity(cv_engine_model(e));
+    fh->n_layer = (uint32_t)f.n_layer;
+    fh->n_head_kv = (uint32_t)f.n_head_kv;
+    fh->head_dim = (uint32_t)f.head_dim;
+    fh->kv_type = f.type;
+    fh->block_bytes = f.block_bytes;
+    fh->n_nodes = n_nodes;
+    fh->isa = (uint32_t)cv_isa_active();
+    fh->header_hash = header_hash(fh);
+}
+
+void cv_sched_cache_file_name(cv_engine *e, char *out, size_t n)
+{
+    file_header fh;
+    fill_header(e, &fh, 0);
+    /* The name hashes every header field a file must match (not the count
+     * nor the header's own hash): another model never finds this file. */
+    uint64_t h = cv_sched_hash(SEED_HEADER, &fh, offsetof(file_header, n_nodes));
+    h = hash_u64(h, fh.isa);
+    snprintf(out, n, "kv-%016llx.cvkv", (unsigned long long)h);
+}
+
+/* ---- saving ---- */
+
+typedef struct pick {
+    rx_node **nodes;
+    int32_t n, cap;
+} pick;
+
+static bool pick_fn(void *ud, const rx_node *n)
+{
+    pick *p = ud;
+    if (p->n == p->cap)
+        return false;
+    rx_node *node = (rx_node *)n; /* the walk is read-only; file_ix is save's own scratch */
+    /* A parent more recent than its child is the tree's invariant; a node
+     * whose parent was not picked cannot be written and neither can its
+     * descendants, which then find no index either. */
+    if (node->parent->depth > 0 && node->parent->file_ix < 0)
+        return true;
+    node->file_ix = p->n;
+    p->nodes[p->n++] = node;
+    return true;
+}
+
+static bool clear_fn(void *ud, const rx_node *n)
+{
+    (void)ud;
+    ((rx_node *)n)->file_ix = -1;
+    return true;
+}
+
+static int write_all(int fd, const void *data, size_t n)
+{
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int make_dirs(const char *path)
+{
+    char *d = cv_xstrdup(path);
+    char *slash = strrchr(d, '/');
+    int rc = 0;
+    if (slash && slash != d) {
+        *slash = 0;
+        for (char *p = d + 1; *p && rc == 0; p++) {
+            if (*p != '/')
+                continue;
+            *p = 0;
+            if (mkdir(d, 0700) != 0 && errno != EEXIST)
+                rc = -1;
+            *p = '/';
+        }
+        if (rc == 0 && mkdir(d, 0700) != 0 && errno != EEXIST)
+            rc = -1;
+    }
+    free(d);
+    return rc;
+}
+
+int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *n_saved, cv_err *err)
+{
+    *n_saved = 0;
+    if (t->n_nodes == 0)
+        return 0;
+    cv_kv_format f;
+    cv_engine_kv_format(t->e, &f);
+    const int64_t per = NODE_BYTES + (int64_t)f.block_bytes;
+    const int64_t fit = (max_bytes - HEADER_BYTES - 8) / per;
+    if (fit <= 0)
+        return 0;
+    pick p = { .cap = (int32_t)CV_MIN(fit, (int64_t)t->n_nodes) };
+    p.nodes = cv_xmalloc((size_t)p.cap * sizeof *p.nodes);
+    rx_walk_recent(t, clear_fn, NULL);
+    t->root.file_ix = -1;
+    rx_walk_recent(t, pick_fn, &p);
+
+    int rc = 0, fd = -1;
+    cv_buf tmp = { 0 };
+    uint32_t *node_tab = cv_xmalloc((size_t)p.n * NODE_BYTES);
+    uint64_t *sums = cv_xmalloc(((size_t)p.n + 1) * sizeof *sums);
+    for (int32_t i = 0; i < p.n; i++) {
+        const rx_node *n = p.nodes[i];
+        uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+        row[0] = n->parent->depth == 0 ? NO_PARENT : (uint32_t)n->parent->file_ix;
+        memcpy(row + 1, n->tokens, sizeof n->tokens);
+    }
+    sums[0] = cv_sched_hash(SEED_NODES, node_tab, (size_t)p.n * NODE_BYTES);
+    file_header fh;
+    fill_header(t->e, &fh, (uint32_t)p.n);
+
+    if (make_dirs(path) != 0) {
+        rc = cv_err_set(err, CV_EIO, "cache file %s: cannot create its directory: %s", path, strerror(errno));
+        goto out;
+    }
+    cv_buf_printf(&tmp, "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = cv_err_set(err, CV_EIO, "cache file %s: %s", tmp.data, strerror(errno));
+        goto out;
+    }
+    if (write_all(fd, &fh, sizeof fh) || write_all(fd, node_tab, (size_t)p.n * NODE_BYTES))
+        goto io_fail;
+    for (int32_t i = 0; i < p.n; i++) {
+        const void *data = cv_engine_kv_block_data(t->e, p.nodes[i]->block);
+        sums[i + 1] = cv_sched_hash(SEED_BLOCK, data, f.block_bytes);
+        if (write_all(fd, data, f.block_bytes))
+            goto io_fail;
+    }
+    uint64_t sum = cv_sched_hash(SEED_SUM, sums, ((size_t)p.n + 1) * sizeof *sums);
+    if (write_all(fd, &sum, sizeof sum) || fsync(fd) != 0)
+        goto io_fail;
+    if (close(fd) != 0) {
+        fd = -1;
+        goto io_fail;
+    }
+    fd = -1;
+    if (rename(tmp.data, path) != 0) {
+        rc = cv_err_set(err, CV_EIO, "cache file: cannot rename %s to %s: %s", tmp.data, path, strerror(errno));
+        unlink(tmp.data);
+        goto out;
+    }
+    *n_saved = p.n;
+    goto out;
+io_fail:
+    rc = cv_err_set(err, CV_EIO, "cache file %s: %s", tmp.data, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    unlink(tmp.data);
+out:
+    if (fd >= 0)
+        close(fd);
+    cv_buf_free(&tmp);
+    free(node_tab);
+    free(sums);
+    free(p.nodes);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+/* Recomputes the first block of up to two first-level nodes and compares
+ * their bytes with the file's: the same model, format and kernels give the
+ * same bytes (the forward pass is row-for-row exact), anything else does
+ * not. */
+static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
+                          cv_err *err)
+{
+    const cv_engine_params *ep = cv_engine_params_get(e);
+    int checked = 0;
+    for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
+        const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+        if (row[0] != NO_PARENT)
+            continue;
+        int32_t seq, tok[CV_KV_BLOCK], pos[CV_KV_BLOCK], sq[CV_KV_BLOCK];
+        memcpy(tok, row + 1, sizeof tok);
+        if (cv_engine_seq_open(e, &seq, NULL))
+            return cv_err_set(err, CV_EBUSY, "no sequence slot is free to check the cache file");
+        int rc = 0;
+        for (int32_t at = 0; at < CV_KV_BLOCK && rc == 0;) {
+            int32_t n = CV_MIN(CV_KV_BLOCK - at, ep->n_batch);
+            for (int32_t k = 0; k < n; k++)
+                pos[k] = at + k, sq[k] = seq;
+            const float *lg;
+            int32_t nl;
+            rc = cv_engine_forward(e, &(cv_batch){ n, tok + at, sq, pos, NULL }, &lg, &nl, err);
+            at += n;
+        }
+        if (rc == 0) {
+            int32_t nb;
+            const int32_t *tab = cv_engine_seq_blocks(e, seq, &nb);
+            if (memcmp(cv_engine_kv_block_data(e, tab[0]), blocks + (size_t)i * fh->block_bytes, fh->block_bytes))
+                rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
+                                "tokens (another corvid version or kernel)");
+        } else {
+            cv_err_prefix(err, "checking the cache file: ");
+        }
+        cv_engine_seq_close(e, seq);
+        if (rc)
+            return rc;
+        checked++;
+    }
+    return 0;
+}
+
+int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t *n_loaded, cv_err *err)
+{
+    *n_loaded = 0;
+    cv_engine *e = t->e;
+    const int32_t n_vocab = cv_engine_model(e)->hp.n_vocab;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? CV_ENOTFOUND : cv_err_set(err, CV_EIO, "%s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = cv_err_set(err, CV_EIO, "%s", strerror(errno));
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cv_err_set(err, CV_ECORRUPT, "not a regular file");
+    }
+    const size_t size = (size_t)st.st_size;
+    if (size < HEADER_BYTES) {
+        close(fd);
+        return cv_err_set(err, CV_ECORRUPT, "truncated: %zu bytes, the header alone is %d", size, HEADER_BYTES);
+    }
+    const char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return cv_err_set(err, CV_EIO, "cannot map %zu bytes: %s", size, strerror(errno));
+
+    int rc = 0;
+    rx_node **nodes = NULL;
+    file_header fh, want;
+    memcpy(&fh, map, sizeof fh);
+    fill_header(e, &want, fh.n_nodes);
+    if (memcmp(fh.magic, MAGIC, 8)) {
+        rc = cv_err_set(err, CV_ECORRUPT, "not a corvid KV cache file (bad magic)");
+        goto out;
+    }
+    if (fh.version != VERSION) {
+        rc = cv_err_set(err, CV_ECORRUPT, "version %u, this build reads %u", fh.version, VERSION);
+        goto out;
+    }
+    if (fh.header_hash != header_hash(&fh)) {
+        rc = cv_err_set(err, CV_ECORRUPT, "the header's checksum does not match (a damaged file)");
+        goto out;
+    }
+    if (fh.model_id != want.model_id) {
+        rc = cv_err_set(err, CV_ECORRUPT, "made for another model (identity %016llx, this model is %016llx)",
+                        (unsigned long long)fh.model_id, (unsigned long long)want.model_id);
+        goto out;
+    }
+    if (fh.block_positions != want.block_positions || fh.n_layer != want.n_layer ||
+        fh.n_head_kv != want.n_head_kv || fh.head_dim != want.head_dim || fh.kv_type != want.kv_type ||
+        fh.block_bytes != want.block_bytes) {
+        rc = cv_err_set(err, CV_ECORRUPT, "made for another KV format (%u layers, %u kv heads of %u, type %u, "
+                        "%u positions a block; this engine: %u, %u of %u, type %u, %u)", fh.n_layer, fh.n_head_kv,
+                        fh.head_dim, fh.kv_type, fh.block_positions, want.n_layer, want.n_head_kv, want.head_dim,
+                        want.kv_type, want.block_positions);
+        goto out;
+    }
+    if (fh.isa != want.isa) {
+        rc = cv_err_set(err, CV_ECORRUPT, "computed with ISA %u, this process runs %u", fh.isa, want.isa);
+        goto out;
+    }
+    /* Sizes from here are bounded by the file's own size. */
+    const uint64_t per = NODE_BYTES + fh.block_bytes;
+    const uint64_t body = size - HEADER_BYTES;
+    if (body < 8 || fh.n_nodes > (body - 8) / per || HEADER_BYTES + (uint64_t)fh.n_nodes * per + 8 != size) {
+        rc = cv_err_set(err, CV_ECORRUPT, "%zu bytes, but %u nodes of %llu bytes take %llu (truncated or padded)",
+                        size, fh.n_nodes, (unsigned long long)per,
+                        (unsigned long long)(HEADER_BYTES + (uint64_t)fh.n_nodes * per + 8));
+        goto out;
+    }
+    const uint32_t n = fh.n_nodes;
+    const uint32_t *node_tab = (const uint32_t *)(map + HEADER_BYTES);
+    const char *blocks = map + HEADER_BYTES + (size_t)n * NODE_BYTES;
+    uint64_t *sums = cv_xmalloc(((size_t)n + 1) * sizeof *sums);
+    sums[0] = cv_sched_hash(SEED_NODES, node_tab, (size_t)n * NODE_BYTES);
+    for (uint32_t i = 0; i < n; i++)
+        sums[i + 1] = cv_sched_hash(SEED_BLOCK, blocks + (size_t)i * fh.block_bytes, fh.block_bytes);
+    uint64_t sum = cv_sched_hash(SEED_SUM, sums, ((size_t)n + 1) * sizeof *sums), stored;
+    free(sums);
+    memcpy(&stored, map + size - 8, 8);
+    if (sum != stored) {
+        rc = cv_err_set(err, CV_ECORRUPT, "the checksum does not match (a damaged file)");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+        if (row[0] != NO_PARENT && row[0] >= i) {
+            rc = cv_err_set(err, CV_ECORRUPT, "node %u names parent %u, which does not come before it", i, row[0]);
+            goto out;
+        }
+        for (int k = 0; k < CV_KV_BLOCK; k++) {
+            int32_t tok = (int32_t)row[1 + k];
+            if (tok < 0 || tok >= n_vocab) {
+                rc = cv_err_set(err, CV_ECORRUPT, "node %u holds token id %d, must be 0..%d", i, tok, n_vocab - 1);
+                goto out;
+            }
+        }
+    }
+    if ((rc = numerics_check(e, &fh, node_tab, blocks, err)))
+        goto out;
+
+    /* Build the tree in file order (most recent first): each new node goes
+     * to the old end of the LRU list, which reproduces the saved order. */
+    nodes = cv_xcalloc(n ? n : 1, sizeof *nodes);
+    for (uint32_t i = 0; i < n && *n_loaded < max_blocks; i++) {
+        const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+        rx_node *parent = row[0] == NO_PARENT ? NULL : nodes[row[0]];
+        if (row[0] != NO_PARENT && !parent)
+            continue; /* its parent was not loaded */
+        int32_t b = cv_engine_kv_alloc(e);
+        if (b < 0)
+            break;
+        memcpy(cv_engine_kv_block_data(e, b), blocks + (size_t)i * fh.block_bytes, fh.block_bytes);
+        int32_t before = t->n_nodes;
+        nodes[i] = rx_insert(t, parent, (const int32_t *)(row + 1), b);
+        cv_engine_kv_unref(e, b); /* the tree's reference stays (none if the node existed: a duplicate) */
+        *n_loaded += t->n_nodes > before;
+    }
+out:
+    free(nodes);
+    munmap((void *)map, size);
+    return rc;
+}

@@ -1,0 +1,190 @@
+/* sched_int.h — the scheduler's guts, shared by its files only: the request
+ * (caller side: event queue and cancel flag; engine side: tokens, sequence,
+ * progress), the scheduler, the radix prefix tree over KV blocks
+ * (radix.c), the cache file (cache_file.c), and the hash they share.
+ *
+ * Threads: fields marked [engine] belong to the engine thread; [mu] are
+ * guarded by cv_sched.mu; [r.mu] by the request's own mutex; [const] are
+ * fixed at submit. */
+#ifndef CV_SCHED_INT_H
+#define CV_SCHED_INT_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "sched/sched.h"
+
+/* ---- the radix prefix tree (radix.c) ----
+ * One node per KV block: the CV_KV_BLOCK token ids it holds and the block
+ * id, under the node of the block before it. A path from the root spells a
+ * prefix; children are found through one hash table keyed by (parent,
+ * tokens). Every node holds one reference on its block, so blocks outlive
+ * the sequences that computed them.
+ *
+ * LRU: every node sits on one list, least recently used first. Touching a
+ * node moves it and then each of its ancestors to the recent end, so a
+ * parent is always more recent than its children; a single walk from the
+ * old end therefore meets children before their parents and can evict a
+ * whole cold branch leaf by leaf. A node is evictable when it is a leaf, no
+ * running request is pinned to it, and the tree's is its block's only
+ * reference. */
+typedef struct rx_node {
+    int32_t tokens[CV_KV_BLOCK];
+    int32_t block;
+    int32_t n_children;
+    int32_t pins;            /* running requests whose deepest inserted node this is */
+    uint32_t depth;          /* blocks from the root: 1 for a first block */
+    int32_t file_ix;         /* cache_file.c's scratch while saving */
+    uint64_t id;             /* unique, for the hash key */
+    uint64_t hash;           /* of (parent id, tokens) */
+    struct rx_node *parent;  /* the root sentinel for first blocks */
+    struct rx_node *hnext;   /* hash chain */
+    struct rx_node *prev, *next; /* LRU list */
+} rx_node;
+
+typedef struct radix {
+    cv_engine *e;
+    rx_node root;            /* sentinel: no block, never on the LRU list */
+    rx_node lru;             /* list sentinel: lru.next is the least recent */
+    rx_node **buckets;
+    size_t n_buckets;        /* power of two */
+    int32_t n_nodes;
+    uint64_t next_id;
+    int64_t n_evicted;
+} radix;
+
+void rx_init(radix *t, cv_engine *e);
+/* Drops every node and its block reference. */
+void rx_fini(radix *t);
+/* The longest cached prefix of tokens[0..n) in whole blocks: fills path
+ * with the matched nodes (at most max) and returns their count. Touches
+ * the deepest one (LRU). */
+int32_t rx_match(radix *t, const int32_t *tokens, int32_t n, rx_node **path, int32_t max);
+/* The child of parent (NULL: the root) holding tokens[0..CV_KV_BLOCK): an
+ * existing one, or a new node that takes a reference on block. Does not
+ * touch; callers touch the deepest node once they are done. */
+rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, int32_t block);
+/* Moves node and its ancestors to the recent end (node first). */
+void rx_touch(radix *t, rx_node *node);
+/* Evicts least recently used evictable leaves until `want` blocks went back
+ * to the pool or nothing more is evictable; returns the blocks freed. */
+int32_t rx_evict(radix *t, int32_t want);
+/* Blocks that evictions could free now (nodes not pinned whose block only
+ * the tree holds). O(nodes). */
+int32_t rx_evictable(const radix *t);
+/* Calls fn on every node, most recently used first (so parents before
+ * their children). Stops early when fn returns false. */
+void rx_walk_recent(const radix *t, bool (*fn)(void *ud, const rx_node *n), void *ud);
+
+/* ---- hashing (cache file checksums, model identity, tree keys) ---- */
+
+uint64_t cv_sched_hash(uint64_t seed, const void *data, size_t n);
+
+/* ---- requests ---- */
+
+typedef enum req_phase { PHASE_WAITING, PHASE_PREFILL, PHASE_DECODE } req_phase;
+
+struct cv_sched_req {
+    cv_sched *s;             /* [const] */
+    uint64_t id;             /* [const] 1, 2, ... in submit order */
+    _Atomic bool cancel;
+    _Atomic int refs;        /* the caller's and the scheduler's */
+
+    /* [const] the request as submitted */
+    int32_t n_prompt;
+    int32_t max_tokens;
+    int32_t *stop;
+    int32_t n_stop;
+    int32_t n_top;
+    bool logprobs;
+    cv_sampler *sampler;     /* [engine] after submit */
+    const cv_sched_hook *hook;
+    void *hook_ud;
+    uint64_t t_submit;       /* ns */
+
+    /* [engine] progress */
+    int32_t *tokens;         /* [n_prompt + max_tokens] prompt, then generated tokens */
+    int32_t n_tokens;        /* known tokens: n_prompt + n_gen */
+    int32_t n_gen;
+    int32_t seq;             /* engine sequence; -1 while not running */
+    int32_t n_done;          /* positions of seq computed: tokens[0..n_done) are in the KV cache */
+    rx_node *tree_at;        /* deepest tree node covering seq's blocks (pinned); NULL: the root */
+    int32_t n_tree;          /* blocks of seq covered by the tree path to tree_at */
+    bool admitted_once;
+    bool prompt_done_sent;
+    uint64_t admit_order;    /* preemption takes the newest */
+    float *scratch_logits;   /* [n_vocab] for the hook, allocated on first use */
+
+    /* [mu] waiting list and what /v1/status shows */
+    cv_sched_req *next;
+    req_phase phase;
+    int32_t st_cached;       /* prompt tokens from the cache (first admission) */
+    int32_t st_done;         /* positions computed */
+    int32_t st_gen;
+    int32_t st_computed;     /* tokens this request prefilled, recompute included */
+    uint64_t t_first_token;  /* ns, 0 before */
+    uint64_t t_last_token;
+
+    /* [r.mu] the event queue: evs[head..n_evs) unread */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    cv_sched_event *evs;
+    int32_t n_evs, head, cap_evs;
+    bool final_read;
+};
+
+struct cv_sched {
+    cv_engine *e;            /* [engine] after create */
+    int32_t n_vocab;
+    int32_t queue_max;
+    int32_t batch_tokens;
+    int32_t max_running;     /* min(n_seq_max, batch_tokens) */
+    bool prefix_cache;
+    char *cache_path;        /* NULL: no cache file */
+    int64_t cache_max_bytes;
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;     /* the engine thread waits here for work */
+    bool quit;               /* [mu] */
+    cv_rng seeds;            /* [mu] */
+    uint64_t next_id;        /* [mu] */
+    cv_sched_req *q_head, *q_tail; /* [mu] waiting, oldest first (preempted ones go back to the front) */
+    int32_t q_len;           /* [mu] */
+    cv_sched_req **running;  /* [max_running] written by the engine thread under mu; read under mu */
+    int32_t n_running;
+    cv_sched_stats st;       /* [mu] counters (running/waiting/kv filled on read) */
+
+    /* [engine] */
+    radix tree;
+    uint64_t admit_counter;
+    int32_t *b_tok, *b_seq, *b_pos; /* [batch_tokens] the step's batch */
+    bool *b_want;
+    cv_sched_req **b_req;    /* [max_running] requests in the batch, in batch order */
+    int32_t *b_n;            /* [max_running] their token counts */
+    rx_node **path;          /* [n_ctx / CV_KV_BLOCK + 1] scratch for lookups */
+    int32_t *blk_scratch;    /* [n_ctx / CV_KV_BLOCK + 1] */
+    cv_sched_stats eng;      /* the counters the engine thread keeps (published into st) */
+};
+
+/* sched.c */
+void cv_sched_push_event(cv_sched_req *r, const cv_sched_event *ev);
+void cv_sched_req_unref(cv_sched_req *r);
+/* sched_step.c */
+void *cv_sched_engine_main(void *arg);
+/* Ends a request that never ran (DONE, canceled) and drops the scheduler's
+ * reference. */
+void cv_sched_finish_waiting(cv_sched_req *r);
+
+/* ---- the cache file (cache_file.c) ---- */
+
+/* Loads path into t (blocks drawn from t's engine): 0 with *n_loaded, or a
+ * negative code with err saying why the file was refused (the tree is then
+ * left empty). CV_ENOTFOUND when there is no file. */
+int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t *n_loaded, cv_err *err);
+/* Writes t to path atomically (temp file + rename), most recently used
+ * nodes first, at most max_bytes; an empty tree writes nothing. */
+int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *n_saved, cv_err *err);
+
+#endif

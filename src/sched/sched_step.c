@@ -1,0 +1,544 @@
+/* sched_step.c — the engine thread: continuous batching. Each step
+ *   1. ends running requests whose caller cancelled them, and waiting ones;
+ *   2. admits waiting requests, oldest first, while a sequence slot is free
+ *      and the KV pool (free blocks plus blocks the prefix tree could evict)
+ *      holds the rest of the prompt plus one block of growth per running
+ *      sequence; admission looks the prompt up in the prefix tree and
+ *      shares the matched blocks, so only the rest is computed;
+ *   3. builds one batch under the token budget: the next token of every
+ *      decoding sequence, then prefill chunks of the others, oldest first,
+ *      so a long prompt delays running streams by one chunk at most; blocks
+ *      come from the free pool, then from LRU eviction in the tree, then by
+ *      preempting the newest running sequence (its blocks stay in the tree;
+ *      it goes back to the front of the queue and is recomputed later);
+ *   4. runs one forward call, inserts every newly filled block into the
+ *      tree (so concurrent requests share a prefix as soon as it exists),
+ *      and samples each sequence whose known tokens are all computed.
+ *
+ * A request's known tokens are its prompt and what it generated; "pending"
+ * are those not yet in its KV cache. A fresh request has the whole prompt
+ * pending, a decoding one has its last sampled token, and a preempted one
+ * has everything its lost blocks held. The same rule serves all three:
+ * feed pending tokens, ask for logits at the last one, then sample. The
+ * sampler (and its RNG) lives with the request, so preemption and prefix
+ * hits never change what is sampled. */
+#include <stdlib.h>
+
+#include "sched/sched_int.h"
+
+static inline int32_t ceil_blocks(int64_t n) { return (int32_t)((n + CV_KV_BLOCK - 1) / CV_KV_BLOCK); }
+
+/* ---- events ---- */
+
+static cv_sched_event base_event(const cv_sched_req *r, cv_sched_event_type type)
+{
+    cv_sched_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->st_cached;
+    ev.n_generated = r->n_gen;
+    return ev;
+}
+
+static void push_final(cv_sched_req *r, cv_sched_event *ev)
+{
+    if (r->hook && r->hook->destroy) /* before the final event: the caller may rely on it */
+        r->hook->destroy(r->hook_ud);
+    r->hook = NULL;
+    cv_sched_push_event(r, ev);
+    cv_sched_req_unref(r); /* the scheduler's reference */
+}
+
+void cv_sched_finish_waiting(cv_sched_req *r)
+{
+    cv_sched_event ev = base_event(r, CV_SCHED_DONE);
+    ev.finish = CV_FINISH_CANCELED;
+    push_final(r, &ev);
+}
+
+/* Copies what /v1/status and the statistics show; mu is held. Called at
+ * the end of every step and whenever a request leaves, before its final
+ * event, so a caller who saw the final event sees figures that include it. */
+static void publish_locked(cv_sched *s)
+{
+    for (int32_t i = 0; i < s->n_running; i++) {
+        cv_sched_req *r = s->running[i];
+        r->st_done = r->n_done;
+        r->st_gen = r->n_gen;
+    }
+    s->st.steps = s->eng.steps;
+    s->st.n_requests = s->eng.n_requests;
+    s->st.preemptions = s->eng.preemptions;
+    s->st.prompt_tokens = s->eng.prompt_tokens;
+    s->st.cached_tokens = s->eng.cached_tokens;
+    s->st.n_tokens_prompt = s->eng.n_tokens_prompt;
+    s->st.n_tokens_generated = s->eng.n_tokens_generated;
+    s->st.lookups = s->eng.lookups;
+    s->st.hits = s->eng.hits;
+    s->st.evictions = s->tree.n_evicted;
+    s->st.tree_blocks = s->tree.n_nodes;
+    s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
+    s->st.kv_blocks_free = cv_engine_kv_free_blocks(s->e);
+}
+
+static void publish(cv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    publish_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the running set (admission order; readers hold mu) ---- */
+
+static void running_add(cv_sched *s, cv_sched_req *r)
+{
+    pthread_mutex_lock(&s->mu);
+    s->running[s->n_running++] = r;
+    r->phase = PHASE_PREFILL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void running_remove(cv_sched *s, cv_sched_req *r)
+{
+    pthread_mutex_lock(&s->mu);
+    int32_t i = 0;
+    while (i < s->n_running && s->running[i] != r)
+        i++;
+    assert(i < s->n_running);
+    memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
+    s->n_running--;
+    publish_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Leaves the engine: the tree keeps the blocks it already has (inserted
+ * as they filled), the sequence's own references go. */
+static void detach(cv_sched *s, cv_sched_req *r)
+{
+    if (r->tree_at)
+        r->tree_at->pins--;
+    r->tree_at = NULL;
+    r->n_tree = 0;
+    cv_engine_seq_close(s->e, r->seq);
+    r->seq = -1;
+    r->n_done = 0;
+}
+
+static void retire(cv_sched *s, cv_sched_req *r, cv_finish_reason why, const cv_err *err)
+{
+    detach(s, r);
+    s->eng.n_requests++;
+    running_remove(s, r);
+    cv_sched_event ev = base_event(r, err ? CV_SCHED_ERROR : CV_SCHED_DONE);
+    if (err)
+        ev.err = *err;
+    else
+        ev.finish = why;
+    push_final(r, &ev);
+}
+
+static void preempt(cv_sched *s, cv_sched_req *r)
+{
+    detach(s, r);
+    s->eng.preemptions++;
+    running_remove(s, r);
+    pthread_mutex_lock(&s->mu);
+    r->phase = PHASE_WAITING;
+    r->next = s->q_head;
+    s->q_head = r;
+    if (!s->q_tail)
+        s->q_tail = r;
+    s->q_len++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the prefix tree's side ---- */
+
+/* Puts r's newly filled blocks into the tree and moves its pin to the
+ * deepest one. */
+static void tree_insert(cv_sched *s, cv_sched_req *r)
+{
+    int32_t full = r->n_done / CV_KV_BLOCK;
+    if (!s->prefix_cache || full <= r->n_tree)
+        return;
+    int32_t nb;
+    const int32_t *blocks = cv_engine_seq_blocks(s->e, r->seq, &nb);
+    assert(nb >= full);
+    rx_node *at = r->tree_at;
+    for (int32_t i = r->n_tree; i < full; i++)
+        at = rx_insert(&s->tree, at, r->tokens + (size_t)i * CV_KV_BLOCK, blocks[i]);
+    if (r->tree_at)
+        r->tree_at->pins--;
+    at->pins++;
+    r->tree_at = at;
+    r->n_tree = full;
+    rx_touch(&s->tree, at);
+}
+
+/* True when a running sequence is computing, right now, the block of r's
+ * prompt that comes after what the tree holds: r then waits a step or
+ * more and finds the block cached, instead of computing the same prefix in
+ * parallel (four agents that start together with one system prompt
+ * compute it once). The wait ends when that sequence moves past the block
+ * (it inserts each block as it fills) or stops running. */
+static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
+{
+    const int32_t upto = (m + 1) * CV_KV_BLOCK;
+    if (upto > r->n_tokens - 1) /* that block holds r's last token: r computes it anyway */
+        return false;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cv_sched_req *p = s->running[i];
+        if (p->n_done < upto && p->n_tokens >= upto &&
+            !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens))
+            return true;
+    }
+    return false;
+}
+
+typedef enum admit_result { ADMIT_OK, ADMIT_NO_ROOM, ADMIT_WAIT } admit_result;
+
+/* Tries to start r (off the queue while this runs). must: nothing else
+ * runs, so r is admitted whatever the pool holds (submit checked it fits
+ * alone). */
+static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
+{
+    cv_engine *e = s->e;
+    const int32_t n_known = r->n_tokens;
+    int32_t m = 0;
+    if (s->prefix_cache) {
+        m = rx_match(&s->tree, r->tokens, n_known, s->path, n_known / CV_KV_BLOCK);
+        if (!must && wait_for_prefix(s, r, m))
+            return ADMIT_WAIT;
+    }
+    /* At least the last known token is computed: its logits are needed.
+     * When the whole prompt is cached that token's block is shared and its
+     * last position rewritten, which copies the block first. */
+    const int32_t reuse = CV_MIN(m * CV_KV_BLOCK, n_known - 1);
+    const int32_t m_share = ceil_blocks(reuse);
+    int32_t seq;
+    cv_err err = { 0 };
+    if (cv_engine_seq_open(e, &seq, &err)) {
+        assert(!"a sequence slot is free whenever a request is admitted");
+        return ADMIT_NO_ROOM;
+    }
+    if (m_share > 0) {
+        int32_t *blk = s->blk_scratch;
+        for (int32_t i = 0; i < m_share; i++)
+            blk[i] = s->path[i]->block;
+        int rc = cv_engine_seq_share(e, seq, blk, m_share, reuse, &err);
+        assert(rc == 0);
+        (void)rc;
+    }
+    const int32_t need = ceil_blocks(n_known) - m_share + (reuse < m_share * CV_KV_BLOCK ? 1 : 0);
+    if (!must) {
+        int64_t avail = cv_engine_kv_free_blocks(e);
+        const int64_t want = (int64_t)need + s->n_running;
+        if (avail < want && s->prefix_cache)
+            avail += rx_evictable(&s->tree);
+        if (avail < want) {
+            cv_engine_seq_close(e, seq);
+            return ADMIT_NO_ROOM;
+        }
+    }
+    r->seq = seq;
+    r->n_done = reuse;
+    r->tree_at = m_share ? s->path[m_share - 1] : NULL;
+    if (r->tree_at)
+        r->tree_at->pins++;
+    r->n_tree = m_share;
+    r->admit_order = ++s->admit_counter;
+    if (!r->admitted_once) {
+        r->admitted_once = true;
+        r->st_cached = reuse; /* the first admission's hit is the request's (usage: cached tokens) */
+        s->eng.lookups += s->prefix_cache;
+        s->eng.prompt_tokens += r->n_prompt;
+        s->eng.cached_tokens += reuse;
+        s->eng.hits += reuse > 0;
+    }
+    running_add(s, r);
+    return ADMIT_OK;
+}
+
+/* ---- sampling ---- */
+
+static bool is_stop(const cv_sched_req *r, int32_t tok)
+{
+    for (int32_t i = 0; i < r->n_stop; i++)
+        if (r->stop[i] == tok)
+            return true;
+    return false;
+}
+
+/* r's known tokens are all computed and logits is its row: sample the next
+ * token, emit it, and end the request if it is done. */
+static void sample(cv_sched *s, cv_sched_req *r, const float *logits)
+{
+    const cv_engine_params *ep = cv_engine_params_get(s->e);
+    if (!r->prompt_done_sent) {
+        r->prompt_done_sent = true;
+        for (int32_t i = 0; i < r->n_prompt; i++)
+            cv_sampler_accept(r->sampler, r->tokens[i]);
+        cv_sched_event ev = base_event(r, CV_SCHED_PROMPT_DONE);
+        cv_sched_push_event(r, &ev);
+    }
+    int32_t tok;
+    if (r->hook) {
+        cv_err err = { 0 };
+        if (r->hook->choose(r->hook_ud, r->sampler, logits, s->n_vocab, &tok, &err) != 0 || tok < 0 ||
+            tok >= s->n_vocab) {
+            if (!err.code)
+                cv_err_set(&err, CV_EINVAL, "sampling hook: chose token %d, must be 0..%d", tok, s->n_vocab - 1);
+            retire(s, r, CV_FINISH_NONE, &err);
+            return;
+        }
+    } else {
+        tok = cv_sampler_sample(r->sampler, logits);
+    }
+    cv_sampler_accept(r->sampler, tok);
+    r->tokens[r->n_tokens++] = tok;
+    r->n_gen++;
+    s->eng.n_tokens_generated++;
+    uint64_t now = cv_now_ns();
+    pthread_mutex_lock(&s->mu);
+    if (!r->t_first_token)
+        r->t_first_token = now;
+    r->t_last_token = now;
+    r->phase = PHASE_DECODE;
+    pthread_mutex_unlock(&s->mu);
+
+    cv_sched_event ev = base_event(r, CV_SCHED_TOKEN);
+    ev.token = tok;
+    if (r->logprobs || r->n_top > 0) {
+        ev.n_top = r->n_top;
+        cv_logprobs(logits, s->n_vocab, tok, r->n_top, &ev.logprob, ev.top_tokens, ev.top_logprobs);
+    }
+    cv_sched_push_event(r, &ev);
+    if (is_stop(r, tok))
+        retire(s, r, CV_FINISH_STOP, NULL);
+    else if (r->n_gen >= r->max_tokens)
+        retire(s, r, CV_FINISH_LENGTH, NULL);
+    else if (atomic_load(&r->cancel))
+        retire(s, r, CV_FINISH_CANCELED, NULL);
+    else if (r->n_tokens > ep->n_ctx) /* its last token would go past the context */
+        retire(s, r, CV_FINISH_CONTEXT, NULL);
+}
+
+/* ---- one step ---- */
+
+static void end_cancelled(cv_sched *s)
+{
+    for (int32_t i = s->n_running - 1; i >= 0; i--)
+        if (atomic_load(&s->running[i]->cancel))
+            retire(s, s->running[i], CV_FINISH_CANCELED, NULL);
+    cv_sched_req *gone = NULL;
+    pthread_mutex_lock(&s->mu);
+    cv_sched_req **pp = &s->q_head, *last = NULL;
+    while (*pp) {
+        cv_sched_req *r = *pp;
+        if (atomic_load(&r->cancel)) {
+            *pp = r->next;
+            s->q_len--;
+            r->next = gone;
+            gone = r;
+        } else {
+            last = r;
+            pp = &r->next;
+        }
+    }
+    s->q_tail = last;
+    pthread_mutex_unlock(&s->mu);
+    if (!gone)
+        return;
+    for (cv_sched_req *r = gone; r; r = r->next)
+        s->eng.n_requests++;
+    publish(s);
+    while (gone) {
+        cv_sched_req *next = gone->next;
+        cv_sched_finish_waiting(gone);
+        gone = next;
+    }
+}
+
+/* Admits waiting requests in arrival order until one does not fit (first
+ * come, first served: a large request is not overtaken forever). A request
+ * waiting for a prefix another is computing keeps its place, and those
+ * behind it may go. */
+static void admit_waiting(cv_sched *s)
+{
+    cv_sched_req *prev = NULL; /* the last request left in the queue this round */
+    while (s->n_running < s->max_running) {
+        pthread_mutex_lock(&s->mu);
+        cv_sched_req *r = prev ? prev->next : s->q_head;
+        if (r) { /* off the queue while it is tried (only this thread removes) */
+            if (prev)
+                prev->next = r->next;
+            else
+                s->q_head = r->next;
+            if (s->q_tail == r)
+                s->q_tail = prev;
+            s->q_len--;
+            r->next = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!r)
+            return;
+        admit_result res = admit(s, r, s->n_running == 0);
+        if (res == ADMIT_OK)
+            continue;
+        pthread_mutex_lock(&s->mu); /* back where it was */
+        if (prev) {
+            r->next = prev->next;
+            prev->next = r;
+        } else {
+            r->next = s->q_head;
+            s->q_head = r;
+        }
+        if (!r->next)
+            s->q_tail = r;
+        s->q_len++;
+        pthread_mutex_unlock(&s->mu);
+        if (res == ADMIT_NO_ROOM)
+            return;
+        prev = r;
+    }
+}
+
+/* Makes the blocks running[i] needs to grow by n_new free, on top of
+ * *reserved (what the batch's earlier sequences will draw): eviction, then
+ * preempting the newest running sequences (all newer than running[i], so
+ * none is in the batch yet). False when running[i] itself had to go:
+ * preempted, or ended because the pool cannot hold it even alone. */
+static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
+{
+    cv_sched_req *r = s->running[i];
+    for (;;) {
+        int32_t need = cv_engine_seq_blocks_needed(s->e, r->seq, n_new) + *reserved;
+        int32_t free_now = cv_engine_kv_free_blocks(s->e);
+        if (need <= free_now) {
+            *reserved = need;
+            return true;
+        }
+        if (s->prefix_cache && rx_evict(&s->tree, need - free_now) >= need - free_now) {
+            *reserved = need;
+            return true;
+        }
+        cv_sched_req *victim = s->running[s->n_running - 1];
+        if (victim != r) {
+            preempt(s, victim);
+            continue;
+        }
+        if (i == 0) {
+            /* First in the batch, nothing newer left, still short: the pool
+             * cannot hold this sequence. */
+            retire(s, r, CV_FINISH_CONTEXT, NULL);
+            return false;
+        }
+        preempt(s, r);
+        return false;
+    }
+}
+
+/* Builds the batch; returns its token count. */
+static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
+{
+    int32_t n_dec = 0;
+    for (int32_t i = 0; i < s->n_running; i++)
+        n_dec += s->running[i]->n_tokens - s->running[i]->n_done == 1;
+    int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks */
+    int32_t nt = 0, nr = 0, reserved = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        cv_sched_req *r = s->running[i];
+        const int32_t pending = r->n_tokens - r->n_done;
+        const int32_t n = pending == 1 ? 1 : CV_MIN(pending, budget);
+        if (n <= 0)
+            continue;
+        if (!make_room(s, i, n, &reserved))
+            break; /* r was the newest left: nothing after it */
+        for (int32_t k = 0; k < n; k++) {
+            const int32_t p = r->n_done + k;
+            s->b_tok[nt] = r->tokens[p];
+            s->b_seq[nt] = r->seq;
+            s->b_pos[nt] = p;
+            s->b_want[nt] = p == r->n_tokens - 1;
+            nt++;
+        }
+        s->b_req[nr] = r;
+        s->b_n[nr] = n;
+        nr++;
+        if (pending > 1)
+            budget -= n;
+    }
+    *n_reqs = nr;
+    return nt;
+}
+
+static void step(cv_sched *s)
+{
+    end_cancelled(s);
+    admit_waiting(s);
+    int32_t nr;
+    const int32_t nt = s->n_running ? build_batch(s, &nr) : 0;
+    if (nt == 0) {
+        publish(s);
+        return;
+    }
+    const float *logits;
+    int32_t n_logits;
+    cv_err err = { 0 };
+    cv_batch b = { .n_tokens = nt, .token = s->b_tok, .seq = s->b_seq, .pos = s->b_pos, .want = s->b_want };
+    if (cv_engine_forward(s->e, &b, &logits, &n_logits, &err)) {
+        /* The batch was checked against every limit the engine has, so this
+         * is a bug or an exhausted machine: fail what was in it. */
+        cv_err_prefix(&err, "scheduler step: ");
+        for (int32_t j = 0; j < nr; j++)
+            retire(s, s->b_req[j], CV_FINISH_NONE, &err);
+        publish(s);
+        return;
+    }
+    s->eng.steps++;
+    /* Progress first, for every request of the batch, so that figures
+     * published while the loop below ends some of them are consistent with
+     * the pool. */
+    for (int32_t j = 0; j < nr; j++) {
+        cv_sched_req *r = s->b_req[j];
+        const int32_t n = s->b_n[j];
+        const int32_t last = r->n_done + n - 1;
+        /* Everything but a generated token fed for the first time is
+         * prefill (a recompute after preemption included). */
+        const int32_t computed = n - (last == r->n_tokens - 1 && last >= r->n_prompt);
+        s->eng.n_tokens_prompt += computed;
+        r->st_computed += computed;
+        r->n_done += n;
+    }
+    int32_t row = 0;
+    for (int32_t j = 0; j < nr; j++) {
+        cv_sched_req *r = s->b_req[j];
+        tree_insert(s, r);
+        if (r->n_done == r->n_tokens) {
+            assert(row < n_logits);
+            sample(s, r, logits + (size_t)row * (size_t)s->n_vocab);
+            row++;
+        }
+    }
+    publish(s);
+}
+
+void *cv_sched_engine_main(void *arg)
+{
+    cv_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && !s->q_head && s->n_running == 0)
+            pthread_cond_wait(&s->cond, &s->mu);
+        bool quit = s->quit;
+        pthread_mutex_unlock(&s->mu);
+        if (quit)
+            break;
+        step(s);
+    }
+    while (s->n_running > 0)
+        retire(s, s->running[s->n_running - 1], CV_FINISH_CANCELED, NULL);
+    publish(s);
+    return NULL;
+}

@@ -1,0 +1,202 @@
+/* test_engine_kv_share.c — KV blocks held outside sequences (the prefix
+ * cache's and the cache file's view of the engine, added with issue 7): a
+ * block computed for one sequence, kept alive by an outside reference after
+ * that sequence closed, serves a new sequence that shares it and continues
+ * with bit-identical logits; a shared partly used last block is copied
+ * before the new sequence writes into it (the outside holder's bytes never
+ * change); a block copied byte for byte into a fresh block serves as well;
+ * bad calls change nothing; references balance to an empty pool.
+ *
+ * Bit-identical (memcmp) rather than a tolerance: the scheduler's exactness
+ * (issue 7: N concurrent requests give the tokens each gets alone) rests on
+ * the forward pass computing each row independently of the rest of the
+ * batch, and this is the engine-level statement of that property. */
+#include "ref_util.h"
+
+#define REF "reference/"
+
+static json_t *g_seqs;
+
+static bool open_engine(const char *model, cv_model **m, cv_engine **e)
+{
+    cv_err err = { 0 };
+    char rel[256];
+    snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_kv_tokens = 512 };
+    *m = NULL;
+    *e = NULL;
+    if (cv_model_open(test_data(rel), NULL, m, &err) || cv_engine_create(*m, &ep, e, &err)) {
+        CHECK_MSG(0, "%s: %s", model, err.msg);
+        if (*m)
+            cv_model_close(*m);
+        return false;
+    }
+    return true;
+}
+
+/* Feeds ids[from..to) to seq; copies the last row's logits to out. */
+static int feed(cv_engine *e, int32_t seq, const int32_t *ids, int32_t from, int32_t to, float *out)
+{
+    int32_t n = to - from, pos[256], sq[256], nl;
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = from + i, sq[i] = seq;
+    const float *lg;
+    cv_err err = { 0 };
+    int rc = cv_engine_forward(e, &(cv_batch){ n, ids + from, sq, pos, NULL }, &lg, &nl, &err);
+    if (rc)
+        fprintf(stderr, "forward: %s\n", err.msg);
+    else
+        memcpy(out, lg, (size_t)cv_engine_model(e)->hp.n_vocab * sizeof(float));
+    return rc;
+}
+
+static void check_model(const char *model, const char *family)
+{
+    cv_model *m;
+    cv_engine *e;
+    if (!open_engine(model, &m, &e))
+        return;
+    const int32_t V = m->hp.n_vocab;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, family, "len200", &n);
+    float *ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+    CHECK(ref_run(e, ids, 48, NULL, ref) == 0); /* the truth: 48 ids alone, one call */
+    const int32_t total = cv_engine_kv_free_blocks(e);
+    CHECK_EQ_INT(cv_engine_kv_n_blocks(e), 32);
+    cv_err err = { 0 };
+
+    /* A computes 40 positions (2.5 blocks); an outside holder keeps its two
+     * full blocks; A closes. */
+    int32_t a, held[2], nb;
+    CHECK(cv_engine_seq_open(e, &a, &err) == 0);
+    CHECK(feed(e, a, ids, 0, 40, got) == 0);
+    const int32_t *tab = cv_engine_seq_blocks(e, a, &nb);
+    CHECK_EQ_INT(nb, 3);
+    CHECK_EQ_INT(cv_engine_seq_blocks_needed(e, a, 8), 0);  /* 40 + 8 fits the third block */
+    CHECK_EQ_INT(cv_engine_seq_blocks_needed(e, a, 9), 1);
+    held[0] = tab[0], held[1] = tab[1];
+    cv_engine_kv_ref(e, held[0]);
+    cv_engine_kv_ref(e, held[1]);
+    CHECK_EQ_INT(cv_engine_kv_refs(e, held[0]), 2);
+    cv_engine_seq_close(e, a);
+    CHECK_EQ_INT(total - cv_engine_kv_free_blocks(e), 2);
+    CHECK_EQ_INT(cv_engine_kv_refs(e, held[1]), 1);
+
+    cv_kv_format fmt;
+    cv_engine_kv_format(e, &fmt);
+    CHECK_EQ_INT(fmt.block_positions, CV_KV_BLOCK);
+    CHECK_EQ_INT(fmt.n_layer, m->hp.n_layer);
+    CHECK(fmt.block_bytes == (size_t)fmt.n_layer * 2 * fmt.n_head_kv * fmt.head_dim * CV_KV_BLOCK * 4);
+    unsigned char *saved = malloc(fmt.block_bytes);
+    memcpy(saved, cv_engine_kv_block_data(e, held[1]), fmt.block_bytes);
+
+    /* B shares both blocks at length 32 and continues: the same logits. */
+    int32_t b;
+    CHECK(cv_engine_seq_open(e, &b, &err) == 0);
+    CHECK(cv_engine_seq_share(e, b, held, 2, 32, &err) == 0);
+    CHECK_EQ_INT(cv_engine_seq_len(e, b), 32);
+    CHECK_EQ_INT(cv_engine_seq_blocks_needed(e, b, 16), 1);
+    CHECK(feed(e, b, ids, 32, 48, got) == 0);
+    CHECK_MSG(memcmp(got, ref, (size_t)V * sizeof(float)) == 0, "%s: shared at 32: logits differ", model);
+    cv_engine_seq_close(e, b);
+
+    /* C shares them at length 31: its write at 31 copies the second block
+     * first, so the holder's block keeps its bytes. */
+    int32_t c;
+    CHECK(cv_engine_seq_open(e, &c, &err) == 0);
+    CHECK(cv_engine_seq_share(e, c, held, 2, 31, &err) == 0);
+    CHECK_EQ_INT(cv_engine_seq_blocks_needed(e, c, 1), 1); /* the copy */
+    CHECK(feed(e, c, ids, 31, 48, got) == 0);
+    CHECK_MSG(memcmp(got, ref, (size_t)V * sizeof(float)) == 0, "%s: shared at 31: logits differ", model);
+    tab = cv_engine_seq_blocks(e, c, &nb);
+    CHECK(nb == 3 && tab[0] == held[0] && tab[1] != held[1]);
+    CHECK(memcmp(saved, cv_engine_kv_block_data(e, held[1]), fmt.block_bytes) == 0);
+    cv_engine_seq_close(e, c);
+
+    /* A block restored from bytes (as from a cache file) serves as well. */
+    int32_t fresh = cv_engine_kv_alloc(e), d;
+    CHECK(fresh >= 0 && cv_engine_kv_refs(e, fresh) == 1);
+    memcpy(cv_engine_kv_block_data(e, fresh), saved, fmt.block_bytes);
+    int32_t restored[2] = { held[0], fresh };
+    CHECK(cv_engine_seq_open(e, &d, &err) == 0);
+    CHECK(cv_engine_seq_share(e, d, restored, 2, 32, &err) == 0);
+    CHECK(feed(e, d, ids, 32, 48, got) == 0);
+    CHECK_MSG(memcmp(got, ref, (size_t)V * sizeof(float)) == 0, "%s: restored block: logits differ", model);
+
+    /* Bad calls: nothing changes. */
+    int32_t free_before = cv_engine_kv_free_blocks(e);
+    int32_t bad_free[1] = { -1 };
+    for (int32_t i = 0; i < cv_engine_kv_n_blocks(e); i++)
+        if (cv_engine_kv_refs(e, i) == 0) {
+            bad_free[0] = i;
+            break;
+        }
+    int32_t out_of_range[1] = { cv_engine_kv_n_blocks(e) };
+    int32_t g;
+    CHECK(cv_engine_seq_open(e, &g, &err) == 0);
+    struct {
+        int32_t seq;
+        const int32_t *blocks;
+        int32_t n, len;
+        const char *msg;
+    } bad[] = {
+        { d, held, 2, 32, "not open and empty" },      /* d holds blocks already */
+        { 3, held, 2, 32, "not open and empty" },      /* slot 3 is closed */
+        { g, held, 2, 33, "cannot hold" },             /* 33 needs 3 blocks */
+        { g, held, 2, 16, "cannot hold" },             /* 16 needs 1 */
+        { g, held, 0, 0, "cannot hold" },
+        { g, bad_free, 1, 16, "not a block in use" },
+        { g, out_of_range, 1, 16, "not a block in use" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
+        cv_err e2 = { 0 };
+        int rc = cv_engine_seq_share(e, bad[i].seq, bad[i].blocks, bad[i].n, bad[i].len, &e2);
+        CHECK_MSG(rc == CV_EINVAL && strstr(e2.msg, bad[i].msg), "case %zu: rc %d \"%s\"", i, rc, e2.msg);
+    }
+    CHECK_EQ_INT(cv_engine_seq_len(e, g), 0);
+    CHECK_EQ_INT(cv_engine_kv_free_blocks(e), free_before);
+    CHECK_EQ_INT(cv_engine_kv_refs(e, -1), 0);
+    CHECK_EQ_INT(cv_engine_seq_blocks_needed(e, 3, 5), 0);
+    CHECK(cv_engine_seq_blocks(e, 3, &nb) == NULL && nb == 0);
+
+    /* Everyone lets go: the pool is whole again. */
+    cv_engine_seq_close(e, g);
+    cv_engine_seq_close(e, d);
+    cv_engine_kv_unref(e, fresh);
+    cv_engine_kv_unref(e, held[0]);
+    cv_engine_kv_unref(e, held[1]);
+    CHECK_EQ_INT(cv_engine_kv_free_blocks(e), total);
+
+    /* The pool runs dry: alloc says so. */
+    int32_t *all = malloc((size_t)total * sizeof *all);
+    for (int32_t i = 0; i < total; i++)
+        all[i] = cv_engine_kv_alloc(e);
+    CHECK_EQ_INT(cv_engine_kv_alloc(e), -1);
+    for (int32_t i = 0; i < total; i++)
+        cv_engine_kv_unref(e, all[i]);
+    CHECK_EQ_INT(cv_engine_kv_free_blocks(e), total);
+
+    free(all);
+    free(saved);
+    free(ref);
+    free(got);
+    free(ids);
+    cv_engine_destroy(e);
+    cv_model_close(m);
+}
+
+TEST(shared_blocks_continue_with_bit_identical_logits)
+{
+    check_model("tiny-llama-spm-Q8_0", "llama_spm");    /* int8 tiles */
+    check_model("tiny-qwen3-gpt2-F32", "gpt2");         /* f32 dots, Q/K norm */
+    check_model("tiny-qwen2-gpt2-Q4_K_M", "gpt2");      /* k-quants, biases */
+}
+
+int main(void)
+{
+    test_require_data();
+    g_seqs = ref_json(test_data(REF "sequences.json"));
+    RUN(shared_blocks_continue_with_bit_identical_logits);
+    json_decref(g_seqs);
+    return test_report();
+}
