@@ -674,7 +674,7 @@ int cv_api_anthropic_count_tokens(cv_http_req *hr, cv_reply *rep)
     int32_t *ids = NULL, n = 0;
     if (r->tool_choice == CV_TOOL_CHOICE_NONE)
         json_array_clear(r->tools);
-    int rc = be->encode_chat(be->ctx, r, &ids, &n, &err);
+    int rc = be->encode_chat(be->ctx, r, &ids, &n, NULL, &err);
     cv_chat_request_fini(r);
     free(r);
     free(ids);

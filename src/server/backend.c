@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "chat/chat.h"
+#include "chat/chat_parse.h"
 #include "model/model.h"
 #include "sched/sched.h"
 #include "server/server_int.h"
@@ -33,6 +34,7 @@ typedef struct model_backend {
     cv_sched *sched;
     cv_tok *tok;
     cv_chat_template *tmpl;
+    const cv_tc_format *tc_format; /* the model's tool-call / reasoning syntax */
     char *bos_text, *eos_text;
     char *name;
     const int32_t *eog;
@@ -65,7 +67,8 @@ static int tokenize(model_backend *mb, const char *s, size_t len, unsigned flags
     return 0;
 }
 
-static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_err *err)
+static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_buf *opener,
+                       cv_err *err)
 {
     model_backend *mb = ctx;
     json_t *kw = template_kwargs(r);
@@ -102,6 +105,11 @@ static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32
         cv_err_prefix(err, "chat template: ");
         cv_buf_free(&prompt);
         return rc;
+    }
+    if (opener) {
+        cv_str o = cv_chat_parse_prompt_opener(mb->tc_format, (cv_str){ prompt.data ? prompt.data : "", prompt.len });
+        cv_buf_reset(opener);
+        cv_buf_append(opener, o.ptr, o.len);
     }
     rc = tokenize(mb, prompt.data ? prompt.data : "", prompt.len, CV_TOK_PARSE_SPECIAL, ids, n, err);
     cv_buf_free(&prompt);
@@ -155,9 +163,12 @@ static void token_text(void *ctx, int32_t token, cv_buf *out)
 
 /* ---- scheduler ---- */
 
-static int submit(void *ctx, const cv_chat_request *req, const cv_sched_params *p, cv_sched_req **out, cv_err *err)
+static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
+                  cv_sched_req **out, cv_err *err)
 {
     model_backend *mb = ctx;
+    (void)req;
+    (void)opener;
     cv_sched_params q = *p;
     if (!q.n_stop_tokens) {
         q.stop_tokens = mb->eog;
@@ -233,6 +244,13 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         if ((rc = cv_chat_template_create(NULL, 0, o->model_path, &mb->tmpl, err)))
             goto fail;
     }
+    mb->name = o->served_name && *o->served_name ? cv_xstrdup(o->served_name) : model_name(o->model_path);
+    /* By the file's name, not the served one (which may be "gpt-4o"). */
+    char *file_name = model_name(o->model_path);
+    const char *why = "";
+    mb->tc_format = cv_tc_detect_why(src, (cv_str){ file_name, strlen(file_name) }, &why);
+    free(file_name);
+    cv_info("tool calls and reasoning: %s syntax (by %s)", cv_tc_format_name(mb->tc_format), why);
     mb->bos_text = token_string(mb->tok, cv_tok_bos(mb->tok));
     mb->eos_text = token_string(mb->tok, cv_tok_eos(mb->tok));
     mb->eog = cv_tok_eog_ids(mb->tok, &mb->n_eog);
@@ -247,7 +265,6 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         goto fail;
     if ((rc = cv_sched_create(mb->engine, NULL, &mb->sched, err)))
         goto fail;
-    mb->name = o->served_name && *o->served_name ? cv_xstrdup(o->served_name) : model_name(o->model_path);
     mb->be = (cv_server_backend){
         .ctx = mb,
         .model_id = mb->name,

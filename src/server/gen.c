@@ -32,6 +32,7 @@ struct cv_gen {
     cv_buf piece;   /* detokenized bytes of the current token */
     cv_buf safe;    /* what the stop matcher released */
     cv_buf *out;    /* where encoder output goes during a pump */
+    cv_buf opener;  /* reasoning the prompt left open (encode_chat) */
     char id[48];
     int64_t created;
     int32_t n_prompt, n_cached, n_gen, n_reasoning;
@@ -296,6 +297,7 @@ static void free_gen(cv_gen *g)
     cv_stop_fini(&g->stop);
     cv_buf_free(&g->piece);
     cv_buf_free(&g->safe);
+    cv_buf_free(&g->opener);
     json_decref(g->lp_pending);
     if (g->req) {
         cv_chat_request_fini(g->req);
@@ -316,7 +318,7 @@ static int encode_prompt(cv_gen *g, int32_t **ids, int32_t *n, cv_err *err)
 {
     const cv_chat_request *r = g->req;
     if (!r->raw)
-        return g->be->encode_chat(g->be->ctx, r, ids, n, err);
+        return g->be->encode_chat(g->be->ctx, r, ids, n, &g->opener, err);
     if (r->prompt_ids) {
         *ids = cv_xmalloc((size_t)r->n_prompt_ids * sizeof **ids);
         memcpy(*ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof **ids);
@@ -374,7 +376,8 @@ int cv_gen_start(cv_server *srv, cv_chat_request *req, const cv_gen_enc *enc, vo
         .n_top_logprobs = req->logprobs ? CV_MIN(req->top_logprobs, CV_MAX_TOP_LOGPROBS) : 0,
     };
     p.sample.logit_bias = req->logit_bias;
-    if ((rc = g->be->submit(g->be->ctx, req, &p, &g->sr, err)))
+    cv_str opener = { g->opener.data ? g->opener.data : "", g->opener.len };
+    if ((rc = g->be->submit(g->be->ctx, req, opener, &p, &g->sr, err)))
         goto fail;
     free(ids);
     ids = NULL;
@@ -382,7 +385,7 @@ int cv_gen_start(cv_server *srv, cv_chat_request *req, const cv_gen_enc *enc, vo
     g->t_submit = cv_now_ns();
     g->detok = g->be->detok_create(g->be->ctx);
     if (!req->raw && g->be->parser_create)
-        g->parser = g->be->parser_create(g->be->ctx, req, on_parse, g);
+        g->parser = g->be->parser_create(g->be->ctx, req, opener, on_parse, g);
     atomic_fetch_add(&srv->active_streams, 1);
     *out = g;
     return 0;

@@ -103,8 +103,12 @@ typedef struct cv_server_backend {
     bool (*ready)(void *ctx);
     /* Renders a conversation with the model's chat template and tokenizes it.
      * *ids is malloc'd (caller frees). CV_EINVAL names what the template
-     * rejected. */
-    int (*encode_chat)(void *ctx, const cv_chat_request *req, int32_t **ids, int32_t *n, cv_err *err);
+     * rejected. opener (may be NULL) receives the reasoning opener the
+     * rendered prompt leaves open for the model to continue (e.g. "<think>\n",
+     * cv_chat_parse_prompt_opener): empty when generation starts outside
+     * reasoning. The server hands it to parser_create and submit. */
+    int (*encode_chat)(void *ctx, const cv_chat_request *req, int32_t **ids, int32_t *n, cv_buf *opener,
+                       cv_err *err);
     /* Tokenizes plain text (legacy completions), special tokens parsed. */
     int (*encode_text)(void *ctx, cv_str text, int32_t **ids, int32_t *n, cv_err *err);
     /* Streaming detokenizer: feed appends the bytes that token completes
@@ -118,17 +122,20 @@ typedef struct cv_server_backend {
     bool (*is_eog)(void *ctx, int32_t token);
     /* The text of one token alone (logprobs). */
     void (*token_text)(void *ctx, int32_t token, cv_buf *out);
-    /* Output parser for this request (tools, thinking as rendered): emits
-     * content / reasoning / tool-call events in generation order. */
-    void *(*parser_create)(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud);
+    /* Output parser for this request (tools, thinking as rendered; opener as
+     * encode_chat gave it): emits content / reasoning / tool-call events in
+     * generation order. */
+    void *(*parser_create)(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud);
     void (*parser_feed)(void *p, cv_str text);
     void (*parser_finish)(void *p);
     void (*parser_destroy)(void *p);
     /* The scheduler (sched.h semantics). The backend adds its own end-of-
      * generation tokens when p->n_stop_tokens is 0. req is the request the
-     * prompt came from: constrained decoding (response_format, a required
-     * tool call) needs it to build a grammar. */
-    int (*submit)(void *ctx, const cv_chat_request *req, const cv_sched_params *p, cv_sched_req **out, cv_err *err);
+     * prompt came from and opener what encode_chat said of its end (empty
+     * for raw prompts): constrained decoding (response_format, a required
+     * tool call) needs both to build a grammar. */
+    int (*submit)(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
+                  cv_sched_req **out, cv_err *err);
     int (*next)(cv_sched_req *r, int timeout_ms, cv_sched_event *ev);
     void (*cancel)(cv_sched_req *r);
     void (*release)(cv_sched_req *r);

@@ -39,7 +39,7 @@ static void render(const cv_chat_request *r, cv_buf *out)
     cv_buf_puts(out, "<|assistant|>");
 }
 
-static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_err *err)
+static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_buf *opener, cv_err *err)
 {
     fake_backend *f = ctx;
     atomic_fetch_add(&f->n_encodes, 1);
@@ -229,8 +229,8 @@ static void choose_reply(fake_backend *f, const cv_chat_request *r, fake_req *q)
 
 /* ---- the scheduler ---- */
 
-static int submit(void *ctx, const cv_chat_request *req, const cv_sched_params *p, cv_sched_req **out,
-                  cv_err *err)
+static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
+                  cv_sched_req **out, cv_err *err)
 {
     fake_backend *f = ctx;
     if (p->n_prompt + p->max_tokens > f->n_ctx)
@@ -397,7 +397,7 @@ typedef struct fparser {
     bool after_think; /* a newline right after </think> is layout, not content */
 } fparser;
 
-void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud)
+void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud)
 {
     fparser *p = cv_xcalloc(1, sizeof *p);
     p->fn = fn;
@@ -558,11 +558,12 @@ void fake_backend_init(fake_backend *f, int32_t n_ctx)
 void fake_backend_fini(fake_backend *f) { free(f->reply); }
 
 /* Thunks: the server passes the fake as ctx; the real functions want theirs. */
-static int w_encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_err *err)
+static int w_encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_buf *opener,
+                         cv_err *err)
 {
     fake_backend *f = ctx;
     atomic_fetch_add(&f->n_encodes, 1);
-    return f->real->encode_chat(f->real->ctx, r, ids, n, err);
+    return f->real->encode_chat(f->real->ctx, r, ids, n, opener, err);
 }
 static int w_encode_text(void *ctx, cv_str t, int32_t **ids, int32_t *n, cv_err *err)
 {

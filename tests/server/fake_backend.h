@@ -54,7 +54,7 @@ void fake_backend_set_reply(fake_backend *f, const char *text);
 void fake_backend_wrap(fake_backend *f, const cv_server_backend *real);
 
 /* The fake's parser on its own (tests of the parser path). */
-void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_chat_event_fn fn, void *ud);
+void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud);
 void fake_parser_feed(void *p, cv_str text);
 void fake_parser_finish(void *p);
 void fake_parser_destroy(void *p);
