@@ -164,6 +164,19 @@ typedef struct cv_server_backend_opts {
 int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **out, cv_err *err);
 void cv_server_backend_close(cv_server_backend *be);
 
+/* The production backend's output parser (cv_chat_parse in syntax f, NULL:
+ * the default, over req's tools, tool_choice, parallel_tool_calls and
+ * response_format, starting inside reasoning when opener is non-empty),
+ * for backends that share it (the tests' scripted backend). Tool-call
+ * events carry no id: each wire makes its own (call_ / toolu_ / fc_). The
+ * four functions fit parser_create .. parser_destroy above; create returns
+ * NULL only when the parser cannot start (then all text is content). */
+void *cv_server_parser_create(const cv_tc_format *f, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn,
+                              void *ud);
+void cv_server_parser_feed(void *p, cv_str text);
+void cv_server_parser_finish(void *p);
+void cv_server_parser_destroy(void *p);
+
 /* ---- the server ---- */
 
 typedef struct cv_server_config {
