@@ -14,7 +14,10 @@
  *                (template, then file name), over the request's tools,
  *                tool_choice, parallel_tool_calls and response_format, from
  *                the reasoning opener the prompt left open
- *   submit/next  cv_sched
+ *   submit/next  cv_sched, sized by the options: KV memory, tokens per
+ *                step, the prefix cache and its file (saved at close)
+ *   load/status/metrics  the scheduler's figures (/health, /v1/status,
+ *                /metrics)
  *
  * Everything here is read-only after open except the scheduler, which is
  * thread-safe, so HTTP threads call in concurrently without locks. */
@@ -254,6 +257,19 @@ static void *parser_create(void *ctx, const cv_chat_request *req, cv_str opener,
 
 /* ---- scheduler ---- */
 
+static void load(void *ctx, cv_server_load *out)
+{
+    cv_sched_stats st;
+    cv_sched_get_stats(((model_backend *)ctx)->sched, &st);
+    out->queue_depth = st.queue_depth;
+    out->running = st.running;
+    out->kv_blocks_used = st.kv_blocks_used;
+    out->kv_blocks_free = st.kv_blocks_free;
+}
+
+static json_t *status(void *ctx) { return cv_sched_status(((model_backend *)ctx)->sched); }
+static void metrics(void *ctx, cv_buf *out) { cv_sched_metrics(((model_backend *)ctx)->sched, out); }
+
 static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
                   cv_sched_req **out, cv_err *err)
 {
@@ -313,6 +329,50 @@ void cv_server_backend_close(cv_server_backend *be)
     free(mb);
 }
 
+/* The engine with its KV pool sized from o->kv_bytes (server.h). A pool
+ * smaller than one full context could never admit a long prompt: an
+ * explicit size is refused, the automatic one raised to the context. */
+static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_err *err)
+{
+    cv_engine_params ep = {
+        .n_threads = o->n_threads,
+        .n_ctx = o->n_ctx,
+        .n_seq_max = o->n_parallel > 0 ? o->n_parallel : 1,
+    };
+    int64_t bytes = o->kv_bytes < 0 ? cv_sched_default_kv_bytes(mb->model) : o->kv_bytes;
+    if (bytes > 0) {
+        int64_t t = cv_sched_kv_tokens_for_bytes(mb->model, ep.kv_type, bytes);
+        if (o->kv_bytes < 0)
+            t = CV_MIN(t, (int64_t)CV_SERVE_MAX_KV_TOKENS);
+        ep.n_kv_tokens = (int32_t)CV_MIN(t, (int64_t)INT32_MAX - 4096);
+        if (ep.n_kv_tokens <= 0)
+            ep.n_kv_tokens = 1; /* the check below names the sizes */
+    }
+    int rc = cv_engine_create(mb->model, &ep, &mb->engine, err);
+    if (rc)
+        return rc;
+    const cv_engine_params *p = cv_engine_params_get(mb->engine);
+    if (p->n_kv_tokens < p->n_ctx) {
+        int32_t n_kv = p->n_kv_tokens, n_ctx = p->n_ctx;
+        cv_engine_destroy(mb->engine);
+        mb->engine = NULL;
+        if (o->kv_bytes > 0)
+            return cv_err_set(err, CV_EINVAL,
+                              "KV memory of %lld bytes holds %d positions of this model, less than the context of %d; "
+                              "give more (--kv-mem) or a shorter context (--ctx)",
+                              (long long)o->kv_bytes, n_kv, n_ctx);
+        ep.n_kv_tokens = n_ctx;
+        if ((rc = cv_engine_create(mb->model, &ep, &mb->engine, err)))
+            return rc;
+        p = cv_engine_params_get(mb->engine);
+    }
+    const cv_hparams *hp = &mb->model->hp;
+    double per = (double)hp->n_layer * 2 * hp->n_head_kv * hp->head_dim * (p->kv_type == CV_GGML_F16 ? 2 : 4);
+    cv_info("KV cache: %d positions (%.0f MiB, %s), context %d, %d sequences at once", p->n_kv_tokens,
+            per * p->n_kv_tokens / 1048576.0, p->kv_type == CV_GGML_F16 ? "f16" : "f32", p->n_ctx, p->n_seq_max);
+    return 0;
+}
+
 int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **out, cv_err *err)
 {
     *out = NULL;
@@ -347,14 +407,15 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
     mb->eog = cv_tok_eog_ids(mb->tok, &mb->n_eog);
     if (mb->n_eog > CV_MAX_STOP_TOKENS)
         mb->n_eog = CV_MAX_STOP_TOKENS;
-    cv_engine_params ep = {
-        .n_threads = o->n_threads,
-        .n_ctx = o->n_ctx,
-        .n_seq_max = o->n_parallel > 0 ? o->n_parallel : 1,
-    };
-    if ((rc = cv_engine_create(mb->model, &ep, &mb->engine, err)))
+    if ((rc = open_engine(mb, o, err)))
         goto fail;
-    if ((rc = cv_sched_create(mb->engine, NULL, &mb->sched, err)))
+    cv_sched_config sc = {
+        .batch_tokens = o->batch_tokens,
+        .no_prefix_cache = o->no_prefix_cache,
+        .cache_dir = o->no_prefix_cache ? NULL : o->cache_dir,
+        .cache_max_bytes = o->cache_max_bytes,
+    };
+    if ((rc = cv_sched_create(mb->engine, &sc, &mb->sched, err)))
         goto fail;
     mb->be = (cv_server_backend){
         .ctx = mb,
@@ -378,6 +439,9 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .next = cv_sched_next,
         .cancel = cv_sched_cancel,
         .release = cv_sched_release,
+        .load = load,
+        .status = status,
+        .metrics = metrics,
     };
     *out = &mb->be;
     return 0;
