@@ -449,7 +449,10 @@ int cv_constrain_for_request(cv_constrain *c, const cv_chat_request *req, cv_str
         r.force_name = req->tool_choice == CV_TOOL_CHOICE_NAMED ? req->tool_choice_name : NULL;
         r.parallel = req->parallel_tool_calls;
         r.lazy = !forced;
-        return make_hook(c, &r, max_tokens, hook_ud, err);
+        int rc = make_hook(c, &r, max_tokens, hook_ud, err);
+        if (rc)
+            cv_err_prefix(err, "tool_choice: ");
+        return rc;
     }
     if (forced && !has_tools)
         return cv_err_set(err, CV_EINVAL, "'tool_choice' asks for a tool call but no tools were given");
@@ -460,7 +463,8 @@ int cv_constrain_for_request(cv_constrain *c, const cv_chat_request *req, cv_str
     if (!schema)
         return rc;
     r.schema = schema;
-    rc = make_hook(c, &r, max_tokens, hook_ud, err);
+    if ((rc = make_hook(c, &r, max_tokens, hook_ud, err)))
+        cv_err_prefix(err, "response format: ");
     json_decref(schema);
     return rc;
 }
