@@ -39,6 +39,7 @@ static cv_chat_request *request(uint64_t seed, int32_t max_tokens)
 {
     cv_chat_request *r = cv_xcalloc(1, sizeof *r);
     cv_chat_request_init(r);
+    json_decref(r->messages);
     r->messages = json_pack("[{s:s,s:s}]", "role", "user", "content", "Say something.");
     r->sample.temperature = 1.0f;
     r->sample.seed = seed;
