@@ -28,6 +28,7 @@ typedef struct serve_opts {
     bool no_prefix_cache;
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
     int64_t cache_max;
+    bool grammar_lazy;  /* tool_choice auto: lazy tool-call grammar */
 } serve_opts;
 
 static const char HELP[] =
@@ -50,7 +51,8 @@ static const char HELP[] =
     "  --cache-max SIZE        the cache file's size at most (default 4G)\n"
     "  --response-store N      /v1/responses kept for previous_response_id (default 256)\n"
     "  --max-body BYTES        request body limit (default 32 MiB; 413 beyond)\n"
-    "  --grace-ms N            on SIGINT/SIGTERM, let streams finish this long (default 10000)\n";
+    "  --grace-ms N            on SIGINT/SIGTERM, let streams finish this long (default 10000)\n"
+    "  --grammar-lazy          with tools and tool_choice auto, constrain a call once its marker starts\n";
 
 /* "512M", "2G", "1.5GiB", "1048576": bytes, from 1 MiB to 1 PiB. */
 static int parse_size(const cv_cmd *cmd, const char *flag, const char *v, int64_t *out)
@@ -112,6 +114,10 @@ int cv_cmd_serve(int argc, char **argv)
             if (o.model)
                 return cv_cli_usage_error(cmd, "one MODEL only (got '%s' and '%s')", o.model, a);
             o.model = a;
+            continue;
+        }
+        if (!strcmp(a, "--grammar-lazy")) {
+            o.grammar_lazy = true;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -194,7 +200,8 @@ int cv_cmd_serve(int argc, char **argv)
     cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
                                   .n_parallel = o.parallel, .n_threads = o.threads, .kv_bytes = o.kv_bytes,
                                   .batch_tokens = o.batch_tokens, .no_prefix_cache = o.no_prefix_cache,
-                                  .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max };
+                                  .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max,
+                                  .grammar_lazy = o.grammar_lazy };
     if (cv_server_backend_open(&bo, &be, &err)) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;
