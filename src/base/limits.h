@@ -70,6 +70,14 @@
 /* Vocabulary size and the longest token piece, for the token trie. */
 #define CV_MAX_GRAMMAR_VOCAB (1u << 21)
 #define CV_MAX_GRAMMAR_TOKEN_BYTES 4096
+/* Compiled grammars a served model keeps (server/constrain.c, least recently
+ * used out): an agent resends the same tools every turn, a few agents at
+ * once fit; each grammar holds its token-mask cache (a few MiB with a 151k
+ * vocabulary at most). */
+#define CV_MAX_GRAMMAR_CACHE 16
+/* Key text (schema or tools JSON) past which a grammar is compiled for its
+ * request only and not cached: the key is compared on every lookup. */
+#define CV_MAX_GRAMMAR_CACHE_KEY (1u << 20)
 
 /* ---- tokenizer ---- */
 /* Bytes of text in one encode call. A 1M-token prompt is ~4 MiB of text;

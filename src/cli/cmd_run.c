@@ -6,7 +6,9 @@
  * streamed as text (special tokens skipped). With --ids the prompt is token
  * ids and so is the output (a model without a tokenizer, or a check of
  * exact tokens). Generation stops at n tokens or at an end-of-generation
- * token. */
+ * token. With --json-schema FILE the output is one JSON document valid for
+ * the schema, constrained token by token by the same sampling hook the
+ * server uses (server/constrain.c), and it ends complete within n tokens. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,10 +17,12 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct run_opts {
     const char *model, *prompt;
+    const char *json_schema; /* file */
     int32_t n_predict, n_ctx, threads;
     bool ids, exact, ignore_eos;
     cv_sample_params sp;
@@ -80,8 +84,23 @@ static int run(const run_opts *o)
     cv_engine *e = NULL;
     cv_sampler *smp = NULL;
     cv_tok *tok = NULL;
+    cv_constrain *cons = NULL;
+    void *hook = NULL;
+    json_t *schema = NULL;
     int32_t *prompt = NULL, n_prompt = 0;
     int rc;
+    if (o->json_schema) {
+        if (o->ids) {
+            rc = cv_err_set(&err, CV_EINVAL, "--json-schema needs a text prompt (not --ids): the schema is over text");
+            goto fail;
+        }
+        json_error_t je;
+        if (!(schema = json_load_file(o->json_schema, JSON_DECODE_ANY, &je))) {
+            rc = cv_err_set(&err, CV_EINVAL, "--json-schema %s: line %d column %d: %s", o->json_schema, je.line,
+                            je.column, je.text);
+            goto fail;
+        }
+    }
     cv_model_params mp = { .dequantize = o->exact };
     if ((rc = cv_model_open(o->model, &mp, &m, &err)))
         goto fail;
@@ -125,6 +144,13 @@ static int run(const run_opts *o)
         sp.seed = cv_now_ns();
     if ((rc = cv_sampler_create(&sp, m->hp.n_vocab, &smp, &err)))
         goto fail;
+    if (schema) {
+        if ((rc = cv_constrain_create(tok, NULL, &cons, &err)) ||
+            (rc = cv_constrain_for_schema(cons, schema, (cv_str){ "", 0 }, o->n_predict, &hook, &err))) {
+            cv_err_prefix(&err, "--json-schema %s: ", o->json_schema);
+            goto fail;
+        }
+    }
     int32_t eog[3], n_eog = o->ignore_eos || tok ? 0 : eog_ids(m->gguf, eog);
     /* A prompt of special tokens only (BOS) starts the text: SentencePiece's
      * leading space of the first word is dropped, as its decoders do. */
@@ -158,8 +184,16 @@ static int run(const run_opts *o)
     double t1 = cv_now_s();
     int32_t n_gen = 0;
     while (n_gen < o->n_predict) {
-        int32_t id = cv_sampler_sample(smp, logits);
-        bool stop = tok && !o->ignore_eos && cv_tok_is_eog(tok, id);
+        int32_t id;
+        if (hook) {
+            if ((rc = cv_constrain_hook.choose(hook, smp, logits, m->hp.n_vocab, &id, &err))) {
+                cv_buf_free(&text);
+                goto fail;
+            }
+        } else {
+            id = cv_sampler_sample(smp, logits);
+        }
+        bool stop = tok && (!o->ignore_eos || hook) && cv_tok_is_eog(tok, id);
         for (int32_t i = 0; i < n_eog; i++)
             stop = stop || id == eog[i];
         if (stop)
@@ -188,6 +222,8 @@ static int run(const run_opts *o)
     }
     cv_buf_free(&text);
     printf("\n");
+    if (hook && !cv_constrain_hook_done(hook))
+        fprintf(stderr, "corvid run: the document is incomplete after %d tokens (raise -n)\n", n_gen);
     double t2 = cv_now_s();
     fprintf(stderr, "corvid run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
             n_prompt, t1 - t0, n_prompt / fmax(t1 - t0, 1e-9), n_gen, t2 - t1, n_gen / fmax(t2 - t1, 1e-9));
@@ -196,6 +232,10 @@ fail:
     if (rc)
         fprintf(stderr, "corvid run: %s\n", err.msg);
     free(prompt);
+    if (hook)
+        cv_constrain_hook.destroy(hook);
+    cv_constrain_destroy(cons);
+    json_decref(schema);
     cv_tok_destroy(tok);
     cv_sampler_destroy(smp);
     cv_engine_destroy(e);
@@ -228,6 +268,7 @@ int cv_cmd_run(int argc, char **argv)
         { "ctx", required_argument, 0, 'c' },    { "ids", no_argument, 0, 'i' },
         { "exact", no_argument, 0, 'x' },        { "ignore-eos", no_argument, 0, 'E' },
         { "repeat-penalty", required_argument, 0, 'R' }, { "help", no_argument, 0, 'h' },
+        { "json-schema", required_argument, 0, 'J' },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -255,6 +296,7 @@ int cv_cmd_run(int argc, char **argv)
         case 'i': o.ids = true; break;
         case 'x': o.exact = true; break;
         case 'E': o.ignore_eos = true; break;
+        case 'J': o.json_schema = optarg; break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

@@ -20,6 +20,7 @@ typedef struct serve_opts {
     int parallel;       /* sequences decoded together */
     int threads;        /* compute threads; 0: all cores */
     int grace_ms;
+    bool grammar_lazy;  /* tool_choice auto: lazy tool-call grammar */
 } serve_opts;
 
 static int parse_int(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, long *out)
@@ -57,6 +58,10 @@ int cv_cmd_serve(int argc, char **argv)
             if (o.model)
                 return cv_cli_usage_error(cmd, "one MODEL only (got '%s' and '%s')", o.model, a);
             o.model = a;
+            continue;
+        }
+        if (!strcmp(a, "--grammar-lazy")) {
+            o.grammar_lazy = true;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -112,7 +117,8 @@ int cv_cmd_serve(int argc, char **argv)
     cv_err err = { 0 };
     cv_server_backend *be;
     cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
-                                  .n_parallel = o.parallel, .n_threads = o.threads };
+                                  .n_parallel = o.parallel, .n_threads = o.threads,
+                                  .grammar_lazy = o.grammar_lazy };
     if (cv_server_backend_open(&bo, &be, &err)) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;

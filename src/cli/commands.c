@@ -18,11 +18,11 @@ const cv_cmd cv_cmds[] = {
     { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
       "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
-      "[--response-store N] [--max-body BYTES] [--grace-ms MS]",
+      "[--response-store N] [--max-body BYTES] [--grace-ms MS] [--grammar-lazy]",
       cv_cmd_serve },
     { "run", "generate a continuation of a prompt (text, or token ids with --ids)",
       "corvid run MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] "
-      "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos]",
+      "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos] [--json-schema FILE]",
       cv_cmd_run },
     { "bench", "measure prefill and decode speed against the machine's ceilings",
       "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--threads N] [--repeats R] [--json] [--exact] "

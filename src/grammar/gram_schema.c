@@ -1185,9 +1185,21 @@ int cv_grammar_from_schema(const json_t *schema, const cv_grammar_opts *opts, cv
     int root = gb_rule_new(&b, "root");
     gx *v = gs_value(c, schema);
     int rc = gs_status(c);
+    const char *close = opts ? opts->think_close : NULL;
+    for (const char *z = close; !rc && z && *z; z++)
+        if ((unsigned char)*z >= 0x80)
+            rc = cv_err_set(err, CV_EINVAL, "grammar: think_close '%s' must be ASCII", close);
     if (!rc) {
         gx *ws = gs_ws(c);
-        gb_rule_set(&b, root, gx_seq3(&b, ws, v, ws));
+        gx *body = gx_seq3(&b, ws, v, ws);
+        if (close && *close) {
+            /* the same reasoning prefix as cv_grammar_from_tools */
+            gx *think = gx_seq3(&b, gx_until(&b, close, strlen(close)), gx_litz(&b, close), ws);
+            if (opts->think_open && *opts->think_open)
+                think = gx_opt(&b, gx_seq2(&b, gx_litz(&b, opts->think_open), think));
+            body = gx_seq2(&b, think, body);
+        }
+        gb_rule_set(&b, root, body);
         rc = gb_compile(&b, root, out, err);
     }
     gs_free(c);

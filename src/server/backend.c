@@ -39,6 +39,7 @@ typedef struct model_backend {
     char *name;
     const int32_t *eog;
     size_t n_eog;
+    cv_constrain *constrain; /* response_format / forced tool calls (constrain.c) */
 } model_backend;
 
 /* ---- prompt ---- */
@@ -167,14 +168,19 @@ static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv
                   cv_sched_req **out, cv_err *err)
 {
     model_backend *mb = ctx;
-    (void)req;
-    (void)opener;
     cv_sched_params q = *p;
     if (!q.n_stop_tokens) {
         q.stop_tokens = mb->eog;
         q.n_stop_tokens = (int32_t)mb->n_eog;
     }
-    return cv_sched_submit(mb->sched, &q, out, err);
+    int rc;
+    if (!q.hook && (rc = cv_constrain_for_request(mb->constrain, req, opener, q.max_tokens, &q.hook_ud, err)))
+        return rc;
+    if (q.hook_ud)
+        q.hook = &cv_constrain_hook;
+    if ((rc = cv_sched_submit(mb->sched, &q, out, err)) && q.hook_ud && q.hook == &cv_constrain_hook)
+        cv_constrain_hook.destroy(q.hook_ud); /* not submitted: still ours */
+    return rc;
 }
 
 static bool ready(void *ctx) { return ((model_backend *)ctx)->sched != NULL; }
@@ -210,6 +216,7 @@ void cv_server_backend_close(cv_server_backend *be)
         cv_sched_destroy(mb->sched);
     if (mb->engine)
         cv_engine_destroy(mb->engine);
+    cv_constrain_destroy(mb->constrain);
     if (mb->tmpl)
         cv_chat_template_destroy(mb->tmpl);
     if (mb->tok)
@@ -261,6 +268,10 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .n_ctx = o->n_ctx,
         .n_seq_max = o->n_parallel > 0 ? o->n_parallel : 1,
     };
+    cv_constrain_opts co = { .syntax = cv_tc_format_name(mb->tc_format), .lazy = o->grammar_lazy,
+                             .reasoning = src.len && memmem(src.ptr, src.len, "</think>", 8) != NULL };
+    if ((rc = cv_constrain_create(mb->tok, &co, &mb->constrain, err)))
+        goto fail;
     if ((rc = cv_engine_create(mb->model, &ep, &mb->engine, err)))
         goto fail;
     if ((rc = cv_sched_create(mb->engine, NULL, &mb->sched, err)))
