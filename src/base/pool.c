@@ -2,11 +2,13 @@
  * workers each call fn(ctx, ith, nth) once. A run is published by bumping
  * `gen`; workers spin on it for a short while (decode issues a run every few
  * microseconds) and then sleep on a futex so an idle server costs no CPU.
- * Completion is an atomic countdown the caller spins on: the caller does its
- * own share first, so by the time it waits the others are nearly done.
+ * Completion is an atomic countdown the caller spins on, then yields: the
+ * caller does its own share first, so by the time it waits the others are
+ * nearly done.
  * Invariant: at most one run in flight per pool (the engine thread owns it). */
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -121,8 +123,14 @@ void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx)
     if (atomic_load(&p->sleepers) > 0)
         futex(&p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX);
     fn(ctx, 0, p->nth);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-        cpu_relax();
+    /* Spin first (the others are nearly done), then yield: when the machine
+     * has more runnable threads than cores, a worker may be waiting for
+     * this very core, and spinning would hold it for a whole time slice. */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;)
+        if (++spins < SPIN_ITERS)
+            cpu_relax();
+        else
+            sched_yield();
 }
 
 int cv_cpu_count(void)
