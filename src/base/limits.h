@@ -228,6 +228,12 @@
  * tables alone (8 bytes a block) would be hundreds of MiB; 16M positions is
  * far beyond what agent traffic reuses. An explicit --kv-mem is not capped. */
 #define CV_SERVE_MAX_KV_TOKENS (1 << 24)
+/* Context per sequence `corvid serve` gives by default: the model's trained
+ * context up to this (agents send 20k-100k-token prompts, so the engine's
+ * 4096 default would refuse Claude Code's first turn), and never more than
+ * the KV pool holds. Memory does not grow with it: the pool is shared and
+ * paged, a sequence's block table is 4 bytes per 16 positions. */
+#define CV_SERVE_DEFAULT_CTX 131072
 
 /* ---- model store, downloads and launchers (cli/) ---- */
 /* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300

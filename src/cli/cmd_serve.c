@@ -4,7 +4,7 @@
  *
  * The backend (server/backend.c) is where the layers below the server meet:
  * the GGUF model, the engine and cv_sched, the tokenizer's streaming
- * detokenizer and the model's chat template. The scheduler flags (--kv-mem,
+ * detokenizer and the model's chat template. The scheduler flags (--kv-memory,
  * --batch-tokens, --no-prefix-cache, --cache-dir, --cache-max) go to it;
  * defaults that need the environment (the cache directory) are resolved
  * here, those that need the model (KV memory) in the backend. */
@@ -28,6 +28,7 @@ typedef struct serve_opts {
     bool no_prefix_cache;
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
     int64_t cache_max;
+    int32_t max_queue;  /* 0: CV_MAX_SCHED_QUEUE */
     bool grammar_lazy;  /* tool_choice auto: lazy tool-call grammar */
 } serve_opts;
 
@@ -37,12 +38,15 @@ static const char HELP[] =
     "  --api-key KEY           require KEY as Bearer or x-api-key (or env CORVID_API_KEY)\n"
     "  --cors-origins LIST     comma-separated origins allowed by CORS, or *\n"
     "  --served-model-name N   the model id clients see (default: the file name)\n"
-    "  --ctx N                 context length per sequence (default: the model's, at most 4096)\n"
+    "  --ctx N                 context length per sequence (default: the model's own, at most\n"
+    "                          131072 and what --kv-memory holds)\n"
     "  --parallel N            sequences decoded together (default 4)\n"
     "  --threads N             compute threads (default: every CPU)\n"
-    "  --kv-mem SIZE           KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
+    "  --kv-memory SIZE        KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
     "                          prefix cache (default: half the free memory after the weights,\n"
     "                          at most 16M positions; never less than one context)\n"
+    "  --max-queue N           requests waiting for the engine at most; beyond it OpenAI clients\n"
+    "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
     "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
     "                          prefill chunks (default 256)\n"
     "  --no-prefix-cache       compute every prompt in full (no reuse, no cache file)\n"
@@ -147,10 +151,13 @@ int cv_cmd_serve(int argc, char **argv)
             if (parse_int(cmd, a, v, 1, 1024, &x)) return 2;
             o.threads = (int)x;
         } else if (!strcmp(a, "--served-model-name")) o.served_name = v;
-        else if (!strcmp(a, "--kv-mem")) {
+        else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-memory")) {
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
+        } else if (!strcmp(a, "--max-queue")) {
+            if (parse_int(cmd, a, v, 1, CV_MAX_SCHED_QUEUE, &x)) return 2;
+            o.max_queue = (int32_t)x;
         } else if (!strcmp(a, "--batch-tokens")) {
             if (parse_int(cmd, a, v, 1, CV_MAX_BATCH_TOKENS, &x)) return 2;
             o.batch_tokens = (int32_t)x;
@@ -200,7 +207,7 @@ int cv_cmd_serve(int argc, char **argv)
     cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
                                   .n_parallel = o.parallel, .n_threads = o.threads, .kv_bytes = o.kv_bytes,
                                   .batch_tokens = o.batch_tokens, .no_prefix_cache = o.no_prefix_cache,
-                                  .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max,
+                                  .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max, .max_queue = o.max_queue,
                                   .grammar_lazy = o.grammar_lazy };
     if (cv_server_backend_open(&bo, &be, &err)) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);

@@ -355,6 +355,12 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
         if (ep.n_kv_tokens <= 0)
             ep.n_kv_tokens = 1; /* the check below names the sizes */
     }
+    if (ep.n_ctx <= 0) {
+        int64_t c = CV_MIN((int64_t)mb->model->hp.n_ctx_train, (int64_t)CV_SERVE_DEFAULT_CTX);
+        if (ep.n_kv_tokens > 0)
+            c = CV_MIN(c, (int64_t)ep.n_kv_tokens);
+        ep.n_ctx = (int32_t)CV_MAX(c, 1);
+    }
     int rc = cv_engine_create(mb->model, &ep, &mb->engine, err);
     if (rc)
         return rc;
@@ -366,7 +372,7 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
         if (o->kv_bytes > 0)
             return cv_err_set(err, CV_EINVAL,
                               "KV memory of %lld bytes holds %d positions of this model, less than the context of %d; "
-                              "give more (--kv-mem) or a shorter context (--ctx)",
+                              "give more (--kv-memory) or a shorter context (--ctx)",
                               (long long)o->kv_bytes, n_kv, n_ctx);
         ep.n_kv_tokens = n_ctx;
         if ((rc = cv_engine_create(mb->model, &ep, &mb->engine, err)))
@@ -421,6 +427,7 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
     if ((rc = open_engine(mb, o, err)))
         goto fail;
     cv_sched_config sc = {
+        .queue_max = o->max_queue,
         .batch_tokens = o->batch_tokens,
         .no_prefix_cache = o->no_prefix_cache,
         .cache_dir = o->no_prefix_cache ? NULL : o->cache_dir,

@@ -153,13 +153,14 @@ typedef struct cv_server_backend {
 typedef struct cv_server_backend_opts {
     const char *model_path;
     const char *served_name; /* NULL: the file name without .gguf */
-    int32_t n_ctx;           /* 0: the engine's default (the model's, capped) */
+    int32_t n_ctx;           /* 0: the model's trained context, at most CV_SERVE_DEFAULT_CTX and the KV pool */
     int32_t n_parallel;      /* sequences at once; 0: 1 */
     int32_t n_threads;       /* compute threads; 0: every CPU */
     /* The scheduler (sched.h): */
     int64_t kv_bytes;        /* KV memory: > 0 these bytes (at least the context); 0: n_ctx x n_parallel
                               * positions; < 0: cv_sched_default_kv_bytes (capped at CV_SERVE_MAX_KV_TOKENS) */
     int32_t batch_tokens;    /* tokens per scheduler step; 0: the scheduler's default */
+    int32_t max_queue;       /* requests waiting at most; 0: CV_MAX_SCHED_QUEUE */
     bool no_prefix_cache;    /* compute every prompt in full */
     const char *cache_dir;   /* where the prefix cache is saved at close and read at open; NULL or "": nowhere */
     int64_t cache_max_bytes; /* the cache file's size at most; 0: the scheduler's default */
