@@ -278,9 +278,14 @@ static int choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_voca
     uint64_t t_smp = cv_now_ns() - ts;
     if (!cv_grammar_state_allows(st, tok) ||
         (budget && cv_grammar_state_min_bytes_after(st, tok) > max_bytes)) {
+        uint64_t tm = cv_now_ns();
         int rc = cv_grammar_state_mask(st, h->mask, err);
-        if (!rc && budget)
+        uint64_t tb = cv_now_ns();
+        h->stats.ns_mask += tb - tm;
+        if (!rc && budget) {
             rc = cv_grammar_state_mask_budget(st, h->mask, max_bytes, err);
+            h->stats.ns_budget += cv_now_ns() - tb;
+        }
         if (rc)
             return rc;
         h->stats.n_masked++;
@@ -321,9 +326,12 @@ static void destroy(void *ud)
     if (!h)
         return;
     if (h->stats.n_tokens)
-        cv_debug("constrained decoding: %lld tokens, %lld masked (%lld near the budget), grammar %.1f us/token",
+        cv_debug("constrained decoding: %lld tokens, %lld masked (%lld near the budget), grammar %.1f us/token "
+                 "(full masks %.1f, budget masks %.1f)",
                  (long long)h->stats.n_tokens, (long long)h->stats.n_masked, (long long)h->stats.n_budget,
-                 (double)h->stats.ns_grammar / 1e3 / (double)h->stats.n_tokens);
+                 (double)h->stats.ns_grammar / 1e3 / (double)h->stats.n_tokens,
+                 (double)h->stats.ns_mask / 1e3 / (double)h->stats.n_tokens,
+                 (double)h->stats.ns_budget / 1e3 / (double)h->stats.n_tokens);
     cv_grammar_state_destroy(h->st);
     release(h->c, h->e);
     free(h->work);
