@@ -250,6 +250,7 @@ typedef struct hook_ud {
     entry *e;
     cv_grammar_state *st;
     int32_t max_tokens, n_gen, n_vocab;
+    int32_t reserve_end; /* 1: keep the last token for end-of-generation */
     float *work;     /* masked logits [n_vocab] */
     uint64_t *mask;  /* [ceil(n_vocab / 64)] */
     cv_constrain_stats stats;
@@ -266,13 +267,14 @@ static int choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_voca
                           n_vocab, h->n_vocab);
     cv_grammar_state *st = h->st;
     /* Tokens left after this one, less one for the end-of-generation token
-     * (an output that is complete but not ended reads as cut by length).
+     * in a document (complete but not ended would read as cut by length;
+     * lazy free text cut at max_tokens is what `length` means).
      * When even that cannot be met (max_tokens below the shortest output),
      * every token must still bring the end nearer: min_bytes - 1. */
     int32_t left = h->max_tokens - h->n_gen; /* this token included */
     int32_t min_now = cv_grammar_state_min_bytes(st);
     bool budget = left <= min_now + CV_GRAMMAR_BUDGET_WINDOW;
-    int32_t max_bytes = CV_MAX(left - 2, min_now - 1);
+    int32_t max_bytes = CV_MAX(left - 1 - h->reserve_end, min_now - 1);
     uint64_t ts = cv_now_ns();
     int32_t tok = cv_sampler_sample(smp, logits);
     uint64_t t_smp = cv_now_ns() - ts;
@@ -361,6 +363,7 @@ static int make_hook(cv_constrain *c, const recipe *r, int32_t max_tokens, void 
     h->c = c;
     h->e = e;
     h->max_tokens = max_tokens > 0 ? max_tokens : INT32_MAX;
+    h->reserve_end = !r->lazy;
     h->n_vocab = cv_grammar_vocab_n(v);
     if ((rc = cv_grammar_state_create(e->g, v, &h->st, err))) {
         destroy(h);
