@@ -432,6 +432,50 @@ TEST(the_grammar_wins_over_logits_that_ban_every_allowed_token)
     env_close(&h);
 }
 
+TEST(padded_logit_rows_past_the_vocabulary_are_never_chosen)
+{
+    /* Qwen's output matrix has 151,936 rows for 151,669 tokens: the rows
+     * past the tokenizer get the highest logits here and must never win. */
+    hook_env h;
+    if (!env_open(&h))
+        return;
+    cv_constrain *c = NULL;
+    CHECK(cv_constrain_create(h.tok, NULL, &c, NULL) == 0);
+    json_t *schema = json_loads(ADDRESS, 0, NULL);
+    void *ud = NULL;
+    CHECK(cv_constrain_for_schema(c, schema, (cv_str){ "", 0 }, 150, &ud, NULL) == 0);
+    int32_t n = h.n_vocab + 64;
+    float *logits = cv_xmalloc((size_t)n * sizeof *logits);
+    cv_sampler *smp = NULL;
+    cv_sample_params sp = { .temperature = 1.0f, .seed = 3, .has_seed = true };
+    CHECK(cv_sampler_create(&sp, n, &smp, NULL) == 0);
+    cv_buf text = { 0 };
+    bool ended = false;
+    for (int step = 0; step < 150 && !ended; step++) {
+        for (int32_t i = 0; i < n; i++)
+            logits[i] = i >= h.n_vocab ? 50.0f : 3.0f * cv_rng_normal(&h.rng);
+        int32_t tok = -1;
+        cv_err err;
+        if (cv_constrain_hook.choose(ud, smp, logits, n, &tok, &err)) {
+            CHECK_MSG(false, "step %d: %s", step, err.msg);
+            break;
+        }
+        CHECK_MSG(tok >= 0 && tok < h.n_vocab, "step %d chose padded row %d", step, tok);
+        ended = cv_tok_is_eog(h.tok, tok);
+        if (!ended)
+            cv_tok_piece(h.tok, tok, 0, &text, NULL);
+    }
+    CHECK(ended);
+    check_address(text.data ? text.data : "", 50);
+    cv_buf_free(&text);
+    cv_sampler_destroy(smp);
+    free(logits);
+    cv_constrain_hook.destroy(ud);
+    json_decref(schema);
+    cv_constrain_destroy(c);
+    env_close(&h);
+}
+
 TEST(a_prompt_that_opened_think_gets_reasoning_first_then_the_document)
 {
     hook_env h;
@@ -540,6 +584,7 @@ int main(void)
     RUN(a_named_tool_choice_calls_that_tool);
     RUN(what_cannot_be_enforced_is_the_requests_error_naming_it);
     RUN(the_grammar_wins_over_logits_that_ban_every_allowed_token);
+    RUN(padded_logit_rows_past_the_vocabulary_are_never_chosen);
     RUN(a_prompt_that_opened_think_gets_reasoning_first_then_the_document);
     RUN(grammars_are_cached_by_text_and_an_evicted_one_lives_while_in_use);
     cv_server_backend_close(be);
