@@ -223,6 +223,11 @@
 /* Share of the KV pool a cache file may fill at start (percent): the rest
  * stays free for the first requests. */
 #define CV_SCHED_CACHE_LOAD_PERCENT 75
+/* KV positions `corvid serve` sizes by default (a share of free memory):
+ * for a tiny model that share is tens of millions of positions, whose block
+ * tables alone (8 bytes a block) would be hundreds of MiB; 16M positions is
+ * far beyond what agent traffic reuses. An explicit --kv-mem is not capped. */
+#define CV_SERVE_MAX_KV_TOKENS (1 << 24)
 
 /* ---- model store, downloads and launchers (cli/) ---- */
 /* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300

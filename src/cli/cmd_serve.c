@@ -4,7 +4,10 @@
  *
  * The backend (server/backend.c) is where the layers below the server meet:
  * the GGUF model, the engine and cv_sched, the tokenizer's streaming
- * detokenizer and the model's chat template. */
+ * detokenizer and the model's chat template. The scheduler flags (--kv-mem,
+ * --batch-tokens, --no-prefix-cache, --cache-dir, --cache-max) go to it;
+ * defaults that need the environment (the cache directory) are resolved
+ * here, those that need the model (KV memory) in the backend. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +23,61 @@ typedef struct serve_opts {
     int parallel;       /* sequences decoded together */
     int threads;        /* compute threads; 0: all cores */
     int grace_ms;
+    int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
+    int32_t batch_tokens;
+    bool no_prefix_cache;
+    const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
+    int64_t cache_max;
     bool grammar_lazy;  /* tool_choice auto: lazy tool-call grammar */
 } serve_opts;
+
+static const char HELP[] =
+    "  --host ADDR             bind address (default 127.0.0.1)\n"
+    "  --port N                port (default 8000; 0 picks a free one)\n"
+    "  --api-key KEY           require KEY as Bearer or x-api-key (or env CORVID_API_KEY)\n"
+    "  --cors-origins LIST     comma-separated origins allowed by CORS, or *\n"
+    "  --served-model-name N   the model id clients see (default: the file name)\n"
+    "  --ctx N                 context length per sequence (default: the model's, at most 4096)\n"
+    "  --parallel N            sequences decoded together (default 4)\n"
+    "  --threads N             compute threads (default: every CPU)\n"
+    "  --kv-mem SIZE           KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
+    "                          prefix cache (default: half the free memory after the weights,\n"
+    "                          at most 16M positions; never less than one context)\n"
+    "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
+    "                          prefill chunks (default 256)\n"
+    "  --no-prefix-cache       compute every prompt in full (no reuse, no cache file)\n"
+    "  --cache-dir DIR         where the prefix cache is saved at shutdown and restored at start\n"
+    "                          (default $XDG_CACHE_HOME/corvid or ~/.cache/corvid; '' for none)\n"
+    "  --cache-max SIZE        the cache file's size at most (default 4G)\n"
+    "  --response-store N      /v1/responses kept for previous_response_id (default 256)\n"
+    "  --max-body BYTES        request body limit (default 32 MiB; 413 beyond)\n"
+    "  --grace-ms N            on SIGINT/SIGTERM, let streams finish this long (default 10000)\n"
+    "  --grammar-lazy          with tools and tool_choice auto, constrain a call once its marker starts\n";
+
+/* "512M", "2G", "1.5GiB", "1048576": bytes, from 1 MiB to 1 PiB. */
+static int parse_size(const cv_cmd *cmd, const char *flag, const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1048576.0; end++; break;
+    case 'g': case 'G': mult = 1073741824.0; end++; break;
+    case 't': case 'T': mult = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    double bytes = x * mult;
+    if (errno || end == v || *end || !(bytes >= 1048576.0) || bytes > 1125899906842624.0)
+        return cv_cli_usage_error(cmd, "%s '%s' must be a size from 1M to 1024T (e.g. 512M, 2G)", flag, v);
+    *out = (int64_t)bytes;
+    return 0;
+}
 
 static int parse_int(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, long *out)
 {
@@ -49,7 +105,7 @@ int cv_cmd_serve(int argc, char **argv)
 {
     const cv_cmd *cmd = cv_cli_find("serve");
     cv_server_config cfg = { .host = "127.0.0.1", .port = 8000 };
-    serve_opts o = { .parallel = 4, .grace_ms = 10000 };
+    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1 };
     cfg.api_key = getenv("CORVID_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -65,8 +121,12 @@ int cv_cmd_serve(int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
+            printf("%s\n\nusage: %s\n\n%s", cmd->summary, cmd->usage, HELP);
             return 0;
+        }
+        if (!strcmp(a, "--no-prefix-cache")) {
+            o.no_prefix_cache = true;
+            continue;
         }
         if (i + 1 >= argc)
             return cv_cli_usage_error(cmd, "%s needs a value", a);
@@ -87,6 +147,14 @@ int cv_cmd_serve(int argc, char **argv)
             if (parse_int(cmd, a, v, 1, 1024, &x)) return 2;
             o.threads = (int)x;
         } else if (!strcmp(a, "--served-model-name")) o.served_name = v;
+        else if (!strcmp(a, "--kv-mem")) {
+            if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
+        } else if (!strcmp(a, "--cache-max")) {
+            if (parse_size(cmd, a, v, &o.cache_max)) return 2;
+        } else if (!strcmp(a, "--batch-tokens")) {
+            if (parse_int(cmd, a, v, 1, CV_MAX_BATCH_TOKENS, &x)) return 2;
+            o.batch_tokens = (int32_t)x;
+        } else if (!strcmp(a, "--cache-dir")) o.cache_dir = v;
         else if (!strcmp(a, "--response-store")) {
             if (parse_int(cmd, a, v, 1, CV_MAX_RESPONSE_STORE, &x)) return 2;
             cfg.response_store_size = (int)x;
@@ -115,15 +183,32 @@ int cv_cmd_serve(int argc, char **argv)
         o.served_name = alias->name; /* clients ask for the name the user typed */
     o.model = model_path;
     cv_err err = { 0 };
+    char cache_dir[PATH_MAX];
+    if (!o.cache_dir && !o.no_prefix_cache) {
+        /* No HOME and no XDG_CACHE_HOME (a bare container): serve without
+         * a cache file rather than refuse. */
+        if (cv_sched_default_cache_dir(cache_dir, sizeof cache_dir, &err) == 0)
+            o.cache_dir = cache_dir;
+        else
+            cv_warn("%s; the prefix cache will not be saved (give --cache-dir)", err.msg);
+        cv_err_clear(&err);
+    }
+    if (o.cache_dir && *o.cache_dir && !o.no_prefix_cache && mkdir(o.cache_dir, 0700) && errno != EEXIST)
+        cv_warn("cannot create the cache directory %s (%s); the prefix cache will not be saved", o.cache_dir,
+                strerror(errno));
     cv_server_backend *be;
     cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
-                                  .n_parallel = o.parallel, .n_threads = o.threads,
+                                  .n_parallel = o.parallel, .n_threads = o.threads, .kv_bytes = o.kv_bytes,
+                                  .batch_tokens = o.batch_tokens, .no_prefix_cache = o.no_prefix_cache,
+                                  .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max,
                                   .grammar_lazy = o.grammar_lazy };
     if (cv_server_backend_open(&bo, &be, &err)) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;
     }
-    cv_info("loaded %s: context %d tokens, %d parallel sequences", be->model_id, be->n_ctx, o.parallel);
+    cv_info("loaded %s: context %d tokens, %d parallel sequences; prefix cache %s%s%s", be->model_id, be->n_ctx,
+            o.parallel, o.no_prefix_cache ? "off" : "on", o.cache_dir && *o.cache_dir && !o.no_prefix_cache ? ", saved in " : "",
+            o.cache_dir && *o.cache_dir && !o.no_prefix_cache ? o.cache_dir : "");
     int rc = cv_server_run(&cfg, be, o.grace_ms, on_listen, &cfg, &err);
     cv_server_backend_close(be);
     if (rc) {

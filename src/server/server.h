@@ -156,14 +156,37 @@ typedef struct cv_server_backend_opts {
     int32_t n_ctx;           /* 0: the engine's default (the model's, capped) */
     int32_t n_parallel;      /* sequences at once; 0: 1 */
     int32_t n_threads;       /* compute threads; 0: every CPU */
+    /* The scheduler (sched.h): */
+    int64_t kv_bytes;        /* KV memory: > 0 these bytes (at least the context); 0: n_ctx x n_parallel
+                              * positions; < 0: cv_sched_default_kv_bytes (capped at CV_SERVE_MAX_KV_TOKENS) */
+    int32_t batch_tokens;    /* tokens per scheduler step; 0: the scheduler's default */
+    bool no_prefix_cache;    /* compute every prompt in full */
+    const char *cache_dir;   /* where the prefix cache is saved at close and read at open; NULL or "": nowhere */
+    int64_t cache_max_bytes; /* the cache file's size at most; 0: the scheduler's default */
     bool grammar_lazy;       /* tool_choice auto: lazy tool-call grammar (cv_constrain_opts.lazy) */
 } cv_server_backend_opts;
 
-/* Opens the model and starts its scheduler. Errors name the file and what
- * is wrong (CV_ECORRUPT, CV_EUNSUPPORTED, CV_ENOTFOUND, ...). Close with
- * cv_server_backend_close after the server is destroyed. */
+/* Opens the model and starts its scheduler (with a cache_dir, the saved
+ * prefix cache is read back first). Errors name the file and what is wrong
+ * (CV_ECORRUPT, CV_EUNSUPPORTED, CV_ENOTFOUND, ...; CV_EINVAL when kv_bytes
+ * holds fewer positions than the context). Close with
+ * cv_server_backend_close after the server is destroyed: it saves the prefix
+ * cache to cache_dir. */
 int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **out, cv_err *err);
 void cv_server_backend_close(cv_server_backend *be);
+
+/* The production backend's output parser (cv_chat_parse in syntax f, NULL:
+ * the default, over req's tools, tool_choice, parallel_tool_calls and
+ * response_format, starting inside reasoning when opener is non-empty),
+ * for backends that share it (the tests' scripted backend). Tool-call
+ * events carry no id: each wire makes its own (call_ / toolu_ / fc_). The
+ * four functions fit parser_create .. parser_destroy above; create returns
+ * NULL only when the parser cannot start (then all text is content). */
+void *cv_server_parser_create(const cv_tc_format *f, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn,
+                              void *ud);
+void cv_server_parser_feed(void *p, cv_str text);
+void cv_server_parser_finish(void *p);
+void cv_server_parser_destroy(void *p);
 
 /* ---- constrained decoding (constrain.c, issue 8) ----
  * response_format (json_object, json_schema), a forced tool_choice

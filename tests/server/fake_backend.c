@@ -2,7 +2,8 @@
  * fake_backend.h: a ChatML-like rendering (so prompt sizes scale with the
  * request like a real template's), a scheduler whose "sampled" text is
  * substituted, timing knobs for keep-alive and disconnect tests, and a small
- * hermes/think output parser. */
+ * hermes/think output parser (or the production parser,
+ * fake_backend_use_parser). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -43,6 +44,11 @@ static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32
 {
     fake_backend *f = ctx;
     atomic_fetch_add(&f->n_encodes, 1);
+    if (opener) {
+        cv_buf_reset(opener);
+        if (f->opener)
+            cv_buf_puts(opener, f->opener);
+    }
     cv_buf b = { 0 };
     render(r, &b);
     *n = (int32_t)b.len;
@@ -555,7 +561,27 @@ void fake_backend_init(fake_backend *f, int32_t n_ctx)
     };
 }
 
-void fake_backend_fini(fake_backend *f) { free(f->reply); }
+void fake_backend_fini(fake_backend *f)
+{
+    free(f->reply);
+    free(f->opener);
+}
+
+static void *real_parser_create(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud)
+{
+    return cv_server_parser_create(((fake_backend *)ctx)->tc_format, req, opener, fn, ud);
+}
+
+void fake_backend_use_parser(fake_backend *f, const cv_tc_format *fmt, const char *opener)
+{
+    f->tc_format = fmt;
+    free(f->opener);
+    f->opener = opener && *opener ? cv_xstrdup(opener) : NULL;
+    f->be.parser_create = real_parser_create;
+    f->be.parser_feed = cv_server_parser_feed;
+    f->be.parser_finish = cv_server_parser_finish;
+    f->be.parser_destroy = cv_server_parser_destroy;
+}
 
 /* Thunks: the server passes the fake as ctx; the real functions want theirs. */
 static int w_encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_buf *opener,

@@ -41,6 +41,8 @@ typedef struct fake_backend {
     atomic_llong n_encodes;
     const cv_server_backend *real; /* wrapped real backend, or NULL */
     size_t n_prefix;               /* ids the real tokenizer adds to any text (BOS) */
+    const cv_tc_format *tc_format; /* fake_backend_use_parser, or NULL */
+    char *opener;                  /* reasoning opener encode_chat reports, or NULL */
 } fake_backend;
 
 void fake_backend_init(fake_backend *f, int32_t n_ctx);
@@ -52,6 +54,13 @@ void fake_backend_set_reply(fake_backend *f, const char *text);
  * "scheduler" generates. The fake's parser stays until the chat layer has
  * one. */
 void fake_backend_wrap(fake_backend *f, const cv_server_backend *real);
+
+/* Replaces the fake's hermes parser with the production one
+ * (cv_server_parser_create in syntax fmt, chat_parse.h), so that scripted
+ * model text goes through the real tool-call and reasoning parser. opener
+ * (may be NULL) is what encode_chat then reports as left open by the prompt
+ * (e.g. "<think>\n"). Call between requests, not during one. */
+void fake_backend_use_parser(fake_backend *f, const cv_tc_format *fmt, const char *opener);
 
 /* The fake's parser on its own (tests of the parser path). */
 void *fake_parser_create(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud);

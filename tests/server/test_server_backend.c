@@ -1,0 +1,522 @@
+/* test_server_backend.c — the production backend (backend.c) end to end:
+ * a random-weight qwen2 model (`corvid synth`'s code) with a real
+ * vocabulary (testdata/vocab/ggml-vocab-gpt-2.gguf) and a real chat
+ * template (testdata/templates/Qwen-QwQ-32B.jinja, whose generation prompt
+ * opens <think> when thinking is on), served over HTTP by the real server:
+ *   - a request with tools works on every wire, streamed and not, and the
+ *     answer is well-formed (random weights: no call is expected); greedy
+ *     streamed and whole answers are the same text;
+ *   - the reasoning opener reaches the parser: with thinking on, what the
+ *     model generates is reasoning, with it off it is content;
+ *   - /health, /v1/status and /metrics show the scheduler's real figures;
+ *   - a repeated prompt is served from the prefix cache, and after a
+ *     restart with the same cache directory the first request reports its
+ *     cached tokens and generates the same tokens as uncached;
+ *   - with the prefix cache off nothing is cached.
+ * The template and vocabulary are read in place and written into a
+ * temporary model file; nothing from testdata enters the repository. */
+#include <dirent.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "test.h"
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "server/server.h"
+
+static char model_path[512], dir_path[256];
+
+/* ---- the model ---- */
+
+/* A vocab-only GGUF with the template added (synth copies tokenizer.*). */
+static bool write_vocab(const char *out)
+{
+    cv_err err = { 0 };
+    cv_gguf *g = NULL;
+    cv_buf tmpl = { 0 };
+    if (cv_gguf_open(test_data("vocab/ggml-vocab-gpt-2.gguf"), &g, &err) ||
+        cv_read_file(test_data("templates/Qwen-QwQ-32B.jinja"), &tmpl, 1u << 20, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        if (g)
+            cv_gguf_close(g);
+        return false;
+    }
+    cv_gguf_writer *w = cv_gguf_writer_create();
+    for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
+        cv_str k = cv_gguf_kv_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
+    }
+    cv_gguf_writer_set_str(w, "tokenizer.chat_template", (cv_str){ tmpl.data, tmpl.len });
+    int rc = cv_gguf_writer_write(w, out, &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    cv_gguf_writer_destroy(w);
+    cv_gguf_close(g);
+    cv_buf_free(&tmpl);
+    return rc == 0;
+}
+
+static bool make_model(void)
+{
+    snprintf(dir_path, sizeof dir_path, "/tmp/corvid-test-backend-%d", (int)getpid());
+    if (mkdir(dir_path, 0700) && errno != EEXIST)
+        return false;
+    char vocab[512];
+    snprintf(vocab, sizeof vocab, "%s/vocab.gguf", dir_path);
+    snprintf(model_path, sizeof model_path, "%s/qwq-tiny.gguf", dir_path);
+    if (!write_vocab(vocab))
+        return false;
+    cv_synth_params sp = { .arch = "qwen2", .shape = "tiny", .dtype = "q8_0", .vocab = vocab, .seed = 7 };
+    cv_err err = { 0 };
+    if (cv_model_synth(&sp, model_path, &err)) {
+        fprintf(stderr, "synth: %s\n", err.msg);
+        return false;
+    }
+    unlink(vocab);
+    return true;
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        remove_tree(p);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+/* ---- a served backend ---- */
+
+typedef struct served {
+    cv_server_backend *be;
+    cv_server *srv;
+    char base[64];
+} served;
+
+static bool serve(served *s, const char *cache_dir, bool no_prefix_cache)
+{
+    memset(s, 0, sizeof *s);
+    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_parallel = 2, .n_threads = 2,
+                                 .kv_bytes = 16 << 20, .batch_tokens = 64, .cache_dir = cache_dir,
+                                 .no_prefix_cache = no_prefix_cache };
+    cv_err err = { 0 };
+    if (cv_server_backend_open(&o, &s->be, &err)) {
+        CHECK_MSG(0, "backend: %s", err.msg);
+        return false;
+    }
+    cv_server_config cfg = { .host = "127.0.0.1", .port = 0 };
+    if (cv_server_start(&cfg, s->be, &s->srv, &err)) {
+        CHECK_MSG(0, "server: %s", err.msg);
+        cv_server_backend_close(s->be);
+        return false;
+    }
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", cv_server_port(s->srv));
+    return true;
+}
+
+static void unserve(served *s)
+{
+    cv_server_destroy(s->srv);
+    cv_server_backend_close(s->be); /* writes the cache file */
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- HTTP ---- */
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    cv_buf_append(ud, p, sz * n);
+    return sz * n;
+}
+
+static long http(const served *s, const char *path, json_t *body, cv_buf *out)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", s->base, path);
+    char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (txt)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, txt);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    free(txt);
+    return status;
+}
+
+/* POSTs body (decref'd) and parses a JSON answer; NULL unless 200. */
+static json_t *post_json(const served *s, const char *path, json_t *body)
+{
+    cv_buf out = { 0 };
+    long st = http(s, path, body, &out);
+    json_decref(body);
+    json_t *v = st == 200 ? json_loadb(out.data ? out.data : "", out.len, 0, NULL) : NULL;
+    CHECK_MSG(v, "%s: HTTP %ld %.300s", path, st, out.data ? out.data : "");
+    cv_buf_free(&out);
+    return v;
+}
+
+/* The "data:" payloads of an SSE answer, as a JSON array; [DONE] counted. */
+static json_t *post_sse(const served *s, const char *path, json_t *body, int *n_done)
+{
+    cv_buf out = { 0 };
+    long st = http(s, path, body, &out);
+    json_decref(body);
+    CHECK_MSG(st == 200, "%s (stream): HTTP %ld %.300s", path, st, out.data ? out.data : "");
+    json_t *frames = json_array();
+    *n_done = 0;
+    char *txt = cv_xstrndup(out.data ? out.data : "", out.len);
+    for (char *line = txt; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        if (!strcmp(line, "data: [DONE]"))
+            (*n_done)++;
+        else if (!strncmp(line, "data: ", 6)) {
+            json_t *v = json_loads(line + 6, 0, NULL);
+            CHECK_MSG(v, "%s: a frame that is not JSON: %.200s", path, line);
+            if (v)
+                json_array_append_new(frames, v);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(txt);
+    cv_buf_free(&out);
+    return frames;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static json_t *tools_openai(void)
+{
+    return json_pack("[{s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}]", "type", "function", "function", "name",
+                     "get_weather", "description", "Weather in a city", "parameters", "type", "object",
+                     "properties", "city", "type", "string", "required", "city");
+}
+
+static json_t *chat_body(const char *user, bool stream, bool tools, int thinking)
+{
+    json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:i, s:f, s:b}", "model", "qwq", "messages", "role", "user",
+                          "content", user, "max_tokens", 12, "temperature", 0.0, "stream", stream);
+    if (tools)
+        json_object_set_new(b, "tools", tools_openai());
+    if (thinking >= 0)
+        json_object_set_new(b, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", thinking));
+    if (stream)
+        json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    return b;
+}
+
+static const char *USER = "What is the weather in Paris today? Answer briefly.";
+
+/* ---- tests ---- */
+
+static served S;
+
+TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
+{
+    /* chat completions, whole and streamed: the same greedy text */
+    json_t *v = post_json(&S, "/v1/chat/completions", chat_body(USER, false, true, -1));
+    json_t *ch = json_array_get(json_object_get(v, "choices"), 0);
+    json_t *msg = json_object_get(ch, "message");
+    const char *fr = jstr(ch, "finish_reason");
+    CHECK_MSG(fr && (!strcmp(fr, "stop") || !strcmp(fr, "length") || !strcmp(fr, "tool_calls")), "finish_reason %s",
+              fr ? fr : "(none)");
+    CHECK_EQ_STR(jstr(msg, "role"), "assistant");
+    json_t *usage = json_object_get(v, "usage");
+    CHECK(json_integer_value(json_object_get(usage, "prompt_tokens")) > 20);
+    CHECK(json_integer_value(json_object_get(usage, "completion_tokens")) >= 1);
+    CHECK(json_integer_value(json_object_get(usage, "completion_tokens")) <= 12);
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, tc) {
+        /* A call is not expected from random weights; if one came, it must be whole. */
+        CHECK_EQ_STR(jstr(json_object_get(tc, "function"), "name"), "get_weather");
+        CHECK(json_loads(jstr(json_object_get(tc, "function"), "arguments"), 0, NULL) != NULL);
+    }
+    cv_buf whole = { 0 };
+    if (jstr(msg, "content"))
+        cv_buf_puts(&whole, jstr(msg, "content"));
+    if (jstr(msg, "reasoning_content"))
+        cv_buf_puts(&whole, jstr(msg, "reasoning_content"));
+
+    int n_done = 0;
+    json_t *frames = post_sse(&S, "/v1/chat/completions", chat_body(USER, true, true, -1), &n_done);
+    CHECK_EQ_INT(n_done, 1);
+    cv_buf streamed = { 0 };
+    bool usage_seen = false;
+    json_t *f;
+    json_array_foreach(frames, i, f) {
+        CHECK_EQ_STR(jstr(f, "object"), "chat.completion.chunk");
+        json_t *d = json_object_get(json_array_get(json_object_get(f, "choices"), 0), "delta");
+        if (jstr(d, "content"))
+            cv_buf_puts(&streamed, jstr(d, "content"));
+        if (jstr(d, "reasoning_content"))
+            cv_buf_puts(&streamed, jstr(d, "reasoning_content"));
+        usage_seen |= json_is_object(json_object_get(f, "usage"));
+    }
+    CHECK(usage_seen);
+    CHECK_MSG(whole.len == streamed.len && (!whole.len || !memcmp(whole.data, streamed.data, whole.len)),
+              "greedy text differs: \"%.*s\" vs streamed \"%.*s\"", (int)whole.len, whole.data ? whole.data : "",
+              (int)streamed.len, streamed.data ? streamed.data : "");
+    cv_buf_free(&whole);
+    cv_buf_free(&streamed);
+    json_decref(frames);
+    json_decref(v);
+
+    /* responses */
+    v = post_json(&S, "/v1/responses",
+                  json_pack("{s:s, s:s, s:i, s:f, s:[{s:s, s:s, s:{s:s, s:{}}}]}", "model", "qwq", "input", USER,
+                            "max_output_tokens", 12, "temperature", 0.0, "tools", "type", "function", "name",
+                            "get_weather", "parameters", "type", "object", "properties"));
+    CHECK_EQ_STR(jstr(v, "object"), "response");
+    CHECK(json_array_size(json_object_get(v, "output")) >= 1);
+    CHECK(json_integer_value(json_object_get(json_object_get(v, "usage"), "input_tokens")) > 20);
+    json_decref(v);
+    frames = post_sse(&S, "/v1/responses",
+                      json_pack("{s:s, s:s, s:i, s:b, s:[{s:s, s:s, s:{s:s, s:{}}}]}", "model", "qwq", "input", USER,
+                                "max_output_tokens", 12, "stream", 1, "tools", "type", "function", "name",
+                                "get_weather", "parameters", "type", "object", "properties"),
+                      &n_done);
+    f = json_array_get(frames, json_array_size(frames) - 1);
+    const char *last = jstr(f, "type");
+    CHECK_MSG(last && (!strcmp(last, "response.completed") || !strcmp(last, "response.incomplete")),
+              "the responses stream ended with %s", last ? last : "(none)");
+    CHECK(json_integer_value(json_object_get(json_object_get(json_object_get(f, "response"), "usage"), "input_tokens")) >
+          20);
+    json_decref(frames);
+
+    /* Anthropic messages */
+    json_t *atools = json_pack("[{s:s, s:s, s:{s:s, s:{s:{s:s}}}}]", "name", "get_weather", "description", "Weather",
+                               "input_schema", "type", "object", "properties", "city", "type", "string");
+    v = post_json(&S, "/v1/messages",
+                  json_pack("{s:s, s:i, s:[{s:s, s:s}], s:O}", "model", "claude-x", "max_tokens", 12, "messages",
+                            "role", "user", "content", USER, "tools", atools));
+    CHECK_EQ_STR(jstr(v, "type"), "message");
+    const char *sr = jstr(v, "stop_reason");
+    CHECK_MSG(sr && (!strcmp(sr, "end_turn") || !strcmp(sr, "max_tokens") || !strcmp(sr, "tool_use")),
+              "stop_reason %s", sr ? sr : "(none)");
+    CHECK(json_integer_value(json_object_get(json_object_get(v, "usage"), "input_tokens")) > 20);
+    json_decref(v);
+    frames = post_sse(&S, "/v1/messages",
+                      json_pack("{s:s, s:i, s:b, s:[{s:s, s:s}], s:O}", "model", "claude-x", "max_tokens", 12,
+                                "stream", 1, "messages", "role", "user", "content", USER, "tools", atools),
+                      &n_done);
+    CHECK_EQ_STR(jstr(json_array_get(frames, 0), "type"), "message_start");
+    CHECK_EQ_STR(jstr(json_array_get(frames, json_array_size(frames) - 1), "type"), "message_stop");
+    json_decref(frames);
+    json_decref(atools);
+}
+
+TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on)
+{
+    /* QwQ's generation prompt ends "<think>\n" with thinking on, and closes
+     * it ("</think>") with thinking off: the backend's opener decides where
+     * the same kind of random text goes. */
+    json_t *on = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 1));
+    json_t *off = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 0));
+    json_t *m_on = json_object_get(json_array_get(json_object_get(on, "choices"), 0), "message");
+    json_t *m_off = json_object_get(json_array_get(json_object_get(off, "choices"), 0), "message");
+    int64_t g_on = json_integer_value(json_object_get(json_object_get(on, "usage"), "completion_tokens"));
+    int64_t g_off = json_integer_value(json_object_get(json_object_get(off, "usage"), "completion_tokens"));
+    const char *r_on = jstr(m_on, "reasoning_content"), *c_on = jstr(m_on, "content");
+    const char *r_off = jstr(m_off, "reasoning_content"), *c_off = jstr(m_off, "content");
+    /* Random weights may end at once (an end token): then there is nothing to place. */
+    CHECK_MSG(g_on <= 1 || (r_on && *r_on && (!c_on || !*c_on)), "thinking on: reasoning \"%s\" content \"%s\"",
+              r_on ? r_on : "(null)", c_on ? c_on : "(null)");
+    CHECK_MSG(g_off <= 1 || (c_off && *c_off && (!r_off || !*r_off)), "thinking off: reasoning \"%s\" content \"%s\"",
+              r_off ? r_off : "(null)", c_off ? c_off : "(null)");
+    CHECK_MSG(g_on > 1 || g_off > 1, "the model generated %lld and %lld tokens: nothing was placed",
+              (long long)g_on, (long long)g_off);
+    json_decref(on);
+    json_decref(off);
+}
+
+static double metric(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p;) {
+        if (!strncmp(p, name, n) && p[n] == ' ')
+            return atof(p + n + 1);
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return -1;
+}
+
+TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
+{
+    cv_buf out = { 0 };
+    CHECK_EQ_INT(http(&S, "/health", NULL, &out), 200);
+    json_t *h = json_loadb(out.data, out.len, 0, NULL);
+    CHECK(json_is_true(json_object_get(h, "model_loaded")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "queue_depth")), 0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "running")), 0);
+    json_decref(h);
+    cv_buf_reset(&out);
+
+    CHECK_EQ_INT(http(&S, "/v1/status", NULL, &out), 200);
+    json_t *st = json_loadb(out.data, out.len, 0, NULL);
+    json_t *tot = json_object_get(st, "totals"), *kv = json_object_get(st, "kv"), *cache = json_object_get(st, "cache");
+    CHECK_EQ_STR(jstr(st, "object"), "status");
+    CHECK(json_array_size(json_object_get(st, "running")) == 0);
+    CHECK(json_integer_value(json_object_get(tot, "finished")) >= 8); /* the requests of the tests above */
+    CHECK(json_integer_value(json_object_get(tot, "generated_tokens")) >= 8);
+    CHECK(json_integer_value(json_object_get(tot, "computed_tokens")) > 20);
+    CHECK_EQ_INT(json_integer_value(json_object_get(tot, "batch_tokens")), 64);
+    /* 16 MiB of f32 KV for this shape: 2 layers x 2 x 4 heads x 32 x 4 bytes = 2 KiB a position */
+    CHECK_EQ_INT(json_integer_value(json_object_get(kv, "blocks")) * json_integer_value(json_object_get(kv, "block_positions")),
+                 8192);
+    CHECK(json_integer_value(json_object_get(kv, "used")) > 0); /* the prefix cache keeps finished prompts */
+    CHECK(json_is_true(json_object_get(cache, "enabled")));
+    CHECK(json_integer_value(json_object_get(cache, "hits")) >= 1); /* USER was asked several times */
+    CHECK(json_integer_value(json_object_get(cache, "blocks_in_tree")) > 0);
+    int64_t kv_used = json_integer_value(json_object_get(kv, "used"));
+    int64_t hit_tokens = json_integer_value(json_object_get(cache, "hit_tokens"));
+    json_decref(st);
+    cv_buf_reset(&out);
+
+    CHECK_EQ_INT(http(&S, "/metrics", NULL, &out), 200);
+    cv_buf_putc(&out, 0);
+    CHECK_EQ_INT(metric(out.data, "corvid_kv_blocks_used"), kv_used);
+    CHECK(metric(out.data, "corvid_kv_blocks_free") > 0);
+    CHECK_EQ_INT(metric(out.data, "corvid_kv_blocks_total"), 8192 / 16);
+    CHECK(metric(out.data, "corvid_sched_steps_total") > 8);
+    CHECK_EQ_INT(metric(out.data, "corvid_prefix_cache_hit_tokens_total"), hit_tokens);
+    CHECK(metric(out.data, "corvid_cached_prompt_tokens_total") > 0);
+    CHECK_EQ_INT(metric(out.data, "corvid_queue_depth"), 0);
+    cv_buf_free(&out);
+}
+
+/* One greedy chat request: its text and cached prompt tokens; and the same
+ * over Anthropic (cache_read_input_tokens). */
+static void ask(const served *s, const char *user, cv_buf *text, int64_t *cached, int64_t *cached_anthropic)
+{
+    json_t *b = chat_body(user, false, false, -1);
+    json_t *v = post_json(s, "/v1/chat/completions", b);
+    json_t *m = json_object_get(json_array_get(json_object_get(v, "choices"), 0), "message");
+    cv_buf_reset(text);
+    if (jstr(m, "content"))
+        cv_buf_puts(text, jstr(m, "content"));
+    *cached = json_integer_value(
+        json_object_get(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    json_decref(v);
+    if (cached_anthropic) {
+        v = post_json(s, "/v1/messages",
+                      json_pack("{s:s, s:i, s:[{s:s, s:s}]}", "model", "claude-x", "max_tokens", 4, "messages", "role",
+                                "user", "content", user));
+        *cached_anthropic = json_integer_value(json_object_get(json_object_get(v, "usage"), "cache_read_input_tokens"));
+        json_decref(v);
+    }
+}
+
+TEST(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the_cache)
+{
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", dir_path);
+    mkdir(cache, 0700);
+    const char *prompt = "Tell me a story about a fox who learns to read the weather from the clouds over the hills.";
+    cv_buf cold = { 0 }, again = { 0 }, warm = { 0 }, nocache = { 0 };
+    int64_t c_cold, c_again, c_warm, c_warm_a, c_none;
+    served s;
+    if (!serve(&s, cache, false))
+        return;
+    ask(&s, prompt, &cold, &c_cold, NULL);
+    ask(&s, prompt, &again, &c_again, NULL);
+    unserve(&s); /* SIGTERM's path: the backend closes and writes the file */
+    CHECK_EQ_INT(c_cold, 0);
+    CHECK_MSG(c_again >= 16, "a repeated prompt had %lld cached tokens", (long long)c_again);
+    int n_files = 0;
+    DIR *d = opendir(cache);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n_files += strstr(e->d_name, ".cvkv") != NULL;
+    if (d)
+        closedir(d);
+    CHECK_EQ_INT(n_files, 1);
+
+    if (!serve(&s, cache, false))
+        return;
+    ask(&s, prompt, &warm, &c_warm, &c_warm_a);
+    unserve(&s);
+    CHECK_MSG(c_warm >= 16, "after a restart the prompt had %lld cached tokens", (long long)c_warm);
+    CHECK_MSG(c_warm_a > 0, "Anthropic cache_read_input_tokens %lld after a restart", (long long)c_warm_a);
+    CHECK_MSG(cold.len == warm.len && (!cold.len || !memcmp(cold.data, warm.data, cold.len)),
+              "cached and uncached greedy text differ: \"%.*s\" vs \"%.*s\"", (int)cold.len, cold.data ? cold.data : "",
+              (int)warm.len, warm.data ? warm.data : "");
+    CHECK(again.len == cold.len && (!cold.len || !memcmp(cold.data, again.data, cold.len)));
+
+    /* --no-prefix-cache: the same directory, nothing looked up */
+    if (!serve(&s, cache, true))
+        return;
+    ask(&s, prompt, &nocache, &c_none, NULL);
+    ask(&s, prompt, &nocache, &c_none, NULL);
+    unserve(&s);
+    CHECK_EQ_INT(c_none, 0);
+    CHECK(nocache.len == cold.len && (!cold.len || !memcmp(cold.data, nocache.data, cold.len)));
+    cv_buf_free(&cold);
+    cv_buf_free(&again);
+    cv_buf_free(&warm);
+    cv_buf_free(&nocache);
+}
+
+TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
+{
+    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_threads = 1, .kv_bytes = 1 << 20 };
+    cv_server_backend *be = NULL;
+    cv_err err = { 0 };
+    int rc = cv_server_backend_open(&o, &be, &err);
+    CHECK_EQ_INT(rc, CV_EINVAL);
+    CHECK_MSG(strstr(err.msg, "1024") && strstr(err.msg, "512"), "message: %s", err.msg);
+    if (!rc)
+        cv_server_backend_close(be);
+}
+
+int main(void)
+{
+    test_require_data();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (!make_model()) {
+        fprintf(stderr, "could not build the test model\n");
+        remove_tree(dir_path);
+        return 1;
+    }
+    if (serve(&S, NULL, false)) {
+        RUN(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not);
+        RUN(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on);
+        RUN(health_status_and_metrics_show_the_schedulers_figures_after_requests);
+        unserve(&S);
+    }
+    RUN(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the_cache);
+    RUN(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers);
+    remove_tree(dir_path);
+    curl_global_cleanup();
+    return test_report();
+}
