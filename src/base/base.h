@@ -216,4 +216,20 @@ int cv_read_file(const char *path, cv_buf *b, size_t max_bytes, cv_err *err);
 /* Writes a file atomically: temp file in the same folder, fsync, rename. */
 int cv_write_file_atomic(const char *path, const void *data, size_t len, cv_err *err);
 
+/* ---- SHA-256 (sha256.c), FIPS 180-4: checks downloads and test fixtures ---- */
+
+typedef struct cv_sha256 {
+    uint32_t h[8];
+    uint64_t n_bytes;
+    uint8_t buf[64];
+    size_t n_buf;
+    bool use_ni; /* the CPU's SHA extensions (set by init; a test clears it to compare) */
+} cv_sha256;
+
+/* Picks the SHA-extension path when the CPU has it. */
+void cv_sha256_init(cv_sha256 *s);
+void cv_sha256_update(cv_sha256 *s, const void *p, size_t n);
+/* Writes 64 lowercase hex digits and a NUL into hex. */
+void cv_sha256_final(cv_sha256 *s, char hex[65]);
+
 #endif

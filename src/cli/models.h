@@ -167,22 +167,6 @@ int cv_model_pull(cv_model_ref *ref, const cv_pull_opts *o, cv_pull_result *res,
  * what serve, run, chat and launch call. path receives the local file. */
 int cv_model_ensure(const char *spec, const cv_pull_opts *o, char *path, size_t n, cv_err *err);
 
-/* ---- sha256 (sha256.c), FIPS 180-4 ---- */
-
-typedef struct cv_sha256 {
-    uint32_t h[8];
-    uint64_t n_bytes;
-    uint8_t buf[64];
-    size_t n_buf;
-    bool use_ni; /* the CPU's SHA extensions (set by init; a test clears it to compare) */
-} cv_sha256;
-
-/* Picks the SHA-extension path when the CPU has it. */
-void cv_sha256_init(cv_sha256 *s);
-void cv_sha256_update(cv_sha256 *s, const void *p, size_t n);
-/* Writes 64 lowercase hex digits and a NUL into hex. */
-void cv_sha256_final(cv_sha256 *s, char hex[65]);
-
 /* ---- agent clients (clients.c) ---- */
 
 /* How `recipe` and `launch` reach a corvid server. */

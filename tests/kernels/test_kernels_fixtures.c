@@ -11,7 +11,6 @@
 
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
-#include "sha256.h"
 #include "test.h"
 
 TEST(dtype_table_geometry_equals_the_gguf_format_table)
@@ -101,7 +100,10 @@ static void check_dequant(const char *model, const char *name, const cv_gguf_ten
         for (int64_t r = 0; r < n_rows; r++)
             to_f32((const uint8_t *)t->data + r * rb, y + r * n_row, n_row);
         char hex[65];
-        sha256_hex(y, (size_t)(n_row * n_rows) * sizeof *y, hex);
+        cv_sha256 sh;
+        cv_sha256_init(&sh);
+        cv_sha256_update(&sh, y, (size_t)(n_row * n_rows) * sizeof *y);
+        cv_sha256_final(&sh, hex);
         double sum = 0, sum_abs = 0;
         for (int64_t i = 0; i < n_row * n_rows; i++) {
             sum += y[i];

@@ -8,12 +8,13 @@
  * extensions (Intel since Goldmont/Ice Lake, every AMD Zen) the blocks go
  * through SHA256RNDS2/MSG1/MSG2 instead, chosen at run time (docs/PERF.md,
  * "Downloads"). Both paths are checked against each other and against the
- * FIPS vectors (tests/cli/test_cli_models.c). */
+ * FIPS vectors (tests/cli/test_cli_models.c). It lives in base because the
+ * kernels' fixture test hashes its outputs with it too. */
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdio.h>
 
-#include "cli/models.h"
+#include "base/base.h"
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
