@@ -35,6 +35,7 @@ int cv_cmd_template(int argc, char **argv);
 int cv_cmd_run(int argc, char **argv);
 int cv_cmd_bench(int argc, char **argv);
 int cv_cmd_bench_serve(int argc, char **argv); /* `corvid bench --serve URL` (cmd_bench_serve.c) */
+int cv_cmd_parse_tools_bench(int argc, char **argv); /* `corvid parse-tools --bench DIR` (cmd_parse_tools_bench.c) */
 int cv_cmd_synth(int argc, char **argv);
 int cv_cmd_pull(int argc, char **argv);
 int cv_cmd_ls(int argc, char **argv);

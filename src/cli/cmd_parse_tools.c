@@ -60,6 +60,9 @@ int cv_cmd_parse_tools(int argc, char **argv)
     bool events = false;
     cv_chat_parse_opts o = { 0 };
     o.id_seed = 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--bench"))
+            return cv_cmd_parse_tools_bench(argc, argv); /* throughput per syntax (cmd_parse_tools_bench.c) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -71,7 +71,8 @@ const cv_cmd cv_cmds[] = {
     { "parse-tools", "parse model output (stdin) into content, reasoning and tool calls",
       "corvid parse-tools [--format NAME|auto] [--template FILE.jinja] [--model NAME] [--tools TOOLS.json]\n"
       "                   [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline] [--tool-choice-none]\n"
-      "                   [--no-parallel] [--json-response] [--events] [--list]",
+      "                   [--no-parallel] [--json-response] [--events] [--list]\n"
+      "       corvid parse-tools --bench DIR [--chunk 4] [--repeats 5]",
       cv_cmd_parse_tools },
 };
 const int cv_n_cmds = (int)CV_ARRAY_LEN(cv_cmds);

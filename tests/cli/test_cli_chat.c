@@ -184,7 +184,10 @@ TEST(chat_with_a_model_starts_a_private_server_or_says_why_not)
     char st_env[400], e1[400];
     snprintf(st_env, sizeof st_env, "XDG_STATE_HOME=%s", tmp);
     snprintf(e1, sizeof e1, "CORVID_MODELS=%s/store", tmp);
-    const char *env[] = { st_env, e1, "-CORVID_API_KEY", NULL };
+    /* The server saves its prefix cache under XDG_CACHE_HOME: not the user's. */
+    char cache_env[400];
+    snprintf(cache_env, sizeof cache_env, "XDG_CACHE_HOME=%s/cache", tmp);
+    const char *env[] = { st_env, e1, cache_env, "-CORVID_API_KEY", NULL };
     proc_out po;
     run_input(CHAT(test_data("reference/models/tiny-qwen3-gpt2-Q8_0.gguf"), "--max-tokens", "8", "--verbose"), env,
               "hello\n", &po);

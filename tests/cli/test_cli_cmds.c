@@ -419,6 +419,9 @@ TEST(launch_starts_corvid_serve_when_none_listens)
     snprintf(rep_env_s, sizeof rep_env_s, "FAKE_CLIENT_REPORT=%s", report);
     snprintf(st_env, sizeof st_env, "XDG_STATE_HOME=%s", state_dir);
     snprintf(e1, sizeof e1, "CORVID_MODELS=%s", store);
+    /* The server saves its prefix cache under XDG_CACHE_HOME: not the user's. */
+    char cache_env[400];
+    snprintf(cache_env, sizeof cache_env, "XDG_CACHE_HOME=%s/cache", tmp);
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t al = sizeof a;
@@ -426,7 +429,7 @@ TEST(launch_starts_corvid_serve_when_none_listens)
     getsockname(s, (struct sockaddr *)&a, &al);
     snprintf(free_port, sizeof free_port, "%d", ntohs(a.sin_port));
     close(s);
-    const char *env[] = { path_env, rep_env_s, st_env, e1, "-CORVID_API_KEY", NULL };
+    const char *env[] = { path_env, rep_env_s, st_env, e1, cache_env, "-CORVID_API_KEY", NULL };
     unlink(report);
     proc_out po;
     /* A MODEL in the store, by its name there. */

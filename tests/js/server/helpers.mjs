@@ -3,7 +3,8 @@
 // backend, the same cv_server_run loop as `corvid serve`). CTest passes its
 // path in CV_FAKE_SERVE; without it the tests look in build-asan/ then build/.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,7 +27,11 @@ function serverBinary() {
 // bin defaults to fake_serve; model tests pass the release corvid.
 export function startServer(args = [], bin = serverBinary()) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // `corvid serve` saves its prefix cache under XDG_CACHE_HOME: a private
+    // one per server, removed when the process is gone, never the user's.
+    const cacheHome = mkdtempSync(path.join(tmpdir(), 'corvid-test-cache-'));
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CACHE_HOME: cacheHome } });
+    proc.once('close', () => rmSync(cacheHome, { recursive: true, force: true }));
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 30000);

@@ -1,0 +1,250 @@
+/* test_server_serve_cli.c — `corvid serve`'s scheduler flags as a user gives
+ * them, on the release binary (make test builds it):
+ *   - --help documents every flag, and bad values of the new ones are
+ *     usage errors (exit 2) that name the flag;
+ *   - a served model (`corvid synth` tiny qwen2 with the gpt-2 vocabulary)
+ *     stopped with SIGTERM saves its prefix cache in --cache-dir, and a
+ *     restart with the same --cache-dir answers the first repeated prompt
+ *     with cached tokens (OpenAI usage.prompt_tokens_details.cached_tokens)
+ *     and the same greedy text; /v1/status shows --batch-tokens and the KV
+ *     size --kv-mem asked for;
+ *   - with --no-prefix-cache nothing is cached and no file is written. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+
+#include <curl/curl.h>
+
+#include "test.h"
+
+/* proc.h's run(); its fake_serve starter is not used here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cli/proc.h"
+#pragma GCC diagnostic pop
+
+#ifndef CV_RELEASE_BIN
+#define CV_RELEASE_BIN "build/corvid"
+#endif
+
+static char dir[256], model[512], cache[512];
+
+static bool have_bin(void)
+{
+    struct stat st;
+    return stat(CV_RELEASE_BIN, &st) == 0;
+}
+
+TEST(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors)
+{
+    proc_out po;
+    run((const char *const[]){ CV_RELEASE_BIN, "serve", "--help", NULL }, NULL, &po);
+    CHECK_EQ_INT(po.status, 0);
+    static const char *const flags[] = { "--kv-mem", "--batch-tokens", "--no-prefix-cache", "--cache-dir",
+                                         "--cache-max", "--ctx", "--parallel" };
+    for (size_t i = 0; i < CV_ARRAY_LEN(flags); i++)
+        CHECK_MSG(strstr(po.out.data, flags[i]), "--help does not mention %s", flags[i]);
+    proc_out_free(&po);
+    static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-mem", "-1G" },
+                                          { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
+                                          { "--cache-max", "lots" } };
+    for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
+        run((const char *const[]){ CV_RELEASE_BIN, "serve", "x.gguf", bad[i][0], bad[i][1], NULL }, NULL, &po);
+        CHECK_MSG(po.status == 2 && strstr(po.err.data, bad[i][0]), "%s %s: exit %d, %s", bad[i][0], bad[i][1],
+                  po.status, po.err.data);
+        proc_out_free(&po);
+    }
+}
+
+/* ---- a served model ---- */
+
+static pid_t start(const char *const *extra, int *port)
+{
+    const char *argv[32];
+    int n = 0;
+    static const char *const fixed[] = { CV_RELEASE_BIN, "serve", NULL, "--port", "0", "--ctx", "1024", "--parallel",
+                                         "2", "--threads", "1", "--kv-mem", "16M", "--batch-tokens", "64" };
+    for (size_t i = 0; i < CV_ARRAY_LEN(fixed); i++)
+        argv[n++] = fixed[i] ? fixed[i] : model;
+    for (int i = 0; extra[i]; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    int o[2];
+    if (pipe(o))
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(o[1], 1);
+        close(o[0]);
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(o[1]);
+    cv_buf b = { 0 };
+    char buf[256];
+    ssize_t k;
+    const char *p = NULL;
+    static const char tag[] = "listening on http://127.0.0.1:";
+    while (!(p = b.data ? strstr(b.data, tag) : NULL) && (k = read(o[0], buf, sizeof buf - 1)) > 0) {
+        cv_buf_append(&b, buf, (size_t)k);
+        cv_buf_putc(&b, 0);
+        b.len--;
+    }
+    *port = p ? atoi(p + strlen(tag)) : 0;
+    cv_buf_free(&b);
+    close(o[0]);
+    if (*port <= 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 0;
+    }
+    return pid;
+}
+
+static int stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    cv_buf_append(ud, p, sz * n);
+    return sz * n;
+}
+
+static json_t *get(int port, const char *path, const char *body)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    cv_buf out = { 0 };
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    json_t *v = status == 200 ? json_loadb(out.data ? out.data : "", out.len, 0, NULL) : NULL;
+    CHECK_MSG(v, "%s: HTTP %ld %.200s", path, status, out.data ? out.data : "");
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    cv_buf_free(&out);
+    return v;
+}
+
+static const char *BODY = "{\"model\":\"m\",\"max_tokens\":8,\"temperature\":0,\"messages\":[{\"role\":\"user\","
+                          "\"content\":\"A long and winding question about foxes, rivers, clouds and the weather "
+                          "over the hills in the early morning, asked twice.\"}]}";
+
+/* Cached tokens and text of BODY. */
+static int64_t ask(int port, cv_buf *text)
+{
+    json_t *v = get(port, "/v1/chat/completions", BODY);
+    json_t *m = json_object_get(json_array_get(json_object_get(v, "choices"), 0), "message");
+    cv_buf_reset(text);
+    const char *c = json_string_value(json_object_get(m, "content"));
+    if (c)
+        cv_buf_puts(text, c);
+    int64_t cached = json_integer_value(
+        json_object_get(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    json_decref(v);
+    return cached;
+}
+
+static int count_cache_files(void)
+{
+    int n = 0;
+    DIR *d = opendir(cache);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strstr(e->d_name, ".cvkv") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+TEST(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prompt)
+{
+    cv_buf cold = { 0 }, warm = { 0 };
+    int port;
+    pid_t pid = start((const char *const[]){ "--cache-dir", cache, NULL }, &port);
+    CHECK_MSG(pid, "corvid serve did not start");
+    if (!pid)
+        return;
+    CHECK_EQ_INT(ask(port, &cold), 0);
+    json_t *st = get(port, "/v1/status", NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "totals"), "batch_tokens")), 64);
+    /* 16 MiB of f32 KV at 2 KiB a position (tiny: 2 layers, 4 KV heads of 32) */
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 8192 / 16);
+    json_decref(st);
+    CHECK_EQ_INT(stop(pid), 0);
+    CHECK_EQ_INT(count_cache_files(), 1);
+
+    pid = start((const char *const[]){ "--cache-dir", cache, NULL }, &port);
+    CHECK_MSG(pid, "corvid serve did not restart");
+    if (!pid)
+        return;
+    int64_t cached = ask(port, &warm);
+    CHECK_MSG(cached >= 16, "after a restart: %lld cached tokens", (long long)cached);
+    CHECK_MSG(cold.len == warm.len && (!cold.len || !memcmp(cold.data, warm.data, cold.len)),
+              "cached and uncached greedy text differ");
+    CHECK_EQ_INT(stop(pid), 0);
+
+    /* --no-prefix-cache: nothing reused, the file left as it was */
+    struct stat before, after;
+    char path[1024] = "";
+    DIR *d = opendir(cache);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".cvkv"))
+            snprintf(path, sizeof path, "%s/%s", cache, e->d_name);
+    if (d)
+        closedir(d);
+    CHECK(stat(path, &before) == 0);
+    pid = start((const char *const[]){ "--cache-dir", cache, "--no-prefix-cache", NULL }, &port);
+    if (pid) {
+        ask(port, &warm);
+        CHECK_EQ_INT(ask(port, &warm), 0);
+        CHECK_EQ_INT(stop(pid), 0);
+    }
+    CHECK(stat(path, &after) == 0 && after.st_mtime == before.st_mtime && after.st_size == before.st_size);
+    cv_buf_free(&cold);
+    cv_buf_free(&warm);
+}
+
+int main(void)
+{
+    if (!have_bin())
+        test_skip(CV_RELEASE_BIN " is not built");
+    test_require_data();
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    snprintf(dir, sizeof dir, "/tmp/corvid-test-serve-cli-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(model, sizeof model, "%s/tiny.gguf", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    RUN(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors);
+    proc_out po;
+    run((const char *const[]){ CV_RELEASE_BIN, "synth", "--arch", "qwen2", "--shape", "tiny", "--dtype", "q8_0",
+                               "--vocab", test_data("vocab/ggml-vocab-gpt-2.gguf"), "--seed", "5", "-o", model, NULL },
+        NULL, &po);
+    CHECK_MSG(po.status == 0, "synth: %s", po.err.data);
+    proc_out_free(&po);
+    if (po.status == 0)
+        RUN(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prompt);
+    proc_out ro;
+    run((const char *const[]){ "/bin/rm", "-rf", dir, NULL }, NULL, &ro);
+    proc_out_free(&ro);
+    curl_global_cleanup();
+    return test_report();
+}
