@@ -249,8 +249,11 @@ typedef struct hook_ud {
     cv_constrain *c;
     entry *e;
     cv_grammar_state *st;
-    int32_t max_tokens, n_gen, n_vocab;
-    float *work;     /* masked logits [n_vocab] */
+    int32_t max_tokens, n_gen;
+    int32_t n_vocab;  /* the grammar vocabulary's tokens */
+    int32_t n_logits; /* the model's logits (>= n_vocab when padded), from the first step */
+    int32_t reserve_end; /* 1: keep the last token for end-of-generation */
+    float *work;     /* masked logits [n_logits] */
     uint64_t *mask;  /* [ceil(n_vocab / 64)] */
     cv_constrain_stats stats;
 } hook_ud;
@@ -261,33 +264,45 @@ static int choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_voca
 {
     hook_ud *h = ud;
     uint64_t t0 = cv_now_ns();
-    if (n_vocab != h->n_vocab)
-        return cv_err_set(err, CV_EINVAL, "constrained decoding: the model has %d logits, the vocabulary %d tokens",
-                          n_vocab, h->n_vocab);
+    /* The output matrix may be padded past the tokenizer's last id (Qwen's
+     * 151,936 rows for 151,669 tokens): those rows are never allowed. */
+    if (!h->work) {
+        h->n_logits = n_vocab;
+        h->work = cv_xmalloc((size_t)n_vocab * sizeof *h->work);
+    } else if (n_vocab != h->n_logits) {
+        return cv_err_set(err, CV_EINVAL, "constrained decoding: %d logits after %d at the first step", n_vocab,
+                          h->n_logits);
+    }
     cv_grammar_state *st = h->st;
     /* Tokens left after this one, less one for the end-of-generation token
-     * (an output that is complete but not ended reads as cut by length).
+     * in a document (complete but not ended would read as cut by length;
+     * lazy free text cut at max_tokens is what `length` means).
      * When even that cannot be met (max_tokens below the shortest output),
      * every token must still bring the end nearer: min_bytes - 1. */
     int32_t left = h->max_tokens - h->n_gen; /* this token included */
     int32_t min_now = cv_grammar_state_min_bytes(st);
     bool budget = left <= min_now + CV_GRAMMAR_BUDGET_WINDOW;
-    int32_t max_bytes = CV_MAX(left - 2, min_now - 1);
+    int32_t max_bytes = CV_MAX(left - 1 - h->reserve_end, min_now - 1);
     uint64_t ts = cv_now_ns();
     int32_t tok = cv_sampler_sample(smp, logits);
     uint64_t t_smp = cv_now_ns() - ts;
-    if (!cv_grammar_state_allows(st, tok) ||
+    if (tok < 0 || tok >= h->n_vocab || !cv_grammar_state_allows(st, tok) ||
         (budget && cv_grammar_state_min_bytes_after(st, tok) > max_bytes)) {
+        uint64_t tm = cv_now_ns();
         int rc = cv_grammar_state_mask(st, h->mask, err);
-        if (!rc && budget)
+        uint64_t tb = cv_now_ns();
+        h->stats.ns_mask += tb - tm;
+        if (!rc && budget) {
             rc = cv_grammar_state_mask_budget(st, h->mask, max_bytes, err);
+            h->stats.ns_budget += cv_now_ns() - tb;
+        }
         if (rc)
             return rc;
         h->stats.n_masked++;
         h->stats.n_budget += budget;
         int32_t best = -1;
         for (int32_t i = 0; i < n_vocab; i++) {
-            bool ok = bit(h->mask, i);
+            bool ok = i < h->n_vocab && bit(h->mask, i);
             h->work[i] = ok ? logits[i] : -INFINITY;
             if (ok && (best < 0 || logits[i] > logits[best]))
                 best = i;
@@ -300,7 +315,7 @@ static int choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_voca
         t_smp += cv_now_ns() - ts;
         /* every allowed logit can be -inf (a logit_bias ban): the grammar
          * wins, its most likely token is taken */
-        if (tok < 0 || tok >= n_vocab || !bit(h->mask, tok))
+        if (tok < 0 || tok >= h->n_vocab || !bit(h->mask, tok))
             tok = best;
     }
     int rc = cv_grammar_state_accept(st, tok, err);
@@ -321,9 +336,12 @@ static void destroy(void *ud)
     if (!h)
         return;
     if (h->stats.n_tokens)
-        cv_debug("constrained decoding: %lld tokens, %lld masked (%lld near the budget), grammar %.1f us/token",
+        cv_debug("constrained decoding: %lld tokens, %lld masked (%lld near the budget), grammar %.1f us/token "
+                 "(full masks %.1f, budget masks %.1f)",
                  (long long)h->stats.n_tokens, (long long)h->stats.n_masked, (long long)h->stats.n_budget,
-                 (double)h->stats.ns_grammar / 1e3 / (double)h->stats.n_tokens);
+                 (double)h->stats.ns_grammar / 1e3 / (double)h->stats.n_tokens,
+                 (double)h->stats.ns_mask / 1e3 / (double)h->stats.n_tokens,
+                 (double)h->stats.ns_budget / 1e3 / (double)h->stats.n_tokens);
     cv_grammar_state_destroy(h->st);
     release(h->c, h->e);
     free(h->work);
@@ -353,12 +371,12 @@ static int make_hook(cv_constrain *c, const recipe *r, int32_t max_tokens, void 
     h->c = c;
     h->e = e;
     h->max_tokens = max_tokens > 0 ? max_tokens : INT32_MAX;
+    h->reserve_end = !r->lazy;
     h->n_vocab = cv_grammar_vocab_n(v);
     if ((rc = cv_grammar_state_create(e->g, v, &h->st, err))) {
         destroy(h);
         return rc;
     }
-    h->work = cv_xmalloc((size_t)h->n_vocab * sizeof *h->work);
     h->mask = cv_xcalloc(((size_t)h->n_vocab + 63) / 64, sizeof *h->mask);
     *out = h;
     return 0;

@@ -243,6 +243,8 @@ typedef struct cv_constrain_stats {
     int64_t n_budget;   /* of which under the max_tokens budget rule */
     uint64_t ns;        /* time in the hook */
     uint64_t ns_grammar; /* of which in the grammar (the hook less the sampler) */
+    uint64_t ns_mask;    /* of which in full masks (cv_grammar_state_mask) */
+    uint64_t ns_budget;  /* of which in budget masks (cv_grammar_state_mask_budget) */
 } cv_constrain_stats;
 void cv_constrain_hook_stats(const void *hook_ud, cv_constrain_stats *out);
 /* The output so far is complete (the grammar could end here). */

@@ -432,6 +432,50 @@ TEST(the_grammar_wins_over_logits_that_ban_every_allowed_token)
     env_close(&h);
 }
 
+TEST(padded_logit_rows_past_the_vocabulary_are_never_chosen)
+{
+    /* Qwen's output matrix has 151,936 rows for 151,669 tokens: the rows
+     * past the tokenizer get the highest logits here and must never win. */
+    hook_env h;
+    if (!env_open(&h))
+        return;
+    cv_constrain *c = NULL;
+    CHECK(cv_constrain_create(h.tok, NULL, &c, NULL) == 0);
+    json_t *schema = json_loads(ADDRESS, 0, NULL);
+    void *ud = NULL;
+    CHECK(cv_constrain_for_schema(c, schema, (cv_str){ "", 0 }, 150, &ud, NULL) == 0);
+    int32_t n = h.n_vocab + 64;
+    float *logits = cv_xmalloc((size_t)n * sizeof *logits);
+    cv_sampler *smp = NULL;
+    cv_sample_params sp = { .temperature = 1.0f, .seed = 3, .has_seed = true };
+    CHECK(cv_sampler_create(&sp, n, &smp, NULL) == 0);
+    cv_buf text = { 0 };
+    bool ended = false;
+    for (int step = 0; step < 150 && !ended; step++) {
+        for (int32_t i = 0; i < n; i++)
+            logits[i] = i >= h.n_vocab ? 50.0f : 3.0f * cv_rng_normal(&h.rng);
+        int32_t tok = -1;
+        cv_err err;
+        if (cv_constrain_hook.choose(ud, smp, logits, n, &tok, &err)) {
+            CHECK_MSG(false, "step %d: %s", step, err.msg);
+            break;
+        }
+        CHECK_MSG(tok >= 0 && tok < h.n_vocab, "step %d chose padded row %d", step, tok);
+        ended = cv_tok_is_eog(h.tok, tok);
+        if (!ended)
+            cv_tok_piece(h.tok, tok, 0, &text, NULL);
+    }
+    CHECK(ended);
+    check_address(text.data ? text.data : "", 50);
+    cv_buf_free(&text);
+    cv_sampler_destroy(smp);
+    free(logits);
+    cv_constrain_hook.destroy(ud);
+    json_decref(schema);
+    cv_constrain_destroy(c);
+    env_close(&h);
+}
+
 TEST(a_prompt_that_opened_think_gets_reasoning_first_then_the_document)
 {
     hook_env h;
@@ -476,6 +520,46 @@ TEST(a_prompt_that_opened_think_gets_reasoning_first_then_the_document)
     cv_buf_free(&text);
     request_free(r);
     json_decref(schema);
+    cv_constrain_destroy(c);
+    env_close(&h);
+}
+
+TEST(a_forced_call_after_an_opened_think_block_is_read_back_as_reasoning_then_the_call)
+{
+    hook_env h;
+    if (!env_open(&h))
+        return;
+    cv_constrain *c = NULL;
+    CHECK(cv_constrain_create(h.tok, &(cv_constrain_opts){ .syntax = "hermes", .reasoning = true }, &c, NULL) == 0);
+    cv_chat_request *r = request(1, 260);
+    json_decref(r->tools);
+    r->tools = json_loads(TOOLS, 0, NULL);
+    r->tool_choice = CV_TOOL_CHOICE_NAMED;
+    r->tool_choice_name = cv_xstrdup("get_weather");
+    for (int k = 0; k < 3; k++) {
+        void *ud = NULL;
+        cv_err err;
+        CHECK_MSG(cv_constrain_for_request(c, r, cv_str_of("<think>\n"), 260, &ud, &err) == 0, "%s", err.msg);
+        if (!ud)
+            break;
+        cv_buf text = { 0 };
+        CHECK(run_hook(&h, ud, 260, fill_noise, &text));
+        const char *s = text.data ? text.data : "";
+        cv_chat_parse_result pr = { 0 };
+        cv_chat_parse_opts po = { .format = cv_tc_format_find("hermes"), .tools = r->tools,
+                                  .reasoning_open = cv_str_of("<think>\n"), .id_seed = 1 };
+        CHECK_MSG(cv_chat_parse_text(&po, s, strlen(s), &pr, &err) == 0, "%s", err.msg);
+        CHECK_MSG(pr.n_calls >= 1, "no call in %.300s", s);
+        CHECK_MSG(pr.reasoning.len > 0 || strncmp(s, "</think>", 8) == 0, "no reasoning before the call: %.200s", s);
+        for (int i = 0; i < pr.n_calls; i++) {
+            CHECK_EQ_STR(pr.calls[i].name, "get_weather");
+            check_call(&pr.calls[i], s);
+        }
+        cv_chat_parse_result_fini(&pr);
+        cv_constrain_hook.destroy(ud);
+        cv_buf_free(&text);
+    }
+    request_free(r);
     cv_constrain_destroy(c);
     env_close(&h);
 }
@@ -540,7 +624,9 @@ int main(void)
     RUN(a_named_tool_choice_calls_that_tool);
     RUN(what_cannot_be_enforced_is_the_requests_error_naming_it);
     RUN(the_grammar_wins_over_logits_that_ban_every_allowed_token);
+    RUN(padded_logit_rows_past_the_vocabulary_are_never_chosen);
     RUN(a_prompt_that_opened_think_gets_reasoning_first_then_the_document);
+    RUN(a_forced_call_after_an_opened_think_block_is_read_back_as_reasoning_then_the_call);
     RUN(grammars_are_cached_by_text_and_an_evicted_one_lives_while_in_use);
     cv_server_backend_close(be);
     return test_report();

@@ -11,7 +11,9 @@
 // the construct.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { repo, startServer, testdata } from '../server/helpers.mjs';
@@ -147,6 +149,48 @@ describe('constrained decoding on the release server', { skip }, () => {
     assert.equal(ant.body.type, 'error');
     assert.equal(ant.body.error.type, 'invalid_request_error');
     assert.match(ant.body.error.message, /#\/properties\/a.*lookbehind/);
+  });
+
+  test('hostile response_format shapes are 400s, not crashes', async () => {
+    const messages = [{ role: 'user', content: 'hi' }];
+    for (const rf of [{ type: 'json_schema', json_schema: { name: 'x', schema: 5 } }, { type: 'json_schema', json_schema: { schema: 'str' } },
+      { type: 'json_schema', json_schema: { schema: { type: 'object', properties: { a: { $ref: '#/nowhere' } } } } },
+      { type: 'json_schema', json_schema: { schema: { type: 'array', minItems: 5, maxItems: 2 } } },
+      { type: 'json_schema', json_schema: { schema: { anyOf: [] } } }, { type: 'xml' }]) {
+      const r = await post(`${srv.url}/v1/chat/completions`, { model: 'm', messages, max_tokens: 10, response_format: rf });
+      assert.equal(r.status, 400, `${JSON.stringify(rf)}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.type, 'invalid_request_error');
+    }
+    // the server is still serving
+    const ok = await post(`${srv.url}/v1/chat/completions`, { model: 'm', messages, max_tokens: 30, response_format: { type: 'json_object' } });
+    assert.equal(ok.status, 200);
+  });
+
+  test('corvid run --json-schema prints one valid document; a bad schema is exit 2 naming it', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'corvid-run-schema-'));
+    try {
+      const compile = validators();
+      const files = ['address.json', 'tool_bash.json', 'calendar_event.json', 'enum_mixed.json', 'array_of_objects.json', 'integer_2p53.json']
+        .map((f) => path.join(repo, 'tests', 'grammar', 'schemas', f)).filter((f) => existsSync(f));
+      assert.ok(files.length >= 3, `${files.length} schema files found`);
+      for (const f of files)
+        for (const seed of [1, 2]) {
+          const out = execFileSync(corvid, ['run', model, '-p', 'Hello', '-n', '120', '--temp', '1', '--seed', String(seed), '--threads', '1', '--json-schema', f], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+          const v = compile(JSON.parse(readFileSync(f, 'utf8')));
+          assert.ok(v(JSON.parse(out)), `${f} seed ${seed}: ${out}`);
+        }
+      const bad = path.join(dir, 'bad.json');
+      writeFileSync(bad, JSON.stringify({ type: 'string', pattern: 'a(?=b)' }));
+      const r = spawnSync(corvid, ['run', model, '-p', 'Hello', '--json-schema', bad], { encoding: 'utf8' });
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /--json-schema .*bad\.json.*lookahead/);
+      writeFileSync(bad, '{"type": ');
+      const r2 = spawnSync(corvid, ['run', model, '-p', 'Hello', '--json-schema', bad], { encoding: 'utf8' });
+      assert.equal(r2.status, 2);
+      assert.match(r2.stderr, /line 1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('Responses text.format and Anthropic output_config.format give documents valid for their schema', async () => {
