@@ -151,7 +151,7 @@ int cv_cmd_serve(int argc, char **argv)
             if (parse_int(cmd, a, v, 1, 1024, &x)) return 2;
             o.threads = (int)x;
         } else if (!strcmp(a, "--served-model-name")) o.served_name = v;
-        else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-memory")) {
+        else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-mem")) {
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;

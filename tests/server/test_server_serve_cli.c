@@ -40,13 +40,13 @@ TEST(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors)
     proc_out po;
     run((const char *const[]){ CV_RELEASE_BIN, "serve", "--help", NULL }, NULL, &po);
     CHECK_EQ_INT(po.status, 0);
-    static const char *const flags[] = { "--kv-mem", "--batch-tokens", "--no-prefix-cache", "--cache-dir",
+    static const char *const flags[] = { "--kv-memory", "--max-queue", "--batch-tokens", "--no-prefix-cache", "--cache-dir",
                                          "--cache-max", "--ctx", "--parallel" };
     for (size_t i = 0; i < CV_ARRAY_LEN(flags); i++)
         CHECK_MSG(strstr(po.out.data, flags[i]), "--help does not mention %s", flags[i]);
     proc_out_free(&po);
-    static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-mem", "-1G" },
-                                          { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
+    static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-memory", "-1G" },
+                                          { "--max-queue", "0" }, { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
                                           { "--cache-max", "lots" } };
     for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
         run((const char *const[]){ CV_RELEASE_BIN, "serve", "x.gguf", bad[i][0], bad[i][1], NULL }, NULL, &po);
@@ -63,7 +63,7 @@ static pid_t start(const char *const *extra, int *port)
     const char *argv[32];
     int n = 0;
     static const char *const fixed[] = { CV_RELEASE_BIN, "serve", NULL, "--port", "0", "--ctx", "1024", "--parallel",
-                                         "2", "--threads", "1", "--kv-mem", "16M", "--batch-tokens", "64" };
+                                         "2", "--threads", "1", "--kv-memory", "16M", "--batch-tokens", "64" };
     for (size_t i = 0; i < CV_ARRAY_LEN(fixed); i++)
         argv[n++] = fixed[i] ? fixed[i] : model;
     for (int i = 0; extra[i]; i++)
