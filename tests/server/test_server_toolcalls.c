@@ -28,6 +28,7 @@
 
 #include "chat/chat.h"
 #include "fake_backend.h"
+#include "../chat/toolcall/tc_harness.h" /* loose JSON comparison, as the parser tests compare */
 
 #define MAX_CASES 700
 
@@ -402,40 +403,11 @@ static bool ask(int w, bool stream, const json_t *tools, bool parallel, answer *
 
 /* ---- comparing ---- */
 
-static bool json_loose_eq(const json_t *a, const json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b))
-        return json_number_value(a) == json_number_value(b);
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    if (json_is_object(a)) {
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)a, k, v) {
-            json_t *o = json_object_get(b, k);
-            if (!o || !json_loose_eq(v, o))
-                return false;
-        }
-        return true;
-    }
-    if (json_is_array(a)) {
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!json_loose_eq(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    }
-    return json_equal((json_t *)a, (json_t *)b);
-}
-
 static bool args_eq_text(const char *want, const cv_buf *got)
 {
     json_t *a = json_loads(want, JSON_DECODE_ANY, NULL);
     json_t *b = json_loadb(got->data ? got->data : "", got->len, JSON_DECODE_ANY, NULL);
-    bool ok = a && b && json_loose_eq(a, b);
+    bool ok = a && b && tc_json_loose_eq(a, b);
     json_decref(a);
     json_decref(b);
     return ok;
@@ -532,7 +504,7 @@ static bool matches_fixture(const json_t *c, const answer *a)
         if (json_is_null(json_object_get(wc, "arguments")))
             continue; /* the peer asserted a raw prefix only (test_tc_fixtures checks it) */
         json_t *got = json_loadb(a->calls[i].args.data ? a->calls[i].args.data : "", a->calls[i].args.len, 0, NULL);
-        bool ok = got && json_loose_eq(json_object_get(wc, "arguments"), got);
+        bool ok = got && tc_json_loose_eq(json_object_get(wc, "arguments"), got);
         json_decref(got);
         if (!ok)
             return false;
