@@ -2,8 +2,8 @@
  * the algorithm and the tile's contract). Per KV block of 16 positions and
  * per query row: 16 scores from 8-wide dot products folded by a horizontal
  * add tree, a vectorised exp (range reduction by ln 2, degree-6 Taylor
- * polynomial: relative error < 2e-7 on the reduced range), then the value
- * rows accumulated 64 floats at a time in registers. f16 caches convert on
+ * polynomial: relative error < 2e-7 on the reduced range); then, in a
+ * second pass, the value rows accumulated into two query rows at a time. f16 caches convert on
  * load. Compiled with CV_AVX2_FLAGS; chosen at run time when the CPU has
  * AVX2 and head_dim is a multiple of 8. */
 #include <immintrin.h>
@@ -76,18 +76,87 @@ static inline __m256 dot8(const float *q, const char *K, size_t row, int32_t hd,
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+/* acc rows ar0 (and ar1 when not NULL) += P rows p0 (p1) x the nv value
+ * rows of V, after scaling by their corrections c0 (c1). Two rows share
+ * every V load, so the loop is bound by FMAs, not loads. Full chunks of 32
+ * columns keep both rows' sums in 8 named registers (with a loop over an
+ * array of sums GCC keeps them in memory and the loop runs at store-forward
+ * speed); the tail of hd % 32 columns goes 8 at a time. */
+static inline void pv_rows(float *ar0, float *ar1, const float *p0, const float *p1, float c0, float c1,
+                           const char *V, size_t row, int32_t nv, int32_t hd, size_t eb, bool f16)
+{
+    const __m256 cv0 = _mm256_set1_ps(c0), cv1 = _mm256_set1_ps(c1);
+    const bool two = ar1 != NULL;
+    if (!two)
+        ar1 = ar0, p1 = p0; /* computed twice, stored once */
+    int32_t i0 = 0;
+    for (; i0 + 32 <= hd; i0 += 32) {
+        __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
+        __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 8), cv0);
+        __m256 x2 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 16), cv0);
+        __m256 x3 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 24), cv0);
+        __m256 y0 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1);
+        __m256 y1 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 8), cv1);
+        __m256 y2 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 16), cv1);
+        __m256 y3 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 24), cv1);
+        const char *vc = V + (size_t)i0 * eb;
+        for (int32_t j = 0; j < nv; j++, vc += row) {
+            const __m256 a = _mm256_set1_ps(p0[j]), b = _mm256_set1_ps(p1[j]);
+            __m256 v = load8(vc, f16);
+            x0 = _mm256_fmadd_ps(a, v, x0);
+            y0 = _mm256_fmadd_ps(b, v, y0);
+            v = load8(vc + 8 * eb, f16);
+            x1 = _mm256_fmadd_ps(a, v, x1);
+            y1 = _mm256_fmadd_ps(b, v, y1);
+            v = load8(vc + 16 * eb, f16);
+            x2 = _mm256_fmadd_ps(a, v, x2);
+            y2 = _mm256_fmadd_ps(b, v, y2);
+            v = load8(vc + 24 * eb, f16);
+            x3 = _mm256_fmadd_ps(a, v, x3);
+            y3 = _mm256_fmadd_ps(b, v, y3);
+        }
+        _mm256_storeu_ps(ar0 + i0, x0);
+        _mm256_storeu_ps(ar0 + i0 + 8, x1);
+        _mm256_storeu_ps(ar0 + i0 + 16, x2);
+        _mm256_storeu_ps(ar0 + i0 + 24, x3);
+        if (two) {
+            _mm256_storeu_ps(ar1 + i0, y0);
+            _mm256_storeu_ps(ar1 + i0 + 8, y1);
+            _mm256_storeu_ps(ar1 + i0 + 16, y2);
+            _mm256_storeu_ps(ar1 + i0 + 24, y3);
+        }
+    }
+    for (; i0 < hd; i0 += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1);
+        const char *vc = V + (size_t)i0 * eb;
+        for (int32_t j = 0; j < nv; j++, vc += row) {
+            const __m256 v = load8(vc, f16);
+            x = _mm256_fmadd_ps(_mm256_set1_ps(p0[j]), v, x);
+            y = _mm256_fmadd_ps(_mm256_set1_ps(p1[j]), v, y);
+        }
+        _mm256_storeu_ps(ar0 + i0, x);
+        if (two)
+            _mm256_storeu_ps(ar1 + i0, y);
+    }
+}
+
+/* Per KV block, two passes over the tile's rows: first every row's scores
+ * and online-softmax update (short dependency chains, independent between
+ * rows, so they overlap), then the value accumulation two rows at a time. */
 void cv_att_tile_avx2(const att_tile *a, float *scratch)
 {
     const kv_pool *kv = a->kv;
     const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
     const bool f16 = kv->type == CV_GGML_F16;
-    const size_t row = (size_t)hd * kv->elt_bytes;
-    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R;
+    const size_t eb = kv->elt_bytes, row = (size_t)hd * eb;
+    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
     const __m256 scale = _mm256_set1_ps(a->scale);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const int32_t last = a->pos0 + a->n_tok - 1;
     for (int32_t blk = 0; blk * CV_KV_BLOCK <= last; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
@@ -103,7 +172,6 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
             for (int32_t h = 0; h < n_rep; h++) {
                 const int32_t r = k * n_rep + h;
                 const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * n_rep + h) * hd;
-                const __m256 ninf = _mm256_set1_ps(-INFINITY);
                 __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(dot8(q, K, row, hd, f16), scale),
                                              _mm256_castsi256_ps(ok0));
                 __m256 s1 = nv > 8 ? _mm256_blendv_ps(ninf, _mm256_mul_ps(dot8(q, K + 8 * row, row, hd, f16), scale),
@@ -119,25 +187,21 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
                 __m256 p0 = _mm256_and_ps(exp8(_mm256_sub_ps(s0, m)), _mm256_castsi256_ps(ok0));
                 __m256 p1 = _mm256_and_ps(exp8(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
                 sum[r] = sum[r] * c + hsum8(_mm256_add_ps(p0, p1));
-                float p[16];
-                _mm256_storeu_ps(p, p0);
-                _mm256_storeu_ps(p + 8, p1);
-                float *ar = acc + (size_t)r * hd;
-                const __m256 cv = _mm256_set1_ps(c);
-                for (int32_t i0 = 0; i0 < hd; i0 += 64) {
-                    const int32_t w = CV_MIN(64, hd - i0) / 8;
-                    __m256 x[8];
-                    for (int32_t u = 0; u < w; u++)
-                        x[u] = _mm256_mul_ps(_mm256_loadu_ps(ar + i0 + 8 * u), cv);
-                    for (int32_t j = 0; j < nv; j++) {
-                        const __m256 pj = _mm256_set1_ps(p[j]);
-                        const char *vr = V + j * row + (size_t)i0 * kv->elt_bytes;
-                        for (int32_t u = 0; u < w; u++)
-                            x[u] = _mm256_fmadd_ps(pj, load8(vr + (size_t)u * 8 * kv->elt_bytes, f16), x[u]);
-                    }
-                    for (int32_t u = 0; u < w; u++)
-                        _mm256_storeu_ps(ar + i0 + 8 * u, x[u]);
-                }
+                corr[r] = c;
+                _mm256_storeu_ps(P + (size_t)r * CV_KV_BLOCK, p0);
+                _mm256_storeu_ps(P + (size_t)r * CV_KV_BLOCK + 8, p1);
+            }
+        }
+        for (int32_t k = 0; k < a->n_tok; k++) {
+            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
+            if (nv <= 0)
+                continue;
+            for (int32_t h = 0; h < n_rep; h += 2) {
+                const int32_t r = k * n_rep + h;
+                const bool two = h + 1 < n_rep;
+                pv_rows(acc + (size_t)r * hd, two ? acc + (size_t)(r + 1) * hd : NULL, P + (size_t)r * CV_KV_BLOCK,
+                        two ? P + (size_t)(r + 1) * CV_KV_BLOCK : NULL, corr[r], two ? corr[r + 1] : 1.0f, V, row, nv,
+                        hd, eb, f16);
             }
         }
     }
