@@ -54,23 +54,9 @@ int tc_read_deepseek(tc_run *r, tc_sec *s)
             continue;
         case D_HEAD: {
             /* the word before <｜tool▁sep｜>: "function" (V3) or the name (V3.1) */
-            const char *p = tc_p(r);
-            size_t n = tc_n(r), i = 0;
-            while (i < n && p[i] != '<' && p[i] != '\n' && i <= CV_TC_MAX_NAME)
-                i++;
-            r->work += i + 1;
-            if (i > CV_TC_MAX_NAME || (i == n && r->eof))
-                return TC_FAIL;
-            if (i == n)
-                return TC_MORE;
-            size_t m = sizeof SEP - 1, k = n - i < m ? n - i : m;
-            if (memcmp(p + i, SEP, k))
-                return TC_FAIL;
-            if (k < m)
-                return r->eof ? TC_FAIL : TC_MORE;
-            cv_buf_reset(&s->tmp);
-            cv_buf_append(&s->tmp, p, i);
-            tc_eat(r, i + m);
+            rc = tc_word_then(r, SEP, &s->tmp);
+            if (rc != TC_DONE)
+                return rc;
             if (s->tmp.len == 8 && !memcmp(s->tmp.data, "function", 8)) {
                 cv_buf_reset(&s->tmp);
                 s->st = D_NAME;

@@ -388,6 +388,11 @@ void tc_eat(tc_run *r, size_t n);
  * when eat), TC_FAIL if it cannot, TC_MORE if the input is a proper prefix
  * of it and more may come. */
 int tc_lit(tc_run *r, const char *lit, bool eat);
+/* Reads a word (no '<' or newline, at most CV_TC_MAX_NAME bytes) followed
+ * by the literal mark: TC_DONE with the word in *word and both consumed,
+ * TC_MORE if the input may still complete them, TC_FAIL otherwise (input
+ * untouched). The name-then-marker step of DeepSeek's and Kimi's calls. */
+int tc_word_then(tc_run *r, const char *mark, cv_buf *word);
 /* Skips whitespace; TC_MORE if it reached the end of the input (not eof). */
 int tc_ws(tc_run *r);
 /* Reads an identifier ([A-Za-z_][A-Za-z0-9_.-]*, dots and dashes kept) into

@@ -42,23 +42,9 @@ static int read_kimi(tc_run *r, tc_sec *s)
                 return TC_MORE;
             return s->n_items ? TC_DONE : TC_FAIL;
         case K_ID: {
-            const char *p = tc_p(r);
-            size_t n = tc_n(r), i = 0;
-            while (i < n && p[i] != '<' && p[i] != '\n' && i <= CV_TC_MAX_NAME)
-                i++;
-            r->work += i + 1;
-            if (i > CV_TC_MAX_NAME || (i == n && r->eof))
-                return TC_FAIL;
-            if (i == n)
-                return TC_MORE;
-            size_t m = sizeof ARG - 1, k = n - i < m ? n - i : m;
-            if (memcmp(p + i, ARG, k))
-                return TC_FAIL;
-            if (k < m)
-                return r->eof ? TC_FAIL : TC_MORE;
-            cv_buf_reset(&s->tmp);
-            cv_buf_append(&s->tmp, p, i);
-            tc_eat(r, i + m);
+            rc = tc_word_then(r, ARG, &s->tmp);
+            if (rc != TC_DONE)
+                return rc;
             /* functions.NAME:IDX -> NAME */
             const char *id = s->tmp.data;
             size_t idlen = s->tmp.len;

@@ -58,6 +58,28 @@ int tc_lit(tc_run *r, const char *lit, bool eat)
     return TC_DONE;
 }
 
+int tc_word_then(tc_run *r, const char *mark, cv_buf *word)
+{
+    const char *p = tc_p(r);
+    size_t n = tc_n(r), i = 0;
+    while (i < n && p[i] != '<' && p[i] != '\n' && i <= CV_TC_MAX_NAME)
+        i++;
+    r->work += i + 1;
+    if (i > CV_TC_MAX_NAME || (i == n && r->eof))
+        return TC_FAIL;
+    if (i == n)
+        return TC_MORE;
+    size_t m = strlen(mark), k = n - i < m ? n - i : m;
+    if (memcmp(p + i, mark, k))
+        return TC_FAIL;
+    if (k < m)
+        return r->eof ? TC_FAIL : TC_MORE;
+    cv_buf_reset(word);
+    cv_buf_append(word, p, i);
+    tc_eat(r, i + m);
+    return TC_DONE;
+}
+
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 int tc_ws(tc_run *r)
