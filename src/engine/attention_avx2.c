@@ -76,44 +76,44 @@ static inline __m256 dot8(const float *q, const char *K, size_t row, int32_t hd,
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* acc rows ar0 (and ar1 when not NULL) += P rows p0 (p1) x the nv value
- * rows of V, after scaling by their corrections c0 (c1). Two rows share
- * every V load, so the loop is bound by FMAs, not loads. Full chunks of 32
- * columns keep both rows' sums in 8 named registers (with a loop over an
- * array of sums GCC keeps them in memory and the loop runs at store-forward
- * speed); the tail of hd % 32 columns goes 8 at a time. */
-static inline void pv_rows(float *ar0, float *ar1, const float *p0, const float *p1, float c0, float c1,
-                           const char *V, size_t row, int32_t nv, int32_t hd, size_t eb, bool f16)
+/* acc row ar0 (and ar1 when two) += P row p0 (p1) x the nv value rows of
+ * V, after scaling by the corrections c0 (c1). Two rows share every V load,
+ * so the loop is bound by FMAs, not loads. Full chunks of 32 columns keep
+ * both rows' sums in 8 named registers (with a loop over an array of sums
+ * GCC keeps them in memory and the loop runs at store-forward speed); the
+ * tail of hd % 32 columns goes 8 at a time. Always inlined with a constant
+ * `two`, so the one-row form carries no second row's work. */
+#define PV_FMA(x, y, v)                                                                                                \
+    do {                                                                                                               \
+        const __m256 v_ = (v);                                                                                         \
+        x = _mm256_fmadd_ps(a, v_, x);                                                                                 \
+        if (two)                                                                                                       \
+            y = _mm256_fmadd_ps(b, v_, y);                                                                             \
+    } while (0)
+
+static inline __attribute__((always_inline)) void pv_rows(float *ar0, float *ar1, const float *p0, const float *p1,
+                                                          float c0, float c1, const char *V, size_t row, int32_t nv,
+                                                          int32_t hd, size_t eb, bool f16, const bool two)
 {
     const __m256 cv0 = _mm256_set1_ps(c0), cv1 = _mm256_set1_ps(c1);
-    const bool two = ar1 != NULL;
-    if (!two)
-        ar1 = ar0, p1 = p0; /* computed twice, stored once */
+    const __m256 zero = _mm256_setzero_ps();
     int32_t i0 = 0;
     for (; i0 + 32 <= hd; i0 += 32) {
         __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
         __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 8), cv0);
         __m256 x2 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 16), cv0);
         __m256 x3 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 24), cv0);
-        __m256 y0 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1);
-        __m256 y1 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 8), cv1);
-        __m256 y2 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 16), cv1);
-        __m256 y3 = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 24), cv1);
+        __m256 y0 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1) : zero;
+        __m256 y1 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 8), cv1) : zero;
+        __m256 y2 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 16), cv1) : zero;
+        __m256 y3 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 24), cv1) : zero;
         const char *vc = V + (size_t)i0 * eb;
         for (int32_t j = 0; j < nv; j++, vc += row) {
-            const __m256 a = _mm256_set1_ps(p0[j]), b = _mm256_set1_ps(p1[j]);
-            __m256 v = load8(vc, f16);
-            x0 = _mm256_fmadd_ps(a, v, x0);
-            y0 = _mm256_fmadd_ps(b, v, y0);
-            v = load8(vc + 8 * eb, f16);
-            x1 = _mm256_fmadd_ps(a, v, x1);
-            y1 = _mm256_fmadd_ps(b, v, y1);
-            v = load8(vc + 16 * eb, f16);
-            x2 = _mm256_fmadd_ps(a, v, x2);
-            y2 = _mm256_fmadd_ps(b, v, y2);
-            v = load8(vc + 24 * eb, f16);
-            x3 = _mm256_fmadd_ps(a, v, x3);
-            y3 = _mm256_fmadd_ps(b, v, y3);
+            const __m256 a = _mm256_set1_ps(p0[j]), b = two ? _mm256_set1_ps(p1[j]) : zero;
+            PV_FMA(x0, y0, load8(vc, f16));
+            PV_FMA(x1, y1, load8(vc + 8 * eb, f16));
+            PV_FMA(x2, y2, load8(vc + 16 * eb, f16));
+            PV_FMA(x3, y3, load8(vc + 24 * eb, f16));
         }
         _mm256_storeu_ps(ar0 + i0, x0);
         _mm256_storeu_ps(ar0 + i0 + 8, x1);
@@ -128,12 +128,11 @@ static inline void pv_rows(float *ar0, float *ar1, const float *p0, const float 
     }
     for (; i0 < hd; i0 += 8) {
         __m256 x = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
-        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1);
+        __m256 y = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1) : zero;
         const char *vc = V + (size_t)i0 * eb;
         for (int32_t j = 0; j < nv; j++, vc += row) {
-            const __m256 v = load8(vc, f16);
-            x = _mm256_fmadd_ps(_mm256_set1_ps(p0[j]), v, x);
-            y = _mm256_fmadd_ps(_mm256_set1_ps(p1[j]), v, y);
+            const __m256 a = _mm256_set1_ps(p0[j]), b = two ? _mm256_set1_ps(p1[j]) : zero;
+            PV_FMA(x, y, load8(vc, f16));
         }
         _mm256_storeu_ps(ar0 + i0, x);
         if (two)
@@ -198,10 +197,12 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
                 continue;
             for (int32_t h = 0; h < n_rep; h += 2) {
                 const int32_t r = k * n_rep + h;
-                const bool two = h + 1 < n_rep;
-                pv_rows(acc + (size_t)r * hd, two ? acc + (size_t)(r + 1) * hd : NULL, P + (size_t)r * CV_KV_BLOCK,
-                        two ? P + (size_t)(r + 1) * CV_KV_BLOCK : NULL, corr[r], two ? corr[r + 1] : 1.0f, V, row, nv,
-                        hd, eb, f16);
+                float *ar = acc + (size_t)r * hd;
+                const float *pr = P + (size_t)r * CV_KV_BLOCK;
+                if (h + 1 < n_rep)
+                    pv_rows(ar, ar + hd, pr, pr + CV_KV_BLOCK, corr[r], corr[r + 1], V, row, nv, hd, eb, f16, true);
+                else
+                    pv_rows(ar, NULL, pr, NULL, corr[r], 1.0f, V, row, nv, hd, eb, f16, false);
             }
         }
     }
