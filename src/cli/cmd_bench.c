@@ -4,7 +4,12 @@
  * speed-up that changes the output shows).
  *
  *   ceilings (the kernels' probes, all threads): read bandwidth B (bytes/s)
- *   and the int8 multiply-add peak P (per second);
+ *   and the int8 multiply-add peak P (per second), measured before every
+ *   repeat of every case and after the last one. A shared machine's
+ *   bandwidth moves by 30% from one minute to the next (other tenants'
+ *   memory traffic), so each repeat is set against the mean of the probes
+ *   on either side of it, and a case's fraction is the median of its
+ *   repeats' fractions (its tok/s is the median of its repeats');
  *   prefill of p tokens (one forward call, fresh sequence): tok/s, and
  *     tok/s x MACs per token / P;
  *   decode at batch b (b sequences, each from a one-token prompt, n steps of
@@ -127,6 +132,64 @@ out:
     return rc;
 }
 
+/* The ceilings around a case's repeats: c[r] is measured before repeat r,
+ * c[repeats] after the last. */
+typedef struct ceiling {
+    double bw, peak; /* bytes/s, multiply-adds/s (0 when not measured) */
+} ceiling;
+
+static int measure_ceiling(cv_pool *pool, bool probe, ceiling *c, cv_err *err)
+{
+    *c = (ceiling){ 0 };
+    if (!probe)
+        return 0;
+    cv_probe_result bw, peak;
+    int rc = cv_probe_read_bandwidth(pool, &bw, err);
+    if (rc)
+        return rc;
+    c->bw = bw.value * 1e9;
+    rc = cv_probe_int8_peak(pool, &peak, err);
+    if (rc == 0)
+        c->peak = peak.value;
+    return rc == CV_EUNSUPPORTED ? 0 : rc;
+}
+
+/* One case's result: median seconds, median fractions of the ceilings
+ * around each repeat, and the range of the ceilings it saw. */
+typedef struct case_result {
+    double secs, f_bw, f_peak;
+    double bw_lo, bw_hi, peak_lo, peak_hi;
+} case_result;
+
+/* secs[r] is repeat r's time; work_bytes / work_macs what one repeat
+ * read and multiplied. */
+static case_result summarize(double *secs, const ceiling *c, int repeats, double work_bytes, double work_macs)
+{
+    case_result res = { .bw_lo = c[0].bw, .bw_hi = c[0].bw, .peak_lo = c[0].peak, .peak_hi = c[0].peak };
+    double fb[100], fp[100];
+    for (int r = 0; r < repeats; r++) {
+        const double B = 0.5 * (c[r].bw + c[r + 1].bw), P = 0.5 * (c[r].peak + c[r + 1].peak);
+        fb[r] = B > 0 ? work_bytes / secs[r] / B : 0;
+        fp[r] = P > 0 ? work_macs / secs[r] / P : 0;
+    }
+    for (int r = 1; r <= repeats; r++) {
+        res.bw_lo = CV_MIN(res.bw_lo, c[r].bw), res.bw_hi = CV_MAX(res.bw_hi, c[r].bw);
+        res.peak_lo = CV_MIN(res.peak_lo, c[r].peak), res.peak_hi = CV_MAX(res.peak_hi, c[r].peak);
+    }
+    res.f_bw = median(fb, repeats);
+    res.f_peak = median(fp, repeats);
+    res.secs = median(secs, repeats);
+    return res;
+}
+
+static void print_ceilings(const case_result *r)
+{
+    if (r->bw_hi > 0)
+        printf("  (%.1f-%.1f GB/s, %.0f-%.0f G int8/s)", r->bw_lo * 1e-9, r->bw_hi * 1e-9, r->peak_lo * 1e-9,
+               r->peak_hi * 1e-9);
+    printf("\n");
+}
+
 static int bench(const bench_opts *o)
 {
     cv_err err = { 0 };
@@ -149,27 +212,25 @@ static int bench(const bench_opts *o)
     if ((rc = cv_engine_create(m, &ep, &e, &err)))
         goto fail;
     cv_engine_set_profiling(e, true);
-    const int nth = cv_pool_size(cv_engine_pool(e));
-    cv_probe_result bw = { 0 }, peak = { 0 };
-    if (!o->no_probe) {
-        if ((rc = cv_probe_read_bandwidth(cv_engine_pool(e), &bw, &err)))
-            goto fail;
-        if ((rc = cv_probe_int8_peak(cv_engine_pool(e), &peak, &err)) && rc != CV_EUNSUPPORTED)
-            goto fail;
-        rc = 0;
-    }
+    cv_pool *pool = cv_engine_pool(e);
+    const int nth = cv_pool_size(pool);
+    const bool probe = !o->no_probe;
     const double bytes = (double)m->matmul_bytes, macs = (double)m->matmul_macs;
-    const double B = bw.value * 1e9, P = peak.value;
     cv_buf desc = { 0 };
     cv_model_describe(m, &desc);
 
     double *t = cv_xmalloc((size_t)o->repeats * sizeof *t);
+    ceiling *c = cv_xmalloc((size_t)(o->repeats + 1) * sizeof *c);
     phase pph = { 0 };
     for (int r = 0; r < o->repeats && rc == 0; r++)
-        rc = prefill_once(e, o->n_prompt, &t[r], &pph, &err);
+        if ((rc = measure_ceiling(pool, probe, &c[r], &err)) == 0)
+            rc = prefill_once(e, o->n_prompt, &t[r], &pph, &err);
+    if (rc == 0)
+        rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
     if (rc)
         goto fail_t;
-    const double t_pre = median(t, o->repeats), pre_tps = o->n_prompt / t_pre;
+    const case_result pre = summarize(t, c, o->repeats, bytes, macs * o->n_prompt);
+    const double pre_tps = o->n_prompt / pre.secs;
     if (o->json) {
         printf("{\"model\":");
         cv_buf js = { 0 };
@@ -180,27 +241,31 @@ static int bench(const bench_opts *o)
         printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
                o->repeats, bytes, macs);
         cv_buf_free(&js);
-        printf("\"read_bandwidth_gbs\":%.3f,\"int8_peak_macs\":%.4g,", bw.value, P);
-        printf("\"prefill\":{\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f},", o->n_prompt,
-               t_pre, pre_tps, P > 0 ? pre_tps * macs / P : 0);
+        printf("\"prefill\":{\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f,"
+               "\"int8_peak_macs\":[%.4g,%.4g]},",
+               o->n_prompt, pre.secs, pre_tps, pre.f_peak, pre.peak_lo, pre.peak_hi);
         printf("\"decode\":[");
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
         printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token\n", nth,
                o->repeats, bytes / 1048576, macs);
-        if (!o->no_probe)
-            printf("  ceilings: read bandwidth %.2f GB/s, int8 peak %.1f G multiply-adds/s\n", bw.value, P * 1e-9);
+        if (probe)
+            printf("  each repeat against the mean of the ceilings measured just before and after it (read "
+                   "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
         double tot = pph.matmul + pph.attention + pph.other;
         printf("%2d prefill %4d tokens: %9.2f tok/s  %5.1f%% of int8 peak   [matmul %2.0f%%, attention %2.0f%%, "
-               "other %2.0f%%]\n",
-               1, o->n_prompt, pre_tps, P > 0 ? 100 * pre_tps * macs / P : 0, 100 * pph.matmul / tot,
-               100 * pph.attention / tot, 100 * pph.other / tot);
+               "other %2.0f%%]",
+               1, o->n_prompt, pre_tps, 100 * pre.f_peak, 100 * pph.matmul / tot, 100 * pph.attention / tot,
+               100 * pph.other / tot);
+        print_ceilings(&pre);
     }
     for (int i = 0; i < o->n_batches && rc == 0; i++) {
         int32_t b = o->batches[i];
         uint64_t hash = 0, h0 = 0;
         phase ph = { 0 };
         for (int r = 0; r < o->repeats && rc == 0; r++) {
+            if ((rc = measure_ceiling(pool, probe, &c[r], &err)))
+                break;
             rc = decode_once(e, b, o->n_gen, &t[r], &hash, &ph, &err);
             if (r == 0)
                 h0 = hash;
@@ -208,26 +273,32 @@ static int bench(const bench_opts *o)
                 fprintf(stderr, "corvid bench: warning: repeat %d generated other ids (hash %016llx vs %016llx)\n",
                         r, (unsigned long long)hash, (unsigned long long)h0);
         }
+        if (rc == 0)
+            rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
         if (rc)
             break;
-        const double td = median(t, o->repeats), steps = o->n_gen / td, tps = b * steps;
-        const double f_bw = B > 0 ? steps * bytes / B : 0, f_int8 = P > 0 ? tps * macs / P : 0;
+        const case_result dec = summarize(t, c, o->repeats, bytes * o->n_gen, macs * o->n_gen * b);
+        const double tps = b * o->n_gen / dec.secs;
         if (o->json) {
             printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_bandwidth\":%.4f,"
-                   "\"frac_int8_peak\":%.4f,\"hash\":\"%016llx\"}",
-                   i ? "," : "", b, o->n_gen, td, tps, f_bw, f_int8, (unsigned long long)h0);
+                   "\"frac_int8_peak\":%.4f,\"read_bandwidth_gbs\":[%.3f,%.3f],\"int8_peak_macs\":[%.4g,%.4g],"
+                   "\"hash\":\"%016llx\"}",
+                   i ? "," : "", b, o->n_gen, dec.secs, tps, dec.f_bw, dec.f_peak, dec.bw_lo * 1e-9,
+                   dec.bw_hi * 1e-9, dec.peak_lo, dec.peak_hi, (unsigned long long)h0);
         } else {
             double tot = ph.matmul + ph.attention + ph.other;
             printf("%2d decode b=%-2d %4d steps: %9.2f tok/s  %5.1f%% of bandwidth  %5.1f%% of int8 peak  "
-                   "hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]\n",
-                   i + 2, b, o->n_gen, tps, 100 * f_bw, 100 * f_int8, (unsigned long long)h0, 100 * ph.matmul / tot,
-                   100 * ph.attention / tot, 100 * ph.other / tot);
+                   "hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]",
+                   i + 2, b, o->n_gen, tps, 100 * dec.f_bw, 100 * dec.f_peak, (unsigned long long)h0,
+                   100 * ph.matmul / tot, 100 * ph.attention / tot, 100 * ph.other / tot);
+            print_ceilings(&dec);
         }
     }
     if (rc == 0 && o->json)
         printf("]}\n");
 fail_t:
     free(t);
+    free(c);
     cv_buf_free(&desc);
 fail:
     if (rc)

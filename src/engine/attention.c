@@ -93,10 +93,11 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
 {
     /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK]
-     * and one converted key [hd], or the AVX2 tile's corrections [R] and
-     * probabilities [R][BLOCK] */
-    size_t n = (size_t)max_rows * ((size_t)hd + 2) + CV_MAX((size_t)CV_KV_BLOCK + (size_t)hd,
-                                                            (size_t)max_rows * (1 + CV_KV_BLOCK));
+     * and one converted key [hd], or the AVX2 tile's corrections [R],
+     * probabilities [R][BLOCK] and transposed keys [hd][BLOCK] */
+    size_t n = (size_t)max_rows * ((size_t)hd + 2) +
+               CV_MAX((size_t)CV_KV_BLOCK + (size_t)hd,
+                      (size_t)max_rows * (1 + CV_KV_BLOCK) + (size_t)hd * CV_KV_BLOCK);
     return (n + 15) & ~(size_t)15;
 }
 

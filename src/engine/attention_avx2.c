@@ -1,10 +1,11 @@
 /* attention_avx2.c — the AVX2/FMA/F16C attention tile (see attention.c for
- * the algorithm and the tile's contract). Per KV block of 16 positions and
- * per query row: 16 scores from 8-wide dot products folded by a horizontal
- * add tree, a vectorised exp (range reduction by ln 2, degree-6 Taylor
- * polynomial: relative error < 2e-7 on the reduced range); then, in a
- * second pass, the value rows accumulated into two query rows at a time. f16 caches convert on
- * load. Compiled with CV_AVX2_FLAGS; chosen at run time when the CPU has
+ * the algorithm and the tile's contract). Per KV block of 16 positions: the
+ * keys transposed once, the scores of four query rows at a time as a small
+ * GEMM (each key vector loaded once for the four, no horizontal adds), a
+ * vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
+ * relative error < 2e-7 on the reduced range) for every row's online
+ * softmax, then the value rows accumulated into four query rows at a time.
+ * f16 caches convert on load. Compiled with CV_AVX2_FLAGS; chosen at run time when the CPU has
  * AVX2 and head_dim is a multiple of 8. */
 #include <immintrin.h>
 #include <math.h>
@@ -53,96 +54,152 @@ static inline __m256 load8(const void *p, bool f16)
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
 }
 
-/* Scores of q against 8 key rows (row stride `row` bytes): one vector. */
-static inline __m256 dot8(const float *q, const char *K, size_t row, int32_t hd, bool f16)
+/* The key block transposed: kt[i][j] = K[j][i] for the nv <= 16 valid
+ * positions j (f16 converted once here), zeros after them, so the score
+ * pass below runs as a small GEMM: each 16-wide row of kt is loaded once
+ * for four query rows, with no horizontal adds. 8x8 transposes of f32. */
+static void transpose_keys(const char *K, size_t row, int32_t nv, int32_t hd, bool f16, float *kt)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     const size_t eb = f16 ? 2 : 4;
-    for (int32_t i = 0; i < hd; i += 8) {
-        __m256 qv = _mm256_loadu_ps(q + i);
-        const char *k = K + i * eb;
-        a0 = _mm256_fmadd_ps(qv, load8(k, f16), a0);
-        a1 = _mm256_fmadd_ps(qv, load8(k + row, f16), a1);
-        a2 = _mm256_fmadd_ps(qv, load8(k + 2 * row, f16), a2);
-        a3 = _mm256_fmadd_ps(qv, load8(k + 3 * row, f16), a3);
-        a4 = _mm256_fmadd_ps(qv, load8(k + 4 * row, f16), a4);
-        a5 = _mm256_fmadd_ps(qv, load8(k + 5 * row, f16), a5);
-        a6 = _mm256_fmadd_ps(qv, load8(k + 6 * row, f16), a6);
-        a7 = _mm256_fmadd_ps(qv, load8(k + 7 * row, f16), a7);
+    const __m256 zero = _mm256_setzero_ps();
+    for (int32_t half = 0; half < 2; half++) {
+        const int32_t j0 = 8 * half;
+        for (int32_t i = 0; i < hd; i += 8) {
+            __m256 r[8];
+            for (int32_t j = 0; j < 8; j++)
+                r[j] = j0 + j < nv ? load8(K + (size_t)(j0 + j) * row + (size_t)i * eb, f16) : zero;
+            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = kt + (size_t)i * CV_KV_BLOCK + j0;
+            _mm256_storeu_ps(o + 0 * CV_KV_BLOCK, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * CV_KV_BLOCK, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * CV_KV_BLOCK, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * CV_KV_BLOCK, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * CV_KV_BLOCK, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * CV_KV_BLOCK, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * CV_KV_BLOCK, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * CV_KV_BLOCK, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
     }
-    __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-    __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* acc row ar0 (and ar1 when two) += P row p0 (p1) x the nv value rows of
- * V, after scaling by the corrections c0 (c1). Two rows share every V load,
- * so the loop is bound by FMAs, not loads. Full chunks of 32 columns keep
- * both rows' sums in 8 named registers (with a loop over an array of sums
- * GCC keeps them in memory and the loop runs at store-forward speed); the
- * tail of hd % 32 columns goes 8 at a time. Always inlined with a constant
- * `two`, so the one-row form carries no second row's work. */
-#define PV_FMA(x, y, v)                                                                                                \
+/* Raw scores of nr (1..4, a constant after inlining) query rows against
+ * the 16 keys of kt: S[r][16] = q_r . kt. Eight sums in named registers;
+ * per dimension two key loads serve all rows. */
+#define QK_FMA(n, a, b)                                                                                                \
     do {                                                                                                               \
-        const __m256 v_ = (v);                                                                                         \
-        x = _mm256_fmadd_ps(a, v_, x);                                                                                 \
-        if (two)                                                                                                       \
-            y = _mm256_fmadd_ps(b, v_, y);                                                                             \
+        if (nr > (n)) {                                                                                                \
+            const __m256 qv = _mm256_broadcast_ss(q##n + i);                                                           \
+            a = _mm256_fmadd_ps(qv, k0, a);                                                                            \
+            b = _mm256_fmadd_ps(qv, k1, b);                                                                            \
+        }                                                                                                              \
     } while (0)
 
-static inline __attribute__((always_inline)) void pv_rows(float *ar0, float *ar1, const float *p0, const float *p1,
-                                                          float c0, float c1, const char *V, size_t row, int32_t nv,
-                                                          int32_t hd, size_t eb, bool f16, const bool two)
+static inline __attribute__((always_inline)) void qk_rows(const float *q0, const float *q1, const float *q2,
+                                                          const float *q3, const float *kt, int32_t hd, float *S,
+                                                          const int nr)
 {
-    const __m256 cv0 = _mm256_set1_ps(c0), cv1 = _mm256_set1_ps(c1);
-    const __m256 zero = _mm256_setzero_ps();
-    int32_t i0 = 0;
-    for (; i0 + 32 <= hd; i0 += 32) {
-        __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
-        __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 8), cv0);
-        __m256 x2 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 16), cv0);
-        __m256 x3 = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0 + 24), cv0);
-        __m256 y0 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1) : zero;
-        __m256 y1 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 8), cv1) : zero;
-        __m256 y2 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 16), cv1) : zero;
-        __m256 y3 = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0 + 24), cv1) : zero;
-        const char *vc = V + (size_t)i0 * eb;
-        for (int32_t j = 0; j < nv; j++, vc += row) {
-            const __m256 a = _mm256_set1_ps(p0[j]), b = two ? _mm256_set1_ps(p1[j]) : zero;
-            PV_FMA(x0, y0, load8(vc, f16));
-            PV_FMA(x1, y1, load8(vc + 8 * eb, f16));
-            PV_FMA(x2, y2, load8(vc + 16 * eb, f16));
-            PV_FMA(x3, y3, load8(vc + 24 * eb, f16));
-        }
-        _mm256_storeu_ps(ar0 + i0, x0);
-        _mm256_storeu_ps(ar0 + i0 + 8, x1);
-        _mm256_storeu_ps(ar0 + i0 + 16, x2);
-        _mm256_storeu_ps(ar0 + i0 + 24, x3);
-        if (two) {
-            _mm256_storeu_ps(ar1 + i0, y0);
-            _mm256_storeu_ps(ar1 + i0 + 8, y1);
-            _mm256_storeu_ps(ar1 + i0 + 16, y2);
-            _mm256_storeu_ps(ar1 + i0 + 24, y3);
-        }
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int32_t i = 0; i < hd; i++) {
+        const __m256 k0 = _mm256_loadu_ps(kt + (size_t)i * CV_KV_BLOCK);
+        const __m256 k1 = _mm256_loadu_ps(kt + (size_t)i * CV_KV_BLOCK + 8);
+        QK_FMA(0, a0, b0);
+        QK_FMA(1, a1, b1);
+        QK_FMA(2, a2, b2);
+        QK_FMA(3, a3, b3);
     }
-    for (; i0 < hd; i0 += 8) {
-        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(ar0 + i0), cv0);
-        __m256 y = two ? _mm256_mul_ps(_mm256_loadu_ps(ar1 + i0), cv1) : zero;
-        const char *vc = V + (size_t)i0 * eb;
-        for (int32_t j = 0; j < nv; j++, vc += row) {
-            const __m256 a = _mm256_set1_ps(p0[j]), b = two ? _mm256_set1_ps(p1[j]) : zero;
-            PV_FMA(x, y, load8(vc, f16));
-        }
-        _mm256_storeu_ps(ar0 + i0, x);
-        if (two)
-            _mm256_storeu_ps(ar1 + i0, y);
-    }
+    _mm256_storeu_ps(S, a0);
+    _mm256_storeu_ps(S + 8, b0);
+    if (nr > 1) _mm256_storeu_ps(S + 16, a1), _mm256_storeu_ps(S + 24, b1);
+    if (nr > 2) _mm256_storeu_ps(S + 32, a2), _mm256_storeu_ps(S + 40, b2);
+    if (nr > 3) _mm256_storeu_ps(S + 48, a3), _mm256_storeu_ps(S + 56, b3);
 }
 
-/* Per KV block, two passes over the tile's rows: first every row's scores
- * and online-softmax update (short dependency chains, independent between
- * rows, so they overlap), then the value accumulation two rows at a time. */
+/* Rows acc[r] (hd apart) for r < nr (1..4, a constant after inlining):
+ * acc[r] = acc[r] * corr[r] + P[r] (16 apart) x the first nv value rows of
+ * V, w (1 or 2, constant) vectors of 8 columns at a time from column i0.
+ * Up to eight sums in named registers; each value vector is loaded (and
+ * converted from f16) once for the four rows. P is 0 past a row's own
+ * causal limit, and nv never exceeds the positions the tile has written. */
+#define PV_FMA(n)                                                                                                      \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            const __m256 p = _mm256_broadcast_ss(P + (n) * CV_KV_BLOCK + j);                                           \
+            x##n = _mm256_fmadd_ps(p, v0, x##n);                                                                       \
+            if (w > 1)                                                                                                 \
+                y##n = _mm256_fmadd_ps(p, v1, y##n);                                                                   \
+        }                                                                                                              \
+    } while (0)
+#define PV_LOAD(n)                                                                                                     \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            const __m256 c = _mm256_broadcast_ss(corr + (n));                                                          \
+            x##n = _mm256_mul_ps(_mm256_loadu_ps(acc + (n) * hd + i0), c);                                             \
+            if (w > 1)                                                                                                 \
+                y##n = _mm256_mul_ps(_mm256_loadu_ps(acc + (n) * hd + i0 + 8), c);                                     \
+        }                                                                                                              \
+    } while (0)
+#define PV_STORE(n)                                                                                                    \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            _mm256_storeu_ps(acc + (n) * hd + i0, x##n);                                                               \
+            if (w > 1)                                                                                                 \
+                _mm256_storeu_ps(acc + (n) * hd + i0 + 8, y##n);                                                       \
+        }                                                                                                              \
+    } while (0)
+
+static inline __attribute__((always_inline)) void pv_cols(float *acc, const float *P, const float *corr,
+                                                          const char *V, size_t row, int32_t nv, int32_t hd,
+                                                          int32_t i0, bool f16, const int nr, const int w)
+{
+    const size_t eb = f16 ? 2 : 4;
+    __m256 x0, x1, x2, x3, y0, y1, y2, y3;
+    x0 = x1 = x2 = x3 = y0 = y1 = y2 = y3 = _mm256_setzero_ps();
+    PV_LOAD(0);
+    PV_LOAD(1);
+    PV_LOAD(2);
+    PV_LOAD(3);
+    const char *vc = V + (size_t)i0 * eb;
+    for (int32_t j = 0; j < nv; j++, vc += row) {
+        const __m256 v0 = load8(vc, f16), v1 = w > 1 ? load8(vc + 8 * eb, f16) : v0;
+        PV_FMA(0);
+        PV_FMA(1);
+        PV_FMA(2);
+        PV_FMA(3);
+    }
+    PV_STORE(0);
+    PV_STORE(1);
+    PV_STORE(2);
+    PV_STORE(3);
+}
+
+static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, const float *corr,
+                                                          const char *V, size_t row, int32_t nv, int32_t hd, bool f16,
+                                                          const int nr)
+{
+    int32_t i0 = 0;
+    for (; i0 + 16 <= hd; i0 += 16)
+        pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 2);
+    if (i0 < hd)
+        pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 1);
+}
+
+static inline const float *q_row(const att_tile *a, int32_t r)
+{
+    const int32_t k = r / a->n_rep, h = r % a->n_rep;
+    return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
+}
+
+/* Per KV block: the keys transposed once, every row's raw scores four rows
+ * at a time (a small GEMM), every row's online-softmax update (short
+ * dependency chains, independent between rows, so they overlap), then the
+ * value accumulation four rows at a time. */
 void cv_att_tile_avx2(const att_tile *a, float *scratch)
 {
     const kv_pool *kv = a->kv;
@@ -150,6 +207,7 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
     const bool f16 = kv->type == CV_GGML_F16;
     const size_t eb = kv->elt_bytes, row = (size_t)hd * eb;
     float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
+    float *kt = P + (size_t)R * CV_KV_BLOCK;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
@@ -161,21 +219,36 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        for (int32_t k = 0; k < a->n_tok; k++) {
+        if ((blk + 1) * CV_KV_BLOCK <= last) {
+            /* The next block's keys and values, from L2/L3 (a tile reads
+             * the whole context once): fetched while this one computes. */
+            const char *nk = kv_k(kv, a->blocks[blk + 1], a->layer, a->g);
+            const char *nvp = kv_v(kv, a->blocks[blk + 1], a->layer, a->g);
+            for (size_t o = 0; o < CV_KV_BLOCK * row; o += 64) {
+                _mm_prefetch(nk + o, _MM_HINT_T0);
+                _mm_prefetch(nvp + o, _MM_HINT_T0);
+            }
+        }
+        /* Tokens before k0 sit before this block: only the rows of
+         * tokens k0.. see any of it. */
+        const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
+        transpose_keys(K, row, CV_MIN(CV_KV_BLOCK, last + 1 - base), hd, f16, kt);
+        int32_t r = r0;
+        for (; r + 4 <= R; r += 4)
+            qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd, P + (size_t)r * CV_KV_BLOCK, 4);
+        for (; r < R; r++)
+            qk_rows(q_row(a, r), NULL, NULL, NULL, kt, hd, P + (size_t)r * CV_KV_BLOCK, 1);
+        for (int32_t k = k0; k < a->n_tok; k++) {
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
-            if (nv <= 0)
-                continue;
             const __m256i nvv = _mm256_set1_epi32(nv);
             const __m256i ok0 = _mm256_cmpgt_epi32(nvv, lane);
             const __m256i ok1 = _mm256_cmpgt_epi32(nvv, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
             for (int32_t h = 0; h < n_rep; h++) {
                 const int32_t r = k * n_rep + h;
-                const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * n_rep + h) * hd;
-                __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(dot8(q, K, row, hd, f16), scale),
-                                             _mm256_castsi256_ps(ok0));
-                __m256 s1 = nv > 8 ? _mm256_blendv_ps(ninf, _mm256_mul_ps(dot8(q, K + 8 * row, row, hd, f16), scale),
-                                                      _mm256_castsi256_ps(ok1))
-                                   : ninf;
+                float *pr = P + (size_t)r * CV_KV_BLOCK;
+                __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr), scale), _mm256_castsi256_ps(ok0));
+                __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), scale),
+                                             _mm256_castsi256_ps(ok1));
                 const float bm = hmax8(_mm256_max_ps(s0, s1));
                 float c = 1.0f;
                 if (bm > mx[r]) {
@@ -187,22 +260,22 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
                 __m256 p1 = _mm256_and_ps(exp8(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
                 sum[r] = sum[r] * c + hsum8(_mm256_add_ps(p0, p1));
                 corr[r] = c;
-                _mm256_storeu_ps(P + (size_t)r * CV_KV_BLOCK, p0);
-                _mm256_storeu_ps(P + (size_t)r * CV_KV_BLOCK + 8, p1);
+                _mm256_storeu_ps(pr, p0);
+                _mm256_storeu_ps(pr + 8, p1);
             }
         }
-        for (int32_t k = 0; k < a->n_tok; k++) {
-            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
-            if (nv <= 0)
-                continue;
-            for (int32_t h = 0; h < n_rep; h += 2) {
-                const int32_t r = k * n_rep + h;
-                float *ar = acc + (size_t)r * hd;
-                const float *pr = P + (size_t)r * CV_KV_BLOCK;
-                if (h + 1 < n_rep)
-                    pv_rows(ar, ar + hd, pr, pr + CV_KV_BLOCK, corr[r], corr[r + 1], V, row, nv, hd, eb, f16, true);
-                else
-                    pv_rows(ar, NULL, pr, NULL, corr[r], 1.0f, V, row, nv, hd, eb, f16, false);
+        /* Values, four rows at a time: a group reads the value rows its
+         * last token sees (the others' probabilities are 0 past theirs). */
+        for (r = r0; r < R; r += 4) {
+            const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
+            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
+            float *ar = acc + (size_t)r * hd;
+            const float *pr = P + (size_t)r * CV_KV_BLOCK;
+            switch (nr) {
+            case 4: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 4); break;
+            case 3: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 3); break;
+            case 2: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 2); break;
+            default: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 1); break;
             }
         }
     }

@@ -139,6 +139,8 @@ static const att_case cases[] = {
     { 1, 200, 4, 128, CV_GGML_F32 }, { 5, 0, 2, 32, CV_GGML_F32 },   { 7, 13, 3, 64, CV_GGML_F16 },
     { 16, 0, 1, 64, CV_GGML_F32 },  { 16, 33, 2, 72, CV_GGML_F32 }, { 3, 47, 5, 40, CV_GGML_F16 },
     { 8, 100, 4, 64, CV_GGML_F32 }, { 2, 31, 1, 16, CV_GGML_F16 },  { 9, 7, 2, 128, CV_GGML_F16 },
+    /* the shapes of qwen2.5-0.5b's and llama3.2-1b's prefill tiles deep into a context */
+    { 4, 1001, 7, 64, CV_GGML_F16 }, { 8, 517, 4, 64, CV_GGML_F32 },
 };
 
 TEST(scalar_tile_matches_a_plain_softmax)
