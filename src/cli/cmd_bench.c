@@ -11,11 +11,14 @@
  *   on either side of it, and a case's fraction is the median of its
  *   repeats' fractions (its tok/s is the median of its repeats');
  *   prefill of p tokens (one forward call, fresh sequence): tok/s, and
- *     tok/s x MACs per token / P;
+ *     the MACs of p tokens through every layer plus one through the output
+ *     layer (only the last token's logits are computed) / time / P;
  *   decode at batch b (b sequences, each from a one-token prompt, n steps of
  *     one forward call over all b; greedy argmax): aggregate tok/s, then
  *     steps/s x weight bytes / B (every step reads every matrix once) and
- *     tok/s x MACs per token / P. Batch 1 is single-stream decode.
+ *     tok/s x MACs per token / P. Batch 1 is single-stream decode. With
+ *     --depth D each sequence first holds D tokens (prefilled untimed), so
+ *     the steps attend to D.. positions (decode speed at a context depth).
  * MACs per token are the matmuls' (attention is not counted); weight bytes
  * are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
@@ -28,10 +31,11 @@
 #include "engine/engine.h"
 
 #define MAX_BATCHES 16
+#define BENCH_DEPTH_MAX (1 << 20)
 
 typedef struct bench_opts {
     const char *model;
-    int32_t n_prompt, n_gen, threads, repeats;
+    int32_t n_prompt, n_gen, threads, repeats, depth;
     int32_t batches[MAX_BATCHES];
     int n_batches;
     bool json, exact, no_probe;
@@ -93,7 +97,31 @@ static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err
     return rc;
 }
 
-static int decode_once(cv_engine *e, int32_t b, int32_t n, double *secs, uint64_t *hash, phase *ph, cv_err *err)
+/* Fills sequence seq with `depth` tokens (untimed), n_batch at a time. */
+static int fill_context(cv_engine *e, int32_t seq, int32_t depth, int32_t n_batch, cv_err *err)
+{
+    const int32_t V = cv_engine_model(e)->hp.n_vocab;
+    int32_t *tok = cv_xmalloc((size_t)n_batch * sizeof *tok), *pos = cv_xmalloc((size_t)n_batch * sizeof *pos),
+            *sq = cv_xmalloc((size_t)n_batch * sizeof *sq);
+    int rc = 0;
+    for (int32_t at = 0; at < depth && rc == 0; at += n_batch) {
+        const int32_t n = CV_MIN(n_batch, depth - at);
+        for (int32_t i = 0; i < n; i++)
+            tok[i] = (int32_t)(((int64_t)(at + i) * 7919 + 3 + seq) % V), pos[i] = at + i, sq[i] = seq;
+        const float *lg;
+        int32_t nl;
+        rc = cv_engine_forward(e, &(cv_batch){ n, tok, sq, pos, NULL }, &lg, &nl, err);
+    }
+    free(tok);
+    free(pos);
+    free(sq);
+    return rc;
+}
+
+/* b sequences, each first filled with `depth` tokens (untimed), then n
+ * timed steps of one token each. */
+static int decode_once(cv_engine *e, int32_t b, int32_t depth, int32_t n_batch, int32_t n, double *secs,
+                       uint64_t *hash, phase *ph, cv_err *err)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
     int32_t seq[MAX_BATCHES * 64], tok[MAX_BATCHES * 64], pos[MAX_BATCHES * 64];
@@ -106,13 +134,17 @@ static int decode_once(cv_engine *e, int32_t b, int32_t n, double *secs, uint64_
         opened--;
         goto out;
     }
+    for (int32_t s = 0; s < b && rc == 0; s++)
+        rc = fill_context(e, seq[s], depth, n_batch, err);
+    if (rc)
+        goto out;
     for (int32_t s = 0; s < b; s++)
         tok[s] = (int32_t)((1 + (int64_t)s * 7919) % V), want[s] = true;
     uint64_t h = 0xcbf29ce484222325ull;
     double t0 = cv_now_s();
     for (int32_t step = 0; step < n && rc == 0; step++) {
         for (int32_t s = 0; s < b; s++)
-            pos[s] = step;
+            pos[s] = depth + step;
         const float *lg;
         int32_t nl;
         rc = cv_engine_forward(e, &(cv_batch){ b, tok, seq, pos, want }, &lg, &nl, err);
@@ -204,7 +236,7 @@ static int bench(const bench_opts *o)
         max_b = CV_MAX(max_b, o->batches[i]);
     cv_engine_params ep = {
         .n_threads = o->threads,
-        .n_ctx = CV_MAX(o->n_prompt, o->n_gen) + 1,
+        .n_ctx = CV_MAX(o->n_prompt, o->depth + o->n_gen) + 1,
         .n_seq_max = max_b,
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
@@ -229,7 +261,10 @@ static int bench(const bench_opts *o)
         rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
     if (rc)
         goto fail_t;
-    const case_result pre = summarize(t, c, o->repeats, bytes, macs * o->n_prompt);
+    /* A prefill computes the output layer for its last token only. */
+    const double out_macs = (double)cv_wmat_n_in(m->output) * (double)cv_wmat_n_out(m->output);
+    const double pre_macs = (macs - out_macs) * o->n_prompt + out_macs;
+    const case_result pre = summarize(t, c, o->repeats, bytes, pre_macs);
     const double pre_tps = o->n_prompt / pre.secs;
     if (o->json) {
         printf("{\"model\":");
@@ -241,9 +276,9 @@ static int bench(const bench_opts *o)
         printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
                o->repeats, bytes, macs);
         cv_buf_free(&js);
-        printf("\"prefill\":{\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f,"
+        printf("\"prefill\":{\"tokens\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f,"
                "\"int8_peak_macs\":[%.4g,%.4g]},",
-               o->n_prompt, pre.secs, pre_tps, pre.f_peak, pre.peak_lo, pre.peak_hi);
+               o->n_prompt, pre_macs, pre.secs, pre_tps, pre.f_peak, pre.peak_lo, pre.peak_hi);
         printf("\"decode\":[");
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
@@ -266,7 +301,7 @@ static int bench(const bench_opts *o)
         for (int r = 0; r < o->repeats && rc == 0; r++) {
             if ((rc = measure_ceiling(pool, probe, &c[r], &err)))
                 break;
-            rc = decode_once(e, b, o->n_gen, &t[r], &hash, &ph, &err);
+            rc = decode_once(e, b, o->depth, ep.n_batch, o->n_gen, &t[r], &hash, &ph, &err);
             if (r == 0)
                 h0 = hash;
             else if (hash != h0)
@@ -279,6 +314,9 @@ static int bench(const bench_opts *o)
             break;
         const case_result dec = summarize(t, c, o->repeats, bytes * o->n_gen, macs * o->n_gen * b);
         const double tps = b * o->n_gen / dec.secs;
+        char depth_note[32] = "";
+        if (o->depth)
+            snprintf(depth_note, sizeof depth_note, " at depth %d", o->depth);
         if (o->json) {
             printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_bandwidth\":%.4f,"
                    "\"frac_int8_peak\":%.4f,\"read_bandwidth_gbs\":[%.3f,%.3f],\"int8_peak_macs\":[%.4g,%.4g],"
@@ -287,9 +325,9 @@ static int bench(const bench_opts *o)
                    dec.bw_hi * 1e-9, dec.peak_lo, dec.peak_hi, (unsigned long long)h0);
         } else {
             double tot = ph.matmul + ph.attention + ph.other;
-            printf("%2d decode b=%-2d %4d steps: %9.2f tok/s  %5.1f%% of bandwidth  %5.1f%% of int8 peak  "
+            printf("%2d decode b=%-2d %4d steps%s: %9.2f tok/s  %5.1f%% of bandwidth  %5.1f%% of int8 peak  "
                    "hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]",
-                   i + 2, b, o->n_gen, tps, 100 * dec.f_bw, 100 * dec.f_peak, (unsigned long long)h0,
+                   i + 2, b, o->n_gen, depth_note, tps, 100 * dec.f_bw, 100 * dec.f_peak, (unsigned long long)h0,
                    100 * ph.matmul / tot, 100 * ph.attention / tot, 100 * ph.other / tot);
             print_ceilings(&dec);
         }
@@ -342,6 +380,7 @@ int cv_cmd_bench(int argc, char **argv)
         { "batch", required_argument, 0, 'b' },  { "threads", required_argument, 0, 't' },
         { "repeats", required_argument, 0, 'r' }, { "json", no_argument, 0, 'j' },
         { "exact", no_argument, 0, 'x' },        { "no-probe", no_argument, 0, 'P' },
+        { "depth", required_argument, 0, 'd' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
     };
     int c;
@@ -350,7 +389,7 @@ int cv_cmd_bench(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "p:n:b:t:r:h", opts, NULL)) != -1) {
         char *end;
         long v = 0;
-        if (optarg && c != 'b') {
+        if (optarg && c != 'b' && c != 'd') {
             errno = 0;
             v = strtol(optarg, &end, 10);
             if (errno || *end || end == optarg || v < 1 || v > 65536)
@@ -368,6 +407,14 @@ int cv_cmd_bench(int argc, char **argv)
             break;
         case 'j': o.json = true; break;
         case 'x': o.exact = true; break;
+        case 'd':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || v < 0 || v > BENCH_DEPTH_MAX)
+                return cv_cli_usage_error(cmd, "--depth '%s' must be an integer from 0 to %d", optarg,
+                                          BENCH_DEPTH_MAX);
+            o.depth = (int32_t)v;
+            break;
         case 'P': o.no_probe = true; break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
