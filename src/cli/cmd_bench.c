@@ -39,6 +39,7 @@ typedef struct bench_opts {
     int32_t batches[MAX_BATCHES];
     int n_batches;
     bool json, exact, no_probe;
+    uint32_t kv_type; /* CV_GGML_F32 (default) or CV_GGML_F16 */
 } bench_opts;
 
 typedef struct phase {
@@ -240,6 +241,7 @@ static int bench(const bench_opts *o)
         .n_seq_max = max_b,
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
+        .kv_type = o->kv_type,
     };
     if ((rc = cv_engine_create(m, &ep, &e, &err)))
         goto fail;
@@ -282,8 +284,8 @@ static int bench(const bench_opts *o)
         printf("\"decode\":[");
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
-        printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token\n", nth,
-               o->repeats, bytes / 1048576, macs);
+        printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token; %s KV\n",
+               nth, o->repeats, bytes / 1048576, macs, o->kv_type == CV_GGML_F16 ? "f16" : "f32");
         if (probe)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
@@ -380,7 +382,7 @@ int cv_cmd_bench(int argc, char **argv)
         { "batch", required_argument, 0, 'b' },  { "threads", required_argument, 0, 't' },
         { "repeats", required_argument, 0, 'r' }, { "json", no_argument, 0, 'j' },
         { "exact", no_argument, 0, 'x' },        { "no-probe", no_argument, 0, 'P' },
-        { "depth", required_argument, 0, 'd' },
+        { "depth", required_argument, 0, 'd' },   { "kv-type", required_argument, 0, 'k' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
     };
     int c;
@@ -389,7 +391,7 @@ int cv_cmd_bench(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "p:n:b:t:r:h", opts, NULL)) != -1) {
         char *end;
         long v = 0;
-        if (optarg && c != 'b' && c != 'd') {
+        if (optarg && c != 'b' && c != 'd' && c != 'k') {
             errno = 0;
             v = strtol(optarg, &end, 10);
             if (errno || *end || end == optarg || v < 1 || v > 65536)
@@ -416,6 +418,11 @@ int cv_cmd_bench(int argc, char **argv)
             o.depth = (int32_t)v;
             break;
         case 'P': o.no_probe = true; break;
+        case 'k':
+            if (strcmp(optarg, "f16") && strcmp(optarg, "f32"))
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", optarg);
+            o.kv_type = optarg[1] == '1' ? CV_GGML_F16 : CV_GGML_F32;
+            break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

@@ -24,6 +24,7 @@ typedef struct serve_opts {
     int threads;        /* compute threads; 0: all cores */
     int grace_ms;
     int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
+    uint32_t kv_type;   /* CV_GGML_F16 (default) or CV_GGML_F32 */
     int32_t batch_tokens;
     bool no_prefix_cache;
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
@@ -45,6 +46,8 @@ static const char HELP[] =
     "  --kv-memory SIZE        KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
     "                          prefix cache (default: half the free memory after the weights,\n"
     "                          at most 16M positions; never less than one context)\n"
+    "  --kv-type f16|f32       KV cache precision (default f16, as llama.cpp's: twice the positions\n"
+    "                          in the same memory and half the reads of a long context; f32 is exact)\n"
     "  --max-queue N           requests waiting for the engine at most; beyond it OpenAI clients\n"
     "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
     "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
@@ -109,7 +112,7 @@ int cv_cmd_serve(int argc, char **argv)
 {
     const cv_cmd *cmd = cv_cli_find("serve");
     cv_server_config cfg = { .host = "127.0.0.1", .port = 8000 };
-    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1 };
+    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16 };
     cfg.api_key = getenv("CORVID_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -153,6 +156,10 @@ int cv_cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--served-model-name")) o.served_name = v;
         else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-mem")) {
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (strcmp(v, "f16") && strcmp(v, "f32"))
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", v);
+            o.kv_type = v[1] == '1' ? CV_GGML_F16 : CV_GGML_F32;
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
         } else if (!strcmp(a, "--max-queue")) {
@@ -206,6 +213,7 @@ int cv_cmd_serve(int argc, char **argv)
     cv_server_backend *be;
     cv_server_backend_opts bo = { .model_path = o.model, .served_name = o.served_name, .n_ctx = o.n_ctx,
                                   .n_parallel = o.parallel, .n_threads = o.threads, .kv_bytes = o.kv_bytes,
+                                  .kv_type = o.kv_type,
                                   .batch_tokens = o.batch_tokens, .no_prefix_cache = o.no_prefix_cache,
                                   .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max, .max_queue = o.max_queue,
                                   .grammar_lazy = o.grammar_lazy };

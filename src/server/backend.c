@@ -345,6 +345,7 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
         .n_threads = o->n_threads,
         .n_ctx = o->n_ctx,
         .n_seq_max = o->n_parallel > 0 ? o->n_parallel : 1,
+        .kv_type = o->kv_type,
     };
     int64_t bytes = o->kv_bytes < 0 ? cv_sched_default_kv_bytes(mb->model) : o->kv_bytes;
     if (bytes > 0) {

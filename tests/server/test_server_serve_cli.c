@@ -1,7 +1,7 @@
 /* test_server_serve_cli.c — `corvid serve`'s scheduler flags as a user gives
  * them, on the release binary (make test builds it):
  *   - --help documents every flag, and bad values of the new ones are
- *     usage errors (exit 2) that name the flag;
+ *     usage errors (exit 2) that name the flag; --kv-type f16 (default) and f32;
  *   - a served model (`corvid synth` tiny qwen2 with the gpt-2 vocabulary)
  *     stopped with SIGTERM saves its prefix cache in --cache-dir, and a
  *     restart with the same --cache-dir answers the first repeated prompt
@@ -41,13 +41,13 @@ TEST(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors)
     run((const char *const[]){ CV_RELEASE_BIN, "serve", "--help", NULL }, NULL, &po);
     CHECK_EQ_INT(po.status, 0);
     static const char *const flags[] = { "--kv-memory", "--max-queue", "--batch-tokens", "--no-prefix-cache", "--cache-dir",
-                                         "--cache-max", "--ctx", "--parallel" };
+                                         "--cache-max", "--ctx", "--parallel", "--kv-type" };
     for (size_t i = 0; i < CV_ARRAY_LEN(flags); i++)
         CHECK_MSG(strstr(po.out.data, flags[i]), "--help does not mention %s", flags[i]);
     proc_out_free(&po);
     static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-memory", "-1G" },
                                           { "--max-queue", "0" }, { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
-                                          { "--cache-max", "lots" } };
+                                          { "--cache-max", "lots" }, { "--kv-type", "q8_0" } };
     for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
         run((const char *const[]){ CV_RELEASE_BIN, "serve", "x.gguf", bad[i][0], bad[i][1], NULL }, NULL, &po);
         CHECK_MSG(po.status == 2 && strstr(po.err.data, bad[i][0]), "%s %s: exit %d, %s", bad[i][0], bad[i][1],
@@ -184,8 +184,8 @@ TEST(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prom
     CHECK_EQ_INT(ask(port, &cold), 0);
     json_t *st = get(port, "/v1/status", NULL);
     CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "totals"), "batch_tokens")), 64);
-    /* 16 MiB of f32 KV at 2 KiB a position (tiny: 2 layers, 4 KV heads of 32) */
-    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 8192 / 16);
+    /* 16 MiB of f16 KV (the default) at 1 KiB a position (tiny: 2 layers, 4 KV heads of 32) */
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 16384 / 16);
     json_decref(st);
     CHECK_EQ_INT(stop(pid), 0);
     CHECK_EQ_INT(count_cache_files(), 1);
@@ -222,6 +222,32 @@ TEST(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prom
     cv_buf_free(&warm);
 }
 
+TEST(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text)
+{
+    cv_buf f16 = { 0 }, f32 = { 0 };
+    int port;
+    pid_t pid = start((const char *const[]){ "--cache-dir", "", NULL }, &port);
+    CHECK_MSG(pid, "corvid serve did not start");
+    if (!pid)
+        return;
+    CHECK_EQ_INT(ask(port, &f16), 0);
+    CHECK_EQ_INT(stop(pid), 0);
+    pid = start((const char *const[]){ "--cache-dir", "", "--kv-type", "f32", NULL }, &port);
+    CHECK_MSG(pid, "corvid serve --kv-type f32 did not start");
+    if (!pid)
+        return;
+    json_t *st = get(port, "/v1/status", NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 8192 / 16);
+    json_decref(st);
+    CHECK_EQ_INT(ask(port, &f32), 0);
+    CHECK_EQ_INT(stop(pid), 0);
+    /* greedy over a short prompt: f16 rounding of K/V does not move the argmax of this model */
+    CHECK_MSG(f16.len && f16.len == f32.len && !memcmp(f16.data, f32.data, f16.len), "f16: '%.*s', f32: '%.*s'",
+              (int)f16.len, f16.data ? f16.data : "", (int)f32.len, f32.data ? f32.data : "");
+    cv_buf_free(&f16);
+    cv_buf_free(&f32);
+}
+
 int main(void)
 {
     if (!have_bin())
@@ -240,8 +266,10 @@ int main(void)
         NULL, &po);
     CHECK_MSG(po.status == 0, "synth: %s", po.err.data);
     proc_out_free(&po);
-    if (po.status == 0)
+    if (po.status == 0) {
         RUN(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prompt);
+        RUN(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text);
+    }
     proc_out ro;
     run((const char *const[]){ "/bin/rm", "-rf", dir, NULL }, NULL, &ro);
     proc_out_free(&ro);
