@@ -54,32 +54,6 @@ static inline __m256 load8(const void *p, bool f16)
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
 }
 
-/* Scores of q against 8 key rows (row stride `row` bytes): one vector,
- * from 8-wide dot products folded by a horizontal add tree. A decode tile
- * (one token, n_rep rows) uses it: transposing the block would cost more
- * than the few rows that would share it. */
-static inline __m256 dot8(const float *q, const char *K, size_t row, int32_t hd, bool f16)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const size_t eb = f16 ? 2 : 4;
-    for (int32_t i = 0; i < hd; i += 8) {
-        __m256 qv = _mm256_loadu_ps(q + i);
-        const char *k = K + i * eb;
-        a0 = _mm256_fmadd_ps(qv, load8(k, f16), a0);
-        a1 = _mm256_fmadd_ps(qv, load8(k + row, f16), a1);
-        a2 = _mm256_fmadd_ps(qv, load8(k + 2 * row, f16), a2);
-        a3 = _mm256_fmadd_ps(qv, load8(k + 3 * row, f16), a3);
-        a4 = _mm256_fmadd_ps(qv, load8(k + 4 * row, f16), a4);
-        a5 = _mm256_fmadd_ps(qv, load8(k + 5 * row, f16), a5);
-        a6 = _mm256_fmadd_ps(qv, load8(k + 6 * row, f16), a6);
-        a7 = _mm256_fmadd_ps(qv, load8(k + 7 * row, f16), a7);
-    }
-    __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-    __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 /* The key block transposed: kt[i][j] = K[j][i] for the nv <= 16 valid
  * positions j (f16 converted once here), zeros after them, so the score
  * pass below runs as a small GEMM: each 16-wide row of kt is loaded once
@@ -216,9 +190,6 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 1);
 }
 
-/* Rows from which the score pass transposes the keys (below: dot8). */
-#define QK_GEMM_ROWS 8
-
 static inline const float *q_row(const att_tile *a, int32_t r)
 {
     const int32_t k = r / a->n_rep, h = r % a->n_rep;
@@ -251,32 +222,28 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
         if ((blk + 1) * CV_KV_BLOCK <= last) {
             /* The next block's keys and values, from L2/L3 (a tile reads
              * the whole context once): fetched while this one computes. */
-            const char *nk = kv_k(kv, a->blocks[blk + 1], a->layer, a->g);
-            const char *nvp = kv_v(kv, a->blocks[blk + 1], a->layer, a->g);
+            const char *nextk = kv_k(kv, a->blocks[blk + 1], a->layer, a->g);
+            const char *nextv = kv_v(kv, a->blocks[blk + 1], a->layer, a->g);
             for (size_t o = 0; o < CV_KV_BLOCK * row; o += 64) {
-                _mm_prefetch(nk + o, _MM_HINT_T0);
-                _mm_prefetch(nvp + o, _MM_HINT_T0);
+                _mm_prefetch(nextk + o, _MM_HINT_T0);
+                _mm_prefetch(nextv + o, _MM_HINT_T0);
             }
         }
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
         const int32_t nk = CV_MIN(CV_KV_BLOCK, last + 1 - base); /* keys the last token sees */
+        /* Every row's scores by the same arithmetic (a sum over the head's
+         * dimensions in order), whatever rows share its tile: a token's
+         * logits are then bit-identical batched or alone, shared prefix
+         * or not (test_engine_batch, test_engine_kv_share). */
+        transpose_keys(K, row, nk, hd, f16, kt);
         int32_t r = r0;
-        if (R - r0 >= QK_GEMM_ROWS) {
-            transpose_keys(K, row, nk, hd, f16, kt);
-            for (; r + 4 <= R; r += 4)
-                qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd,
-                        P + (size_t)r * CV_KV_BLOCK, 4);
-            for (; r < R; r++)
-                qk_rows(q_row(a, r), NULL, NULL, NULL, kt, hd, P + (size_t)r * CV_KV_BLOCK, 1);
-        } else {
-            for (; r < R; r++) {
-                float *pr = P + (size_t)r * CV_KV_BLOCK;
-                _mm256_storeu_ps(pr, dot8(q_row(a, r), K, row, hd, f16));
-                _mm256_storeu_ps(pr + 8, nk > 8 ? dot8(q_row(a, r), K + 8 * row, row, hd, f16) : _mm256_setzero_ps());
-            }
-        }
+        for (; r + 4 <= R; r += 4)
+            qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd, P + (size_t)r * CV_KV_BLOCK,
+                    4);
+        for (; r < R; r++)
+            qk_rows(q_row(a, r), NULL, NULL, NULL, kt, hd, P + (size_t)r * CV_KV_BLOCK, 1);
         for (int32_t k = k0; k < a->n_tok; k++) {
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
             const __m256i nvv = _mm256_set1_epi32(nv);
