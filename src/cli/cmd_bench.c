@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "cli/cli_int.h"
 #include "engine/engine.h"
 
 #define MAX_BATCHES 16
@@ -75,22 +76,21 @@ static uint64_t fnv(uint64_t h, int32_t v)
     return h;
 }
 
-static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err *err)
+/* Feeds sequence seq positions 0..n-1 (ids i*7919+1), n_batch per forward
+ * call. */
+static int fill_context(cv_engine *e, int32_t seq, int32_t n, int32_t n_batch, cv_err *err)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
-    int32_t seq, *tok = cv_xmalloc((size_t)n * sizeof *tok), *pos = cv_xmalloc((size_t)n * sizeof *pos),
-                 *sq = cv_xmalloc((size_t)n * sizeof *sq);
-    int rc = cv_engine_seq_open(e, &seq, err);
-    for (int32_t i = 0; i < n; i++)
-        tok[i] = (int32_t)(((int64_t)i * 7919 + 1) % V), pos[i] = i, sq[i] = seq;
-    if (rc == 0) {
+    int32_t *tok = cv_xmalloc((size_t)n_batch * sizeof *tok), *pos = cv_xmalloc((size_t)n_batch * sizeof *pos),
+            *sq = cv_xmalloc((size_t)n_batch * sizeof *sq);
+    int rc = 0;
+    for (int32_t at = 0; at < n && rc == 0; at += n_batch) {
+        const int32_t k = CV_MIN(n_batch, n - at);
+        for (int32_t i = 0; i < k; i++)
+            tok[i] = (int32_t)(((int64_t)(at + i) * 7919 + 1) % V), pos[i] = at + i, sq[i] = seq;
         const float *lg;
         int32_t nl;
-        double t0 = cv_now_s();
-        rc = cv_engine_forward(e, &(cv_batch){ n, tok, sq, pos, NULL }, &lg, &nl, err);
-        *secs = cv_now_s() - t0;
-        add_stats(ph, e);
-        cv_engine_seq_close(e, seq);
+        rc = cv_engine_forward(e, &(cv_batch){ k, tok, sq, pos, NULL }, &lg, &nl, err);
     }
     free(tok);
     free(pos);
@@ -98,24 +98,18 @@ static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err
     return rc;
 }
 
-/* Fills sequence seq with `depth` tokens (untimed), n_batch at a time. */
-static int fill_context(cv_engine *e, int32_t seq, int32_t depth, int32_t n_batch, cv_err *err)
+/* One forward call over n tokens of a fresh sequence. */
+static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err *err)
 {
-    const int32_t V = cv_engine_model(e)->hp.n_vocab;
-    int32_t *tok = cv_xmalloc((size_t)n_batch * sizeof *tok), *pos = cv_xmalloc((size_t)n_batch * sizeof *pos),
-            *sq = cv_xmalloc((size_t)n_batch * sizeof *sq);
-    int rc = 0;
-    for (int32_t at = 0; at < depth && rc == 0; at += n_batch) {
-        const int32_t n = CV_MIN(n_batch, depth - at);
-        for (int32_t i = 0; i < n; i++)
-            tok[i] = (int32_t)(((int64_t)(at + i) * 7919 + 3 + seq) % V), pos[i] = at + i, sq[i] = seq;
-        const float *lg;
-        int32_t nl;
-        rc = cv_engine_forward(e, &(cv_batch){ n, tok, sq, pos, NULL }, &lg, &nl, err);
-    }
-    free(tok);
-    free(pos);
-    free(sq);
+    int32_t seq;
+    int rc = cv_engine_seq_open(e, &seq, err);
+    if (rc)
+        return rc;
+    double t0 = cv_now_s();
+    rc = fill_context(e, seq, n, n, err);
+    *secs = cv_now_s() - t0;
+    add_stats(ph, e);
+    cv_engine_seq_close(e, seq);
     return rc;
 }
 
@@ -419,9 +413,8 @@ int cv_cmd_bench(int argc, char **argv)
             break;
         case 'P': o.no_probe = true; break;
         case 'k':
-            if (strcmp(optarg, "f16") && strcmp(optarg, "f32"))
+            if (cv_cli_kv_type(optarg, &o.kv_type))
                 return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", optarg);
-            o.kv_type = optarg[1] == '1' ? CV_GGML_F16 : CV_GGML_F32;
             break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);

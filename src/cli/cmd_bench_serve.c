@@ -421,16 +421,14 @@ static int case_agents(const bs_opts *o)
     for (int t = 0; t < o->turns; t++)
         for (int i = 0; i < o->agents; i++) {
             const turn_rec *tr = &ag[i].turns[t];
-            double cold = NAN, alone = NAN;
-            for (int j = 0; j < nb; j++)
+            double cold = NAN, alone = NAN; /* none for first turns */
+            for (int j = 0; t > 0 && j < nb; j++)
                 if (bn[j] == tr->computed)
                     cold = bt[j];
             if (t > 0 && tr->computed > 0) {
                 alone = alone_ttft(o, &ag[i], tr, o->seed * 6151u + (uint64_t)i * 977u + (uint64_t)t);
                 n_evicted += !isfinite(alone);
             }
-            if (t == 0)
-                cold = NAN;
             printf("%5d %4d %8d %8d %8d %8.3f %9.3f %6.2f %8.3f %6.2f\n", i, t + 1, tr->prompt, tr->cached,
                    tr->computed, tr->ttft, alone, tr->ttft / alone, cold, tr->ttft / cold);
             sent += tr->prompt;

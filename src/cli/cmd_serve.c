@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_int.h"
 #include "server/server.h"
 
 typedef struct serve_opts {
@@ -157,9 +158,8 @@ int cv_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-mem")) {
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--kv-type")) {
-            if (strcmp(v, "f16") && strcmp(v, "f32"))
+            if (cv_cli_kv_type(v, &o.kv_type))
                 return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", v);
-            o.kv_type = v[1] == '1' ? CV_GGML_F16 : CV_GGML_F32;
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
         } else if (!strcmp(a, "--max-queue")) {

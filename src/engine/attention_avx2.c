@@ -238,12 +238,14 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
          * logits are then bit-identical batched or alone, shared prefix
          * or not (test_engine_batch, test_engine_kv_share). */
         transpose_keys(K, row, nk, hd, f16, kt);
-        int32_t r = r0;
-        for (; r + 4 <= R; r += 4)
-            qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd, P + (size_t)r * CV_KV_BLOCK,
-                    4);
-        for (; r < R; r++)
-            qk_rows(q_row(a, r), NULL, NULL, NULL, kt, hd, P + (size_t)r * CV_KV_BLOCK, 1);
+        for (int32_t r = r0; r < R; r += 4) {
+            float *S = P + (size_t)r * CV_KV_BLOCK;
+            if (r + 4 <= R)
+                qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd, S, 4);
+            else
+                for (int32_t t = r; t < R; t++, S += CV_KV_BLOCK)
+                    qk_rows(q_row(a, t), NULL, NULL, NULL, kt, hd, S, 1);
+        }
         for (int32_t k = k0; k < a->n_tok; k++) {
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
             const __m256i nvv = _mm256_set1_epi32(nv);
@@ -272,7 +274,7 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
         }
         /* Values, four rows at a time: a group reads the value rows its
          * last token sees (the others' probabilities are 0 past theirs). */
-        for (r = r0; r < R; r += 4) {
+        for (int32_t r = r0; r < R; r += 4) {
             const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
             float *ar = acc + (size_t)r * hd;
