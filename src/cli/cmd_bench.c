@@ -258,8 +258,7 @@ static int bench(const bench_opts *o)
     if (rc)
         goto fail_t;
     /* A prefill computes the output layer for its last token only. */
-    const double out_macs = (double)cv_wmat_n_in(m->output) * (double)cv_wmat_n_out(m->output);
-    const double pre_macs = (macs - out_macs) * o->n_prompt + out_macs;
+    const double out_macs = (double)m->output_macs, pre_macs = (macs - out_macs) * o->n_prompt + out_macs;
     const case_result pre = summarize(t, c, o->repeats, bytes, pre_macs);
     const double pre_tps = o->n_prompt / pre.secs;
     if (o->json) {

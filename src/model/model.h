@@ -155,6 +155,7 @@ typedef struct cv_model {
     bool dequantized;               /* opened with cv_model_params.dequantize */
     size_t matmul_bytes;            /* weight bytes one decode step reads (every matrix once) */
     int64_t matmul_macs;            /* multiply-adds of the matmuls per token */
+    int64_t output_macs;            /* of which the output layer's (a prefill computes it for one token) */
     cv_model_owned *owned;
 } cv_model;
 

@@ -402,9 +402,9 @@ static void count_work(cv_model *m)
         }
     }
     bytes += cv_wmat_bytes(m->output);
-    macs += cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
+    m->output_macs = cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
     m->matmul_bytes = bytes;
-    m->matmul_macs = macs;
+    m->matmul_macs = macs + m->output_macs;
 }
 
 int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err)
