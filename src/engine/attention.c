@@ -28,7 +28,7 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
     const bool f16 = kv->type == CV_GGML_F16;
     const size_t row = (size_t)hd * kv->elt_bytes;
-    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *s = sum + R, *kf = s + CV_KV_BLOCK;
+    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *s = sum + R;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
@@ -44,15 +44,10 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                 const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * n_rep + h) * hd;
                 float bm = -INFINITY;
                 for (int32_t j = 0; j < nv; j++) {
-                    const float *kr = (const float *)(K + j * row);
-                    if (f16) {
-                        for (int32_t i = 0; i < hd; i++)
-                            kf[i] = cv_fp16_to_fp32(((const uint16_t *)(K + j * row))[i]);
-                        kr = kf;
-                    }
                     float d = 0;
                     for (int32_t i = 0; i < hd; i++)
-                        d += q[i] * kr[i];
+                        d += q[i] * (f16 ? cv_fp16_to_fp32(((const uint16_t *)K)[kv_k_at(j, i)])
+                                         : ((const float *)K)[kv_k_at(j, i)]);
                     s[j] = d * a->scale;
                     bm = s[j] > bm ? s[j] : bm;
                 }
@@ -92,12 +87,10 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
 
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
 {
-    /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK]
-     * and one converted key [hd], or the AVX2 tile's corrections [R],
-     * probabilities [R][BLOCK] and transposed keys [hd][BLOCK] */
+    /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK],
+     * or the AVX2 tile's corrections [R] and probabilities [R][BLOCK] */
     size_t n = (size_t)max_rows * ((size_t)hd + 2) +
-               CV_MAX((size_t)CV_KV_BLOCK + (size_t)hd,
-                      (size_t)max_rows * (1 + CV_KV_BLOCK) + (size_t)hd * CV_KV_BLOCK);
+               CV_MAX((size_t)CV_KV_BLOCK, (size_t)max_rows * (1 + CV_KV_BLOCK));
     return (n + 15) & ~(size_t)15;
 }
 

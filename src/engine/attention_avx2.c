@@ -1,7 +1,8 @@
 /* attention_avx2.c — the AVX2/FMA/F16C attention tile (see attention.c for
  * the algorithm and the tile's contract). Per KV block of 16 positions: the
- * keys transposed once, the scores of four query rows at a time as a small
- * GEMM (each key vector loaded once for the four, no horizontal adds), a
+ * scores of four query rows at a time as a small GEMM over the cache's
+ * transposed keys (each key vector loaded once for the four, no horizontal
+ * adds), a
  * vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
  * relative error < 2e-7 on the reduced range) for every row's online
  * softmax, then the value rows accumulated into four query rows at a time.
@@ -54,44 +55,12 @@ static inline __m256 load8(const void *p, bool f16)
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
 }
 
-/* The key block transposed: kt[i][j] = K[j][i] for the nv <= 16 valid
- * positions j (f16 converted once here), zeros after them, so the score
- * pass below runs as a small GEMM: each 16-wide row of kt is loaded once
- * for four query rows, with no horizontal adds. 8x8 transposes of f32. */
-static void transpose_keys(const char *K, size_t row, int32_t nv, int32_t hd, bool f16, float *kt)
-{
-    const size_t eb = f16 ? 2 : 4;
-    const __m256 zero = _mm256_setzero_ps();
-    for (int32_t half = 0; half < 2; half++) {
-        const int32_t j0 = 8 * half;
-        for (int32_t i = 0; i < hd; i += 8) {
-            __m256 r[8];
-            for (int32_t j = 0; j < 8; j++)
-                r[j] = j0 + j < nv ? load8(K + (size_t)(j0 + j) * row + (size_t)i * eb, f16) : zero;
-            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-            float *o = kt + (size_t)i * CV_KV_BLOCK + j0;
-            _mm256_storeu_ps(o + 0 * CV_KV_BLOCK, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(o + 1 * CV_KV_BLOCK, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(o + 2 * CV_KV_BLOCK, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(o + 3 * CV_KV_BLOCK, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(o + 4 * CV_KV_BLOCK, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(o + 5 * CV_KV_BLOCK, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(o + 6 * CV_KV_BLOCK, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(o + 7 * CV_KV_BLOCK, _mm256_permute2f128_ps(u3, u7, 0x31));
-        }
-    }
-}
-
 /* Raw scores of nr (1..4, a constant after inlining) query rows against
- * the 16 keys of kt: S[r][16] = q_r . kt. Eight sums in named registers;
- * per dimension two key loads serve all rows. */
+ * the 16 keys of a block, read straight from the cache's transposed layout
+ * (row i: dimension i of the 16 positions; f16 converted on load):
+ * S[r][16] = q_r . K. Eight sums in named registers; per dimension two key
+ * loads serve all rows, and no horizontal adds. Positions the block has
+ * not written give garbage scores, which the softmax masks. */
 #define QK_FMA(n, a, b)                                                                                                \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
@@ -102,13 +71,14 @@ static void transpose_keys(const char *K, size_t row, int32_t nv, int32_t hd, bo
     } while (0)
 
 static inline __attribute__((always_inline)) void qk_rows(const float *q0, const float *q1, const float *q2,
-                                                          const float *q3, const float *kt, int32_t hd, float *S,
-                                                          const int nr)
+                                                          const float *q3, const char *K, int32_t hd, bool f16,
+                                                          float *S, const int nr)
 {
+    const size_t eb = f16 ? 2 : 4;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int32_t i = 0; i < hd; i++) {
-        const __m256 k0 = _mm256_loadu_ps(kt + (size_t)i * CV_KV_BLOCK);
-        const __m256 k1 = _mm256_loadu_ps(kt + (size_t)i * CV_KV_BLOCK + 8);
+        const char *ki = K + kv_k_at(0, i) * eb;
+        const __m256 k0 = load8(ki, f16), k1 = load8(ki + 8 * eb, f16);
         QK_FMA(0, a0, b0);
         QK_FMA(1, a1, b1);
         QK_FMA(2, a2, b2);
@@ -196,8 +166,8 @@ static inline const float *q_row(const att_tile *a, int32_t r)
     return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
 }
 
-/* Per KV block: the keys transposed once, every row's raw scores four rows
- * at a time (a small GEMM), every row's online-softmax update (short
+/* Per KV block: every row's raw scores four rows at a time (a small GEMM
+ * on the transposed keys), every row's online-softmax update (short
  * dependency chains, independent between rows, so they overlap), then the
  * value accumulation four rows at a time. */
 void cv_att_tile_avx2(const att_tile *a, float *scratch)
@@ -207,7 +177,6 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
     const bool f16 = kv->type == CV_GGML_F16;
     const size_t eb = kv->elt_bytes, row = (size_t)hd * eb;
     float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
-    float *kt = P + (size_t)R * CV_KV_BLOCK;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
@@ -232,19 +201,20 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
-        const int32_t nk = CV_MIN(CV_KV_BLOCK, last + 1 - base); /* keys the last token sees */
         /* Every row's scores by the same arithmetic (a sum over the head's
          * dimensions in order), whatever rows share its tile: a token's
          * logits are then bit-identical batched or alone, shared prefix
          * or not (test_engine_batch, test_engine_kv_share). */
-        transpose_keys(K, row, nk, hd, f16, kt);
         for (int32_t r = r0; r < R; r += 4) {
             float *S = P + (size_t)r * CV_KV_BLOCK;
-            if (r + 4 <= R)
-                qk_rows(q_row(a, r), q_row(a, r + 1), q_row(a, r + 2), q_row(a, r + 3), kt, hd, S, 4);
-            else
-                for (int32_t t = r; t < R; t++, S += CV_KV_BLOCK)
-                    qk_rows(q_row(a, t), NULL, NULL, NULL, kt, hd, S, 1);
+            const float *q0 = q_row(a, r), *q1 = r + 1 < R ? q_row(a, r + 1) : NULL;
+            const float *q2 = r + 2 < R ? q_row(a, r + 2) : NULL, *q3 = r + 3 < R ? q_row(a, r + 3) : NULL;
+            switch (CV_MIN(4, R - r)) {
+            case 4: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 4); break;
+            case 3: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 3); break;
+            case 2: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 2); break;
+            default: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 1); break;
+            }
         }
         for (int32_t k = k0; k < a->n_tok; k++) {
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);

@@ -11,8 +11,11 @@
 /* ---- KV block pool ---- */
 
 /* Block b holds, for every layer, the keys then the values of CV_KV_BLOCK
- * positions, each as [n_head_kv][CV_KV_BLOCK][head_dim] so one head's keys
- * are contiguous for attention:
+ * positions: keys as [n_head_kv][head_dim][CV_KV_BLOCK] (transposed: one
+ * dimension of the block's 16 positions is one contiguous row, so the
+ * scores of a block are a small GEMM read straight from the cache), values
+ * as [n_head_kv][CV_KV_BLOCK][head_dim] (one position's values contiguous,
+ * as the weighted sum reads them). One head's half is contiguous:
  *   data + b * block_bytes + (layer * 2 + kv) * half_bytes
  * Block-major (all layers of a block together) keeps a block one span of
  * memory, which a prefix cache can save or share whole. refs[b] counts the
@@ -48,6 +51,10 @@ static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t hea
     return p->data + (size_t)b * p->block_bytes + (size_t)(layer * 2 + 1) * p->half_bytes +
            (size_t)head * p->head_bytes;
 }
+/* Element offsets, within one head's half, of dimension i of the key and
+ * of the value at position j of the block (hd: head_dim). */
+static inline size_t kv_k_at(int32_t j, int32_t i) { return (size_t)i * CV_KV_BLOCK + (size_t)j; }
+static inline size_t kv_v_at(int32_t hd, int32_t j, int32_t i) { return (size_t)j * hd + (size_t)i; }
 
 /* ---- sequences ---- */
 

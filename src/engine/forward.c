@@ -82,17 +82,22 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
         const int32_t pos = j->b->pos[t];
         vec->rope(&m->rope, q, hp->n_head, hd, pos);
         vec->rope(&m->rope, k, hp->n_head_kv, hd, pos);
-        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK];
-        const size_t off = (size_t)(pos % CV_KV_BLOCK) * hd * kv->elt_bytes;
+        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            char *dk = (char *)kv_k(kv, blk, j->layer, g) + off;
-            char *dv = (char *)kv_v(kv, blk, j->layer, g) + off;
+            const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
+            char *dk = kv_k(kv, blk, j->layer, g), *dv = (char *)kv_v(kv, blk, j->layer, g) + kv_v_at(hd, at, 0) * kv->elt_bytes;
+            /* The key goes in transposed (engine_int.h): one element per
+             * dimension's row. */
             if (kv->type == CV_GGML_F16) {
-                vec->f32_to_f16(k + (int64_t)g * hd, (uint16_t *)dk, hd);
-                vec->f32_to_f16(v + (int64_t)g * hd, (uint16_t *)dv, hd);
+                uint16_t kh[CV_MAX_HEAD_DIM];
+                vec->f32_to_f16(kg, kh, hd);
+                for (int32_t i = 0; i < hd; i++)
+                    ((uint16_t *)dk)[kv_k_at(at, i)] = kh[i];
+                vec->f32_to_f16(vg, (uint16_t *)dv, hd);
             } else {
-                memcpy(dk, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
-                memcpy(dv, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
+                for (int32_t i = 0; i < hd; i++)
+                    ((float *)dk)[kv_k_at(at, i)] = kg[i];
+                memcpy(dv, vg, (size_t)hd * sizeof(float));
             }
         }
     }

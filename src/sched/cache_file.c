@@ -12,7 +12,7 @@
  *
  *   offset  size        field
  *   0       8           magic "CVKVCACH"
- *   8       4           version (1)
+ *   8       4           version (2: keys stored transposed)
  *   12      4           positions per block (CV_KV_BLOCK)
  *   16      8           model identity (model_identity below)
  *   24      4 x 4       KV format: n_layer, n_head_kv, head_dim, element type
@@ -41,7 +41,7 @@
 #include "sched/sched_int.h"
 
 #define MAGIC "CVKVCACH"
-#define VERSION 1u
+#define VERSION 2u
 #define HEADER_BYTES 64
 #define NODE_BYTES (4 + 4 * CV_KV_BLOCK)
 #define NO_PARENT 0xffffffffu

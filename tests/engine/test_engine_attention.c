@@ -30,7 +30,7 @@ static void naive(const att_tile *a, const float *q_all, float *out)
                 const char *K = kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
                 double d = 0;
                 for (int32_t i = 0; i < hd; i++) {
-                    size_t at = (size_t)(p % CV_KV_BLOCK) * hd + i;
+                    size_t at = kv_k_at(p % CV_KV_BLOCK, i);
                     float kvv = kv->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)K)[at])
                                                          : ((const float *)K)[at];
                     d += (double)q[i] * kvv;
@@ -44,7 +44,7 @@ static void naive(const att_tile *a, const float *q_all, float *out)
                 double o = 0;
                 for (int32_t p = 0; p < n; p++) {
                     const char *V = kv_v(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
-                    size_t at = (size_t)(p % CV_KV_BLOCK) * hd + i;
+                    size_t at = kv_v_at(hd, p % CV_KV_BLOCK, i);
                     float vv = kv->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)V)[at])
                                                         : ((const float *)V)[at];
                     o += exp(s[p] - mx) / z * vv;
