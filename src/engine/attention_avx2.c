@@ -160,6 +160,22 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 1);
 }
 
+static inline void prefetch_block(const att_tile *a, int32_t blk, int32_t last, size_t row, const int hint)
+{
+    if (blk * CV_KV_BLOCK > last)
+        return;
+    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
+    for (size_t o = 0; o < CV_KV_BLOCK * row; o += 64) {
+        if (hint == _MM_HINT_T0) {
+            _mm_prefetch(k + o, _MM_HINT_T0);
+            _mm_prefetch(v + o, _MM_HINT_T0);
+        } else {
+            _mm_prefetch(k + o, _MM_HINT_T1);
+            _mm_prefetch(v + o, _MM_HINT_T1);
+        }
+    }
+}
+
 static inline const float *q_row(const att_tile *a, int32_t r)
 {
     const int32_t k = r / a->n_rep, h = r % a->n_rep;
@@ -188,16 +204,14 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        if ((blk + 1) * CV_KV_BLOCK <= last) {
-            /* The next block's keys and values, from L2/L3 (a tile reads
-             * the whole context once): fetched while this one computes. */
-            const char *nextk = kv_k(kv, a->blocks[blk + 1], a->layer, a->g);
-            const char *nextv = kv_v(kv, a->blocks[blk + 1], a->layer, a->g);
-            for (size_t o = 0; o < CV_KV_BLOCK * row; o += 64) {
-                _mm_prefetch(nextk + o, _MM_HINT_T0);
-                _mm_prefetch(nextv + o, _MM_HINT_T0);
-            }
-        }
+        /* The next block's keys and values into L1 while this one
+         * computes; tiles of few rows (decode) have too little work per
+         * block to hide DRAM behind that, so they also ask for the one
+         * after it into L2. Blocks of one head are islands of 2-4 KB, far
+         * apart, which the hardware prefetcher does not follow. */
+        prefetch_block(a, blk + 1, last, row, _MM_HINT_T0);
+        if (R <= 8)
+            prefetch_block(a, blk + 2, last, row, _MM_HINT_T1);
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
