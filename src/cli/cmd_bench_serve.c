@@ -15,6 +15,10 @@
  *            (re-sent as new ids, as a template that re-renders the reply
  *            differently would: only the previous prompt is reusable, a
  *            conservative choice) and a tool result of --turn-tokens ids.
+ *            Agents send their next turn as soon as their reply ends, or,
+ *            with --tool-ms M, after a tool run drawn uniformly from
+ *            [0, 2M] ms (seeded per agent and turn), as a real agent that
+ *            runs a command or reads files between turns does.
  *            Per turn: time to first token, prompt tokens sent, cached
  *            (the server's usage), computed. Then two references for the
  *            time to "prefill only the new tokens", both on the idle
@@ -41,6 +45,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -54,7 +59,7 @@ typedef struct bs_opts {
     int32_t streams[16];
     int n_streams;
     int32_t n_prompt, n_gen, repeats, id_range;
-    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens;
+    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms;
     int32_t bans[MAX_BANS];
     int n_bans;
     uint64_t seed;
@@ -314,7 +319,13 @@ static void *agent_thread(void *arg)
     memcpy(ctx, a->system, (size_t)o->system_tokens * sizeof *ctx);
     int32_t n = o->system_tokens;
     a->ok = true;
+    cv_rng tool;
+    cv_rng_seed(&tool, o->seed * 6151u + (uint64_t)a->id);
     for (int t = 0; t < o->turns; t++) {
+        if (t > 0 && o->tool_ms > 0) { /* the agent runs its tool */
+            const uint64_t ms = cv_rng_below(&tool, 2 * (uint64_t)o->tool_ms + 1);
+            nanosleep(&(struct timespec){ .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 }, NULL);
+        }
         if (t > 0) { /* the previous reply, re-sent */
             fill_ids(ctx + n, o->reply_tokens, o->seed * 7919u + (uint64_t)a->id * 131u + (uint64_t)t * 2u, o->id_range);
             n += o->reply_tokens;
@@ -412,8 +423,9 @@ static int case_agents(const bs_opts *o)
                 nb++;
             }
         }
-    printf("agents: %d agents x %d turns, system prompt %d ids, +%d tool ids and a %d-token reply per turn\n",
-           o->agents, o->turns, o->system_tokens, o->turn_tokens, o->reply_tokens);
+    printf("agents: %d agents x %d turns, system prompt %d ids, +%d tool ids and a %d-token reply per turn, "
+           "tool runs of 0-%d ms between turns\n",
+           o->agents, o->turns, o->system_tokens, o->turn_tokens, o->reply_tokens, 2 * o->tool_ms);
     printf("agent turn   prompt   cached computed   ttft_s   alone_s  ratio   cold_s  ratio\n");
     int64_t sent = 0, cached = 0, sent_later = 0, cached_later = 0, computed_all = 0;
     double r_cold[4096], r_alone[4096], first_ttft[MAX_STREAMS], later_ttft[4096];
@@ -530,6 +542,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         { "id-range", required_argument, 0, 'i' }, { "agents", required_argument, 0, 'a' },
         { "turns", required_argument, 0, 'T' },   { "system", required_argument, 0, 'y' },
         { "turn-tokens", required_argument, 0, 'u' }, { "reply", required_argument, 0, 'R' },
+        { "tool-ms", required_argument, 0, 'm' },
         { "ban", required_argument, 0, 'B' },     { "seed", required_argument, 0, 'e' },
         { "api-key", required_argument, 0, 'k' }, { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
@@ -555,6 +568,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         case 'y': if (int_arg(cmd, "--system", optarg, 1, 1 << 20, &o.system_tokens)) return 2; break;
         case 'u': if (int_arg(cmd, "--turn-tokens", optarg, 1, 1 << 20, &o.turn_tokens)) return 2; break;
         case 'R': if (int_arg(cmd, "--reply", optarg, 1, 1 << 20, &o.reply_tokens)) return 2; break;
+        case 'm': if (int_arg(cmd, "--tool-ms", optarg, 0, 600000, &o.tool_ms)) return 2; break;
         case 'B':
             if (o.n_bans == MAX_BANS)
                 return cv_cli_usage_error(cmd, "at most %d --ban ids", MAX_BANS);

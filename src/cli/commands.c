@@ -31,7 +31,8 @@ const cv_cmd cv_cmds[] = {
       "       corvid bench --serve URL [--case decode,agents,first] [--streams 1,2,4,8,16] [-p 128] [-n 128] "
       "[--repeats R]\n"
       "                    [--agents 4] [--turns 10] [--system 12000] [--turn-tokens 300] [--reply 64] "
-      "[--id-range 500] [--ban ID]... [--seed S] [--api-key KEY]",
+      "[--tool-ms 0]\n"
+      "                    [--id-range 500] [--ban ID]... [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
       "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "

@@ -8,7 +8,10 @@
  *     with cached tokens (OpenAI usage.prompt_tokens_details.cached_tokens)
  *     and the same greedy text; /v1/status shows --batch-tokens and the KV
  *     size --kv-mem asked for;
- *   - with --no-prefix-cache nothing is cached and no file is written. */
+ *   - with --no-prefix-cache nothing is cached and no file is written;
+ *   - the load generator (`corvid bench --serve`) drives a small agents
+ *     case against it: every turn reported, later turns served from the
+ *     prefix cache, --tool-ms accepted and a bad value refused. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -248,6 +251,40 @@ TEST(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text)
     cv_buf_free(&f32);
 }
 
+TEST(the_load_generator_runs_agent_turns_against_the_server)
+{
+    int port;
+    pid_t pid = start((const char *const[]){ "--cache-dir", "", NULL }, &port);
+    CHECK_MSG(pid, "corvid serve did not start");
+    if (!pid)
+        return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    proc_out po;
+    run((const char *const[]){ CV_RELEASE_BIN, "bench", "--serve", url, "--case", "agents", "--agents", "2", "--turns",
+                               "3", "--system", "64", "--turn-tokens", "16", "--reply", "4", "--tool-ms", "20", "--ban",
+                               "50256", NULL },
+        NULL, &po);
+    CHECK_MSG(po.status == 0, "bench --serve: exit %d, %s", po.status, po.err.data);
+    /* one line per turn: "agent turn prompt cached ..." rows start with two numbers */
+    int rows = 0;
+    for (const char *l = po.out.data; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        int a, t;
+        rows += sscanf(l, " %d %d ", &a, &t) == 2;
+    }
+    CHECK_EQ_INT(rows, 6);
+    const char *hr = po.out.data ? strstr(po.out.data, "hit rate after each agent's first turn ") : NULL;
+    CHECK_MSG(hr, "no hit rate in: %s", po.out.data);
+    /* turns 2-3 re-send 64 + 20 or 64 + 40 ids; all full blocks but the last come from the cache */
+    CHECK_MSG(hr && atof(hr + strlen("hit rate after each agent's first turn ")) >= 70.0, "%s", hr);
+    CHECK(po.out.data && strstr(po.out.data, "tool runs of 0-40 ms"));
+    proc_out_free(&po);
+    run((const char *const[]){ CV_RELEASE_BIN, "bench", "--serve", url, "--tool-ms", "-5", NULL }, NULL, &po);
+    CHECK_MSG(po.status == 2 && strstr(po.err.data, "--tool-ms"), "--tool-ms -5: exit %d, %s", po.status, po.err.data);
+    proc_out_free(&po);
+    CHECK_EQ_INT(stop(pid), 0);
+}
+
 int main(void)
 {
     if (!have_bin())
@@ -269,6 +306,7 @@ int main(void)
     if (po.status == 0) {
         RUN(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prompt);
         RUN(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text);
+        RUN(the_load_generator_runs_agent_turns_against_the_server);
     }
     proc_out ro;
     run((const char *const[]){ "/bin/rm", "-rf", dir, NULL }, NULL, &ro);
