@@ -271,9 +271,12 @@ static int bench(const bench_opts *o)
         printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
                o->repeats, bytes, macs);
         cv_buf_free(&js);
-        printf("\"prefill\":{\"tokens\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_int8_peak\":%.4f,"
-               "\"int8_peak_macs\":[%.4g,%.4g]},",
-               o->n_prompt, pre_macs, pre.secs, pre_tps, pre.f_peak, pre.peak_lo, pre.peak_hi);
+        printf("\"prefill\":{\"tokens\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,", o->n_prompt, pre_macs,
+               pre.secs, pre_tps);
+        if (probe)
+            printf("\"frac_int8_peak\":%.4f,\"int8_peak_macs\":[%.4g,%.4g]},", pre.f_peak, pre.peak_lo, pre.peak_hi);
+        else
+            printf("\"frac_int8_peak\":null,\"int8_peak_macs\":null},");
         printf("\"decode\":[");
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
@@ -283,10 +286,11 @@ static int bench(const bench_opts *o)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
         double tot = pph.matmul + pph.attention + pph.other;
-        printf("%2d prefill %4d tokens: %9.2f tok/s  %5.1f%% of int8 peak   [matmul %2.0f%%, attention %2.0f%%, "
-               "other %2.0f%%]",
-               1, o->n_prompt, pre_tps, 100 * pre.f_peak, 100 * pph.matmul / tot, 100 * pph.attention / tot,
-               100 * pph.other / tot);
+        printf("%2d prefill %4d tokens: %9.2f tok/s", 1, o->n_prompt, pre_tps);
+        if (probe)
+            printf("  %5.1f%% of int8 peak ", 100 * pre.f_peak);
+        printf("  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]", 100 * pph.matmul / tot,
+               100 * pph.attention / tot, 100 * pph.other / tot);
         print_ceilings(&pre);
     }
     for (int i = 0; i < o->n_batches && rc == 0; i++) {
@@ -312,18 +316,30 @@ static int bench(const bench_opts *o)
         char depth_note[32] = "";
         if (o->depth)
             snprintf(depth_note, sizeof depth_note, " at depth %d", o->depth);
+        /* A step's time and its attention part: at depth, attention's own
+         * time is the figure to compare, since the matmuls' moves with the
+         * machine's bandwidth. */
+        const double tot = ph.matmul + ph.attention + ph.other, step_ms = 1e3 * dec.secs / o->n_gen;
+        const double att_ms = tot > 0 ? step_ms * ph.attention / tot : 0;
         if (o->json) {
-            printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"frac_bandwidth\":%.4f,"
-                   "\"frac_int8_peak\":%.4f,\"read_bandwidth_gbs\":[%.3f,%.3f],\"int8_peak_macs\":[%.4g,%.4g],"
-                   "\"hash\":\"%016llx\"}",
-                   i ? "," : "", b, o->n_gen, dec.secs, tps, dec.f_bw, dec.f_peak, dec.bw_lo * 1e-9,
-                   dec.bw_hi * 1e-9, dec.peak_lo, dec.peak_hi, (unsigned long long)h0);
+            printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"step_ms\":%.3f,"
+                   "\"attention_ms\":%.3f,",
+                   i ? "," : "", b, o->n_gen, dec.secs, tps, step_ms, att_ms);
+            if (probe)
+                printf("\"frac_bandwidth\":%.4f,\"frac_int8_peak\":%.4f,\"read_bandwidth_gbs\":[%.3f,%.3f],"
+                       "\"int8_peak_macs\":[%.4g,%.4g],",
+                       dec.f_bw, dec.f_peak, dec.bw_lo * 1e-9, dec.bw_hi * 1e-9, dec.peak_lo, dec.peak_hi);
+            else
+                printf("\"frac_bandwidth\":null,\"frac_int8_peak\":null,\"read_bandwidth_gbs\":null,"
+                       "\"int8_peak_macs\":null,");
+            printf("\"hash\":\"%016llx\"}", (unsigned long long)h0);
         } else {
-            double tot = ph.matmul + ph.attention + ph.other;
-            printf("%2d decode b=%-2d %4d steps%s: %9.2f tok/s  %5.1f%% of bandwidth  %5.1f%% of int8 peak  "
-                   "hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]",
-                   i + 2, b, o->n_gen, depth_note, tps, 100 * dec.f_bw, 100 * dec.f_peak, (unsigned long long)h0,
-                   100 * ph.matmul / tot, 100 * ph.attention / tot, 100 * ph.other / tot);
+            printf("%2d decode b=%-2d %4d steps%s: %9.2f tok/s", i + 2, b, o->n_gen, depth_note, tps);
+            if (probe)
+                printf("  %5.1f%% of bandwidth  %5.1f%% of int8 peak", 100 * dec.f_bw, 100 * dec.f_peak);
+            printf("  %.2f ms/step (attention %.2f)  hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]",
+                   step_ms, att_ms, (unsigned long long)h0, 100 * ph.matmul / tot, 100 * ph.attention / tot,
+                   100 * ph.other / tot);
             print_ceilings(&dec);
         }
     }
