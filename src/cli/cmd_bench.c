@@ -337,7 +337,8 @@ static int bench(const bench_opts *o)
             printf("%2d decode b=%-2d %4d steps%s: %9.2f tok/s", i + 2, b, o->n_gen, depth_note, tps);
             if (probe)
                 printf("  %5.1f%% of bandwidth  %5.1f%% of int8 peak", 100 * dec.f_bw, 100 * dec.f_peak);
-            printf("  %.2f ms/step (attention %.2f)  hash %016llx  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]",
+            printf("  %.2f ms/step (attention %.2f)  hash %016llx  [matmul %2.0f%%, attention %2.0f%%, "
+                   "other %2.0f%%]",
                    step_ms, att_ms, (unsigned long long)h0, 100 * ph.matmul / tot, 100 * ph.attention / tot,
                    100 * ph.other / tot);
             print_ceilings(&dec);

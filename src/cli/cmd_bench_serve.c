@@ -17,7 +17,7 @@
  *            conservative choice) and a tool result of --turn-tokens ids.
  *            Agents send their next turn as soon as their reply ends, or,
  *            with --tool-ms M, after a tool run drawn uniformly from
- *            [0, 2M] ms (seeded per agent and turn), as a real agent that
+ *            [0, 2M] ms (one seeded stream per agent), as a real agent that
  *            runs a command or reads files between turns does.
  *            Per turn: time to first token, prompt tokens sent, cached
  *            (the server's usage), computed. Then two references for the
@@ -324,7 +324,8 @@ static void *agent_thread(void *arg)
     for (int t = 0; t < o->turns; t++) {
         if (t > 0 && o->tool_ms > 0) { /* the agent runs its tool */
             const uint64_t ms = cv_rng_below(&tool, 2 * (uint64_t)o->tool_ms + 1);
-            nanosleep(&(struct timespec){ .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 }, NULL);
+            const struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
+            nanosleep(&ts, NULL);
         }
         if (t > 0) { /* the previous reply, re-sent */
             fill_ids(ctx + n, o->reply_tokens, o->seed * 7919u + (uint64_t)a->id * 131u + (uint64_t)t * 2u, o->id_range);

@@ -2,12 +2,11 @@
  * the algorithm and the tile's contract). Per KV block of 16 positions: the
  * scores of four query rows at a time as a small GEMM over the cache's
  * transposed keys (each key vector loaded once for the four, no horizontal
- * adds), a
- * vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
+ * adds), a vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
  * relative error < 2e-7 on the reduced range) for every row's online
  * softmax, then the value rows accumulated into four query rows at a time.
- * f16 caches convert on load. Compiled with CV_AVX2_FLAGS; chosen at run time when the CPU has
- * AVX2 and head_dim is a multiple of 8. */
+ * f16 caches convert on load. Compiled with CV_AVX2_FLAGS; chosen at run
+ * time when the CPU has AVX2 and head_dim is a multiple of 8. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -160,7 +159,11 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 1);
 }
 
-static inline void prefetch_block(const att_tile *a, int32_t blk, int32_t last, size_t row, const int hint)
+/* Block blk of the tile's head (keys and values) towards the cache level
+ * hint names (a constant after inlining, as _mm_prefetch needs); nothing
+ * past the tile's last position. */
+static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t last,
+                                                                 size_t row, const int hint)
 {
     if (blk * CV_KV_BLOCK > last)
         return;

@@ -268,9 +268,11 @@ TEST(the_load_generator_runs_agent_turns_against_the_server)
     CHECK_MSG(po.status == 0, "bench --serve: exit %d, %s", po.status, po.err.data);
     /* one line per turn: "agent turn prompt cached ..." rows start with two numbers */
     int rows = 0;
-    for (const char *l = po.out.data; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+    for (const char *l = po.out.data; l && *l;) {
         int a, t;
         rows += sscanf(l, " %d %d ", &a, &t) == 2;
+        const char *nl = strchr(l, '\n');
+        l = nl ? nl + 1 : NULL;
     }
     CHECK_EQ_INT(rows, 6);
     const char *hr = po.out.data ? strstr(po.out.data, "hit rate after each agent's first turn ") : NULL;
