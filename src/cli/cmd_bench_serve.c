@@ -18,7 +18,11 @@
  *            Agents send their next turn as soon as their reply ends, or,
  *            with --tool-ms M, after a tool run drawn uniformly from
  *            [0, 2M] ms (one seeded stream per agent), as a real agent that
- *            runs a command or reads files between turns does.
+ *            runs a command or reads files between turns does. With
+ *            --in-flight K, at most K turns run at once and turns start in
+ *            round-robin order (agent 0's turn 0, agent 1's turn 0, ...,
+ *            agent 0's turn 1, ...): K = 1 sends one agent's turn at a time,
+ *            which isolates the prefix cache from queueing behind others.
  *            Per turn: time to first token, prompt tokens sent, cached
  *            (the server's usage), computed. Then two references for the
  *            time to "prefill only the new tokens", both on the idle
@@ -59,7 +63,7 @@ typedef struct bs_opts {
     int32_t streams[16];
     int n_streams;
     int32_t n_prompt, n_gen, repeats, id_range;
-    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms;
+    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms, in_flight;
     int32_t bans[MAX_BANS];
     int n_bans;
     uint64_t seed;
@@ -301,8 +305,41 @@ typedef struct turn_rec {
     double ttft;
 } turn_rec;
 
+/* --in-flight: turn n (= t * agents + agent) starts once every turn before
+ * it has started and fewer than limit are running. */
+typedef struct turn_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t next;     /* the turn allowed to start next */
+    int32_t running, limit;
+    bool abort;       /* an agent failed: the others stop waiting */
+} turn_gate;
+
+static bool gate_enter(turn_gate *g, int64_t n)
+{
+    pthread_mutex_lock(&g->mu);
+    while (!g->abort && (g->next != n || g->running >= g->limit))
+        pthread_cond_wait(&g->cv, &g->mu);
+    bool ok = !g->abort;
+    if (ok)
+        g->next++, g->running++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+
+static void gate_leave(turn_gate *g, bool failed)
+{
+    pthread_mutex_lock(&g->mu);
+    g->running--;
+    g->abort = g->abort || failed;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 typedef struct agent {
     const bs_opts *o;
+    turn_gate *gate; /* NULL: no --in-flight limit */
     int id;
     const int32_t *system;
     turn_rec *turns;
@@ -335,7 +372,13 @@ static void *agent_thread(void *arg)
                  o->id_range);
         n += o->turn_tokens;
         stream_rec r = { .o = o, .prompt = ctx, .n_prompt = n, .max_tokens = o->reply_tokens };
+        if (a->gate && !gate_enter(a->gate, (int64_t)t * o->agents + a->id)) {
+            a->ok = false;
+            break;
+        }
         run_stream(&r);
+        if (a->gate)
+            gate_leave(a->gate, !rec_ok(&r));
         if (!rec_ok(&r)) {
             a->ok = false;
             rec_free(&r);
@@ -389,8 +432,9 @@ static int case_agents(const bs_opts *o)
     fill_ids(system, o->system_tokens, o->seed * 31u + 17u, o->id_range);
     agent ag[MAX_STREAMS];
     pthread_t th[MAX_STREAMS];
+    turn_gate gate = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .limit = o->in_flight };
     for (int i = 0; i < o->agents; i++) {
-        ag[i] = (agent){ .o = o, .id = i, .system = system };
+        ag[i] = (agent){ .o = o, .gate = o->in_flight ? &gate : NULL, .id = i, .system = system };
         ag[i].turns = cv_xcalloc((size_t)o->turns, sizeof *ag[i].turns);
         pthread_create(&th[i], NULL, agent_thread, &ag[i]);
     }
@@ -424,9 +468,13 @@ static int case_agents(const bs_opts *o)
                 nb++;
             }
         }
+    char in_flight[64] = "all agents' turns at once";
+    if (o->in_flight)
+        snprintf(in_flight, sizeof in_flight, "at most %d turn%s at once, round robin", o->in_flight,
+                 o->in_flight > 1 ? "s" : "");
     printf("agents: %d agents x %d turns, system prompt %d ids, +%d tool ids and a %d-token reply per turn, "
-           "tool runs of 0-%d ms between turns\n",
-           o->agents, o->turns, o->system_tokens, o->turn_tokens, o->reply_tokens, 2 * o->tool_ms);
+           "tool runs of 0-%d ms between turns, %s\n",
+           o->agents, o->turns, o->system_tokens, o->turn_tokens, o->reply_tokens, 2 * o->tool_ms, in_flight);
     printf("agent turn   prompt   cached computed   ttft_s   alone_s  ratio   cold_s  ratio\n");
     int64_t sent = 0, cached = 0, sent_later = 0, cached_later = 0, computed_all = 0;
     double r_cold[4096], r_alone[4096], first_ttft[MAX_STREAMS], later_ttft[4096];
@@ -543,7 +591,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         { "id-range", required_argument, 0, 'i' }, { "agents", required_argument, 0, 'a' },
         { "turns", required_argument, 0, 'T' },   { "system", required_argument, 0, 'y' },
         { "turn-tokens", required_argument, 0, 'u' }, { "reply", required_argument, 0, 'R' },
-        { "tool-ms", required_argument, 0, 'm' },
+        { "tool-ms", required_argument, 0, 'm' }, { "in-flight", required_argument, 0, 'F' },
         { "ban", required_argument, 0, 'B' },     { "seed", required_argument, 0, 'e' },
         { "api-key", required_argument, 0, 'k' }, { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
@@ -570,6 +618,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         case 'u': if (int_arg(cmd, "--turn-tokens", optarg, 1, 1 << 20, &o.turn_tokens)) return 2; break;
         case 'R': if (int_arg(cmd, "--reply", optarg, 1, 1 << 20, &o.reply_tokens)) return 2; break;
         case 'm': if (int_arg(cmd, "--tool-ms", optarg, 0, 600000, &o.tool_ms)) return 2; break;
+        case 'F': if (int_arg(cmd, "--in-flight", optarg, 0, MAX_STREAMS, &o.in_flight)) return 2; break;
         case 'B':
             if (o.n_bans == MAX_BANS)
                 return cv_cli_usage_error(cmd, "at most %d --ban ids", MAX_BANS);

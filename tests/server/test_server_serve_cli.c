@@ -11,7 +11,7 @@
  *   - with --no-prefix-cache nothing is cached and no file is written;
  *   - the load generator (`corvid bench --serve`) drives a small agents
  *     case against it: every turn reported, later turns served from the
- *     prefix cache, --tool-ms accepted and a bad value refused. */
+ *     prefix cache, --tool-ms accepted and a bad value refused, --in-flight 1. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -280,6 +280,16 @@ TEST(the_load_generator_runs_agent_turns_against_the_server)
     /* turns 2-3 re-send 64 + 20 or 64 + 40 ids; all full blocks but the last come from the cache */
     CHECK_MSG(hr && atof(hr + strlen("hit rate after each agent's first turn ")) >= 70.0, "%s", hr);
     CHECK(po.out.data && strstr(po.out.data, "tool runs of 0-40 ms"));
+    proc_out_free(&po);
+    /* one turn at a time, round robin: every turn after an agent's first finds its prefix */
+    run((const char *const[]){ CV_RELEASE_BIN, "bench", "--serve", url, "--case", "agents", "--agents", "3", "--turns",
+                               "2", "--system", "64", "--turn-tokens", "16", "--reply", "4", "--in-flight", "1",
+                               "--seed", "2", "--ban", "50256", NULL },
+        NULL, &po);
+    CHECK_MSG(po.status == 0, "bench --serve --in-flight 1: exit %d, %s", po.status, po.err.data);
+    CHECK_MSG(po.out.data && strstr(po.out.data, "at most 1 turn at once, round robin"), "%s", po.out.data);
+    hr = po.out.data ? strstr(po.out.data, "hit rate after each agent's first turn ") : NULL;
+    CHECK_MSG(hr && atof(hr + strlen("hit rate after each agent's first turn ")) >= 70.0, "%s", po.out.data);
     proc_out_free(&po);
     run((const char *const[]){ CV_RELEASE_BIN, "bench", "--serve", url, "--tool-ms", "-5", NULL }, NULL, &po);
     CHECK_MSG(po.status == 2 && strstr(po.err.data, "--tool-ms"), "--tool-ms -5: exit %d, %s", po.status, po.err.data);
