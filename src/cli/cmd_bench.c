@@ -40,7 +40,7 @@ typedef struct bench_opts {
     int32_t batches[MAX_BATCHES];
     int n_batches;
     bool json, exact, no_probe;
-    uint32_t kv_type; /* CV_GGML_F32 (default) or CV_GGML_F16 */
+    uint32_t kv_type; /* CV_GGML_F32 (default), CV_GGML_F16 or CV_GGML_Q8_0 */
 } bench_opts;
 
 typedef struct phase {
@@ -281,7 +281,7 @@ static int bench(const bench_opts *o)
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
         printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token; %s KV\n",
-               nth, o->repeats, bytes / 1048576, macs, o->kv_type == CV_GGML_F16 ? "f16" : "f32");
+               nth, o->repeats, bytes / 1048576, macs, cv_engine_kv_type_name(o->kv_type));
         if (probe)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
@@ -430,7 +430,7 @@ int cv_cmd_bench(int argc, char **argv)
         case 'P': o.no_probe = true; break;
         case 'k':
             if (cv_cli_kv_type(optarg, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", optarg);
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16, f32 or q8_0", optarg);
             break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);

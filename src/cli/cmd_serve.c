@@ -25,7 +25,7 @@ typedef struct serve_opts {
     int threads;        /* compute threads; 0: all cores */
     int grace_ms;
     int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
-    uint32_t kv_type;   /* CV_GGML_F16 (default) or CV_GGML_F32 */
+    uint32_t kv_type;   /* CV_GGML_F16 (default), CV_GGML_F32 or CV_GGML_Q8_0 */
     int32_t batch_tokens;
     bool no_prefix_cache;
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
@@ -47,8 +47,9 @@ static const char HELP[] =
     "  --kv-memory SIZE        KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
     "                          prefix cache (default: half the free memory after the weights,\n"
     "                          at most 16M positions; never less than one context)\n"
-    "  --kv-type f16|f32       KV cache precision (default f16, as llama.cpp's: twice the positions\n"
-    "                          in the same memory and half the reads of a long context; f32 is exact)\n"
+    "  --kv-type f16|f32|q8_0  KV cache precision (default f16, as llama.cpp's: twice the positions\n"
+    "                          in the same memory and half the reads of a long context; f32 is exact;\n"
+    "                          q8_0 holds 1.8x f16's positions, int8 with a factor per 32 values)\n"
     "  --max-queue N           requests waiting for the engine at most; beyond it OpenAI clients\n"
     "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
     "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
@@ -159,7 +160,7 @@ int cv_cmd_serve(int argc, char **argv)
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--kv-type")) {
             if (cv_cli_kv_type(v, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16 or f32", v);
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16, f32 or q8_0", v);
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
         } else if (!strcmp(a, "--max-queue")) {

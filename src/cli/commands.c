@@ -19,19 +19,19 @@ const cv_cmd cv_cmds[] = {
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
       "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
       "[--kv-memory SIZE] [--max-queue N] [--batch-tokens N] [--no-prefix-cache] [--cache-dir DIR] [--cache-max SIZE] "
-      "[--response-store N] [--max-body BYTES] [--grace-ms MS] [--grammar-lazy]",
+      "[--kv-type f16|f32|q8_0] [--response-store N] [--max-body BYTES] [--grace-ms MS] [--grammar-lazy]",
       cv_cmd_serve },
     { "run", "generate a continuation of a prompt (text, or token ids with --ids)",
       "corvid run MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] "
       "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos] [--json-schema FILE]",
       cv_cmd_run },
     { "bench", "measure prefill and decode speed against the machine's ceilings",
-      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--depth D] [--kv-type f32|f16] [--threads N]\n"
+      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--depth D] [--kv-type f32|f16|q8_0] [--threads N]\n"
       "                   [--repeats R] [--json] [--exact] [--no-probe]\n"
       "       corvid bench --serve URL [--case decode,agents,first] [--streams 1,2,4,8,16] [-p 128] [-n 128] "
       "[--repeats R]\n"
       "                    [--agents 4] [--turns 10] [--system 12000] [--turn-tokens 300] [--reply 64] "
-      "[--tool-ms 0]\n"
+      "[--tool-ms 0] [--in-flight 0]\n"
       "                    [--id-range 500] [--ban ID]... [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",

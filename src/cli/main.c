@@ -31,6 +31,8 @@ int cv_cli_kv_type(const char *name, uint32_t *out)
         *out = CV_GGML_F16;
     else if (!strcmp(name, "f32"))
         *out = CV_GGML_F32;
+    else if (!strcmp(name, "q8_0"))
+        *out = CV_GGML_Q8_0;
     else
         return -1;
     return 0;

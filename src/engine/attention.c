@@ -26,8 +26,6 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
 {
     const kv_pool *kv = a->kv;
     const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
-    const bool f16 = kv->type == CV_GGML_F16;
-    const size_t row = (size_t)hd * kv->elt_bytes;
     float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *s = sum + R;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
@@ -46,8 +44,7 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                 for (int32_t j = 0; j < nv; j++) {
                     float d = 0;
                     for (int32_t i = 0; i < hd; i++)
-                        d += q[i] * (f16 ? cv_fp16_to_fp32(((const uint16_t *)K)[kv_k_at(j, i)])
-                                         : ((const float *)K)[kv_k_at(j, i)]);
+                        d += q[i] * kv_k_get(kv, K, j, i);
                     s[j] = d * a->scale;
                     bm = s[j] > bm ? s[j] : bm;
                 }
@@ -62,15 +59,8 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                 for (int32_t j = 0; j < nv; j++) {
                     const float pj = expf(s[j] - mx[r]);
                     sum[r] += pj;
-                    if (f16) {
-                        const uint16_t *vr = (const uint16_t *)(V + j * row);
-                        for (int32_t i = 0; i < hd; i++)
-                            ar[i] += pj * cv_fp16_to_fp32(vr[i]);
-                    } else {
-                        const float *vr = (const float *)(V + j * row);
-                        for (int32_t i = 0; i < hd; i++)
-                            ar[i] += pj * vr[i];
-                    }
+                    for (int32_t i = 0; i < hd; i++)
+                        ar[i] += pj * kv_v_get(kv, V, j, i);
                 }
             }
         }
@@ -88,9 +78,11 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
 {
     /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK],
-     * or the AVX2 tile's corrections [R] and probabilities [R][BLOCK] */
+     * or the AVX2 tile's corrections [R], probabilities [R][BLOCK] and, for
+     * a q8_0 cache, those times each group's value factors [groups][R][BLOCK] */
+    const size_t groups = (size_t)(hd / kv_q8_group(hd));
     size_t n = (size_t)max_rows * ((size_t)hd + 2) +
-               CV_MAX((size_t)CV_KV_BLOCK, (size_t)max_rows * (1 + CV_KV_BLOCK));
+               CV_MAX((size_t)CV_KV_BLOCK, (size_t)max_rows * (1 + CV_KV_BLOCK * (1 + groups)));
     return (n + 15) & ~(size_t)15;
 }
 

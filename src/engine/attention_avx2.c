@@ -5,8 +5,10 @@
  * adds), a vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
  * relative error < 2e-7 on the reduced range) for every row's online
  * softmax, then the value rows accumulated into four query rows at a time.
- * f16 caches convert on load. Compiled with CV_AVX2_FLAGS; chosen at run
- * time when the CPU has AVX2 and head_dim is a multiple of 8. */
+ * f16 caches convert on load; q8_0 caches convert and scale on load (an
+ * int8 times an f16 factor is exact in f32, so every path reads the values
+ * the scalar tile does). Compiled with CV_AVX2_FLAGS; chosen at run time
+ * when the CPU has AVX2 and head_dim is a multiple of 8. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -49,16 +51,25 @@ static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline __m256 load8(const void *p, bool f16)
+/* The cache's element type, a constant after inlining: each tile body is
+ * compiled once per type. */
+enum { KT_F32, KT_F16, KT_Q8 };
+
+static inline __m256 load8(const void *p, const int kt)
 {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
+    return kt == KT_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
 }
+
+/* Eight int8 as f32. */
+static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 
 /* Raw scores of nr (1..4, a constant after inlining) query rows against
  * the 16 keys of a block, read straight from the cache's transposed layout
  * (row i: dimension i of the 16 positions; f16 converted on load):
  * S[r][16] = q_r . K. Eight sums in named registers; per dimension two key
- * loads serve all rows, and no horizontal adds. Positions the block has
+ * vectors serve all rows, and no horizontal adds. A q8_0 block is summed
+ * one group of dimensions at a time on its int8 values, each group's sums
+ * then scaled by the group's 16 factors ks into S. Positions the block has
  * not written give garbage scores, which the softmax masks. */
 #define QK_FMA(n, a, b)                                                                                                \
     do {                                                                                                               \
@@ -68,26 +79,56 @@ static inline __m256 load8(const void *p, bool f16)
             b = _mm256_fmadd_ps(qv, k1, b);                                                                            \
         }                                                                                                              \
     } while (0)
+#define QK_OUT(n, a, b)                                                                                                \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            float *s = S + (n) * CV_KV_BLOCK;                                                                          \
+            if (kt != KT_Q8) {                                                                                         \
+                _mm256_storeu_ps(s, a);                                                                                \
+                _mm256_storeu_ps(s + 8, b);                                                                            \
+            } else if (g0 == 0) {                                                                                      \
+                _mm256_storeu_ps(s, _mm256_mul_ps(a, d0));                                                             \
+                _mm256_storeu_ps(s + 8, _mm256_mul_ps(b, d1));                                                         \
+            } else {                                                                                                   \
+                _mm256_storeu_ps(s, _mm256_fmadd_ps(a, d0, _mm256_loadu_ps(s)));                                       \
+                _mm256_storeu_ps(s + 8, _mm256_fmadd_ps(b, d1, _mm256_loadu_ps(s + 8)));                               \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
 
 static inline __attribute__((always_inline)) void qk_rows(const float *q0, const float *q1, const float *q2,
-                                                          const float *q3, const char *K, int32_t hd, bool f16,
-                                                          float *S, const int nr)
+                                                          const float *q3, const char *K, const uint16_t *ks,
+                                                          int32_t hd, int32_t group, float *S, const int nr,
+                                                          const int kt)
 {
-    const size_t eb = f16 ? 2 : 4;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    for (int32_t i = 0; i < hd; i++) {
-        const char *ki = K + kv_k_at(0, i) * eb;
-        const __m256 k0 = load8(ki, f16), k1 = load8(ki + 8 * eb, f16);
-        QK_FMA(0, a0, b0);
-        QK_FMA(1, a1, b1);
-        QK_FMA(2, a2, b2);
-        QK_FMA(3, a3, b3);
+    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
+    for (int32_t g0 = 0; g0 < hd; g0 += group) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int32_t i = g0; i < g0 + group; i++) {
+            const char *ki = K + kv_k_at(0, i) * eb;
+            __m256 k0, k1;
+            if (kt == KT_Q8) {
+                k0 = i8_to_ps(_mm_loadl_epi64((const __m128i *)ki));
+                k1 = i8_to_ps(_mm_loadl_epi64((const __m128i *)(ki + 8)));
+            } else {
+                k0 = load8(ki, kt);
+                k1 = load8(ki + 8 * eb, kt);
+            }
+            QK_FMA(0, a0, b0);
+            QK_FMA(1, a1, b1);
+            QK_FMA(2, a2, b2);
+            QK_FMA(3, a3, b3);
+        }
+        __m256 d0 = a0, d1 = a0;
+        if (kt == KT_Q8) {
+            d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + (g0 / group) * CV_KV_BLOCK)));
+            d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + (g0 / group) * CV_KV_BLOCK + 8)));
+        }
+        QK_OUT(0, a0, b0);
+        QK_OUT(1, a1, b1);
+        QK_OUT(2, a2, b2);
+        QK_OUT(3, a3, b3);
     }
-    _mm256_storeu_ps(S, a0);
-    _mm256_storeu_ps(S + 8, b0);
-    if (nr > 1) _mm256_storeu_ps(S + 16, a1), _mm256_storeu_ps(S + 24, b1);
-    if (nr > 2) _mm256_storeu_ps(S + 32, a2), _mm256_storeu_ps(S + 40, b2);
-    if (nr > 3) _mm256_storeu_ps(S + 48, a3), _mm256_storeu_ps(S + 56, b3);
 }
 
 /* Rows acc[r] (hd apart) for r < nr (1..4, a constant after inlining):
@@ -125,9 +166,9 @@ static inline __attribute__((always_inline)) void qk_rows(const float *q0, const
 
 static inline __attribute__((always_inline)) void pv_cols(float *acc, const float *P, const float *corr,
                                                           const char *V, size_t row, int32_t nv, int32_t hd,
-                                                          int32_t i0, bool f16, const int nr, const int w)
+                                                          int32_t i0, const int nr, const int w, const int kt)
 {
-    const size_t eb = f16 ? 2 : 4;
+    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
     __m256 x0, x1, x2, x3, y0, y1, y2, y3;
     x0 = x1 = x2 = x3 = y0 = y1 = y2 = y3 = _mm256_setzero_ps();
     PV_LOAD(0);
@@ -136,7 +177,14 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
     PV_LOAD(3);
     const char *vc = V + (size_t)i0 * eb;
     for (int32_t j = 0; j < nv; j++, vc += row) {
-        const __m256 v0 = load8(vc, f16), v1 = w > 1 ? load8(vc + 8 * eb, f16) : v0;
+        __m256 v0, v1;
+        if (kt == KT_Q8) {
+            v0 = i8_to_ps(_mm_loadl_epi64((const __m128i *)vc));
+            v1 = w > 1 ? i8_to_ps(_mm_loadl_epi64((const __m128i *)(vc + 8))) : v0;
+        } else {
+            v0 = load8(vc, kt);
+            v1 = w > 1 ? load8(vc + 8 * eb, kt) : v0;
+        }
         PV_FMA(0);
         PV_FMA(1);
         PV_FMA(2);
@@ -148,27 +196,31 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
     PV_STORE(3);
 }
 
-static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, const float *corr,
-                                                          const char *V, size_t row, int32_t nv, int32_t hd, bool f16,
-                                                          const int nr)
+/* Columns 16 at a time (8 for a tail). A q8_0 block's values are its int8
+ * ones, so the probabilities come already times each position's factor of
+ * the columns' group: group g's rows at P + g * gstride (a group, 32
+ * columns or the whole head, never splits a 16-column step). */
+static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, size_t gstride, int32_t group,
+                                                          const float *corr, const char *V, size_t row, int32_t nv,
+                                                          int32_t hd, const int nr, const int kt)
 {
     int32_t i0 = 0;
     for (; i0 + 16 <= hd; i0 += 16)
-        pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 2);
+        pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
     if (i0 < hd)
-        pv_cols(acc, P, corr, V, row, nv, hd, i0, f16, nr, 1);
+        pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
 }
 
 /* Block blk of the tile's head (keys and values) towards the cache level
  * hint names (a constant after inlining, as _mm_prefetch needs); nothing
  * past the tile's last position. */
 static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t last,
-                                                                 size_t row, const int hint)
+                                                                 const int hint)
 {
     if (blk * CV_KV_BLOCK > last)
         return;
     const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
-    for (size_t o = 0; o < CV_KV_BLOCK * row; o += 64) {
+    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
         if (hint == _MM_HINT_T0) {
             _mm_prefetch(k + o, _MM_HINT_T0);
             _mm_prefetch(v + o, _MM_HINT_T0);
@@ -189,13 +241,16 @@ static inline const float *q_row(const att_tile *a, int32_t r)
  * on the transposed keys), every row's online-softmax update (short
  * dependency chains, independent between rows, so they overlap), then the
  * value accumulation four rows at a time. */
-void cv_att_tile_avx2(const att_tile *a, float *scratch)
+static inline __attribute__((always_inline)) void tile(const att_tile *a, float *scratch, const int kt)
 {
     const kv_pool *kv = a->kv;
     const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
-    const bool f16 = kv->type == CV_GGML_F16;
-    const size_t eb = kv->elt_bytes, row = (size_t)hd * eb;
+    const int32_t group = kt == KT_Q8 ? kv->qgroup : hd, ng = hd / group;
+    const size_t row = (size_t)hd * kv->elt_bytes;
     float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
+    /* q8_0: the probabilities times each group's value factors, [ng][R][16] */
+    float *Pq = P + (size_t)R * CV_KV_BLOCK;
+    const size_t gstride = kt == KT_Q8 ? (size_t)R * CV_KV_BLOCK : 0;
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
@@ -212,9 +267,10 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
          * block to hide DRAM behind that, so they also ask for the one
          * after it into L2. Blocks of one head are islands of 2-4 KB, far
          * apart, which the hardware prefetcher does not follow. */
-        prefetch_block(a, blk + 1, last, row, _MM_HINT_T0);
+        prefetch_block(a, blk + 1, last, _MM_HINT_T0);
         if (R <= 8)
-            prefetch_block(a, blk + 2, last, row, _MM_HINT_T1);
+            prefetch_block(a, blk + 2, last, _MM_HINT_T1);
+        const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
@@ -227,10 +283,10 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
             const float *q0 = q_row(a, r), *q1 = r + 1 < R ? q_row(a, r + 1) : NULL;
             const float *q2 = r + 2 < R ? q_row(a, r + 2) : NULL, *q3 = r + 3 < R ? q_row(a, r + 3) : NULL;
             switch (CV_MIN(4, R - r)) {
-            case 4: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 4); break;
-            case 3: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 3); break;
-            case 2: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 2); break;
-            default: qk_rows(q0, q1, q2, q3, K, hd, f16, S, 1); break;
+            case 4: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 4, kt); break;
+            case 3: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 3, kt); break;
+            case 2: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 2, kt); break;
+            default: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 1, kt); break;
             }
         }
         for (int32_t k = k0; k < a->n_tok; k++) {
@@ -259,18 +315,31 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
                 _mm256_storeu_ps(pr + 8, p1);
             }
         }
+        if (kt == KT_Q8) {
+            const uint16_t *vs = kv_q8_scales(kv, V);
+            for (int32_t g = 0; g < ng; g++) {
+                const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK)));
+                const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK + 8)));
+                for (int32_t r = r0; r < R; r++) {
+                    const float *pr = P + (size_t)r * CV_KV_BLOCK;
+                    float *qr = Pq + g * gstride + (size_t)r * CV_KV_BLOCK;
+                    _mm256_storeu_ps(qr, _mm256_mul_ps(_mm256_loadu_ps(pr), d0));
+                    _mm256_storeu_ps(qr + 8, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), d1));
+                }
+            }
+        }
         /* Values, four rows at a time: a group reads the value rows its
          * last token sees (the others' probabilities are 0 past theirs). */
         for (int32_t r = r0; r < R; r += 4) {
             const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
             const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
             float *ar = acc + (size_t)r * hd;
-            const float *pr = P + (size_t)r * CV_KV_BLOCK;
+            const float *pr = (kt == KT_Q8 ? Pq : P) + (size_t)r * CV_KV_BLOCK;
             switch (nr) {
-            case 4: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 4); break;
-            case 3: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 3); break;
-            case 2: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 2); break;
-            default: pv_rows(ar, pr, corr + r, V, row, nv, hd, f16, 1); break;
+            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt); break;
+            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt); break;
+            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt); break;
+            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt); break;
             }
         }
     }
@@ -282,4 +351,13 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch)
             for (int32_t i = 0; i < hd; i += 8)
                 _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)r * hd + i), inv));
         }
+}
+
+void cv_att_tile_avx2(const att_tile *a, float *scratch)
+{
+    switch (a->kv->type) {
+    case CV_GGML_Q8_0: tile(a, scratch, KT_Q8); break;
+    case CV_GGML_F16: tile(a, scratch, KT_F16); break;
+    default: tile(a, scratch, KT_F32); break;
+    }
 }

@@ -41,9 +41,9 @@ static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engi
         p->n_logits = CV_MAX(p->n_seq_max, 8);
     if (p->n_logits > p->n_batch)
         p->n_logits = p->n_batch;
-    if (p->kv_type != CV_GGML_F32 && p->kv_type != CV_GGML_F16)
-        return cv_err_set(err, CV_EINVAL, "engine: KV cache type %u, must be f32 (%d) or f16 (%d)", p->kv_type,
-                          CV_GGML_F32, CV_GGML_F16);
+    if (p->kv_type != CV_GGML_F32 && p->kv_type != CV_GGML_F16 && p->kv_type != CV_GGML_Q8_0)
+        return cv_err_set(err, CV_EINVAL, "engine: KV cache type %u, must be f32 (%d), f16 (%d) or q8_0 (%d)",
+                          p->kv_type, CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0);
     return 0;
 }
 
@@ -56,10 +56,8 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         return rc;
     const cv_hparams *hp = &m->hp;
     int64_t n_blocks = ((int64_t)p.n_kv_tokens + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
-    /* KV bytes: blocks x layers x 2 x kv width x element size; refuse what
-     * cannot be addressed before asking the OS. */
-    double kv_bytes = (double)n_blocks * hp->n_layer * 2.0 * hp->n_head_kv * hp->head_dim * CV_KV_BLOCK *
-                      (p.kv_type == CV_GGML_F16 ? 2 : 4);
+    /* Refuse what cannot be addressed before asking the OS. */
+    double kv_bytes = (double)n_blocks * (double)cv_engine_kv_block_bytes(m, p.kv_type);
     if (kv_bytes > (double)(1ull << 46))
         return cv_err_set(err, CV_ELIMIT, "engine: a KV cache of %d tokens would take %.0f GiB", p.n_kv_tokens,
                           kv_bytes / (1ull << 30));

@@ -88,8 +88,14 @@ typedef struct cv_engine_params {
     int32_t n_kv_tokens; /* KV capacity shared by all sequences; <= 0: n_ctx * n_seq_max */
     int32_t n_batch;     /* tokens per forward call at most; <= 0: 512 */
     int32_t n_logits;    /* logit rows per forward call at most; <= 0: max(n_seq_max, 8) */
-    uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact) or CV_GGML_F16 (half the memory) */
+    uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or
+                            CV_GGML_Q8_0 (int8 with an f16 factor per 32 dimensions: 0.53-0.56x f16's) */
 } cv_engine_params;
+
+/* Bytes one KV block (CV_KV_BLOCK positions, every layer) of model m takes
+ * in a cache of type kv_type; "f32", "f16" or "q8_0" names the type. */
+size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type);
+const char *cv_engine_kv_type_name(uint32_t kv_type);
 
 typedef struct cv_engine cv_engine;
 
@@ -163,7 +169,7 @@ int32_t cv_engine_kv_alloc(cv_engine *e);
  * models) are interchangeable byte for byte. */
 typedef struct cv_kv_format {
     int32_t n_layer, n_head_kv, head_dim;
-    uint32_t type;          /* CV_GGML_F32 or CV_GGML_F16 */
+    uint32_t type;          /* CV_GGML_F32, CV_GGML_F16 or CV_GGML_Q8_0 */
     int32_t block_positions; /* CV_KV_BLOCK */
     size_t block_bytes;
 } cv_kv_format;

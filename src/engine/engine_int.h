@@ -19,13 +19,22 @@
  *   data + b * block_bytes + (layer * 2 + kv) * half_bytes
  * Block-major (all layers of a block together) keeps a block one span of
  * memory, which a prefix cache can save or share whole. refs[b] counts the
- * block tables that hold b; 0 means free. */
+ * block tables that hold b; 0 means free.
+ *
+ * Elements are f32, f16 or q8_0: int8 values, each group of qgroup
+ * dimensions of one position scaled by its own f16 factor d (the value is
+ * d * q, |q| <= 127; qgroup is 32, or head_dim when 32 does not divide it).
+ * A q8_0 head's half holds its int8 values in the layout above, then its
+ * factors as [head_dim / qgroup][CV_KV_BLOCK], keys and values alike (a
+ * group's 16 positions contiguous: one vector pair scales a block's
+ * scores, or its probabilities, for one group). */
 typedef struct kv_pool {
     int32_t n_blocks;
     int32_t n_layer, n_head_kv, head_dim;
-    uint32_t type;        /* CV_GGML_F32 or CV_GGML_F16 */
-    size_t elt_bytes;
-    size_t head_bytes;    /* CV_KV_BLOCK * head_dim * elt */
+    uint32_t type;        /* CV_GGML_F32, CV_GGML_F16 or CV_GGML_Q8_0 */
+    int32_t qgroup;       /* q8_0: dimensions per scale factor */
+    size_t elt_bytes;     /* 4, 2 or 1 (q8_0's values, factors apart) */
+    size_t head_bytes;    /* one head's keys (or values) of a block, q8_0 factors included */
     size_t half_bytes;    /* n_head_kv * head_bytes: keys (or values) of one layer */
     size_t block_bytes;   /* n_layer * 2 * half_bytes */
     char *data;
@@ -41,6 +50,11 @@ void kv_pool_fini(kv_pool *p);
 int32_t kv_pool_alloc(kv_pool *p);
 void kv_pool_ref(kv_pool *p, int32_t b);
 void kv_pool_unref(kv_pool *p, int32_t b);
+/* q8_0's dimensions per factor: 32 (as the q8_0 weight format), or the
+ * whole head when 32 does not divide it. */
+static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+/* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
+size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
 
 static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
@@ -55,6 +69,35 @@ static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t hea
  * of the value at position j of the block (hd: head_dim). */
 static inline size_t kv_k_at(int32_t j, int32_t i) { return (size_t)i * CV_KV_BLOCK + (size_t)j; }
 static inline size_t kv_v_at(int32_t hd, int32_t j, int32_t i) { return (size_t)j * hd + (size_t)i; }
+/* q8_0: the factors of a head's half (K or V from kv_k / kv_v), and the
+ * index among them of position j's factor for dimension i. */
+static inline const uint16_t *kv_q8_scales(const kv_pool *p, const void *half)
+{
+    return (const uint16_t *)((const char *)half + (size_t)CV_KV_BLOCK * p->head_dim);
+}
+static inline size_t kv_scale_at(const kv_pool *p, int32_t j, int32_t i)
+{
+    return (size_t)(i / p->qgroup) * CV_KV_BLOCK + (size_t)j;
+}
+/* One element as f32, any type: dimension i of position j's key (K from
+ * kv_k) or value (V from kv_v). The scalar tile and the tests read by these. */
+static inline float kv_k_get(const kv_pool *p, const void *K, int32_t j, int32_t i)
+{
+    const size_t at = kv_k_at(j, i);
+    if (p->type == CV_GGML_Q8_0)
+        return cv_fp16_to_fp32(kv_q8_scales(p, K)[kv_scale_at(p, j, i)]) * ((const int8_t *)K)[at];
+    return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)K)[at]) : ((const float *)K)[at];
+}
+static inline float kv_v_get(const kv_pool *p, const void *V, int32_t j, int32_t i)
+{
+    const size_t at = kv_v_at(p->head_dim, j, i);
+    if (p->type == CV_GGML_Q8_0)
+        return cv_fp16_to_fp32(kv_q8_scales(p, V)[kv_scale_at(p, j, i)]) * ((const int8_t *)V)[at];
+    return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)V)[at]) : ((const float *)V)[at];
+}
+/* Stores one position's key k and value v (head_dim floats each) at
+ * position j of a head's halves K and V, converted to the pool's type. */
+void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t j, const float *k, const float *v);
 
 /* ---- sequences ---- */
 

@@ -85,21 +85,7 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
         const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
             const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
-            char *dk = kv_k(kv, blk, j->layer, g);
-            char *dv = (char *)kv_v(kv, blk, j->layer, g) + kv_v_at(hd, at, 0) * kv->elt_bytes;
-            /* The key goes in transposed (engine_int.h): one element per
-             * dimension's row. */
-            if (kv->type == CV_GGML_F16) {
-                uint16_t kh[CV_MAX_HEAD_DIM];
-                vec->f32_to_f16(kg, kh, hd);
-                for (int32_t i = 0; i < hd; i++)
-                    ((uint16_t *)dk)[kv_k_at(at, i)] = kh[i];
-                vec->f32_to_f16(vg, (uint16_t *)dv, hd);
-            } else {
-                for (int32_t i = 0; i < hd; i++)
-                    ((float *)dk)[kv_k_at(at, i)] = kg[i];
-                memcpy(dv, vg, (size_t)hd * sizeof(float));
-            }
+            kv_store(kv, vec, kv_k(kv, blk, j->layer, g), kv_v(kv, blk, j->layer, g), at, kg, vg);
         }
     }
 }

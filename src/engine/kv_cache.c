@@ -5,12 +5,25 @@
  * holds copies it first (copy on write), so sharing is invisible to the
  * forward pass. Invariant: refs[b] equals the number of tables holding b,
  * and a block with refs 0 is on the free stack exactly once. */
+#include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include "engine/engine_int.h"
 
 /* ---- block pool ---- */
+
+static size_t head_bytes(int32_t head_dim, uint32_t type)
+{
+    if (type == CV_GGML_Q8_0)
+        return (size_t)CV_KV_BLOCK * ((size_t)head_dim + (size_t)(head_dim / kv_q8_group(head_dim)) * 2);
+    return (size_t)CV_KV_BLOCK * (size_t)head_dim * (type == CV_GGML_F16 ? 2 : 4);
+}
+
+size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type)
+{
+    return (size_t)n_layer * 2 * (size_t)n_head_kv * head_bytes(head_dim, type);
+}
 
 int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
                  cv_err *err)
@@ -21,8 +34,9 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
     p->n_head_kv = n_head_kv;
     p->head_dim = head_dim;
     p->type = type;
-    p->elt_bytes = type == CV_GGML_F16 ? 2 : 4;
-    p->head_bytes = (size_t)CV_KV_BLOCK * (size_t)head_dim * p->elt_bytes;
+    p->qgroup = kv_q8_group(head_dim);
+    p->elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4;
+    p->head_bytes = head_bytes(head_dim, type);
     p->half_bytes = (size_t)n_head_kv * p->head_bytes;
     p->block_bytes = (size_t)n_layer * 2 * p->half_bytes;
     /* Sizes are bounded by the limits the engine checked, so this product
@@ -73,6 +87,52 @@ void kv_pool_unref(kv_pool *p, int32_t b)
     assert(b >= 0 && b < p->n_blocks && p->refs[b] > 0);
     if (--p->refs[b] == 0)
         p->free_ids[p->n_free++] = b;
+}
+
+/* ---- writing a position ---- */
+
+/* x (n floats) as int8 at q[0], q[stride], ... with the factor d returned
+ * in f16: d = max|x| / 127, q = round(x / d), rounding the factor first so
+ * that d * q is what the readers compute. */
+static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q, size_t stride)
+{
+    float amax = 0;
+    for (int32_t i = 0; i < n; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    const uint16_t dh = cv_fp32_to_fp16(amax / 127.0f);
+    const float d = cv_fp16_to_fp32(dh), id = d > 0 ? 1.0f / d : 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        q[(size_t)i * stride] = (int8_t)CV_MAX(-127.0f, CV_MIN(127.0f, nearbyintf(x[i] * id)));
+    return dh;
+}
+
+void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t j, const float *k, const float *v)
+{
+    const int32_t hd = p->head_dim;
+    /* The key goes in transposed: one element per dimension's row. */
+    switch (p->type) {
+    case CV_GGML_Q8_0: {
+        uint16_t *ks = (uint16_t *)kv_q8_scales(p, K), *vs = (uint16_t *)kv_q8_scales(p, V);
+        int8_t *kq = K, *vq = (int8_t *)V + kv_v_at(hd, j, 0);
+        for (int32_t i = 0; i < hd; i += p->qgroup) {
+            ks[kv_scale_at(p, j, i)] = quantize_q8(k + i, p->qgroup, kq + kv_k_at(j, i), CV_KV_BLOCK);
+            vs[kv_scale_at(p, j, i)] = quantize_q8(v + i, p->qgroup, vq + i, 1);
+        }
+        break;
+    }
+    case CV_GGML_F16: {
+        uint16_t kh[CV_MAX_HEAD_DIM];
+        vec->f32_to_f16(k, kh, hd);
+        for (int32_t i = 0; i < hd; i++)
+            ((uint16_t *)K)[kv_k_at(j, i)] = kh[i];
+        vec->f32_to_f16(v, (uint16_t *)V + kv_v_at(hd, j, 0), hd);
+        break;
+    }
+    default:
+        for (int32_t i = 0; i < hd; i++)
+            ((float *)K)[kv_k_at(j, i)] = k[i];
+        memcpy((float *)V + kv_v_at(hd, j, 0), v, (size_t)hd * sizeof(float));
+    }
 }
 
 /* ---- sequences ---- */
@@ -254,4 +314,14 @@ void *cv_engine_kv_block_data(cv_engine *e, int32_t b)
 {
     assert(b >= 0 && b < e->kv.n_blocks);
     return e->kv.data + (size_t)b * e->kv.block_bytes;
+}
+
+size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
+{
+    return kv_block_bytes(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, kv_type);
+}
+
+const char *cv_engine_kv_type_name(uint32_t kv_type)
+{
+    return kv_type == CV_GGML_Q8_0 ? "q8_0" : kv_type == CV_GGML_F16 ? "f16" : "f32";
 }

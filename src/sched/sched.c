@@ -443,9 +443,8 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
 
 int64_t cv_sched_kv_tokens_for_bytes(const cv_model *m, uint32_t kv_type, int64_t kv_bytes)
 {
-    const cv_hparams *hp = &m->hp;
-    int64_t per_token = (int64_t)hp->n_layer * 2 * hp->n_head_kv * hp->head_dim * (kv_type == CV_GGML_F16 ? 2 : 4);
-    int64_t blocks = per_token > 0 ? kv_bytes / (per_token * CV_KV_BLOCK) : 0;
+    const int64_t per_block = (int64_t)cv_engine_kv_block_bytes(m, kv_type);
+    int64_t blocks = per_block > 0 ? kv_bytes / per_block : 0;
     return blocks * CV_KV_BLOCK;
 }
 

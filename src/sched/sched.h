@@ -182,7 +182,7 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out);
 /* ---- sizing and the cache file (added with issue 7) ---- */
 
 /* KV positions that kv_bytes of memory hold for model m with KV element
- * type kv_type (CV_GGML_F32 / CV_GGML_F16), rounded down to whole blocks. */
+ * type kv_type (CV_GGML_F32 / F16 / Q8_0), rounded down to whole blocks. */
 int64_t cv_sched_kv_tokens_for_bytes(const cv_model *m, uint32_t kv_type, int64_t kv_bytes);
 /* The default KV memory: half of what /proc/meminfo calls available after
  * the weights (which are mapped, so counted as available until touched),

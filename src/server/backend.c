@@ -380,10 +380,9 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
             return rc;
         p = cv_engine_params_get(mb->engine);
     }
-    const cv_hparams *hp = &mb->model->hp;
-    double per = (double)hp->n_layer * 2 * hp->n_head_kv * hp->head_dim * (p->kv_type == CV_GGML_F16 ? 2 : 4);
+    const double per = (double)cv_engine_kv_block_bytes(mb->model, p->kv_type) / CV_KV_BLOCK;
     cv_info("KV cache: %d positions (%.0f MiB, %s), context %d, %d sequences at once", p->n_kv_tokens,
-            per * p->n_kv_tokens / 1048576.0, p->kv_type == CV_GGML_F16 ? "f16" : "f32", p->n_ctx, p->n_seq_max);
+            per * p->n_kv_tokens / 1048576.0, cv_engine_kv_type_name(p->kv_type), p->n_ctx, p->n_seq_max);
     return 0;
 }
 

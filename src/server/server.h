@@ -156,7 +156,8 @@ typedef struct cv_server_backend_opts {
     int32_t n_ctx;           /* 0: the model's trained context, at most CV_SERVE_DEFAULT_CTX and the KV pool */
     int32_t n_parallel;      /* sequences at once; 0: 1 */
     int32_t n_threads;       /* compute threads; 0: every CPU */
-    uint32_t kv_type;        /* KV cache: CV_GGML_F32 (0: exact) or CV_GGML_F16 (half the memory and reads) */
+    uint32_t kv_type;        /* KV cache: CV_GGML_F32 (0: exact), CV_GGML_F16 (half the memory and reads) or
+                              * CV_GGML_Q8_0 (about a quarter) */
     /* The scheduler (sched.h): */
     int64_t kv_bytes;        /* KV memory: > 0 these bytes (at least the context); 0: n_ctx x n_parallel
                               * positions; < 0: cv_sched_default_kv_bytes (capped at CV_SERVE_MAX_KV_TOKENS) */

@@ -1,9 +1,12 @@
 /* test_engine_attention.c — the attention tile kernels against a plain
  * two-pass softmax written out here: random queries, keys and values in a
- * real KV block pool (f32 and f16), tiles of 1..16 tokens starting anywhere
- * (block edges, mid-block), GQA groups of 1..7 heads, head sizes 8..128.
- * The scalar tile is the reference; the AVX2 one must agree with it and
- * with the plain softmax within 2e-5 relative (its exp is a polynomial). */
+ * real KV block pool (f32, f16 and q8_0, written by kv_store as the forward
+ * pass writes them), tiles of 1..16 tokens starting anywhere (block edges,
+ * mid-block), GQA groups of 1..7 heads, head sizes 8..128. The scalar tile
+ * is the reference; the AVX2 one must agree with it and with the plain
+ * softmax within 2e-5 relative (its exp is a polynomial). Before that,
+ * kv_store's conversions read back (kv_k_get / kv_v_get) within each type's
+ * rounding: every other check reads the cache through those two. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -29,12 +32,8 @@ static void naive(const att_tile *a, const float *q_all, float *out)
             for (int32_t p = 0; p < n; p++) {
                 const char *K = kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
                 double d = 0;
-                for (int32_t i = 0; i < hd; i++) {
-                    size_t at = kv_k_at(p % CV_KV_BLOCK, i);
-                    float kvv = kv->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)K)[at])
-                                                         : ((const float *)K)[at];
-                    d += (double)q[i] * kvv;
-                }
+                for (int32_t i = 0; i < hd; i++)
+                    d += (double)q[i] * kv_k_get(kv, K, p % CV_KV_BLOCK, i);
                 s[p] = d * a->scale;
                 mx = fmax(mx, s[p]);
             }
@@ -44,10 +43,7 @@ static void naive(const att_tile *a, const float *q_all, float *out)
                 double o = 0;
                 for (int32_t p = 0; p < n; p++) {
                     const char *V = kv_v(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
-                    size_t at = kv_v_at(hd, p % CV_KV_BLOCK, i);
-                    float vv = kv->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)V)[at])
-                                                        : ((const float *)V)[at];
-                    o += exp(s[p] - mx) / z * vv;
+                    o += exp(s[p] - mx) / z * kv_v_get(kv, V, p % CV_KV_BLOCK, i);
                 }
                 out[((size_t)k * a->n_rep + h) * hd + i] = (float)o;
             }
@@ -74,18 +70,15 @@ static void run_case(const att_case *c, bool avx2)
         blocks[i] = n_blocks + 2 - i;
     cv_rng r;
     cv_rng_seed(&r, (uint64_t)(c->n_tok * 1000 + c->pos0 * 10 + c->n_rep + c->hd));
+    const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
+    float kvec[CV_MAX_HEAD_DIM], vvec[CV_MAX_HEAD_DIM];
     for (int32_t b = 0; b < n_blocks + 3; b++)
         for (int32_t l = 0; l < 2; l++)
             for (int32_t h = 0; h < n_kv; h++)
-                for (int32_t i = 0; i < CV_KV_BLOCK * c->hd; i++) {
-                    float kv_k_val = cv_rng_normal(&r) * 2, kv_v_val = cv_rng_normal(&r);
-                    if (c->kv_type == CV_GGML_F16) {
-                        ((uint16_t *)kv_k(&kv, b, l, h))[i] = cv_fp32_to_fp16(kv_k_val);
-                        ((uint16_t *)kv_v(&kv, b, l, h))[i] = cv_fp32_to_fp16(kv_v_val);
-                    } else {
-                        ((float *)kv_k(&kv, b, l, h))[i] = kv_k_val;
-                        ((float *)kv_v(&kv, b, l, h))[i] = kv_v_val;
-                    }
+                for (int32_t j = 0; j < CV_KV_BLOCK; j++) {
+                    for (int32_t i = 0; i < c->hd; i++)
+                        kvec[i] = cv_rng_normal(&r) * 2, vvec[i] = cv_rng_normal(&r);
+                    kv_store(&kv, vec, kv_k(&kv, b, l, h), kv_v(&kv, b, l, h), j, kvec, vvec);
                 }
     /* Batch rows interleaved with other tokens: row k of the tile is 2k+1. */
     const int32_t n_q = n_kv * c->n_rep * c->hd, ld_qkv = n_q + 7, ld_out = n_q + 3;
@@ -124,7 +117,7 @@ static void run_case(const att_case *c, bool avx2)
             clean = clean && out[(size_t)t * ld_out + i] == 0;
     CHECK_MSG(worst <= 2e-5 && clean, "%s tile n_tok %d pos0 %d n_rep %d hd %d %s: worst relative error %g%s",
               avx2 ? "avx2" : "scalar", c->n_tok, c->pos0, c->n_rep, c->hd,
-              c->kv_type == CV_GGML_F16 ? "f16" : "f32", worst, clean ? "" : ", wrote outside its rows");
+              cv_engine_kv_type_name(c->kv_type), worst, clean ? "" : ", wrote outside its rows");
     free(scratch);
     free(ref);
     free(q_tile);
@@ -141,7 +134,65 @@ static const att_case cases[] = {
     { 8, 100, 4, 64, CV_GGML_F32 }, { 2, 31, 1, 16, CV_GGML_F16 },  { 9, 7, 2, 128, CV_GGML_F16 },
     /* the shapes of qwen2.5-0.5b's and llama3.2-1b's prefill tiles deep into a context */
     { 4, 1001, 7, 64, CV_GGML_F16 }, { 8, 517, 4, 64, CV_GGML_F32 },
+    /* q8_0: one factor per 32 dimensions (64, 128) or per head (8, 40, 72) */
+    { 1, 0, 1, 8, CV_GGML_Q8_0 },   { 1, 16, 7, 64, CV_GGML_Q8_0 }, { 7, 13, 3, 64, CV_GGML_Q8_0 },
+    { 3, 47, 5, 40, CV_GGML_Q8_0 }, { 16, 33, 2, 72, CV_GGML_Q8_0 }, { 9, 7, 2, 128, CV_GGML_Q8_0 },
+    { 4, 1001, 7, 64, CV_GGML_Q8_0 }, { 1, 200, 4, 128, CV_GGML_Q8_0 },
 };
+
+/* kv_store then kv_k_get / kv_v_get: f32 exact, f16 within half an f16 ulp,
+ * q8_0 within half a step of each position's own group (a group with an
+ * outlier loses precision, its neighbours do not) plus the factor's f16
+ * rounding. Positions the store did not touch keep their bytes. */
+static void check_round_trip(int32_t hd, uint32_t type)
+{
+    kv_pool kv;
+    cv_err err = { 0 };
+    if (kv_pool_init(&kv, 2, 1, 2, hd, type, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
+    const int32_t b = kv_pool_alloc(&kv), grp = type == CV_GGML_Q8_0 ? kv.qgroup : 1;
+    memset(kv_k(&kv, b, 0, 0), 0x5a, kv.block_bytes);
+    cv_rng r;
+    cv_rng_seed(&r, (uint64_t)hd * 31 + type);
+    float k[CV_MAX_HEAD_DIM], v[CV_MAX_HEAD_DIM];
+    double worst = 0;
+    for (int32_t j = 0; j < CV_KV_BLOCK; j += 3) { /* positions 0, 3, ..., 15 */
+        for (int32_t i = 0; i < hd; i++)
+            k[i] = cv_rng_normal(&r) * (i == 5 ? 40.0f : 1.0f), v[i] = cv_rng_normal(&r) * 0.01f;
+        kv_store(&kv, vec, kv_k(&kv, b, 0, 1), kv_v(&kv, b, 0, 1), j, k, v);
+        for (int32_t i = 0; i < hd; i++) {
+            float amk = 0, amv = 0;
+            for (int32_t t = i / grp * grp; t < (i / grp + 1) * grp; t++)
+                amk = fmaxf(amk, fabsf(k[t])), amv = fmaxf(amv, fabsf(v[t]));
+            const double tk = type == CV_GGML_F32 ? 0 : type == CV_GGML_F16 ? fabsf(k[i]) / 2048 + 3e-8 : amk / 127 * 0.502;
+            const double tv = type == CV_GGML_F32 ? 0 : type == CV_GGML_F16 ? fabsf(v[i]) / 2048 + 3e-8 : amv / 127 * 0.502;
+            const double ek = fabs(kv_k_get(&kv, kv_k(&kv, b, 0, 1), j, i) - k[i]);
+            const double ev = fabs(kv_v_get(&kv, kv_v(&kv, b, 0, 1), j, i) - v[i]);
+            CHECK_MSG(ek <= tk && ev <= tv, "%s hd %d position %d dim %d: key off by %g (bound %g), value by %g (%g)",
+                      cv_engine_kv_type_name(type), hd, j, i, ek, tk, ev, tv);
+            worst = fmax(worst, fmax(ek / (tk + 1e-30), ev / (tv + 1e-30)));
+        }
+    }
+    /* head 0 and layer 0's other half were never stored to */
+    const unsigned char *h0 = kv_k(&kv, b, 0, 0);
+    bool kept = true;
+    for (size_t i = 0; i < kv.head_bytes; i++)
+        kept = kept && h0[i] == 0x5a;
+    CHECK_MSG(kept, "%s hd %d: a store into head 1 wrote into head 0", cv_engine_kv_type_name(type), hd);
+    kv_pool_fini(&kv);
+}
+
+TEST(stored_keys_and_values_read_back_within_their_types_rounding)
+{
+    const int32_t hds[] = { 8, 40, 64, 128 };
+    const uint32_t types[] = { CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(hds); i++)
+        for (size_t t = 0; t < CV_ARRAY_LEN(types); t++)
+            check_round_trip(hds[i], types[t]);
+}
 
 TEST(scalar_tile_matches_a_plain_softmax)
 {
@@ -163,6 +214,7 @@ TEST(avx2_tile_matches_a_plain_softmax)
 
 int main(void)
 {
+    RUN(stored_keys_and_values_read_back_within_their_types_rounding);
     RUN(scalar_tile_matches_a_plain_softmax);
     RUN(avx2_tile_matches_a_plain_softmax);
     return test_report();

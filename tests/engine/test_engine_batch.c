@@ -4,7 +4,7 @@
  * call; a forked sequence shares blocks and copies only on write; truncate
  * rewinds; every malformed batch fails without changing any state. Runs on
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
- * with biases). */
+ * with biases), with f32, f16 and q8_0 KV caches. */
 #include "ref_util.h"
 
 #define REF "reference/"
@@ -62,9 +62,11 @@ static double max_diff(const float *a, const float *b, int64_t n)
  * with B[0..17) and C[0..1); call 2 = A[90..200), B[17..40), C[1..5)
  * interleaved; then 6 single-token steps of all three at once. Every row's
  * logits are compared with the sequence run alone. */
-static void check_interleaved(const char *model, double tol)
+static void check_interleaved(const char *model, double tol, uint32_t kv_type)
 {
-    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256 };
+    cv_engine_params ep = {
+        .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256, .kv_type = kv_type
+    };
     fixture f;
     if (!open_fixture(&f, model, &ep))
         return;
@@ -126,7 +128,8 @@ static void check_interleaved(const char *model, double tol)
     }
     for (int s = 0; s < 3; s++)
         CHECK_EQ_INT(cv_engine_seq_len(f.e, seq[s]), lens[s]);
-    printf("  %s: interleaved batch vs alone: max|Δ| %.3g (tolerance %g)\n", model, worst, tol);
+    printf("  %s, %s KV: interleaved batch vs alone: max|Δ| %.3g (tolerance %g)\n", model,
+           cv_engine_kv_type_name(kv_type), worst, tol);
     CHECK_MSG(worst <= tol, "%s: interleaved logits differ from single-sequence ones by %g > %g", model, worst, tol);
     for (int s = 0; s < 3; s++) {
         free(ids[s]);
@@ -140,9 +143,13 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
 {
     /* F32: the matmul's batch paths may sum in another order: 1e-4. The int8
      * path quantizes each row alone, so rows agree as closely. */
-    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4);
-    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3);
-    check_interleaved("tiny-llama-spm-Q8_0", 1e-3);
+    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_F32);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3, CV_GGML_F32);
+    check_interleaved("tiny-llama-spm-Q8_0", 1e-3, CV_GGML_F32);
+    /* Quantized caches too: a position's key and value are converted alone,
+     * so sharing a call with other sequences changes none of their bytes. */
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3, CV_GGML_F16);
+    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_Q8_0);
 }
 
 TEST(prefill_in_chunks_equals_prefill_in_one_call)
@@ -332,7 +339,7 @@ TEST(engine_parameters_out_of_range_are_refused)
         { { .n_ctx = CV_MAX_CONTEXT + 1 }, CV_ELIMIT },
         { { .n_seq_max = CV_MAX_SEQS + 1 }, CV_ELIMIT },
         { { .n_batch = CV_MAX_BATCH_TOKENS + 1 }, CV_ELIMIT },
-        { { .kv_type = CV_GGML_Q8_0 }, CV_EINVAL },
+        { { .kv_type = CV_GGML_Q4_0 }, CV_EINVAL },
         { { .n_threads = 5000 }, CV_EINVAL },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {

@@ -50,7 +50,7 @@ TEST(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors)
     proc_out_free(&po);
     static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-memory", "-1G" },
                                           { "--max-queue", "0" }, { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
-                                          { "--cache-max", "lots" }, { "--kv-type", "q8_0" } };
+                                          { "--cache-max", "lots" }, { "--kv-type", "q4_0" } };
     for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
         run((const char *const[]){ CV_RELEASE_BIN, "serve", "x.gguf", bad[i][0], bad[i][1], NULL }, NULL, &po);
         CHECK_MSG(po.status == 2 && strstr(po.err.data, bad[i][0]), "%s %s: exit %d, %s", bad[i][0], bad[i][1],
@@ -225,7 +225,7 @@ TEST(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prom
     cv_buf_free(&warm);
 }
 
-TEST(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text)
+TEST(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers)
 {
     cv_buf f16 = { 0 }, f32 = { 0 };
     int port;
@@ -247,6 +247,20 @@ TEST(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text)
     /* greedy over a short prompt: f16 rounding of K/V does not move the argmax of this model */
     CHECK_MSG(f16.len && f16.len == f32.len && !memcmp(f16.data, f32.data, f16.len), "f16: '%.*s', f32: '%.*s'",
               (int)f16.len, f16.data ? f16.data : "", (int)f32.len, f32.data ? f32.data : "");
+    /* q8_0: int8 plus a 2-byte factor per 32 values (or per head), over 3x f32's positions */
+    cv_buf q8 = { 0 };
+    pid = start((const char *const[]){ "--cache-dir", "", "--kv-type", "q8_0", NULL }, &port);
+    CHECK_MSG(pid, "corvid serve --kv-type q8_0 did not start");
+    if (pid) {
+        st = get(port, "/v1/status", NULL);
+        const json_int_t blocks = json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks"));
+        CHECK_MSG(blocks >= 512 * 31 / 10, "q8_0 KV in 16M: %lld blocks", (long long)blocks);
+        json_decref(st);
+        CHECK_EQ_INT(ask(port, &q8), 0);
+        CHECK(q8.len > 0);
+        CHECK_EQ_INT(stop(pid), 0);
+    }
+    cv_buf_free(&q8);
     cv_buf_free(&f16);
     cv_buf_free(&f32);
 }
@@ -317,7 +331,7 @@ int main(void)
     proc_out_free(&po);
     if (po.status == 0) {
         RUN(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prompt);
-        RUN(kv_type_f32_holds_half_the_positions_and_answers_the_same_greedy_text);
+        RUN(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers);
         RUN(the_load_generator_runs_agent_turns_against_the_server);
     }
     proc_out ro;
