@@ -18,7 +18,10 @@
  *     steps/s x weight bytes / B (every step reads every matrix once) and
  *     tok/s x MACs per token / P. Batch 1 is single-stream decode. With
  *     --depth D each sequence first holds D tokens (prefilled untimed), so
- *     the steps attend to D.. positions (decode speed at a context depth).
+ *     the steps attend to D.. positions (decode speed at a context depth);
+ *     with --shared the D tokens are computed once and the other
+ *     sequences fork from it, holding the same blocks (agents with one
+ *     system prompt). The ids, so the hash, are the same either way.
  * MACs per token are the matmuls' (attention is not counted); weight bytes
  * are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
@@ -39,7 +42,7 @@ typedef struct bench_opts {
     int32_t n_prompt, n_gen, threads, repeats, depth;
     int32_t batches[MAX_BATCHES];
     int n_batches;
-    bool json, exact, no_probe;
+    bool json, exact, no_probe, shared;
     uint32_t kv_type; /* CV_GGML_F32 (default), CV_GGML_F16 or CV_GGML_Q8_0 */
 } bench_opts;
 
@@ -113,9 +116,9 @@ static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err
     return rc;
 }
 
-/* b sequences, each first filled with `depth` tokens (untimed), then n
- * timed steps of one token each. */
-static int decode_once(cv_engine *e, int32_t b, int32_t depth, int32_t n_batch, int32_t n, double *secs,
+/* b sequences, each first filled with `depth` tokens (untimed; with
+ * shared, one filled and forked), then n timed steps of one token each. */
+static int decode_once(cv_engine *e, int32_t b, int32_t depth, bool shared, int32_t n_batch, int32_t n, double *secs,
                        uint64_t *hash, phase *ph, cv_err *err)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
@@ -123,14 +126,21 @@ static int decode_once(cv_engine *e, int32_t b, int32_t depth, int32_t n_batch, 
     bool want[MAX_BATCHES * 64];
     int rc = 0;
     int32_t opened = 0;
-    for (; opened < b && rc == 0; opened++)
-        rc = cv_engine_seq_open(e, &seq[opened], err);
-    if (rc) {
-        opened--;
-        goto out;
+    if (shared) {
+        if ((rc = cv_engine_seq_open(e, &seq[0], err)))
+            goto out;
+        opened = 1;
+        rc = fill_context(e, seq[0], depth, n_batch, err);
+        while (rc == 0 && opened < b)
+            if ((rc = cv_engine_seq_fork(e, seq[0], &seq[opened], err)) == 0)
+                opened++;
+    } else {
+        while (rc == 0 && opened < b)
+            if ((rc = cv_engine_seq_open(e, &seq[opened], err)) == 0)
+                opened++;
+        for (int32_t s = 0; s < b && rc == 0; s++)
+            rc = fill_context(e, seq[s], depth, n_batch, err);
     }
-    for (int32_t s = 0; s < b && rc == 0; s++)
-        rc = fill_context(e, seq[s], depth, n_batch, err);
     if (rc)
         goto out;
     for (int32_t s = 0; s < b; s++)
@@ -300,7 +310,7 @@ static int bench(const bench_opts *o)
         for (int r = 0; r < o->repeats && rc == 0; r++) {
             if ((rc = measure_ceiling(pool, probe, &c[r], &err)))
                 break;
-            rc = decode_once(e, b, o->depth, ep.n_batch, o->n_gen, &t[r], &hash, &ph, &err);
+            rc = decode_once(e, b, o->depth, o->shared, ep.n_batch, o->n_gen, &t[r], &hash, &ph, &err);
             if (r == 0)
                 h0 = hash;
             else if (hash != h0)
@@ -313,9 +323,9 @@ static int bench(const bench_opts *o)
             break;
         const case_result dec = summarize(t, c, o->repeats, bytes * o->n_gen, macs * o->n_gen * b);
         const double tps = b * o->n_gen / dec.secs;
-        char depth_note[32] = "";
+        char depth_note[48] = "";
         if (o->depth)
-            snprintf(depth_note, sizeof depth_note, " at depth %d", o->depth);
+            snprintf(depth_note, sizeof depth_note, " at depth %d%s", o->depth, o->shared ? " (shared)" : "");
         /* A step's time and its attention part: at depth, attention's own
          * time is the figure to compare, since the matmuls' moves with the
          * machine's bandwidth. */
@@ -393,6 +403,7 @@ int cv_cmd_bench(int argc, char **argv)
         { "repeats", required_argument, 0, 'r' }, { "json", no_argument, 0, 'j' },
         { "exact", no_argument, 0, 'x' },        { "no-probe", no_argument, 0, 'P' },
         { "depth", required_argument, 0, 'd' },   { "kv-type", required_argument, 0, 'k' },
+        { "shared", no_argument, 0, 's' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
     };
     int c;
@@ -428,6 +439,7 @@ int cv_cmd_bench(int argc, char **argv)
             o.depth = (int32_t)v;
             break;
         case 'P': o.no_probe = true; break;
+        case 's': o.shared = true; break;
         case 'k':
             if (cv_cli_kv_type(optarg, &o.kv_type))
                 return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16, f32 or q8_0", optarg);

@@ -26,8 +26,8 @@ const cv_cmd cv_cmds[] = {
       "[--seed S] [--threads N] [--ctx N] [--ids] [--exact] [--ignore-eos] [--json-schema FILE]",
       cv_cmd_run },
     { "bench", "measure prefill and decode speed against the machine's ceilings",
-      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--depth D] [--kv-type f32|f16|q8_0] [--threads N]\n"
-      "                   [--repeats R] [--json] [--exact] [--no-probe]\n"
+      "corvid bench MODEL [-p 512] [-n 128] [--batch 1,2,4,8] [--depth D [--shared]] [--kv-type f32|f16|q8_0]\n"
+      "                   [--threads N] [--repeats R] [--json] [--exact] [--no-probe]\n"
       "       corvid bench --serve URL [--case decode,agents,first] [--streams 1,2,4,8,16] [-p 128] [-n 128] "
       "[--repeats R]\n"
       "                    [--agents 4] [--turns 10] [--system 12000] [--turn-tokens 300] [--reply 64] "

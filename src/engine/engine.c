@@ -28,8 +28,8 @@ static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engi
         p->n_seq_max = 1;
     if (p->n_seq_max > CV_MAX_SEQS)
         return cv_err_set(err, CV_ELIMIT, "engine: %d sequences exceed the limit of %d", p->n_seq_max, CV_MAX_SEQS);
-    if (p->n_kv_tokens <= 0) {
-        int64_t t = (int64_t)p->n_ctx * p->n_seq_max;
+    if (p->n_kv_tokens <= 0) { /* every sequence its whole context, in whole blocks */
+        int64_t t = (int64_t)(p->n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK * CV_KV_BLOCK * p->n_seq_max;
         p->n_kv_tokens = (int32_t)CV_MIN(t, (int64_t)INT32_MAX - CV_KV_BLOCK);
     }
     if (p->n_batch <= 0)

@@ -85,7 +85,8 @@ typedef struct cv_engine_params {
     int32_t n_threads;   /* compute threads; <= 0: every CPU */
     int32_t n_ctx;       /* positions one sequence may hold; <= 0: min(training context, 4096) */
     int32_t n_seq_max;   /* sequences open at once; <= 0: 1 */
-    int32_t n_kv_tokens; /* KV capacity shared by all sequences; <= 0: n_ctx * n_seq_max */
+    int32_t n_kv_tokens; /* KV capacity shared by all sequences; <= 0: n_ctx (rounded up to whole
+                            blocks) * n_seq_max */
     int32_t n_batch;     /* tokens per forward call at most; <= 0: 512 */
     int32_t n_logits;    /* logit rows per forward call at most; <= 0: max(n_seq_max, 8) */
     uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or

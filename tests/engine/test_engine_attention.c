@@ -138,6 +138,8 @@ static const att_case cases[] = {
     { 1, 0, 1, 8, CV_GGML_Q8_0 },   { 1, 16, 7, 64, CV_GGML_Q8_0 }, { 7, 13, 3, 64, CV_GGML_Q8_0 },
     { 3, 47, 5, 40, CV_GGML_Q8_0 }, { 16, 33, 2, 72, CV_GGML_Q8_0 }, { 9, 7, 2, 128, CV_GGML_Q8_0 },
     { 4, 1001, 7, 64, CV_GGML_Q8_0 }, { 1, 200, 4, 128, CV_GGML_Q8_0 },
+    /* deeper: past 1024 and 2048 positions, a tile across 1024 */
+    { 1, 2100, 7, 64, CV_GGML_F16 }, { 5, 1021, 2, 64, CV_GGML_F32 }, { 3, 2047, 4, 128, CV_GGML_Q8_0 },
 };
 
 /* kv_store then kv_k_get / kv_v_get: f32 exact, f16 within half an f16 ulp,
@@ -167,8 +169,12 @@ static void check_round_trip(int32_t hd, uint32_t type)
             float amk = 0, amv = 0;
             for (int32_t t = i / grp * grp; t < (i / grp + 1) * grp; t++)
                 amk = fmaxf(amk, fabsf(k[t])), amv = fmaxf(amv, fabsf(v[t]));
-            const double tk = type == CV_GGML_F32 ? 0 : type == CV_GGML_F16 ? fabsf(k[i]) / 2048 + 3e-8 : amk / 127 * 0.502;
-            const double tv = type == CV_GGML_F32 ? 0 : type == CV_GGML_F16 ? fabsf(v[i]) / 2048 + 3e-8 : amv / 127 * 0.502;
+            const double tk = type == CV_GGML_F32   ? 0
+                              : type == CV_GGML_F16 ? fabsf(k[i]) / 2048 + 3e-8
+                                                    : amk / 127 * 0.502;
+            const double tv = type == CV_GGML_F32   ? 0
+                              : type == CV_GGML_F16 ? fabsf(v[i]) / 2048 + 3e-8
+                                                    : amv / 127 * 0.502;
             const double ek = fabs(kv_k_get(&kv, kv_k(&kv, b, 0, 1), j, i) - k[i]);
             const double ev = fabs(kv_v_get(&kv, kv_v(&kv, b, 0, 1), j, i) - v[i]);
             CHECK_MSG(ek <= tk && ev <= tv, "%s hd %d position %d dim %d: key off by %g (bound %g), value by %g (%g)",

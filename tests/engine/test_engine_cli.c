@@ -126,6 +126,23 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
         json_decref(j);
     }
     CHECK_MSG(strcmp(hash[0], hash[1]) == 0, "bench output hash changed between runs: %s vs %s", hash[0], hash[1]);
+    /* --shared: three sequences forked from one 1,100-token context (its
+     * blocks held by all three) generate what three separately filled
+     * ones do */
+    char line[2][128] = { "", "" };
+    for (int r = 0; r < 2; r++) {
+        cv_buf_reset(&out);
+        snprintf(cmd, sizeof cmd, "'%s' bench '%s' -p 8 -n 6 --batch 3 --depth 1100 %s --repeats 1 --no-probe "
+                 "--threads 2", bin, model, r ? "--shared" : "");
+        CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+        const char *h = out.data ? strstr(out.data, "hash ") : NULL;
+        CHECK_MSG(h, "no hash in: %s", out.data ? out.data : "");
+        if (h)
+            snprintf(line[r], sizeof line[r], "%.21s", h);
+        if (r)
+            CHECK(out.data && strstr(out.data, "at depth 1100 (shared)"));
+    }
+    CHECK_MSG(line[0][0] && !strcmp(line[0], line[1]), "--shared changed the ids: '%s' vs '%s'", line[0], line[1]);
     cv_buf_free(&out);
     unlink(model);
 }

@@ -5,7 +5,10 @@
  * with bit-identical logits; a shared partly used last block is copied
  * before the new sequence writes into it (the outside holder's bytes never
  * change); a block copied byte for byte into a fresh block serves as well;
- * bad calls change nothing; references balance to an empty pool.
+ * bad calls change nothing; references balance to an empty pool. Three
+ * forks of a 2,100-token prefix (131 shared blocks) decoding in one batch
+ * give, bit for bit, what each gets decoding alone and what a prefill
+ * ending in the same token gives.
  *
  * Bit-identical (memcmp) rather than a tolerance: the scheduler's exactness
  * (issue 7: N concurrent requests give the tokens each gets alone) rests on
@@ -185,6 +188,97 @@ static void check_model(const char *model, const char *family)
     cv_model_close(m);
 }
 
+/* Feeds ids[0..n) to seq in calls of at most `step` tokens. */
+static int feed_all(cv_engine *e, int32_t seq, const int32_t *ids, int32_t n, int32_t step, float *out)
+{
+    for (int32_t at = 0; at < n; at += step)
+        if (feed(e, seq, ids, at, CV_MIN(n, at + step), out))
+            return -1;
+    return 0;
+}
+
+static void check_long_prefix(const char *model, const char *family, uint32_t kv_type)
+{
+    enum { PREFIX = 2100, STEPS = 3, FORKS = 3 };
+    cv_model *m;
+    cv_engine *e;
+    cv_err err = { 0 };
+    char rel[256];
+    snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = PREFIX + 64, .n_seq_max = 4, .n_batch = 256, .kv_type = kv_type };
+    if (cv_model_open(test_data(rel), NULL, &m, &err) || cv_engine_create(m, &ep, &e, &err)) {
+        CHECK_MSG(0, "%s: %s", model, err.msg);
+        return;
+    }
+    const int32_t V = m->hp.n_vocab;
+    int32_t n;
+    int32_t *src = ref_seq(g_seqs, family, "len200", &n);
+    int32_t *ids[FORKS];
+    for (int f = 0; f < FORKS; f++) { /* a common prefix, then each fork's own tokens */
+        ids[f] = malloc((PREFIX + STEPS) * sizeof(int32_t));
+        for (int32_t i = 0; i < PREFIX + STEPS; i++)
+            ids[f][i] = src[(i < PREFIX ? i * 7 : i * 7 + 13 * (f + 1)) % n];
+    }
+    float *got = malloc((size_t)FORKS * STEPS * V * sizeof(float)), *alone = malloc((size_t)V * sizeof(float));
+    /* together: the prefix once, two forks sharing its blocks, then every
+     * step one batch of the three forks' next tokens */
+    int32_t seq[FORKS];
+    CHECK(cv_engine_seq_open(e, &seq[0], &err) == 0);
+    CHECK(feed_all(e, seq[0], ids[0], PREFIX, 256, alone) == 0);
+    for (int f = 1; f < FORKS; f++)
+        CHECK(cv_engine_seq_fork(e, seq[0], &seq[f], &err) == 0);
+    for (int32_t t = 0; t < STEPS; t++) {
+        int32_t tok[FORKS], pos[FORKS], nl;
+        bool want[FORKS];
+        for (int f = 0; f < FORKS; f++)
+            tok[f] = ids[f][PREFIX + t], pos[f] = PREFIX + t, want[f] = true;
+        const float *lg;
+        if (cv_engine_forward(e, &(cv_batch){ FORKS, tok, seq, pos, want }, &lg, &nl, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            break;
+        }
+        CHECK_EQ_INT(nl, FORKS);
+        memcpy(got + (size_t)t * FORKS * V, lg, (size_t)FORKS * V * sizeof(float));
+    }
+    for (int f = 0; f < FORKS; f++)
+        cv_engine_seq_close(e, seq[f]);
+    /* alone: each fork's prefix computed afresh, its tokens one at a time */
+    for (int f = 0; f < FORKS; f++) {
+        int32_t s;
+        CHECK(cv_engine_seq_open(e, &s, &err) == 0);
+        CHECK(feed_all(e, s, ids[f], PREFIX, 256, alone) == 0);
+        for (int32_t t = 0; t < STEPS; t++) {
+            CHECK(feed(e, s, ids[f], PREFIX + t, PREFIX + t + 1, alone) == 0);
+            CHECK_MSG(memcmp(alone, got + ((size_t)t * FORKS + f) * V, (size_t)V * sizeof(float)) == 0,
+                      "%s %s KV: fork %d step %d: batched logits differ from alone", model,
+                      cv_engine_kv_type_name(kv_type), f, t);
+        }
+        cv_engine_seq_close(e, s);
+        /* and the last step's token at the end of a 5-token prefill call */
+        CHECK(cv_engine_seq_open(e, &s, &err) == 0);
+        CHECK(feed_all(e, s, ids[f], PREFIX + STEPS - 5, 256, alone) == 0);
+        CHECK(feed(e, s, ids[f], PREFIX + STEPS - 5, PREFIX + STEPS, alone) == 0);
+        CHECK_MSG(memcmp(alone, got + ((size_t)(STEPS - 1) * FORKS + f) * V, (size_t)V * sizeof(float)) == 0,
+                  "%s %s KV: fork %d: prefilled logits differ from decoded ones", model,
+                  cv_engine_kv_type_name(kv_type), f);
+        cv_engine_seq_close(e, s);
+    }
+    for (int f = 0; f < FORKS; f++)
+        free(ids[f]);
+    free(src);
+    free(got);
+    free(alone);
+    cv_engine_destroy(e);
+    cv_model_close(m);
+}
+
+TEST(decode_rows_over_a_shared_long_prefix_match_each_alone)
+{
+    check_long_prefix("tiny-qwen2-gpt2-Q4_K_M", "gpt2", CV_GGML_F16);
+    check_long_prefix("tiny-qwen3-gpt2-F32", "gpt2", CV_GGML_F32);
+    check_long_prefix("tiny-llama-spm-Q8_0", "llama_spm", CV_GGML_Q8_0);
+}
+
 TEST(shared_blocks_continue_with_bit_identical_logits)
 {
     check_model("tiny-llama-spm-Q8_0", "llama_spm");    /* int8 tiles */
@@ -197,6 +291,7 @@ int main(void)
     test_require_data();
     g_seqs = ref_json(test_data(REF "sequences.json"));
     RUN(shared_blocks_continue_with_bit_identical_logits);
+    RUN(decode_rows_over_a_shared_long_prefix_match_each_alone);
     json_decref(g_seqs);
     return test_report();
 }
