@@ -392,6 +392,7 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(cache, "file_blocks_loaded", json_integer(st.file_blocks_loaded));
     json_object_set_new(o, "cache", cache);
     json_t *kv = json_object();
+    json_object_set_new(kv, "type", json_string(cv_engine_kv_type_name(cv_engine_params_get(s->e)->kv_type)));
     json_object_set_new(kv, "block_positions", json_integer(CV_KV_BLOCK));
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
     json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));

@@ -255,6 +255,7 @@ TEST(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers
         st = get(port, "/v1/status", NULL);
         const json_int_t blocks = json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks"));
         CHECK_MSG(blocks >= 512 * 31 / 10, "q8_0 KV in 16M: %lld blocks", (long long)blocks);
+        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(st, "kv"), "type")), "q8_0");
         json_decref(st);
         CHECK_EQ_INT(ask(port, &q8), 0);
         CHECK(q8.len > 0);
