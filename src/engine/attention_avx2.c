@@ -5,10 +5,11 @@
  * adds), a vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
  * relative error < 2e-7 on the reduced range) for every row's online
  * softmax, then the value rows accumulated into four query rows at a time.
- * f16 caches convert on load; q8_0 caches convert and scale on load (an
- * int8 times an f16 factor is exact in f32, so every path reads the values
- * the scalar tile does). Compiled with CV_AVX2_FLAGS; chosen at run time
- * when the CPU has AVX2 and head_dim is a multiple of 8. */
+ * f16 caches convert on load; q8_0 caches convert their int8 on load and
+ * apply their factors once per group of a row's 16 scores and once per
+ * block to the probabilities, not per element. Compiled with
+ * CV_AVX2_FLAGS; chosen at run time when the CPU has AVX2 and head_dim is
+ * a multiple of 8. */
 #include <immintrin.h>
 #include <math.h>
 

@@ -90,7 +90,8 @@ typedef struct cv_engine_params {
     int32_t n_batch;     /* tokens per forward call at most; <= 0: 512 */
     int32_t n_logits;    /* logit rows per forward call at most; <= 0: max(n_seq_max, 8) */
     uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or
-                            CV_GGML_Q8_0 (int8 with an f16 factor per 32 dimensions: 0.53-0.56x f16's) */
+                            CV_GGML_Q8_0 (int8 with an f16 factor per 32 dimensions: 0.53x f16's at head
+                            sizes 32-128) */
 } cv_engine_params;
 
 /* Bytes one KV block (CV_KV_BLOCK positions, every layer) of model m takes

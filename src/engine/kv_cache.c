@@ -93,16 +93,19 @@ void kv_pool_unref(kv_pool *p, int32_t b)
 
 /* x (n floats) as int8 at q[0], q[stride], ... with the factor d returned
  * in f16: d = max|x| / 127, q = round(x / d), rounding the factor first so
- * that d * q is what the readers compute. */
+ * that d * q is what the readers compute. A NaN (a model that overflowed)
+ * stores 0 rather than an undefined conversion. */
 static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q, size_t stride)
 {
     float amax = 0;
     for (int32_t i = 0; i < n; i++)
         amax = fmaxf(amax, fabsf(x[i]));
     const uint16_t dh = cv_fp32_to_fp16(amax / 127.0f);
-    const float d = cv_fp16_to_fp32(dh), id = d > 0 ? 1.0f / d : 0.0f;
-    for (int32_t i = 0; i < n; i++)
-        q[(size_t)i * stride] = (int8_t)CV_MAX(-127.0f, CV_MIN(127.0f, nearbyintf(x[i] * id)));
+    const float d = cv_fp16_to_fp32(dh), id = d > 0 && d < INFINITY ? 1.0f / d : 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        const float t = x[i] * id;
+        q[(size_t)i * stride] = (int8_t)(t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? nearbyintf(t) : 0.0f);
+    }
     return dh;
 }
 

@@ -182,6 +182,14 @@ static void check_round_trip(int32_t hd, uint32_t type)
             worst = fmax(worst, fmax(ek / (tk + 1e-30), ev / (tv + 1e-30)));
         }
     }
+    if (type == CV_GGML_Q8_0) { /* a NaN (an overflowed model) stores 0; its group's others keep their values */
+        for (int32_t i = 0; i < hd; i++)
+            k[i] = (float)(i % 7) - 3.0f, v[i] = 1.0f;
+        k[0] = NAN;
+        kv_store(&kv, vec, kv_k(&kv, b, 0, 1), kv_v(&kv, b, 0, 1), 1, k, v);
+        CHECK(kv_k_get(&kv, kv_k(&kv, b, 0, 1), 1, 0) == 0.0f);
+        CHECK(fabs(kv_k_get(&kv, kv_k(&kv, b, 0, 1), 1, 1) - k[1]) <= 3.0 / 127 * 0.502);
+    }
     /* head 0 and layer 0's other half were never stored to */
     const unsigned char *h0 = kv_k(&kv, b, 0, 0);
     bool kept = true;
