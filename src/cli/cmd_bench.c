@@ -442,7 +442,7 @@ int cv_cmd_bench(int argc, char **argv)
         case 's': o.shared = true; break;
         case 'k':
             if (cv_cli_kv_type(optarg, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16, f32 or q8_0", optarg);
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, optarg);
             break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);

@@ -49,7 +49,7 @@ static const char HELP[] =
     "                          at most 16M positions; never less than one context)\n"
     "  --kv-type f16|f32|q8_0  KV cache precision (default f16, as llama.cpp's: twice the positions\n"
     "                          in the same memory and half the reads of a long context; f32 is exact;\n"
-    "                          q8_0 holds 1.8x f16's positions, int8 with a factor per 32 values)\n"
+    "                          q8_0 holds 1.9x f16's positions, int8 with a factor per 32 values)\n"
     "  --max-queue N           requests waiting for the engine at most; beyond it OpenAI clients\n"
     "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
     "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
@@ -160,7 +160,7 @@ int cv_cmd_serve(int argc, char **argv)
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--kv-type")) {
             if (cv_cli_kv_type(v, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be f16, f32 or q8_0", v);
+                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, v);
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
         } else if (!strcmp(a, "--max-queue")) {

@@ -79,21 +79,23 @@ static inline size_t kv_scale_at(const kv_pool *p, int32_t j, int32_t i)
 {
     return (size_t)(i / p->qgroup) * CV_KV_BLOCK + (size_t)j;
 }
-/* One element as f32, any type: dimension i of position j's key (K from
- * kv_k) or value (V from kv_v). The scalar tile and the tests read by these. */
+/* One element as f32, any type: element `at` of a head's half, dimension
+ * i of position j (keys and values differ only in where `at` is). */
+static inline float kv_get(const kv_pool *p, const void *half, size_t at, int32_t j, int32_t i)
+{
+    if (p->type == CV_GGML_Q8_0)
+        return cv_fp16_to_fp32(kv_q8_scales(p, half)[kv_scale_at(p, j, i)]) * ((const int8_t *)half)[at];
+    return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)half)[at]) : ((const float *)half)[at];
+}
+/* Dimension i of position j's key (K from kv_k) or value (V from kv_v). The
+ * scalar tile and the tests read by these. */
 static inline float kv_k_get(const kv_pool *p, const void *K, int32_t j, int32_t i)
 {
-    const size_t at = kv_k_at(j, i);
-    if (p->type == CV_GGML_Q8_0)
-        return cv_fp16_to_fp32(kv_q8_scales(p, K)[kv_scale_at(p, j, i)]) * ((const int8_t *)K)[at];
-    return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)K)[at]) : ((const float *)K)[at];
+    return kv_get(p, K, kv_k_at(j, i), j, i);
 }
 static inline float kv_v_get(const kv_pool *p, const void *V, int32_t j, int32_t i)
 {
-    const size_t at = kv_v_at(p->head_dim, j, i);
-    if (p->type == CV_GGML_Q8_0)
-        return cv_fp16_to_fp32(kv_q8_scales(p, V)[kv_scale_at(p, j, i)]) * ((const int8_t *)V)[at];
-    return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)V)[at]) : ((const float *)V)[at];
+    return kv_get(p, V, kv_v_at(p->head_dim, j, i), j, i);
 }
 /* Stores one position's key k and value v (head_dim floats each) at
  * position j of a head's halves K and V, converted to the pool's type. */
