@@ -90,8 +90,12 @@ static inline __attribute__((always_inline)) __m256i dot_acc16(__m256i acc, __m2
  * their weights at a few uops per byte, so the out-of-order window alone
  * keeps too few cache misses in flight for a single core to reach its read
  * bandwidth in decode; prefetching ~2-5 KB ahead does (prefetching past
- * the end of the weights is harmless: prefetches never fault). */
-static inline void prefetch_range(const void *p, size_t bytes)
+ * the end of the weights is harmless: prefetches never fault).
+ * always_inline is load-bearing: GCC 12 at -O1 and above judges a plain
+ * static helper around _mm_prefetch free of side effects and deletes its
+ * calls, so until 2026-12-01 no tile prefetched anything (objdump of the
+ * library showed no prefetch instruction; test_kernels_prefetch checks). */
+static inline __attribute__((always_inline)) void prefetch_range(const void *p, size_t bytes)
 {
     for (size_t i = 0; i < bytes; i += 64)
         _mm_prefetch((const char *)p + i, _MM_HINT_T0);
