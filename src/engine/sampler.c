@@ -137,14 +137,7 @@ static int32_t mass_select(const float *l, const float *w, int32_t *ids, int32_t
     return CV_MAX(hi, 1);
 }
 
-int32_t cv_argmax(const float *l, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
-}
+int32_t cv_argmax(const float *l, int32_t n) { return (int32_t)cv_argmax_f32(l, n); }
 
 /* ---- lifecycle ---- */
 

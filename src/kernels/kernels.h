@@ -200,6 +200,10 @@ typedef struct cv_vec_ops {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n); /* round to nearest even */
     /* RoPE on x [n_head][head_dim] for one token at position pos. */
     void (*rope)(const cv_rope_params *p, float *x, int32_t n_head, int32_t head_dim, int64_t pos);
+    /* The first index of the largest value; NaNs never win, but a NaN at
+     * index 0 is kept (the scalar loop "x[i] > x[best]" from best = 0).
+     * n == 0 returns 0. */
+    int64_t (*argmax)(const float *x, int64_t n);
 } cv_vec_ops;
 
 /* The ops for an ISA (scalar for one the CPU cannot run). */
@@ -219,6 +223,7 @@ void cv_f32_to_f16(const float *src, uint16_t *dst, int64_t n);
 void cv_bf16_to_f32(const uint16_t *src, float *dst, int64_t n);
 void cv_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
 void cv_rope(const cv_rope_params *p, float *x, int32_t n_head, int32_t head_dim, int64_t pos);
+int64_t cv_argmax_f32(const float *x, int64_t n);
 
 /* Single values (exact conversions; round to nearest even into f16/bf16). */
 float cv_fp16_to_fp32(uint16_t h);

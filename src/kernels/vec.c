@@ -143,6 +143,15 @@ static void rope(const cv_rope_params *p, float *x, int32_t n_head, int32_t head
     }
 }
 
+static int64_t argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
 const cv_vec_ops cv_vec_ops_scalar = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
@@ -158,6 +167,7 @@ const cv_vec_ops cv_vec_ops_scalar = {
     .bf16_to_f32 = row_bf16_to_f32,
     .f32_to_bf16 = row_f32_to_bf16,
     .rope = rope,
+    .argmax = argmax,
 };
 
 const cv_vec_ops *cv_vec_ops_for(cv_isa isa)
@@ -188,3 +198,4 @@ void cv_rope(const cv_rope_params *p, float *x, int32_t n_head, int32_t head_dim
 {
     active()->rope(p, x, n_head, head_dim, pos);
 }
+int64_t cv_argmax_f32(const float *x, int64_t n) { return active()->argmax(x, n); }

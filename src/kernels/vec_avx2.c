@@ -265,6 +265,41 @@ static void rope(const cv_rope_params *p, float *x, int32_t n_head, int32_t head
     }
 }
 
+/* Two passes over x (a vocabulary of logits stays in L2/L3 between them):
+ * the maximum, then the first index that holds it. vmaxps returns its
+ * second operand when the first is NaN, so NaNs never enter the running
+ * maximum; equal values (and +0 / -0) compare equal in the second pass,
+ * which keeps the first of them, as the scalar loop does. */
+static int64_t argmax(const float *x, int64_t n)
+{
+    if (n <= 1 || x[0] != x[0])
+        return 0;
+    __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    }
+    m0 = _mm256_max_ps(m0, m1);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float m = _mm_cvtss_f32(h);
+    for (; i < n; i++)
+        if (x[i] > m)
+            m = x[i];
+    const __m256 mv = _mm256_set1_ps(m);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+        if (hit)
+            return i + __builtin_ctz((unsigned)hit);
+    }
+    for (; i < n; i++)
+        if (x[i] == m)
+            return i;
+    return 0; /* not reached: m is one of x's values */
+}
+
 const cv_vec_ops cv_vec_ops_avx2 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
@@ -280,4 +315,5 @@ const cv_vec_ops cv_vec_ops_avx2 = {
     .bf16_to_f32 = row_bf16_to_f32,
     .f32_to_bf16 = row_f32_to_bf16,
     .rope = rope,
+    .argmax = argmax,
 };

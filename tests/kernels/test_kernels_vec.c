@@ -219,6 +219,55 @@ TEST(rope_rotates_pairs_by_position_in_both_styles)
     CHECK(!memcmp(x, y, sizeof x));
 }
 
+/* The scalar loop the sampler's greedy path always used: every ISA must
+ * pick the same index, ties to the first, NaNs skipped but a NaN first
+ * value kept. */
+static int64_t argmax_loop(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+TEST(argmax_picks_the_scalar_loops_index_with_ties_nans_and_infinities)
+{
+    const int64_t ns[] = { 0, 1, 2, 7, 8, 9, 15, 16, 17, 33, 1000, 151936 };
+    float *x = malloc(151936 * sizeof *x);
+    for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(isa))
+            continue;
+        const cv_vec_ops *v = cv_vec_ops_for(isa);
+        for (size_t k = 0; k < CV_ARRAY_LEN(ns); k++)
+            for (int kind = 0; kind < 7; kind++) {
+                const int64_t n = ns[k];
+                fill(x, n, 100 + 7 * (uint64_t)n + (uint64_t)kind, 4.0f);
+                cv_rng r;
+                cv_rng_seed(&r, 5 + (uint64_t)kind);
+                if (n > 0 && kind == 1) /* a tie of the maximum, later copy in the tail or a lane */
+                    x[cv_rng_u64(&r) % (uint64_t)n] = 50.0f, x[n - 1] = 50.0f;
+                if (n > 0 && kind == 2) /* NaNs everywhere but at 0 */
+                    for (int64_t i = 1; i < n; i += 3)
+                        x[i] = NAN;
+                if (n > 0 && kind == 3) /* a NaN first: nothing beats it */
+                    x[0] = NAN;
+                if (n > 0 && kind == 4) /* -inf (banned tokens) but one +0 and one -0 */
+                    for (int64_t i = 0; i < n; i++)
+                        x[i] = i == n / 2 ? -0.0f : i == n - 1 ? 0.0f : -INFINITY;
+                if (n > 0 && kind == 5) /* all -inf */
+                    for (int64_t i = 0; i < n; i++)
+                        x[i] = -INFINITY;
+                if (n > 0 && kind == 6) /* +inf late */
+                    x[n - 1] = INFINITY;
+                const int64_t want = argmax_loop(x, n), got = v->argmax(x, n);
+                CHECK_MSG(got == want, "%s argmax n=%lld kind %d: %lld, the loop says %lld", cv_isa_name(isa),
+                          (long long)n, kind, (long long)got, (long long)want);
+            }
+    }
+    free(x);
+}
+
 TEST(corvid_isa_scalar_forces_the_reference_path)
 {
     /* The choice is made once per process: check it in a fresh one (this
@@ -255,6 +304,7 @@ int main(int argc, char **argv)
     RUN(elementwise_ops_match_their_formulas_on_every_isa_and_tail);
     RUN(softmax_sums_to_one_and_maps_masked_entries_to_zero);
     RUN(rope_rotates_pairs_by_position_in_both_styles);
+    RUN(argmax_picks_the_scalar_loops_index_with_ties_nans_and_infinities);
     RUN(corvid_isa_scalar_forces_the_reference_path);
     return test_report();
 }
