@@ -177,9 +177,12 @@ typedef struct cv_kv_format {
 } cv_kv_format;
 
 void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out);
-/* The block_bytes of block b, for saving and restoring it. Writing is
- * allowed only while the caller holds the block's only reference. */
-void *cv_engine_kv_block_data(cv_engine *e, int32_t b);
+/* Block b's block_bytes, for saving and restoring it: read copies them
+ * out, write copies them in (only while the caller holds the block's only
+ * reference). The bytes are the block's pieces in (layer, keys then
+ * values, head) order, whatever the pool's own layout. */
+void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst);
+void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src);
 
 /* One forward call. Token i goes to sequence seq[i] at position pos[i].
  * Tokens of one sequence must come in order with consecutive positions

@@ -15,11 +15,17 @@
  * dimension of the block's 16 positions is one contiguous row, so the
  * scores of a block are a small GEMM read straight from the cache), values
  * as [n_head_kv][CV_KV_BLOCK][head_dim] (one position's values contiguous,
- * as the weighted sum reads them). One head's half is contiguous:
- *   data + b * block_bytes + (layer * 2 + kv) * half_bytes
- * Block-major (all layers of a block together) keeps a block one span of
- * memory, which a prefix cache can save or share whole. refs[b] counts the
- * block tables that hold b; 0 means free.
+ * as the weighted sum reads them). The pool is head-major: one region per
+ * (layer, keys or values, head), holding that head's half of every block
+ * in block order:
+ *   data + (((layer * 2 + kv) * n_head_kv + head) * n_blocks + b) * head_bytes
+ * A sequence's blocks come from the pool's start in order, so a decode
+ * step's tile reads one head's consecutive blocks as one forward stream,
+ * which the hardware prefetcher follows (block-major, with a head's 2 KB
+ * of a block 196 KB from the next one, ran decode attention at depth 1.8x
+ * slower). A block's bytes for saving or sharing are its pieces in
+ * (layer, kv, head) order (cv_engine_kv_block_read / _write). refs[b]
+ * counts the block tables that hold b; 0 means free.
  *
  * Elements are f32, f16 or q8_0: int8 values, each group of qgroup
  * dimensions of one position scaled by its own f16 factor d (the value is
@@ -35,8 +41,7 @@ typedef struct kv_pool {
     int32_t qgroup;       /* q8_0: dimensions per scale factor */
     size_t elt_bytes;     /* 4, 2 or 1 (q8_0's values, factors apart) */
     size_t head_bytes;    /* one head's keys (or values) of a block, q8_0 factors included */
-    size_t half_bytes;    /* n_head_kv * head_bytes: keys (or values) of one layer */
-    size_t block_bytes;   /* n_layer * 2 * half_bytes */
+    size_t block_bytes;   /* n_layer * 2 * n_head_kv * head_bytes */
     char *data;
     int32_t *refs;
     int32_t *free_ids;    /* stack of free blocks */
@@ -56,14 +61,19 @@ static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
 size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
 
+/* One head's keys (kv 0) or values (kv 1) of block b in a layer. */
+static inline void *kv_head(const kv_pool *p, int32_t b, int32_t layer, int kv, int32_t head)
+{
+    const size_t region = ((size_t)layer * 2 + (size_t)kv) * (size_t)p->n_head_kv + (size_t)head;
+    return p->data + (region * (size_t)p->n_blocks + (size_t)b) * p->head_bytes;
+}
 static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
-    return p->data + (size_t)b * p->block_bytes + (size_t)(layer * 2) * p->half_bytes + (size_t)head * p->head_bytes;
+    return kv_head(p, b, layer, 0, head);
 }
 static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
-    return p->data + (size_t)b * p->block_bytes + (size_t)(layer * 2 + 1) * p->half_bytes +
-           (size_t)head * p->head_bytes;
+    return kv_head(p, b, layer, 1, head);
 }
 /* Element offsets, within one head's half, of dimension i of the key and
  * of the value at position j of the block (hd: head_dim). */

@@ -37,8 +37,7 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
     p->qgroup = kv_q8_group(head_dim);
     p->elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4;
     p->head_bytes = head_bytes(head_dim, type);
-    p->half_bytes = (size_t)n_head_kv * p->head_bytes;
-    p->block_bytes = (size_t)n_layer * 2 * p->half_bytes;
+    p->block_bytes = (size_t)n_layer * 2 * (size_t)n_head_kv * p->head_bytes;
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
      * first touch, so a large cache costs only what sequences use. */
@@ -241,7 +240,10 @@ void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
         if (p->refs[old] > 1) {
             int32_t b = kv_pool_alloc(p);
             assert(b >= 0);
-            memcpy(p->data + (size_t)b * p->block_bytes, p->data + (size_t)old * p->block_bytes, p->block_bytes);
+            for (int32_t l = 0; l < p->n_layer; l++)
+                for (int kv = 0; kv < 2; kv++)
+                    for (int32_t h = 0; h < p->n_head_kv; h++)
+                        memcpy(kv_head(p, b, l, kv, h), kv_head(p, old, l, kv, h), p->head_bytes);
             kv_pool_unref(p, old);
             s->blocks[i] = b;
         }
@@ -313,10 +315,26 @@ void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out)
     };
 }
 
-void *cv_engine_kv_block_data(cv_engine *e, int32_t b)
+void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst)
 {
-    assert(b >= 0 && b < e->kv.n_blocks);
-    return e->kv.data + (size_t)b * e->kv.block_bytes;
+    const kv_pool *p = &e->kv;
+    assert(b >= 0 && b < p->n_blocks);
+    uint8_t *o = dst;
+    for (int32_t l = 0; l < p->n_layer; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int32_t h = 0; h < p->n_head_kv; h++, o += p->head_bytes)
+                memcpy(o, kv_head(p, b, l, kv, h), p->head_bytes);
+}
+
+void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src)
+{
+    const kv_pool *p = &e->kv;
+    assert(b >= 0 && b < p->n_blocks);
+    const uint8_t *in = src;
+    for (int32_t l = 0; l < p->n_layer; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int32_t h = 0; h < p->n_head_kv; h++, in += p->head_bytes)
+                memcpy(kv_head(p, b, l, kv, h), in, p->head_bytes);
 }
 
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)

@@ -250,6 +250,7 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
     cv_buf tmp = { 0 };
     uint32_t *node_tab = cv_xmalloc((size_t)p.n * NODE_BYTES);
     uint64_t *sums = cv_xmalloc(((size_t)p.n + 1) * sizeof *sums);
+    uint8_t *data = cv_xmalloc(f.block_bytes);
     for (int32_t i = 0; i < p.n; i++) {
         const rx_node *n = p.nodes[i];
         uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
@@ -273,7 +274,7 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
     if (write_all(fd, &fh, sizeof fh) || write_all(fd, node_tab, (size_t)p.n * NODE_BYTES))
         goto io_fail;
     for (int32_t i = 0; i < p.n; i++) {
-        const void *data = cv_engine_kv_block_data(t->e, p.nodes[i]->block);
+        cv_engine_kv_block_read(t->e, p.nodes[i]->block, data);
         sums[i + 1] = cv_sched_hash(SEED_BLOCK, data, f.block_bytes);
         if (write_all(fd, data, f.block_bytes))
             goto io_fail;
@@ -305,6 +306,7 @@ out:
     cv_buf_free(&tmp);
     free(node_tab);
     free(sums);
+    free(data);
     free(p.nodes);
     return rc;
 }
@@ -341,9 +343,12 @@ static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *n
         if (rc == 0) {
             int32_t nb;
             const int32_t *tab = cv_engine_seq_blocks(e, seq, &nb);
-            if (memcmp(cv_engine_kv_block_data(e, tab[0]), blocks + (size_t)i * fh->block_bytes, fh->block_bytes))
+            uint8_t *mine = cv_xmalloc(fh->block_bytes);
+            cv_engine_kv_block_read(e, tab[0], mine);
+            if (memcmp(mine, blocks + (size_t)i * fh->block_bytes, fh->block_bytes))
                 rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
                                 "tokens (another corvid version or kernel)");
+            free(mine);
         } else {
             cv_err_prefix(err, "checking the cache file: ");
         }
@@ -469,7 +474,7 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
         int32_t b = cv_engine_kv_alloc(e);
         if (b < 0)
             break;
-        memcpy(cv_engine_kv_block_data(e, b), blocks + (size_t)i * fh.block_bytes, fh.block_bytes);
+        cv_engine_kv_block_write(e, b, blocks + (size_t)i * fh.block_bytes);
         int32_t before = t->n_nodes;
         nodes[i] = rx_insert(t, parent, (const int32_t *)(row + 1), b);
         cv_engine_kv_unref(e, b); /* the tree's reference stays (none if the node existed: a duplicate) */

@@ -90,8 +90,8 @@ static void check_model(const char *model, const char *family)
     CHECK_EQ_INT(fmt.block_positions, CV_KV_BLOCK);
     CHECK_EQ_INT(fmt.n_layer, m->hp.n_layer);
     CHECK(fmt.block_bytes == (size_t)fmt.n_layer * 2 * fmt.n_head_kv * fmt.head_dim * CV_KV_BLOCK * 4);
-    unsigned char *saved = malloc(fmt.block_bytes);
-    memcpy(saved, cv_engine_kv_block_data(e, held[1]), fmt.block_bytes);
+    unsigned char *saved = malloc(fmt.block_bytes), *now = malloc(fmt.block_bytes);
+    cv_engine_kv_block_read(e, held[1], saved);
 
     /* B shares both blocks at length 32 and continues: the same logits. */
     int32_t b;
@@ -113,13 +113,14 @@ static void check_model(const char *model, const char *family)
     CHECK_MSG(memcmp(got, ref, (size_t)V * sizeof(float)) == 0, "%s: shared at 31: logits differ", model);
     tab = cv_engine_seq_blocks(e, c, &nb);
     CHECK(nb == 3 && tab[0] == held[0] && tab[1] != held[1]);
-    CHECK(memcmp(saved, cv_engine_kv_block_data(e, held[1]), fmt.block_bytes) == 0);
+    cv_engine_kv_block_read(e, held[1], now);
+    CHECK(memcmp(saved, now, fmt.block_bytes) == 0);
     cv_engine_seq_close(e, c);
 
     /* A block restored from bytes (as from a cache file) serves as well. */
     int32_t fresh = cv_engine_kv_alloc(e), d;
     CHECK(fresh >= 0 && cv_engine_kv_refs(e, fresh) == 1);
-    memcpy(cv_engine_kv_block_data(e, fresh), saved, fmt.block_bytes);
+    cv_engine_kv_block_write(e, fresh, saved);
     int32_t restored[2] = { held[0], fresh };
     CHECK(cv_engine_seq_open(e, &d, &err) == 0);
     CHECK(cv_engine_seq_share(e, d, restored, 2, 32, &err) == 0);
@@ -181,6 +182,7 @@ static void check_model(const char *model, const char *family)
 
     free(all);
     free(saved);
+    free(now);
     free(ref);
     free(got);
     free(ids);
