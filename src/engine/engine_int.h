@@ -61,19 +61,21 @@ static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
 size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
 
-/* One head's keys (kv 0) or values (kv 1) of block b in a layer. */
-static inline void *kv_head(const kv_pool *p, int32_t b, int32_t layer, int kv, int32_t head)
+/* Block b's piece in region r = (layer * 2 + kv) * n_head_kv + head: one
+ * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
+ * region order are its bytes as saved or shared. */
+static inline char *kv_piece(const kv_pool *p, size_t r, int32_t b)
 {
-    const size_t region = ((size_t)layer * 2 + (size_t)kv) * (size_t)p->n_head_kv + (size_t)head;
-    return p->data + (region * (size_t)p->n_blocks + (size_t)b) * p->head_bytes;
+    return p->data + (r * (size_t)p->n_blocks + (size_t)b) * p->head_bytes;
 }
+static inline size_t kv_regions(const kv_pool *p) { return p->block_bytes / p->head_bytes; }
 static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
-    return kv_head(p, b, layer, 0, head);
+    return kv_piece(p, (size_t)layer * 2 * (size_t)p->n_head_kv + (size_t)head, b);
 }
 static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
-    return kv_head(p, b, layer, 1, head);
+    return kv_piece(p, ((size_t)layer * 2 + 1) * (size_t)p->n_head_kv + (size_t)head, b);
 }
 /* Element offsets, within one head's half, of dimension i of the key and
  * of the value at position j of the block (hd: head_dim). */

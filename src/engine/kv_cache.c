@@ -240,10 +240,8 @@ void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
         if (p->refs[old] > 1) {
             int32_t b = kv_pool_alloc(p);
             assert(b >= 0);
-            for (int32_t l = 0; l < p->n_layer; l++)
-                for (int kv = 0; kv < 2; kv++)
-                    for (int32_t h = 0; h < p->n_head_kv; h++)
-                        memcpy(kv_head(p, b, l, kv, h), kv_head(p, old, l, kv, h), p->head_bytes);
+            for (size_t r = 0; r < kv_regions(p); r++)
+                memcpy(kv_piece(p, r, b), kv_piece(p, r, old), p->head_bytes);
             kv_pool_unref(p, old);
             s->blocks[i] = b;
         }
@@ -319,22 +317,16 @@ void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst)
 {
     const kv_pool *p = &e->kv;
     assert(b >= 0 && b < p->n_blocks);
-    uint8_t *o = dst;
-    for (int32_t l = 0; l < p->n_layer; l++)
-        for (int kv = 0; kv < 2; kv++)
-            for (int32_t h = 0; h < p->n_head_kv; h++, o += p->head_bytes)
-                memcpy(o, kv_head(p, b, l, kv, h), p->head_bytes);
+    for (size_t r = 0; r < kv_regions(p); r++)
+        memcpy((uint8_t *)dst + r * p->head_bytes, kv_piece(p, r, b), p->head_bytes);
 }
 
 void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src)
 {
     const kv_pool *p = &e->kv;
     assert(b >= 0 && b < p->n_blocks);
-    const uint8_t *in = src;
-    for (int32_t l = 0; l < p->n_layer; l++)
-        for (int kv = 0; kv < 2; kv++)
-            for (int32_t h = 0; h < p->n_head_kv; h++, in += p->head_bytes)
-                memcpy(kv_head(p, b, l, kv, h), in, p->head_bytes);
+    for (size_t r = 0; r < kv_regions(p); r++)
+        memcpy(kv_piece(p, r, b), (const uint8_t *)src + r * p->head_bytes, p->head_bytes);
 }
 
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
