@@ -217,6 +217,16 @@
  * plus prefill chunks of new ones): a long prompt delays running streams by
  * at most one such step. Measured in docs/PERF.md (scheduler section). */
 #define CV_SCHED_BATCH_TOKENS_DEFAULT 256
+/* Speculative decoding by prompt lookup (sched/draft.c): tokens drafted
+ * per step for a decoding sequence by default (--draft), and at most. One
+ * forward call of 1..4 tokens costs about what one token does on a CPU
+ * (the weights are read once either way), 5 and more cost ~1.2x and up
+ * (docs/PERF.md, "Speculative decoding"). A draft needs a match of
+ * NGRAM_MIN..NGRAM_MAX of the sequence's last tokens earlier in it. */
+#define CV_SCHED_DRAFT_DEFAULT 3
+#define CV_SCHED_DRAFT_MAX 16
+#define CV_SCHED_DRAFT_NGRAM_MIN 2
+#define CV_SCHED_DRAFT_NGRAM_MAX 4
 /* The prefix-cache file's size at most, by default (--cache-max): it is
  * read back whole at start, so it bounds start-up time and disk use. */
 #define CV_SCHED_CACHE_FILE_DEFAULT (4ll << 30)

@@ -5,7 +5,7 @@
  * The backend (server/backend.c) is where the layers below the server meet:
  * the GGUF model, the engine and cv_sched, the tokenizer's streaming
  * detokenizer and the model's chat template. The scheduler flags (--kv-memory,
- * --batch-tokens, --no-prefix-cache, --cache-dir, --cache-max) go to it;
+ * --batch-tokens, --draft, --no-prefix-cache, --cache-dir, --cache-max) go to it;
  * defaults that need the environment (the cache directory) are resolved
  * here, those that need the model (KV memory) in the backend. */
 #include <errno.h>
@@ -27,6 +27,7 @@ typedef struct serve_opts {
     int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
     uint32_t kv_type;   /* CV_GGML_F16 (default), CV_GGML_F32 or CV_GGML_Q8_0 */
     int32_t batch_tokens;
+    int32_t draft;      /* --draft: -1 unset (the scheduler's default), 0 off */
     bool no_prefix_cache;
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
     int64_t cache_max;
@@ -54,6 +55,9 @@ static const char HELP[] =
     "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
     "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
     "                          prefill chunks (default 256)\n"
+    "  --draft N               speculative decoding: tokens drafted per step from earlier text\n"
+    "                          (prompt lookup) for a decoding stream; output is unchanged, edits\n"
+    "                          that repeat what the model was shown come faster (default 3; 0: off)\n"
     "  --no-prefix-cache       compute every prompt in full (no reuse, no cache file)\n"
     "  --cache-dir DIR         where the prefix cache is saved at shutdown and restored at start\n"
     "                          (default $XDG_CACHE_HOME/corvid or ~/.cache/corvid; '' for none)\n"
@@ -114,7 +118,7 @@ int cv_cmd_serve(int argc, char **argv)
 {
     const cv_cmd *cmd = cv_cli_find("serve");
     cv_server_config cfg = { .host = "127.0.0.1", .port = 8000 };
-    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16 };
+    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16, .draft = -1 };
     cfg.api_key = getenv("CORVID_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -169,6 +173,9 @@ int cv_cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--batch-tokens")) {
             if (parse_int(cmd, a, v, 1, CV_MAX_BATCH_TOKENS, &x)) return 2;
             o.batch_tokens = (int32_t)x;
+        } else if (!strcmp(a, "--draft")) {
+            if (parse_int(cmd, a, v, 0, CV_SCHED_DRAFT_MAX, &x)) return 2;
+            o.draft = (int32_t)x;
         } else if (!strcmp(a, "--cache-dir")) o.cache_dir = v;
         else if (!strcmp(a, "--response-store")) {
             if (parse_int(cmd, a, v, 1, CV_MAX_RESPONSE_STORE, &x)) return 2;
@@ -216,6 +223,7 @@ int cv_cmd_serve(int argc, char **argv)
                                   .n_parallel = o.parallel, .n_threads = o.threads, .kv_bytes = o.kv_bytes,
                                   .kv_type = o.kv_type,
                                   .batch_tokens = o.batch_tokens, .no_prefix_cache = o.no_prefix_cache,
+                                  .draft_tokens = o.draft < 0 ? 0 : o.draft == 0 ? -1 : o.draft,
                                   .cache_dir = o.cache_dir, .cache_max_bytes = o.cache_max, .max_queue = o.max_queue,
                                   .grammar_lazy = o.grammar_lazy };
     if (cv_server_backend_open(&bo, &be, &err)) {

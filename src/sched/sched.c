@@ -160,6 +160,7 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
     r->tokens = cv_xmalloc(((size_t)p->n_prompt + (size_t)p->max_tokens) * sizeof *r->tokens);
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof *r->tokens);
     r->n_tokens = p->n_prompt;
+    r->draft_k = CV_SCHED_DRAFT_MAX; /* the scheduler's draft_max bounds it */
     r->n_stop = p->n_stop_tokens;
     if (r->n_stop) {
         r->stop = cv_xmalloc((size_t)r->n_stop * sizeof *r->stop);
@@ -230,6 +231,11 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->b_want = cv_xmalloc((size_t)s->batch_tokens * sizeof *s->b_want);
     s->b_req = cv_xmalloc((size_t)s->max_running * sizeof *s->b_req);
     s->b_n = cv_xmalloc((size_t)s->max_running * sizeof *s->b_n);
+    s->b_draft = cv_xmalloc((size_t)s->max_running * sizeof *s->b_draft);
+    s->n_logits = ep->n_logits;
+    s->draft_max = !cfg || cfg->draft_tokens == 0 ? CV_SCHED_DRAFT_DEFAULT
+                   : cfg->draft_tokens < 0        ? 0
+                                                  : CV_MIN(cfg->draft_tokens, CV_SCHED_DRAFT_MAX);
     s->path = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->path);
     s->blk_scratch = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->blk_scratch);
     rx_init(&s->tree, e);
@@ -266,6 +272,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
         free(s->cache_path);
         free(s->running);
         free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want), free(s->b_req), free(s->b_n);
+        free(s->b_draft);
         free(s->path);
         free(s->blk_scratch);
         free(s);
@@ -315,6 +322,7 @@ void cv_sched_destroy(cv_sched *s)
     free(s->b_want);
     free(s->b_req);
     free(s->b_n);
+    free(s->b_draft);
     free(s->path);
     free(s->blk_scratch);
     free(s);
@@ -408,6 +416,12 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(tot, "generated_tokens", json_integer(st.n_tokens_generated));
     json_object_set_new(tot, "batch_tokens", json_integer(s->batch_tokens));
     json_object_set_new(tot, "max_running", json_integer(s->max_running));
+    json_t *spec = json_object();
+    json_object_set_new(spec, "max_draft_tokens", json_integer(s->draft_max));
+    json_object_set_new(spec, "draft_tokens", json_integer(st.draft_tokens));
+    json_object_set_new(spec, "accepted_tokens", json_integer(st.draft_accepted));
+    json_object_set_new(spec, "acceptance", json_real(st.draft_tokens ? (double)st.draft_accepted / st.draft_tokens : 0));
+    json_object_set_new(o, "speculation", spec);
     json_object_set_new(o, "totals", tot);
     return o;
 }
@@ -438,6 +452,10 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
            "counter", st.evictions);
     metric(out, "corvid_prefix_cache_blocks", "KV blocks held by the prefix cache.", "gauge", st.tree_blocks);
     metric(out, "corvid_kv_blocks_total", "KV blocks in the pool.", "gauge", st.kv_blocks);
+    metric(out, "corvid_spec_draft_tokens_total", "Tokens drafted by prompt lookup and verified.", "counter",
+           st.draft_tokens);
+    metric(out, "corvid_spec_accepted_tokens_total", "Drafted tokens the sampler chose (a step saved each).",
+           "counter", st.draft_accepted);
 }
 
 /* ---- sizing ---- */

@@ -106,6 +106,13 @@ typedef struct cv_sched_config {
      * when present and valid, written at destroy. NULL or "": none. */
     const char *cache_dir;
     int64_t cache_max_bytes; /* the file's size at most; <= 0: CV_SCHED_CACHE_FILE_DEFAULT */
+    /* Speculative decoding (prompt lookup): tokens drafted per step for a
+     * decoding sequence at most; 0: CV_SCHED_DRAFT_DEFAULT; < 0: off.
+     * Clamped to CV_SCHED_DRAFT_MAX. Never changes a token: every token is
+     * still chosen by the request's own sampler (or hook) from the logits
+     * of its position, and a draft only saves the steps its accepted
+     * tokens would have taken. */
+    int32_t draft_tokens;
 } cv_sched_config;
 
 /* Starts the engine thread over e, which the scheduler then drives alone
@@ -163,6 +170,9 @@ typedef struct cv_sched_stats {
     int64_t lookups, hits;    /* admissions that searched the tree / found a block */
     int64_t evictions;        /* tree blocks evicted (LRU) */
     int64_t file_blocks_loaded;
+    /* Added with speculative decoding: */
+    int64_t draft_tokens;     /* drafted tokens verified */
+    int64_t draft_accepted;   /* of those, the ones the sampler chose (each saved a step) */
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event

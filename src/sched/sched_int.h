@@ -115,6 +115,7 @@ struct cv_sched_req {
     bool prompt_done_sent;
     uint64_t admit_order;    /* preemption takes the newest */
     float *scratch_logits;   /* [n_vocab] for the hook, allocated on first use */
+    int32_t draft_k;         /* tokens to draft next: grows while drafts are taken whole, falls to what was */
 
     /* [mu] waiting list and what /v1/status shows */
     cv_sched_req *next;
@@ -163,10 +164,19 @@ struct cv_sched {
     bool *b_want;
     cv_sched_req **b_req;    /* [max_running] requests in the batch, in batch order */
     int32_t *b_n;            /* [max_running] their token counts */
+    int32_t *b_draft;        /* [max_running] of those, drafted tokens (after the one known token) */
+    int32_t draft_max;       /* tokens drafted per sequence and step at most; 0: no speculation */
+    int32_t n_logits;        /* logit rows per forward call (the engine's limit) */
     rx_node **path;          /* [n_ctx / CV_KV_BLOCK + 1] scratch for lookups */
     int32_t *blk_scratch;    /* [n_ctx / CV_KV_BLOCK + 1] */
     cv_sched_stats eng;      /* the counters the engine thread keeps (published into st) */
 };
+
+/* draft.c: the k_max tokens that followed the latest earlier occurrence
+ * of the longest suffix of tokens[0..n) (CV_SCHED_DRAFT_NGRAM_MIN..MAX
+ * tokens) into out, continued periodically past the end; returns k_max,
+ * or 0 when there is no match. */
+int32_t cv_sched_draft(const int32_t *tokens, int32_t n, int32_t k_max, int32_t *out);
 
 /* sched.c */
 void cv_sched_push_event(cv_sched_req *r, const cv_sched_event *ev);

@@ -76,6 +76,8 @@ static void publish_locked(cv_sched *s)
     s->st.n_tokens_generated = s->eng.n_tokens_generated;
     s->st.lookups = s->eng.lookups;
     s->st.hits = s->eng.hits;
+    s->st.draft_tokens = s->eng.draft_tokens;
+    s->st.draft_accepted = s->eng.draft_accepted;
     s->st.evictions = s->tree.n_evicted;
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
@@ -439,38 +441,94 @@ static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
     }
 }
 
-/* Builds the batch; returns its token count. */
+/* Drafts for r, which decodes (one known token to compute): into
+ * r->tokens past the known ones (its array holds max_tokens generated
+ * tokens, and a draft never exceeds what r may still generate). At most
+ * k_max, r's own draft_k, what the context holds, and what the pool has
+ * free without evicting or preempting anything. */
+static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t reserved)
+{
+    const cv_engine_params *ep = cv_engine_params_get(s->e);
+    int32_t k = CV_MIN(CV_MIN(k_max, r->draft_k), r->max_tokens - r->n_gen - 1);
+    k = CV_MIN(k, ep->n_ctx - r->n_tokens);
+    if (k <= 0 || r->hook)
+        return 0;
+    k = cv_sched_draft(r->tokens, r->n_tokens, k, r->tokens + r->n_tokens);
+    while (k > 0 && cv_engine_seq_blocks_needed(s->e, r->seq, 1 + k) + reserved > cv_engine_kv_free_blocks(s->e))
+        k--;
+    return k;
+}
+
+/* Builds the batch; returns its token count. Decoding sequences may add
+ * drafted tokens (speculation) while the step's decode tokens stay within
+ * draft_max + 1: a step of that many tokens reads the weights once and
+ * costs about what one token does, while more sequences decoding together
+ * already use that room (drafts stop at draft_max + 1 of them). Every
+ * running sequence keeps its own row of logits. */
 static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
 {
     int32_t n_dec = 0;
     for (int32_t i = 0; i < s->n_running; i++)
         n_dec += s->running[i]->n_tokens - s->running[i]->n_done == 1;
-    int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks */
+    int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks and drafts */
+    int32_t spare_rows = CV_MIN(s->n_logits - s->n_running, s->draft_max + 1 - n_dec);
     int32_t nt = 0, nr = 0, reserved = 0;
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
-        const int32_t n = pending == 1 ? 1 : CV_MIN(pending, budget);
+        int32_t n = pending == 1 ? 1 : CV_MIN(pending, budget), k = 0;
         if (n <= 0)
             continue;
+        if (pending == 1 && s->draft_max > 0) {
+            k = draft_for(s, r, CV_MIN(CV_MIN(s->draft_max, spare_rows), budget), reserved);
+            n += k;
+        }
         if (!make_room(s, i, n, &reserved))
             break; /* r was the newest left: nothing after it */
-        for (int32_t k = 0; k < n; k++) {
-            const int32_t p = r->n_done + k;
+        for (int32_t j = 0; j < n; j++) {
+            const int32_t p = r->n_done + j;
             s->b_tok[nt] = r->tokens[p];
             s->b_seq[nt] = r->seq;
             s->b_pos[nt] = p;
-            s->b_want[nt] = p == r->n_tokens - 1;
+            s->b_want[nt] = p >= r->n_tokens - 1;
             nt++;
         }
         s->b_req[nr] = r;
         s->b_n[nr] = n;
+        s->b_draft[nr] = k;
         nr++;
-        if (pending > 1)
-            budget -= n;
+        if (pending > 1 || k > 0)
+            budget -= n - (pending == 1);
+        spare_rows -= k;
     }
     *n_reqs = nr;
     return nt;
+}
+
+/* r has computed its known tokens plus k drafted ones after them, and
+ * logits holds their k + 1 rows: samples row by row while the chosen
+ * token is the drafted one (each such match makes the next row valid),
+ * then forgets the positions past the last match. Every token is chosen
+ * exactly as without a draft (same logits, same sampler calls in the same
+ * order), so speculation changes speed, never output. */
+static void sample_drafted(cv_sched *s, cv_sched_req *r, const float *logits, int32_t k)
+{
+    int32_t draft[CV_SCHED_DRAFT_MAX];
+    memcpy(draft, r->tokens + r->n_tokens, (size_t)k * sizeof *draft);
+    int32_t taken = 0;
+    for (;;) {
+        tree_insert(s, r);
+        sample(s, r, logits + (size_t)taken * (size_t)s->n_vocab);
+        if (r->seq < 0 || taken == k || r->tokens[r->n_tokens - 1] != draft[taken])
+            break;
+        r->n_done++; /* the drafted token at this position was the one chosen */
+        taken++;
+    }
+    s->eng.draft_tokens += k;
+    s->eng.draft_accepted += taken;
+    r->draft_k = taken == k ? CV_MIN(2 * k, s->draft_max) : CV_MAX(taken, 1);
+    if (r->seq >= 0)
+        cv_engine_seq_truncate(s->e, r->seq, r->n_done);
 }
 
 static void step(cv_sched *s)
@@ -502,7 +560,7 @@ static void step(cv_sched *s)
      * the pool. */
     for (int32_t j = 0; j < nr; j++) {
         cv_sched_req *r = s->b_req[j];
-        const int32_t n = s->b_n[j];
+        const int32_t n = s->b_n[j] - s->b_draft[j]; /* drafted tokens settle when sampled */
         const int32_t last = r->n_done + n - 1;
         /* Everything but a generated token fed for the first time is
          * prefill (a recompute after preemption included). */
@@ -514,6 +572,13 @@ static void step(cv_sched *s)
     int32_t row = 0;
     for (int32_t j = 0; j < nr; j++) {
         cv_sched_req *r = s->b_req[j];
+        const int32_t k = s->b_draft[j];
+        if (k > 0) {
+            assert(row + k < n_logits);
+            sample_drafted(s, r, logits + (size_t)row * (size_t)s->n_vocab, k);
+            row += k + 1;
+            continue;
+        }
         tree_insert(s, r);
         if (r->n_done == r->n_tokens) {
             assert(row < n_logits);

@@ -429,6 +429,7 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
     cv_sched_config sc = {
         .queue_max = o->max_queue,
         .batch_tokens = o->batch_tokens,
+        .draft_tokens = o->draft_tokens,
         .no_prefix_cache = o->no_prefix_cache,
         .cache_dir = o->no_prefix_cache ? NULL : o->cache_dir,
         .cache_max_bytes = o->cache_max_bytes,

@@ -162,6 +162,8 @@ typedef struct cv_server_backend_opts {
     int64_t kv_bytes;        /* KV memory: > 0 these bytes (at least the context); 0: n_ctx x n_parallel
                               * positions; < 0: cv_sched_default_kv_bytes (capped at CV_SERVE_MAX_KV_TOKENS) */
     int32_t batch_tokens;    /* tokens per scheduler step; 0: the scheduler's default */
+    int32_t draft_tokens;    /* speculative decoding: drafted tokens per step at most; 0: the scheduler's
+                                default; < 0: off */
     int32_t max_queue;       /* requests waiting at most; 0: CV_MAX_SCHED_QUEUE */
     bool no_prefix_cache;    /* compute every prompt in full */
     const char *cache_dir;   /* where the prefix cache is saved at close and read at open; NULL or "": nowhere */

@@ -1,0 +1,273 @@
+/* test_sched_spec.c — speculative decoding by prompt lookup: the drafter
+ * finds what it should (longest, then newest match; never a lone token),
+ * and speculation never changes a token. The same requests, greedy and
+ * sampled with fixed seeds, alone and 8 at a time, with and without the
+ * prefix cache, across preemptions, give token for token what they give
+ * with speculation off, while drafts are taken (fewer steps). Runs on the
+ * random-weight tiny llama of the other scheduler tests (q8_0), fed
+ * prompts that repeat themselves so that lookups find drafts. */
+#include "sched_util.h"
+#include "sched/sched_int.h"
+
+#define N_REQ 8
+
+static char g_model[512];
+
+/* ---- the drafter ---- */
+
+static int32_t draft_of(const int32_t *t, int32_t n, int32_t k_max, int32_t *out)
+{
+    return cv_sched_draft(t, n, k_max, out);
+}
+
+TEST(drafter_takes_the_longest_then_newest_match)
+{
+    int32_t out[8];
+    /* 5 6 after "3 4" twice: the newer one (followed by 9) wins */
+    const int32_t a[] = { 3, 4, 5, 6, 1, 3, 4, 9, 8, 2, 3, 4 };
+    CHECK_EQ_INT(draft_of(a, 12, 3, out), 3);
+    CHECK_EQ_INT(out[0], 9);
+    CHECK_EQ_INT(out[1], 8);
+    CHECK_EQ_INT(out[2], 2);
+    /* a longer match beats a newer shorter one: "2 3 4" occurs first */
+    const int32_t b[] = { 2, 3, 4, 7, 7, 0, 3, 4, 9, 1, 2, 3, 4 };
+    CHECK_EQ_INT(draft_of(b, 13, 2, out), 2);
+    CHECK_EQ_INT(out[0], 7);
+    CHECK_EQ_INT(out[1], 7);
+    /* k_max bounds the draft; past the known tokens it repeats itself */
+    CHECK_EQ_INT(draft_of(a, 12, 1, out), 1);
+    const int32_t c[] = { 5, 6, 7, 5, 6 };
+    const int32_t c_want[] = { 7, 5, 6, 7, 5, 6, 7, 5 };
+    CHECK_EQ_INT(draft_of(c, 5, 8, out), 8);
+    CHECK(memcmp(out, c_want, sizeof c_want) == 0);
+    /* a run of one token drafts more of it */
+    const int32_t d[] = { 1, 2, 2, 2, 2 };
+    CHECK_EQ_INT(draft_of(d, 5, 4, out), 4);
+    CHECK(out[0] == 2 && out[1] == 2 && out[2] == 2 && out[3] == 2);
+    /* a lone matching token is no match; nothing earlier, no draft */
+    const int32_t e[] = { 1, 5, 2, 3, 5 };
+    CHECK_EQ_INT(draft_of(e, 5, 4, out), 0);
+    const int32_t f[] = { 1, 2, 3, 4 };
+    CHECK_EQ_INT(draft_of(f, 4, 4, out), 0);
+    CHECK_EQ_INT(draft_of(f, 1, 4, out), 0);
+    CHECK_EQ_INT(draft_of(a, 12, 0, out), 0);
+}
+
+/* ---- speculation never changes a token ---- */
+
+typedef struct req_spec {
+    int32_t prompt[200];
+    int32_t n_prompt;
+    int32_t max_tokens;
+    cv_sample_params sample;
+} req_spec;
+
+static req_spec g_reqs[2][N_REQ]; /* [greedy, sampled] */
+static outcome g_off[2][N_REQ];   /* speculation off, one at a time */
+
+static void make_specs(int32_t n_vocab)
+{
+    for (int mode = 0; mode < 2; mode++)
+        for (int i = 0; i < N_REQ; i++) {
+            req_spec *q = &g_reqs[mode][i];
+            /* a stretch of 10..40 tokens, said 2..4 times over, cut anywhere */
+            int32_t unit = 10 + (i * 7) % 31, reps = 2 + i % 3;
+            fill_ids(q->prompt, unit, 500 + (uint64_t)i, n_vocab);
+            q->n_prompt = CV_MIN(unit * reps - i, 200);
+            for (int32_t j = unit; j < q->n_prompt; j++)
+                q->prompt[j] = q->prompt[j - unit];
+            q->max_tokens = 40 + (i * 11) % 60;
+            memset(&q->sample, 0, sizeof q->sample);
+            if (mode == 1)
+                q->sample = (cv_sample_params){ .temperature = 0.7f, .top_k = 20, .top_p = 0.9f,
+                                                .seed = 77 + (uint64_t)i, .has_seed = true };
+        }
+}
+
+static cv_sched_params params_of(const req_spec *q)
+{
+    return (cv_sched_params){ .prompt = q->prompt, .n_prompt = q->n_prompt, .max_tokens = q->max_tokens,
+                              .sample = q->sample };
+}
+
+/* One compute thread, as in test_sched_batch: the tiny model's matmuls
+ * cost less than the pool's wake-ups. */
+static const cv_engine_params g_ep = { .n_threads = 1, .n_ctx = 512, .n_seq_max = 8, .n_batch = 256,
+                                       .n_logits = 24 };
+
+static void reopen(rig *r, const cv_sched_config *sc)
+{
+    cv_err err = { 0 };
+    cv_sched_destroy(r->s);
+    r->s = NULL;
+    CHECK_MSG(cv_sched_create(r->e, sc, &r->s, &err) == 0, "%s", err.msg);
+}
+
+/* Requests 0..n-1 of mode submitted together, read to the end. */
+static bool run_all(cv_sched *s, int mode, int n, outcome *out)
+{
+    cv_sched_req *q[N_REQ] = { 0 };
+    cv_err err = { 0 };
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        outcome_init(&out[i]);
+        cv_sched_params p = params_of(&g_reqs[mode][i]);
+        if (cv_sched_submit(s, &p, &q[i], &err)) {
+            CHECK_MSG(0, "submit %d: %s", i, err.msg);
+            return false;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        read_events(q[i], &out[i], 0);
+        ok = ok && out[i].order_ok && out[i].last.type == CV_SCHED_DONE;
+        cv_sched_release(q[i]);
+    }
+    return ok;
+}
+
+static int count_differing(const outcome *out, int mode, const char *what)
+{
+    int bad = 0;
+    for (int i = 0; i < N_REQ; i++)
+        if (!same_tokens(&out[i], &g_off[mode][i])) {
+            bad++;
+            CHECK_MSG(0, "%s: request %d (mode %d) differs from speculation off (%d vs %d tokens)", what, i, mode,
+                      out[i].n, g_off[mode][i].n);
+        }
+    return bad;
+}
+
+static void compute_off(rig *r)
+{
+    reopen(r, &(cv_sched_config){ .no_prefix_cache = true, .draft_tokens = -1, .seed = 1 });
+    for (int mode = 0; mode < 2; mode++)
+        for (int i = 0; i < N_REQ; i++) {
+            cv_sched_params p = params_of(&g_reqs[mode][i]);
+            CHECK(run_one(r->s, &p, &g_off[mode][i]) == 0);
+            CHECK_EQ_INT(g_off[mode][i].last.finish, CV_FINISH_LENGTH);
+        }
+    cv_sched_stats st;
+    cv_sched_get_stats(r->s, &st);
+    CHECK_EQ_INT((int)st.draft_tokens, 0);
+}
+
+TEST(speculation_gives_the_tokens_of_no_speculation_alone)
+{
+    rig r;
+    if (!rig_open_with(&r, g_model, &g_ep, NULL))
+        return;
+    compute_off(&r);
+    for (int max = 1; max <= 8; max *= 2) {
+        reopen(&r, &(cv_sched_config){ .no_prefix_cache = true, .draft_tokens = max, .seed = 2 });
+        outcome out[N_REQ];
+        for (int mode = 0; mode < 2; mode++) {
+            for (int i = 0; i < N_REQ; i++) {
+                cv_sched_params p = params_of(&g_reqs[mode][i]);
+                CHECK(run_one(r.s, &p, &out[i]) == 0);
+                CHECK_MSG(out[i].order_ok, "max %d mode %d request %d: events out of order", max, mode, i);
+            }
+            CHECK_EQ_INT(count_differing(out, mode, "alone"), 0);
+        }
+        cv_sched_stats st;
+        cv_sched_get_stats(r.s, &st);
+        printf("  alone, up to %d drafted: %lld steps for %lld tokens; %lld of %lld drafted tokens taken\n", max,
+               (long long)st.steps, (long long)st.n_tokens_generated, (long long)st.draft_accepted,
+               (long long)st.draft_tokens);
+        /* Drafts were proposed and taken, and each taken one saved a step. */
+        CHECK(st.draft_accepted > 0 && st.draft_accepted <= st.draft_tokens);
+        CHECK(st.steps <= st.n_tokens_generated - st.draft_accepted + 2 * N_REQ);
+    }
+    rig_close(&r);
+}
+
+TEST(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted)
+{
+    cv_engine_params ep = g_ep;
+    for (int pool = 0; pool < 2; pool++) {
+        /* pool 1: 20 blocks for 8 requests of up to 19 blocks each */
+        ep.n_kv_tokens = pool ? 20 * CV_KV_BLOCK : 0;
+        rig r;
+        if (!rig_open_with(&r, g_model, &ep, NULL))
+            return;
+        compute_off(&r);
+        for (int cache = 0; cache < 2; cache++) {
+            reopen(&r, &(cv_sched_config){ .no_prefix_cache = !cache, .batch_tokens = 48, .seed = 3 });
+            for (int mode = 0; mode < 2; mode++) {
+                outcome out[N_REQ];
+                CHECK(run_all(r.s, mode, N_REQ, out));
+                CHECK_EQ_INT(count_differing(out, mode, pool ? "small pool" : "batched"), 0);
+            }
+            cv_sched_stats st;
+            cv_sched_get_stats(r.s, &st);
+            printf("  8 together, cache %s, pool %s: %lld steps, %lld of %lld drafted taken, %lld preemptions\n",
+                   cache ? "on" : "off", pool ? "small" : "ample", (long long)st.steps,
+                   (long long)st.draft_accepted, (long long)st.draft_tokens, (long long)st.preemptions);
+            CHECK(st.draft_accepted > 0);
+            if (pool)
+                CHECK(st.preemptions > 0);
+            /* Nothing leaked: drafted positions went back with their blocks. */
+            CHECK_EQ_INT(st.kv_blocks_free + st.tree_blocks, st.kv_blocks);
+        }
+        rig_close(&r);
+    }
+}
+
+/* The real trained stories260K, greedy from BOS for 256 tokens: its
+ * stories repeat their phrases ("didn't know what to do"), which is what
+ * lookup drafts from. The ids are llama2.c's documented ones with and
+ * without speculation, and drafts save steps. */
+TEST(stories260k_speculates_its_documented_story)
+{
+    char path[512];
+    ref_tmp_path(path, sizeof path, "spec-stories");
+    cv_err err = { 0 };
+    json_t *expect = ref_json(test_data("models/stories260K.greedy_t0.token_ids.json"));
+    if (cv_import_llama2c(test_data("models/stories260K.bin"), test_data("models/tok512.bin"), path, &err) ||
+        !expect) {
+        CHECK_MSG(0, "stories260K: %s", err.msg);
+        json_decref(expect);
+        return;
+    }
+    const cv_engine_params ep = { .n_threads = 1, .n_ctx = 512, .n_seq_max = 1, .n_logits = 16 };
+    const int32_t bos = 1;
+    cv_sched_params p = { .prompt = &bos, .n_prompt = 1, .max_tokens = 256 };
+    long long steps[2] = { 0 };
+    for (int on = 0; on < 2; on++) {
+        rig r;
+        if (!rig_open_with(&r, path, &ep, &(cv_sched_config){ .draft_tokens = on ? 8 : -1, .seed = 5 }))
+            break;
+        outcome o;
+        CHECK(run_one(r.s, &p, &o) == 0);
+        int same = 0;
+        while (same < o.n && same < 256 && o.tokens[same] == (int32_t)json_integer_value(json_array_get(expect, same)))
+            same++;
+        CHECK_MSG(o.n == 256 && same == 256, "speculation %s: %d ids, the first %d as documented", on ? "on" : "off",
+                  o.n, same);
+        cv_sched_stats st;
+        cv_sched_get_stats(r.s, &st);
+        steps[on] = st.steps;
+        if (on) {
+            printf("  stories260K, 256 tokens: %lld steps without speculation, %lld with; %lld of %lld drafted "
+                   "tokens taken\n",
+                   steps[0], steps[1], (long long)st.draft_accepted, (long long)st.draft_tokens);
+            CHECK(st.draft_accepted >= 40);
+            CHECK_EQ_INT((int)(steps[0] - steps[1]), (int)st.draft_accepted);
+        }
+        rig_close(&r);
+    }
+    json_decref(expect);
+    unlink(path);
+}
+
+int main(void)
+{
+    RUN(drafter_takes_the_longest_then_newest_match);
+    if (!util_synth(g_model, sizeof g_model, "sched-spec", "q8_0", 11))
+        return 1;
+    make_specs(g_vocab);
+    RUN(speculation_gives_the_tokens_of_no_speculation_alone);
+    RUN(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted);
+    unlink(g_model);
+    RUN(stories260k_speculates_its_documented_story);
+    return test_report();
+}
