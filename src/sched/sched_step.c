@@ -273,8 +273,9 @@ static bool is_stop(const cv_sched_req *r, int32_t tok)
 }
 
 /* r's known tokens are all computed and logits is its row: sample the next
- * token, emit it, and end the request if it is done. */
-static void sample(cv_sched *s, cv_sched_req *r, const float *logits)
+ * token, emit it, and end the request if it is done. False when r ended:
+ * it may be freed already, so the caller must not touch it again. */
+static bool sample(cv_sched *s, cv_sched_req *r, const float *logits)
 {
     const cv_engine_params *ep = cv_engine_params_get(s->e);
     if (!r->prompt_done_sent) {
@@ -292,7 +293,7 @@ static void sample(cv_sched *s, cv_sched_req *r, const float *logits)
             if (!err.code)
                 cv_err_set(&err, CV_EINVAL, "sampling hook: chose token %d, must be 0..%d", tok, s->n_vocab - 1);
             retire(s, r, CV_FINISH_NONE, &err);
-            return;
+            return false;
         }
     } else {
         tok = cv_sampler_sample(r->sampler, logits);
@@ -316,14 +317,15 @@ static void sample(cv_sched *s, cv_sched_req *r, const float *logits)
         cv_logprobs(logits, s->n_vocab, tok, r->n_top, &ev.logprob, ev.top_tokens, ev.top_logprobs);
     }
     cv_sched_push_event(r, &ev);
-    if (is_stop(r, tok))
-        retire(s, r, CV_FINISH_STOP, NULL);
-    else if (r->n_gen >= r->max_tokens)
-        retire(s, r, CV_FINISH_LENGTH, NULL);
-    else if (atomic_load(&r->cancel))
-        retire(s, r, CV_FINISH_CANCELED, NULL);
-    else if (r->n_tokens > ep->n_ctx) /* its last token would go past the context */
-        retire(s, r, CV_FINISH_CONTEXT, NULL);
+    cv_finish_reason why = is_stop(r, tok)                   ? CV_FINISH_STOP
+                           : r->n_gen >= r->max_tokens       ? CV_FINISH_LENGTH
+                           : atomic_load(&r->cancel)         ? CV_FINISH_CANCELED
+                           : r->n_tokens > ep->n_ctx         ? CV_FINISH_CONTEXT /* its last token would go past */
+                                                             : CV_FINISH_NONE;
+    if (why == CV_FINISH_NONE)
+        return true;
+    retire(s, r, why, NULL);
+    return false;
 }
 
 /* ---- one step ---- */
@@ -516,19 +518,21 @@ static void sample_drafted(cv_sched *s, cv_sched_req *r, const float *logits, in
     int32_t draft[CV_SCHED_DRAFT_MAX];
     memcpy(draft, r->tokens + r->n_tokens, (size_t)k * sizeof *draft);
     int32_t taken = 0;
+    bool running;
     for (;;) {
         tree_insert(s, r);
-        sample(s, r, logits + (size_t)taken * (size_t)s->n_vocab);
-        if (r->seq < 0 || taken == k || r->tokens[r->n_tokens - 1] != draft[taken])
+        running = sample(s, r, logits + (size_t)taken * (size_t)s->n_vocab);
+        if (!running || taken == k || r->tokens[r->n_tokens - 1] != draft[taken])
             break;
         r->n_done++; /* the drafted token at this position was the one chosen */
         taken++;
     }
     s->eng.draft_tokens += k;
     s->eng.draft_accepted += taken;
+    if (!running)
+        return;
     r->draft_k = taken == k ? CV_MIN(2 * k, s->draft_max) : CV_MAX(taken, 1);
-    if (r->seq >= 0)
-        cv_engine_seq_truncate(s->e, r->seq, r->n_done);
+    cv_engine_seq_truncate(s->e, r->seq, r->n_done);
 }
 
 static void step(cv_sched *s)
