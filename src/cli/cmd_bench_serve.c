@@ -41,7 +41,9 @@
  *
  * Generated text is not checked; --ban ID (repeatable) sets a logit bias
  * of -100 on an id (the model's end-of-text) so every stream runs its full
- * length. Ids are drawn from [3, --id-range). */
+ * length, --favor ID one of +100 (a run of that id: output the server's
+ * speculation drafts right every time, its ceiling), --temp T samples
+ * (seeded) instead of greedy. Ids are drawn from [3, --id-range). */
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
@@ -64,8 +66,9 @@ typedef struct bs_opts {
     int n_streams;
     int32_t n_prompt, n_gen, repeats, id_range;
     int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms, in_flight;
-    int32_t bans[MAX_BANS];
-    int n_bans;
+    int32_t bans[MAX_BANS], favors[MAX_BANS];
+    int n_bans, n_favors;
+    double temp;
     uint64_t seed;
 } bs_opts;
 
@@ -146,12 +149,14 @@ static void run_stream(stream_rec *r)
     cv_buf_puts(&body, "{\"model\":\"bench\",\"prompt\":[");
     for (int32_t i = 0; i < r->n_prompt; i++)
         cv_buf_printf(&body, "%s%d", i ? "," : "", r->prompt[i]);
-    cv_buf_printf(&body, "],\"max_tokens\":%d,\"temperature\":0,\"stream\":true,"
-                  "\"stream_options\":{\"include_usage\":true}", r->max_tokens);
-    if (o->n_bans) {
+    cv_buf_printf(&body, "],\"max_tokens\":%d,\"temperature\":%g,\"seed\":%llu,\"stream\":true,"
+                  "\"stream_options\":{\"include_usage\":true}", r->max_tokens, o->temp,
+                  (unsigned long long)(o->seed + (uint64_t)r->prompt[0]));
+    if (o->n_bans || o->n_favors) {
         cv_buf_puts(&body, ",\"logit_bias\":{");
-        for (int i = 0; i < o->n_bans; i++)
-            cv_buf_printf(&body, "%s\"%d\":-100", i ? "," : "", o->bans[i]);
+        for (int i = 0; i < o->n_bans + o->n_favors; i++)
+            cv_buf_printf(&body, "%s\"%d\":%d", i ? "," : "", i < o->n_bans ? o->bans[i] : o->favors[i - o->n_bans],
+                          i < o->n_bans ? -100 : 100);
         cv_buf_putc(&body, '}');
     }
     cv_buf_putc(&body, '}');
@@ -594,6 +599,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         { "tool-ms", required_argument, 0, 'm' }, { "in-flight", required_argument, 0, 'F' },
         { "ban", required_argument, 0, 'B' },     { "seed", required_argument, 0, 'e' },
         { "api-key", required_argument, 0, 'k' }, { "help", no_argument, 0, 'h' },
+        { "favor", required_argument, 0, 'V' },   { "temp", required_argument, 0, 't' },
         { 0, 0, 0, 0 },
     };
     optind = 1;
@@ -625,6 +631,19 @@ int cv_cmd_bench_serve(int argc, char **argv)
             if (int_arg(cmd, "--ban", optarg, 0, 1 << 22, &v)) return 2;
             o.bans[o.n_bans++] = v;
             break;
+        case 'V':
+            if (o.n_favors == MAX_BANS)
+                return cv_cli_usage_error(cmd, "at most %d --favor ids", MAX_BANS);
+            if (int_arg(cmd, "--favor", optarg, 0, 1 << 22, &v)) return 2;
+            o.favors[o.n_favors++] = v;
+            break;
+        case 't': {
+            char *end;
+            o.temp = strtod(optarg, &end);
+            if (*end || !(o.temp >= 0 && o.temp <= 2))
+                return cv_cli_usage_error(cmd, "--temp '%s' must be a number from 0 to 2", optarg);
+            break;
+        }
         case 'e': if (int_arg(cmd, "--seed", optarg, 0, INT32_MAX, &v)) return 2; o.seed = (uint64_t)v; break;
         case 'k': o.api_key = optarg; break;
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;

@@ -32,7 +32,7 @@ const cv_cmd cv_cmds[] = {
       "[--repeats R]\n"
       "                    [--agents 4] [--turns 10] [--system 12000] [--turn-tokens 300] [--reply 64] "
       "[--tool-ms 0] [--in-flight 0]\n"
-      "                    [--id-range 500] [--ban ID]... [--seed S] [--api-key KEY]",
+      "                    [--id-range 500] [--ban ID]... [--favor ID]... [--temp T] [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
       "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "
