@@ -400,6 +400,12 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK(json_integer_value(json_object_get(cache, "blocks_in_tree")) > 0);
     int64_t kv_used = json_integer_value(json_object_get(kv, "used"));
     int64_t hit_tokens = json_integer_value(json_object_get(cache, "hit_tokens"));
+    /* speculation is on by default; what it drafted and had taken add up */
+    json_t *spec = json_object_get(st, "speculation");
+    CHECK_EQ_INT(json_integer_value(json_object_get(spec, "max_draft_tokens")), CV_SCHED_DRAFT_DEFAULT);
+    int64_t drafted = json_integer_value(json_object_get(spec, "draft_tokens"));
+    int64_t taken = json_integer_value(json_object_get(spec, "accepted_tokens"));
+    CHECK(taken >= 0 && taken <= drafted);
     json_decref(st);
     cv_buf_reset(&out);
 
@@ -412,6 +418,8 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK_EQ_INT(metric(out.data, "corvid_prefix_cache_hit_tokens_total"), hit_tokens);
     CHECK(metric(out.data, "corvid_cached_prompt_tokens_total") > 0);
     CHECK_EQ_INT(metric(out.data, "corvid_queue_depth"), 0);
+    CHECK_EQ_INT(metric(out.data, "corvid_spec_draft_tokens_total"), drafted);
+    CHECK_EQ_INT(metric(out.data, "corvid_spec_accepted_tokens_total"), taken);
     cv_buf_free(&out);
 }
 

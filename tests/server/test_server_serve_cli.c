@@ -44,13 +44,14 @@ TEST(help_documents_the_scheduler_flags_and_bad_values_are_usage_errors)
     run((const char *const[]){ CV_RELEASE_BIN, "serve", "--help", NULL }, NULL, &po);
     CHECK_EQ_INT(po.status, 0);
     static const char *const flags[] = { "--kv-memory", "--max-queue", "--batch-tokens", "--no-prefix-cache", "--cache-dir",
-                                         "--cache-max", "--ctx", "--parallel", "--kv-type" };
+                                         "--cache-max", "--ctx", "--parallel", "--kv-type", "--draft" };
     for (size_t i = 0; i < CV_ARRAY_LEN(flags); i++)
         CHECK_MSG(strstr(po.out.data, flags[i]), "--help does not mention %s", flags[i]);
     proc_out_free(&po);
     static const char *const bad[][2] = { { "--kv-mem", "12Q" }, { "--kv-mem", "100" }, { "--kv-memory", "-1G" },
                                           { "--max-queue", "0" }, { "--batch-tokens", "0" }, { "--batch-tokens", "999999" },
-                                          { "--cache-max", "lots" }, { "--kv-type", "q4_0" } };
+                                          { "--cache-max", "lots" }, { "--kv-type", "q4_0" }, { "--draft", "17" },
+                                          { "--draft", "-1" } };
     for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
         run((const char *const[]){ CV_RELEASE_BIN, "serve", "x.gguf", bad[i][0], bad[i][1], NULL }, NULL, &po);
         CHECK_MSG(po.status == 2 && strstr(po.err.data, bad[i][0]), "%s %s: exit %d, %s", bad[i][0], bad[i][1],
