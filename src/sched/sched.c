@@ -420,7 +420,8 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(spec, "max_draft_tokens", json_integer(s->draft_max));
     json_object_set_new(spec, "draft_tokens", json_integer(st.draft_tokens));
     json_object_set_new(spec, "accepted_tokens", json_integer(st.draft_accepted));
-    json_object_set_new(spec, "acceptance", json_real(st.draft_tokens ? (double)st.draft_accepted / st.draft_tokens : 0));
+    json_object_set_new(spec, "acceptance",
+                        json_real(st.draft_tokens ? (double)st.draft_accepted / (double)st.draft_tokens : 0));
     json_object_set_new(o, "speculation", spec);
     json_object_set_new(o, "totals", tot);
     return o;
