@@ -462,11 +462,11 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t re
 }
 
 /* Builds the batch; returns its token count. Decoding sequences may add
- * drafted tokens (speculation) while the step's decode tokens stay within
- * draft_max + 1: a step of that many tokens reads the weights once and
- * costs about what one token does, while more sequences decoding together
- * already use that room (drafts stop at draft_max + 1 of them). Every
- * running sequence keeps its own row of logits. */
+ * drafted tokens (speculation) while the step's decode tokens, drafts
+ * included, stay within draft_max + 1: a step of that many tokens reads
+ * the weights once and costs about what one token does. Sequences that
+ * decode together use the same room, so with draft_max + 1 of them nobody
+ * drafts. Every running sequence keeps its own row of logits. */
 static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
 {
     int32_t n_dec = 0;
