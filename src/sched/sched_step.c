@@ -447,13 +447,15 @@ static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
  * r->tokens past the known ones (its array holds max_tokens generated
  * tokens, and a draft never exceeds what r may still generate). At most
  * k_max, r's own draft_k, what the context holds, and what the pool has
- * free without evicting or preempting anything. */
+ * free without evicting or preempting anything. A request with a sampling
+ * hook drafts too: the hook is still called once per emitted token, in
+ * order, on that token's own logits (sample_drafted). */
 static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t reserved)
 {
     const cv_engine_params *ep = cv_engine_params_get(s->e);
     int32_t k = CV_MIN(CV_MIN(k_max, r->draft_k), r->max_tokens - r->n_gen - 1);
     k = CV_MIN(k, ep->n_ctx - r->n_tokens);
-    if (k <= 0 || r->hook)
+    if (k <= 0)
         return 0;
     k = cv_sched_draft(r->tokens, r->n_tokens, k, r->tokens + r->n_tokens);
     while (k > 0 && cv_engine_seq_blocks_needed(s->e, r->seq, 1 + k) + reserved > cv_engine_kv_free_blocks(s->e))

@@ -5,7 +5,8 @@
  * prefix cache, across preemptions, give token for token what they give
  * with speculation off, while drafts are taken (fewer steps). Runs on the
  * random-weight tiny llama of the other scheduler tests (q8_0), fed
- * prompts that repeat themselves so that lookups find drafts. */
+ * prompts that repeat themselves so that lookups find drafts. A sampling
+ * hook is called once per emitted token, drafts or not. */
 #include "sched_util.h"
 #include "sched/sched_int.h"
 
@@ -212,6 +213,75 @@ TEST(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted)
     }
 }
 
+/* A sampling hook (what constrained decoding plugs in) with state, as a
+ * grammar has: ids that are multiples of 3 are never allowed, nor the id it
+ * chose last, and every call is logged. With drafts it must be called
+ * exactly once per emitted token, in order, and choose what it chooses
+ * without them (a call for a token that is then dropped would move its
+ * state and change what follows). */
+typedef struct hook_log {
+    int32_t calls[512];
+    int32_t n_calls;
+    float work[4096];
+} hook_log;
+
+static int hook_choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_vocab, int32_t *token, cv_err *err)
+{
+    hook_log *h = ud;
+    if (n_vocab > (int32_t)CV_ARRAY_LEN(h->work))
+        return cv_err_set(err, CV_EINVAL, "test hook: %d logits", n_vocab);
+    const int32_t last = h->n_calls ? h->calls[CV_MIN(h->n_calls, (int32_t)CV_ARRAY_LEN(h->calls)) - 1] : -1;
+    for (int32_t i = 0; i < n_vocab; i++)
+        h->work[i] = i % 3 && i != last ? logits[i] : -INFINITY;
+    *token = cv_sampler_sample(smp, h->work);
+    if (h->n_calls < (int32_t)CV_ARRAY_LEN(h->calls))
+        h->calls[h->n_calls] = *token;
+    h->n_calls++;
+    return 0;
+}
+
+static void hook_destroy(void *ud) { (void)ud; }
+
+static const cv_sched_hook g_hook = { hook_choose, hook_destroy };
+
+TEST(a_sampling_hook_sees_each_emitted_token_once_with_drafts)
+{
+    rig r;
+    if (!rig_open_with(&r, g_model, &g_ep, NULL))
+        return;
+    static hook_log logs[2][2][N_REQ]; /* [speculation][mode][request] */
+    outcome out[2][2][N_REQ];
+    for (int on = 0; on < 2; on++) {
+        reopen(&r, &(cv_sched_config){ .no_prefix_cache = true, .draft_tokens = on ? 8 : -1, .seed = 6 });
+        for (int mode = 0; mode < 2; mode++)
+            for (int i = 0; i < N_REQ; i++) {
+                cv_sched_params p = params_of(&g_reqs[mode][i]);
+                p.hook = &g_hook;
+                p.hook_ud = &logs[on][mode][i];
+                CHECK(run_one(r.s, &p, &out[on][mode][i]) == 0);
+                const hook_log *h = &logs[on][mode][i];
+                const outcome *o = &out[on][mode][i];
+                bool same = h->n_calls == o->n && !memcmp(h->calls, o->tokens, (size_t)o->n * sizeof(int32_t));
+                CHECK_MSG(same, "speculation %d mode %d request %d: %d hook calls for %d tokens", on, mode, i,
+                          h->n_calls, o->n);
+                for (int32_t j = 0; j < o->n; j++)
+                    CHECK(o->tokens[j] % 3 != 0);
+            }
+        cv_sched_stats st;
+        cv_sched_get_stats(r.s, &st);
+        if (on) {
+            printf("  with a hook: %lld of %lld drafted tokens taken\n", (long long)st.draft_accepted,
+                   (long long)st.draft_tokens);
+            CHECK(st.draft_accepted > 0);
+        }
+    }
+    for (int mode = 0; mode < 2; mode++)
+        for (int i = 0; i < N_REQ; i++)
+            CHECK_MSG(same_tokens(&out[0][mode][i], &out[1][mode][i]), "hook, mode %d request %d: drafts changed it",
+                      mode, i);
+    rig_close(&r);
+}
+
 /* The real trained stories260K, greedy from BOS for 256 tokens: its
  * stories repeat their phrases ("didn't know what to do"), which is what
  * lookup drafts from. The ids are llama2.c's documented ones with and
@@ -267,6 +337,7 @@ int main(void)
     make_specs(g_vocab);
     RUN(speculation_gives_the_tokens_of_no_speculation_alone);
     RUN(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted);
+    RUN(a_sampling_hook_sees_each_emitted_token_once_with_drafts);
     unlink(g_model);
     RUN(stories260k_speculates_its_documented_story);
     return test_report();
