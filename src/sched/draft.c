@@ -3,9 +3,10 @@
  * few tokens. An agent's edit re-emits code it was shown (a file, a diff,
  * its own earlier reply), so once a few tokens of a line match, the rest
  * of the line usually follows as it stood. No draft model: the search is
- * one backward pass over the known tokens per step (O(n), ~10 us at 32k
- * tokens), and verifying a draft costs one forward call of 1 + k tokens,
- * which on a CPU reads the weights once, as a single token does. */
+ * one backward pass over the known tokens per step (O(n): 26-28 us at 32k
+ * tokens on the Zen 3 machine, 0.1% of a 25 ms step), and verifying a
+ * draft costs one forward call of 1 + k tokens, which on a CPU reads the
+ * weights once, as a single token does. */
 #include "sched/sched_int.h"
 
 int32_t cv_sched_draft(const int32_t *tokens, int32_t n, int32_t k_max, int32_t *out)
