@@ -230,9 +230,14 @@ int cv_cmd_serve(int argc, char **argv)
         fprintf(stderr, "corvid serve: %s\n", err.msg);
         return 1;
     }
-    cv_info("loaded %s: context %d tokens, %d parallel sequences; prefix cache %s%s%s", be->model_id, be->n_ctx,
-            o.parallel, o.no_prefix_cache ? "off" : "on", o.cache_dir && *o.cache_dir && !o.no_prefix_cache ? ", saved in " : "",
-            o.cache_dir && *o.cache_dir && !o.no_prefix_cache ? o.cache_dir : "");
+    const bool saved = o.cache_dir && *o.cache_dir && !o.no_prefix_cache;
+    const int draft = o.draft < 0 ? CV_SCHED_DRAFT_DEFAULT : o.draft;
+    char spec[48] = "off";
+    if (draft > 0)
+        snprintf(spec, sizeof spec, "up to %d drafted tokens a step", draft);
+    cv_info("loaded %s: context %d tokens, %d parallel sequences; prefix cache %s%s%s; speculation %s", be->model_id,
+            be->n_ctx, o.parallel, o.no_prefix_cache ? "off" : "on", saved ? ", saved in " : "", saved ? o.cache_dir : "",
+            spec);
     int rc = cv_server_run(&cfg, be, o.grace_ms, on_listen, &cfg, &err);
     cv_server_backend_close(be);
     if (rc) {
