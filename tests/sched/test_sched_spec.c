@@ -6,7 +6,8 @@
  * with speculation off, while drafts are taken (fewer steps). Runs on the
  * random-weight tiny llama of the other scheduler tests (q8_0), fed
  * prompts that repeat themselves so that lookups find drafts. A sampling
- * hook is called once per emitted token, drafts or not. */
+ * hook is called once per emitted token, drafts or not, and logprobs keep
+ * every bit. */
 #include "sched_util.h"
 #include "sched/sched_int.h"
 
@@ -213,6 +214,67 @@ TEST(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted)
     }
 }
 
+/* Reads q to its end, keeping each token's logprob and top-3 (bits). */
+typedef struct lp_trace {
+    int32_t n;
+    int32_t tok[512], top[512][3];
+    float lp[512], top_lp[512][3];
+} lp_trace;
+
+static bool read_logprobs(cv_sched_req *q, lp_trace *t)
+{
+    cv_sched_event ev;
+    t->n = 0;
+    for (;;) {
+        if (cv_sched_next(q, -1, &ev))
+            return false;
+        if (ev.type == CV_SCHED_TOKEN && t->n < 512) {
+            t->tok[t->n] = ev.token;
+            t->lp[t->n] = ev.logprob;
+            for (int j = 0; j < 3; j++)
+                t->top[t->n][j] = ev.top_tokens[j], t->top_lp[t->n][j] = ev.top_logprobs[j];
+            t->n++;
+        } else if (ev.type == CV_SCHED_DONE || ev.type == CV_SCHED_ERROR) {
+            return ev.type == CV_SCHED_DONE;
+        }
+    }
+}
+
+/* Every drafted row's logits are the bits the token gets alone: the
+ * logprobs (chosen token and top 3) agree exactly, not just the choices. */
+TEST(speculation_keeps_every_logprob_bit_for_bit)
+{
+    rig r;
+    if (!rig_open_with(&r, g_model, &g_ep, NULL))
+        return;
+    static lp_trace tr[2][2 * N_REQ]; /* greedy and sampled */
+    for (int on = 0; on < 2; on++) {
+        reopen(&r, &(cv_sched_config){ .no_prefix_cache = true, .draft_tokens = on ? 8 : -1, .seed = 7 });
+        for (int i = 0; i < 2 * N_REQ; i++) {
+            cv_sched_params p = params_of(&g_reqs[i / N_REQ][i % N_REQ]);
+            p.logprobs = true;
+            p.n_top_logprobs = 3;
+            cv_sched_req *q;
+            cv_err err = { 0 };
+            CHECK_MSG(cv_sched_submit(r.s, &p, &q, &err) == 0, "%s", err.msg);
+            CHECK(read_logprobs(q, &tr[on][i]));
+            cv_sched_release(q);
+        }
+    }
+    for (int i = 0; i < 2 * N_REQ; i++) {
+        const lp_trace *a = &tr[0][i], *b = &tr[1][i];
+        bool same = a->n == b->n && !memcmp(a->tok, b->tok, (size_t)a->n * sizeof a->tok[0]) &&
+                    !memcmp(a->lp, b->lp, (size_t)a->n * sizeof a->lp[0]) &&
+                    !memcmp(a->top, b->top, (size_t)a->n * sizeof a->top[0]) &&
+                    !memcmp(a->top_lp, b->top_lp, (size_t)a->n * sizeof a->top_lp[0]);
+        CHECK_MSG(same, "request %d: logprobs differ with speculation (%d vs %d tokens)", i, a->n, b->n);
+    }
+    cv_sched_stats st;
+    cv_sched_get_stats(r.s, &st);
+    CHECK(st.draft_accepted > 0);
+    rig_close(&r);
+}
+
 /* A sampling hook (what constrained decoding plugs in) with state, as a
  * grammar has: ids that are multiples of 3 are never allowed, nor the id it
  * chose last, and every call is logged. With drafts it must be called
@@ -285,7 +347,8 @@ TEST(a_sampling_hook_sees_each_emitted_token_once_with_drafts)
 /* The real trained stories260K, greedy from BOS for 256 tokens: its
  * stories repeat their phrases ("didn't know what to do"), which is what
  * lookup drafts from. The ids are llama2.c's documented ones with and
- * without speculation, and drafts save steps. */
+ * without speculation, their logprobs the same bits, and each taken draft
+ * token saves a step. */
 TEST(stories260k_speculates_its_documented_story)
 {
     char path[512];
@@ -300,19 +363,23 @@ TEST(stories260k_speculates_its_documented_story)
     }
     const cv_engine_params ep = { .n_threads = 1, .n_ctx = 512, .n_seq_max = 1, .n_logits = 16 };
     const int32_t bos = 1;
-    cv_sched_params p = { .prompt = &bos, .n_prompt = 1, .max_tokens = 256 };
+    cv_sched_params p = { .prompt = &bos, .n_prompt = 1, .max_tokens = 256, .logprobs = true, .n_top_logprobs = 3 };
     long long steps[2] = { 0 };
+    static lp_trace tr[2];
     for (int on = 0; on < 2; on++) {
         rig r;
         if (!rig_open_with(&r, path, &ep, &(cv_sched_config){ .draft_tokens = on ? 8 : -1, .seed = 5 }))
             break;
-        outcome o;
-        CHECK(run_one(r.s, &p, &o) == 0);
+        cv_sched_req *q;
+        CHECK_MSG(cv_sched_submit(r.s, &p, &q, &err) == 0, "%s", err.msg);
+        CHECK(read_logprobs(q, &tr[on]));
+        cv_sched_release(q);
+        const lp_trace *o = &tr[on];
         int same = 0;
-        while (same < o.n && same < 256 && o.tokens[same] == (int32_t)json_integer_value(json_array_get(expect, same)))
+        while (same < o->n && same < 256 && o->tok[same] == (int32_t)json_integer_value(json_array_get(expect, same)))
             same++;
-        CHECK_MSG(o.n == 256 && same == 256, "speculation %s: %d ids, the first %d as documented", on ? "on" : "off",
-                  o.n, same);
+        CHECK_MSG(o->n == 256 && same == 256, "speculation %s: %d ids, the first %d as documented",
+                  on ? "on" : "off", o->n, same);
         cv_sched_stats st;
         cv_sched_get_stats(r.s, &st);
         steps[on] = st.steps;
@@ -322,6 +389,9 @@ TEST(stories260k_speculates_its_documented_story)
                    steps[0], steps[1], (long long)st.draft_accepted, (long long)st.draft_tokens);
             CHECK(st.draft_accepted >= 40);
             CHECK_EQ_INT((int)(steps[0] - steps[1]), (int)st.draft_accepted);
+            /* the drafted rows' logprobs are the bits of the rows computed one at a time */
+            CHECK(!memcmp(tr[0].lp, tr[1].lp, sizeof tr[0].lp));
+            CHECK(!memcmp(tr[0].top_lp, tr[1].top_lp, sizeof tr[0].top_lp));
         }
         rig_close(&r);
     }
@@ -338,6 +408,7 @@ int main(void)
     RUN(speculation_gives_the_tokens_of_no_speculation_alone);
     RUN(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted);
     RUN(a_sampling_hook_sees_each_emitted_token_once_with_drafts);
+    RUN(speculation_keeps_every_logprob_bit_for_bit);
     unlink(g_model);
     RUN(stories260k_speculates_its_documented_story);
     return test_report();
