@@ -115,7 +115,8 @@ struct cv_sched_req {
     bool prompt_done_sent;
     uint64_t admit_order;    /* preemption takes the newest */
     float *scratch_logits;   /* [n_vocab] for the hook, allocated on first use */
-    int32_t draft_k;         /* tokens to draft next: grows while drafts are taken whole, falls to what was */
+    int32_t draft_k;         /* tokens to draft next: doubles while drafts are taken whole, else falls to
+                              * the number taken (at least 1) */
 
     /* [mu] waiting list and what /v1/status shows */
     cv_sched_req *next;
