@@ -18,8 +18,9 @@ const cv_cmd cv_cmds[] = {
     { "serve", "serve a model over OpenAI- and Anthropic-style HTTP APIs",
       "corvid serve MODEL [--host 127.0.0.1] [--port 8000] [--api-key KEY | env CORVID_API_KEY] "
       "[--cors-origins LIST] [--ctx N] [--parallel N] [--threads N] [--served-model-name NAME] "
-      "[--kv-memory SIZE] [--max-queue N] [--batch-tokens N] [--draft N] [--no-prefix-cache] [--cache-dir DIR] [--cache-max SIZE] "
-      "[--kv-type f16|f32|q8_0] [--response-store N] [--max-body BYTES] [--grace-ms MS] [--grammar-lazy]",
+      "[--kv-memory SIZE] [--max-queue N] [--batch-tokens N] [--draft N] [--no-prefix-cache] [--cache-dir DIR] "
+      "[--cache-max SIZE] [--kv-type f16|f32|q8_0] [--response-store N] [--max-body BYTES] [--grace-ms MS] "
+      "[--grammar-lazy]",
       cv_cmd_serve },
     { "run", "generate a continuation of a prompt (text, or token ids with --ids)",
       "corvid run MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty R] "
