@@ -236,8 +236,8 @@ int cv_cmd_serve(int argc, char **argv)
     if (draft > 0)
         snprintf(spec, sizeof spec, "up to %d drafted tokens a step", draft);
     cv_info("loaded %s: context %d tokens, %d parallel sequences; prefix cache %s%s%s; speculation %s", be->model_id,
-            be->n_ctx, o.parallel, o.no_prefix_cache ? "off" : "on", saved ? ", saved in " : "", saved ? o.cache_dir : "",
-            spec);
+            be->n_ctx, o.parallel, o.no_prefix_cache ? "off" : "on", saved ? ", saved in " : "",
+            saved ? o.cache_dir : "", spec);
     int rc = cv_server_run(&cfg, be, o.grace_ms, on_listen, &cfg, &err);
     cv_server_backend_close(be);
     if (rc) {
