@@ -3,17 +3,7 @@
  * degree-6 polynomial after range reduction to [-ln2/2, ln2/2] (relative
  * error ~2e-7, below f32 rounding of the sums it feeds); tests bound the
  * difference to vec.c per op. */
-#include <immintrin.h>
-
-#include "kernels/kernels_int.h"
-
-static inline float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "kernels/simd_avx2.h"
 
 /* e^x for x in float range; underflows to 0 below ~-87.3, -inf gives 0. */
 static inline __m256 exp_ps(__m256 x)
@@ -53,7 +43,7 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
         acc0 = _mm256_fmadd_ps(a, a, acc0);
         acc1 = _mm256_fmadd_ps(b, b, acc1);
     }
-    float ss = hsum(_mm256_add_ps(acc0, acc1));
+    float ss = hsum_ps(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++)
         ss += x[i] * x[i];
     const float r = (float)(1.0 / sqrt((double)ss / (double)(n > 0 ? n : 1) + eps));
@@ -91,10 +81,7 @@ static float softmax(float *x, int64_t n)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float max = _mm_cvtss_f32(m4);
+    float max = hmax_ps(vmax);
     for (; i < n; i++)
         max = fmaxf(max, x[i]);
     if (max == -INFINITY) {
@@ -109,7 +96,7 @@ static float softmax(float *x, int64_t n)
         _mm256_storeu_ps(x + i, e);
         acc = _mm256_add_ps(acc, e);
     }
-    double sum = hsum(acc);
+    double sum = hsum_ps(acc);
     for (; i < n; i++) {
         x[i] = expf(x[i] - max);
         sum += x[i];
@@ -175,7 +162,7 @@ static float dot_f32(const float *a, const float *b, int64_t n)
     }
     for (; i + 8 <= n; i += 8)
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    float s = hsum(_mm256_add_ps(acc0, acc1));
+    float s = hsum_ps(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++)
         s += a[i] * b[i];
     return s;
@@ -192,7 +179,7 @@ static float dot_f16(const uint16_t *a, const float *b, int64_t n)
     }
     for (; i + 8 <= n; i += 8)
         acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i))), _mm256_loadu_ps(b + i), acc0);
-    float s = hsum(_mm256_add_ps(acc0, acc1));
+    float s = hsum_ps(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++)
         s += cv_fp16_to_fp32(a[i]) * b[i];
     return s;
@@ -280,11 +267,7 @@ static int64_t argmax(const float *x, int64_t n)
         m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
         m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
     }
-    m0 = _mm256_max_ps(m0, m1);
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    float m = _mm_cvtss_f32(h);
+    float m = hmax_ps(_mm256_max_ps(m0, m1));
     for (; i < n; i++)
         if (x[i] > m)
             m = x[i];
