@@ -154,9 +154,11 @@ static void run_stream(stream_rec *r)
                   (unsigned long long)(o->seed + (uint64_t)r->prompt[0]));
     if (o->n_bans || o->n_favors) {
         cv_buf_puts(&body, ",\"logit_bias\":{");
-        for (int i = 0; i < o->n_bans + o->n_favors; i++)
-            cv_buf_printf(&body, "%s\"%d\":%d", i ? "," : "", i < o->n_bans ? o->bans[i] : o->favors[i - o->n_bans],
-                          i < o->n_bans ? -100 : 100);
+        const char *sep = "";
+        for (int i = 0; i < o->n_bans; i++, sep = ",")
+            cv_buf_printf(&body, "%s\"%d\":-100", sep, o->bans[i]);
+        for (int i = 0; i < o->n_favors; i++, sep = ",")
+            cv_buf_printf(&body, "%s\"%d\":100", sep, o->favors[i]);
         cv_buf_putc(&body, '}');
     }
     cv_buf_putc(&body, '}');

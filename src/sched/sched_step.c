@@ -501,8 +501,7 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
         s->b_n[nr] = n;
         s->b_draft[nr] = k;
         nr++;
-        if (pending > 1 || k > 0)
-            budget -= n - (pending == 1);
+        budget -= pending == 1 ? k : n; /* a decode token was counted up front */
         spare_rows -= k;
     }
     *n_reqs = nr;
