@@ -227,6 +227,13 @@
 #define CV_SCHED_DRAFT_MAX 16
 #define CV_SCHED_DRAFT_NGRAM_MIN 2
 #define CV_SCHED_DRAFT_NGRAM_MAX 4
+/* The chance that a drafted token is taken (given the one before it was)
+ * assumed for a request that has not verified a draft yet. Deep in a
+ * context a drafted token costs its attention over every position, so a
+ * step drafts only the tokens likely enough to be taken to pay for that
+ * (cv_sched_draft_worth); each request's own figure then follows its
+ * drafts' outcomes, recent ones weighing most. */
+#define CV_SCHED_DRAFT_PRIOR 0.6f
 /* The prefix-cache file's size at most, by default (--cache-max): it is
  * read back whole at start, so it bounds start-up time and disk use. */
 #define CV_SCHED_CACHE_FILE_DEFAULT (4ll << 30)

@@ -9,6 +9,25 @@
  * weights once, as a single token does. */
 #include "sched/sched_int.h"
 
+/* The i-th drafted token saves a step when it and every one before it are
+ * taken (chance accept^i), so it is worth verifying while accept^i beats
+ * draft_s / step_s. A drafted token costs its attention over the context
+ * (within the step's room the weights cost nothing more: build_batch):
+ * near the start of a context that ratio is ~0 and every token is drafted;
+ * at 12k positions of a 0.5B model it is ~0.3 (docs/PERF.md, "Speculative
+ * decoding"). */
+int32_t cv_sched_draft_worth(double draft_s, double step_s, float accept, int32_t k_max)
+{
+    if (step_s <= 0)
+        return k_max;
+    const double ratio = draft_s / step_s;
+    double p = 1;
+    int32_t k = 0;
+    while (k < k_max && (p *= accept) > ratio)
+        k++;
+    return k;
+}
+
 int32_t cv_sched_draft(const int32_t *tokens, int32_t n, int32_t k_max, int32_t *out)
 {
     if (k_max <= 0 || n < CV_SCHED_DRAFT_NGRAM_MIN + 1)

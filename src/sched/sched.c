@@ -161,6 +161,7 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof *r->tokens);
     r->n_tokens = p->n_prompt;
     r->draft_k = CV_SCHED_DRAFT_MAX; /* the scheduler's draft_max bounds it */
+    r->draft_accept = CV_SCHED_DRAFT_PRIOR;
     r->n_stop = p->n_stop_tokens;
     if (r->n_stop) {
         r->stop = cv_xmalloc((size_t)r->n_stop * sizeof *r->stop);
@@ -236,6 +237,9 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->draft_max = !cfg || cfg->draft_tokens == 0 ? CV_SCHED_DRAFT_DEFAULT
                    : cfg->draft_tokens < 0        ? 0
                                                   : CV_MIN(cfg->draft_tokens, CV_SCHED_DRAFT_MAX);
+    /* Drafts are weighed against what attention and a step cost (a few
+     * clock reads per layer). */
+    cv_engine_set_profiling(e, s->draft_max > 0);
     s->path = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->path);
     s->blk_scratch = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->blk_scratch);
     rx_init(&s->tree, e);
@@ -420,6 +424,9 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(spec, "max_draft_tokens", json_integer(s->draft_max));
     json_object_set_new(spec, "draft_tokens", json_integer(st.draft_tokens));
     json_object_set_new(spec, "accepted_tokens", json_integer(st.draft_accepted));
+    json_object_set_new(spec, "declined_tokens", json_integer(st.draft_declined));
+    json_object_set_new(spec, "step_ms", json_real(st.step_base_s * 1e3));
+    json_object_set_new(spec, "attention_ms_per_1k_positions", json_real(st.att_per_pos_s * 1e6));
     json_object_set_new(spec, "acceptance",
                         json_real(st.draft_tokens ? (double)st.draft_accepted / (double)st.draft_tokens : 0));
     json_object_set_new(o, "speculation", spec);
@@ -457,6 +464,9 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
            st.draft_tokens);
     metric(out, "corvid_spec_accepted_tokens_total", "Drafted tokens the sampler chose (a step saved each).",
            "counter", st.draft_accepted);
+    metric(out, "corvid_spec_declined_tokens_total",
+           "Drafted tokens not verified: deep in the context, unlikely enough to be taken to pay for their attention.",
+           "counter", st.draft_declined);
 }
 
 /* ---- sizing ---- */

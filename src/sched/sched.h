@@ -173,6 +173,10 @@ typedef struct cv_sched_stats {
     /* Added with speculative decoding: */
     int64_t draft_tokens;     /* drafted tokens verified */
     int64_t draft_accepted;   /* of those, the ones the sampler chose (each saved a step) */
+    int64_t draft_declined;   /* drafted but not verified: too deep in the context for their chance */
+    /* What drafts are weighed by (seconds; 0 until measured): a decode step
+     * besides attention, and attention per position a row attends. */
+    double step_base_s, att_per_pos_s;
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event

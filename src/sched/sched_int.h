@@ -117,6 +117,8 @@ struct cv_sched_req {
     float *scratch_logits;   /* [n_vocab] for the hook, allocated on first use */
     int32_t draft_k;         /* tokens to draft next: doubles while drafts are taken whole, else falls to
                               * the number taken (at least 1) */
+    float draft_accept;      /* chance that a drafted token is taken, given the one before it was: an
+                              * average over its verified drafts, recent ones weighing most */
 
     /* [mu] waiting list and what /v1/status shows */
     cv_sched_req *next;
@@ -168,6 +170,11 @@ struct cv_sched {
     int32_t *b_draft;        /* [max_running] of those, drafted tokens (after the one known token) */
     int32_t draft_max;       /* tokens drafted per sequence and step at most; 0: no speculation */
     int32_t n_logits;        /* logit rows per forward call (the engine's limit) */
+    /* What decode steps cost (running averages from the engine's profile;
+     * 0: not measured yet): the part that does not grow with context
+     * (weights, sampling), and attention seconds per position a row of the
+     * step attends. */
+    double step_base, att_per_pos;
     rx_node **path;          /* [n_ctx / CV_KV_BLOCK + 1] scratch for lookups */
     int32_t *blk_scratch;    /* [n_ctx / CV_KV_BLOCK + 1] */
     cv_sched_stats eng;      /* the counters the engine thread keeps (published into st) */
@@ -178,6 +185,11 @@ struct cv_sched {
  * tokens) into out, continued periodically past the end; returns k_max,
  * or 0 when there is no match. */
 int32_t cv_sched_draft(const int32_t *tokens, int32_t n, int32_t k_max, int32_t *out);
+/* draft.c: how many of k_max drafted tokens are worth verifying when each
+ * costs draft_s seconds to verify, is taken (given the one before it was)
+ * with chance accept, and saves a step of step_s seconds when it is. k_max
+ * while the costs are unknown (step_s <= 0). */
+int32_t cv_sched_draft_worth(double draft_s, double step_s, float accept, int32_t k_max);
 
 /* sched.c */
 void cv_sched_push_event(cv_sched_req *r, const cv_sched_event *ev);

@@ -78,6 +78,9 @@ static void publish_locked(cv_sched *s)
     s->st.hits = s->eng.hits;
     s->st.draft_tokens = s->eng.draft_tokens;
     s->st.draft_accepted = s->eng.draft_accepted;
+    s->st.draft_declined = s->eng.draft_declined;
+    s->st.step_base_s = s->step_base;
+    s->st.att_per_pos_s = s->att_per_pos;
     s->st.evictions = s->tree.n_evicted;
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
@@ -447,7 +450,10 @@ static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
  * r->tokens past the known ones (its array holds max_tokens generated
  * tokens, and a draft never exceeds what r may still generate). At most
  * k_max, r's own draft_k, what the context holds, and what the pool has
- * free without evicting or preempting anything. A request with a sampling
+ * free without evicting or preempting anything, and no more than are likely
+ * enough to be taken to pay for their attention (cv_sched_draft_worth:
+ * deep in a context a drafted token costs a large part of a step). A
+ * request with a sampling
  * hook drafts too: the hook is still called once per emitted token, in
  * order, on that token's own logits (sample_drafted). */
 static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t reserved)
@@ -458,6 +464,13 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t re
     if (k <= 0)
         return 0;
     k = cv_sched_draft(r->tokens, r->n_tokens, k, r->tokens + r->n_tokens);
+    /* A drafted token attends the context as the decoding one does */
+    const double att = s->att_per_pos * r->n_tokens;
+    const int32_t worth = cv_sched_draft_worth(att, s->step_base + att, r->draft_accept, k);
+    s->eng.draft_declined += k - worth;
+    if (k > 0 && worth == 0) /* drift back towards the prior, so a request that stopped drafting tries again */
+        r->draft_accept += (CV_SCHED_DRAFT_PRIOR - r->draft_accept) / 32;
+    k = worth;
     while (k > 0 && cv_engine_seq_blocks_needed(s->e, r->seq, 1 + k) + reserved > cv_engine_kv_free_blocks(s->e))
         k--;
     return k;
@@ -532,8 +545,35 @@ static void sample_drafted(cv_sched *s, cv_sched_req *r, const float *logits, in
     s->eng.draft_accepted += taken;
     if (!running)
         return;
+    /* taken successes, then a failure if one was refused */
+    for (int32_t i = 0; i <= taken && i < k; i++)
+        r->draft_accept += ((float)(i < taken) - r->draft_accept) / 8;
     r->draft_k = taken == k ? CV_MIN(2 * k, s->draft_max) : CV_MAX(taken, 1);
     cv_engine_seq_truncate(s->e, r->seq, r->n_done);
+}
+
+/* The running averages draft_for weighs drafts by, from steps where every
+ * sequence decodes (prefill chunks cost otherwise): the rest of a step
+ * besides attention, and attention per position attended by a row of the
+ * step (decoding or drafted: a drafted row costs 0.65-0.8 of a decoding
+ * one, so steps with drafts pull the figure down a little), measured where
+ * the step attends 2048 positions or more, so that the clock resolves it. */
+static void measure_step(cv_sched *s, int32_t nr)
+{
+    const cv_engine_stats *st = cv_engine_last_stats(s->e);
+    double attended = 0;
+    for (int32_t j = 0; j < nr; j++) {
+        const cv_sched_req *r = s->b_req[j];
+        if (s->b_n[j] - s->b_draft[j] != 1 || r->n_tokens - r->n_done != 1)
+            return;
+        attended += (double)s->b_n[j] * (r->n_done + 1);
+    }
+    const double base = st->t_total - st->t_attention;
+    s->step_base += s->step_base > 0 ? (base - s->step_base) / 8 : base;
+    if (attended >= 2048) {
+        const double a = st->t_attention / attended;
+        s->att_per_pos += s->att_per_pos > 0 ? (a - s->att_per_pos) / 8 : a;
+    }
 }
 
 static void step(cv_sched *s)
@@ -560,6 +600,7 @@ static void step(cv_sched *s)
         return;
     }
     s->eng.steps++;
+    measure_step(s, nr);
     /* Progress first, for every request of the batch, so that figures
      * published while the loop below ends some of them are consistent with
      * the pool. */

@@ -50,6 +50,24 @@ TEST(drafter_takes_the_longest_then_newest_match)
     CHECK_EQ_INT(cv_sched_draft(a, 12, 0, out), 0);
 }
 
+/* Drafted tokens are verified while their chance of being taken beats
+ * what they cost against the step they may save. */
+TEST(drafts_are_weighed_against_their_cost)
+{
+    /* costs unknown (nothing measured yet): everything drafted */
+    CHECK_EQ_INT(cv_sched_draft_worth(0, 0, 0.1f, 3), 3);
+    /* shallow: a drafted token costs ~nothing against a step */
+    CHECK_EQ_INT(cv_sched_draft_worth(0.0005, 0.020, 0.6f, 3), 3);
+    CHECK_EQ_INT(cv_sched_draft_worth(0.0005, 0.020, 0.2f, 3), 2); /* 0.2, 0.04 > 0.025 > 0.008 */
+    /* 12k positions of a 0.5B model: attention 18 ms of a 34 ms step */
+    CHECK_EQ_INT(cv_sched_draft_worth(0.018, 0.034, 0.98f, 3), 3);
+    CHECK_EQ_INT(cv_sched_draft_worth(0.018, 0.034, 0.6f, 3), 1);
+    CHECK_EQ_INT(cv_sched_draft_worth(0.018, 0.034, 0.5f, 3), 0);
+    CHECK_EQ_INT(cv_sched_draft_worth(0.018, 0.034, 0.98f, 0), 0);
+    /* a draft that costs a whole step is never worth it */
+    CHECK_EQ_INT(cv_sched_draft_worth(0.034, 0.034, 1.0f, 3), 0);
+}
+
 /* ---- speculation never changes a token ---- */
 
 typedef struct req_spec {
@@ -207,6 +225,32 @@ TEST(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted)
         }
         rig_close(&r);
     }
+}
+
+/* When attention makes a drafted token cost about a whole step (as deep in
+ * a long context), drafts are declined, not verified; the output is the
+ * same either way. The tiny model's contexts are too short for the
+ * scheduler to time attention, so the test sets that cost. */
+TEST(drafts_that_cost_a_step_are_declined)
+{
+    rig r;
+    if (!rig_open_with(&r, g_model, &g_ep, NULL))
+        return;
+    compute_off(&r);
+    reopen(&r, &(cv_sched_config){ .no_prefix_cache = true, .seed = 4 });
+    r.s->att_per_pos = 1.0; /* seconds per position: every draft costs far more than a step */
+    outcome out[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        cv_sched_params p = params_of(&g_reqs[0][i]);
+        CHECK(run_one(r.s, &p, &out[i]) == 0);
+    }
+    CHECK_EQ_INT(count_differing(out, 0, "declined"), 0);
+    cv_sched_stats st;
+    cv_sched_get_stats(r.s, &st);
+    CHECK_EQ_INT((int)st.draft_tokens, 0);
+    CHECK(st.draft_declined > 0);
+    CHECK(st.step_base_s > 0); /* decode steps were timed */
+    rig_close(&r);
 }
 
 /* Reads q to its end, keeping each token's logprob and top-3 (bits). */
@@ -397,11 +441,13 @@ TEST(stories260k_speculates_its_documented_story)
 int main(void)
 {
     RUN(drafter_takes_the_longest_then_newest_match);
+    RUN(drafts_are_weighed_against_their_cost);
     if (!util_synth(g_model, sizeof g_model, "sched-spec", "q8_0", 11))
         return 1;
     make_specs(g_vocab);
     RUN(speculation_gives_the_tokens_of_no_speculation_alone);
     RUN(speculation_gives_the_tokens_of_no_speculation_batched_cached_preempted);
+    RUN(drafts_that_cost_a_step_are_declined);
     RUN(a_sampling_hook_sees_each_emitted_token_once_with_drafts);
     RUN(speculation_keeps_every_logprob_bit_for_bit);
     unlink(g_model);

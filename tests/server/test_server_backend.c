@@ -406,6 +406,11 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     int64_t drafted = json_integer_value(json_object_get(spec, "draft_tokens"));
     int64_t taken = json_integer_value(json_object_get(spec, "accepted_tokens"));
     CHECK(taken >= 0 && taken <= drafted);
+    int64_t declined = json_integer_value(json_object_get(spec, "declined_tokens"));
+    CHECK(declined >= 0);
+    /* decode steps were timed (the costs drafts are weighed by) */
+    CHECK(json_real_value(json_object_get(spec, "step_ms")) > 0);
+    CHECK(json_is_real(json_object_get(spec, "attention_ms_per_1k_positions")));
     json_decref(st);
     cv_buf_reset(&out);
 
@@ -420,6 +425,7 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK_EQ_INT(metric(out.data, "corvid_queue_depth"), 0);
     CHECK_EQ_INT(metric(out.data, "corvid_spec_draft_tokens_total"), drafted);
     CHECK_EQ_INT(metric(out.data, "corvid_spec_accepted_tokens_total"), taken);
+    CHECK_EQ_INT(metric(out.data, "corvid_spec_declined_tokens_total"), declined);
     cv_buf_free(&out);
 }
 
