@@ -30,8 +30,8 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
-    const int32_t last = a->pos0 + a->n_tok - 1;
-    for (int32_t blk = 0; blk * CV_KV_BLOCK <= last; blk++) {
+    const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);
+    for (int32_t blk = a->blk0; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
@@ -50,7 +50,7 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                 }
                 float *ar = acc + (size_t)r * hd;
                 if (bm > mx[r]) {
-                    const float c = expf(mx[r] - bm); /* 0 on the first block */
+                    const float c = expf(mx[r] - bm); /* 0 on the first block of the range */
                     sum[r] *= c;
                     for (int32_t i = 0; i < hd; i++)
                         ar[i] *= c;
@@ -65,25 +65,74 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
             }
         }
     }
+}
+
+/* ---- chunks: merging states, writing them out ---- */
+
+void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd)
+{
+    float *am = a + (size_t)R * hd, *as = am + R;
+    const float *bm = b + (size_t)R * hd, *bs = bm + R;
+    for (int32_t r = 0; r < R; r++) {
+        if (bm[r] == -INFINITY) /* b saw none of its chunk */
+            continue;
+        const float m = am[r] > bm[r] ? am[r] : bm[r];
+        const float ca = expf(am[r] - m), cb = expf(bm[r] - m);
+        float *x = a + (size_t)r * hd;
+        const float *y = b + (size_t)r * hd;
+        for (int32_t i = 0; i < hd; i++)
+            x[i] = x[i] * ca + y[i] * cb;
+        as[r] = as[r] * ca + bs[r] * cb;
+        am[r] = m;
+    }
+}
+
+void cv_att_state_write(const att_tile *a, const float *st)
+{
+    const int32_t hd = a->hd, R = a->n_tok * a->n_rep;
+    const float *sum = st + (size_t)R * hd + R;
     for (int32_t k = 0; k < a->n_tok; k++)
-        for (int32_t h = 0; h < n_rep; h++) {
-            const int32_t r = k * n_rep + h;
-            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)(a->g * n_rep + h) * hd;
+        for (int32_t h = 0; h < a->n_rep; h++) {
+            const int32_t r = k * a->n_rep + h;
+            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)(a->g * a->n_rep + h) * hd;
             const float inv = 1.0f / sum[r];
             for (int32_t i = 0; i < hd; i++)
-                o[i] = acc[(size_t)r * hd + i] * inv;
+                o[i] = st[(size_t)r * hd + i] * inv;
         }
+}
+
+void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
+{
+    const int32_t R = a->n_tok * a->n_rep, nc = cv_att_chunks(a);
+    const size_t n = cv_att_state_floats(R, a->hd);
+    /* the kernel's scratch first, the running state at the end */
+    float *run = scratch + cv_att_scratch_floats(R, a->hd) - n;
+    for (int32_t c = 0; c < nc; c++) {
+        a->blk0 = c * CV_ATT_CHUNK_BLOCKS;
+        a->blk1 = a->blk0 + CV_ATT_CHUNK_BLOCKS;
+        fn(a, scratch);
+        if (nc == 1) {
+            cv_att_state_write(a, scratch);
+            return;
+        }
+        if (c == 0)
+            memcpy(run, scratch, n * sizeof(float));
+        else
+            cv_att_state_merge(run, scratch, R, a->hd);
+    }
+    cv_att_state_write(a, run);
 }
 
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
 {
     /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK],
      * or the AVX2 tile's corrections [R], probabilities [R][BLOCK] and, for
-     * a q8_0 cache, those times each group's value factors [groups][R][BLOCK] */
+     * a q8_0 cache, those times each group's value factors [groups][R][BLOCK];
+     * then cv_att_tile_run's running state */
     const size_t groups = (size_t)(hd / kv_q8_group(hd));
     size_t n = (size_t)max_rows * ((size_t)hd + 2) +
                CV_MAX((size_t)CV_KV_BLOCK, (size_t)max_rows * (1 + CV_KV_BLOCK * (1 + groups)));
-    return (n + 15) & ~(size_t)15;
+    return ((n + 15) & ~(size_t)15) + cv_att_state_floats(max_rows, hd);
 }
 
 /* ---- planning: tiles for this batch ---- */
@@ -95,6 +144,35 @@ static int cmp_tile(const void *x, const void *y)
     if (ea != eb)
         return ea > eb ? -1 : 1;
     return a->seq < b->seq ? -1 : a->seq > b->seq; /* deterministic order */
+}
+
+/* Work items for the tiles x kv heads: one item computes a pair's whole
+ * context, longest first. When there are fewer pairs than twice the
+ * threads (a few sequences decoding), pairs whose context spans several
+ * chunks are cut into one item per chunk, as far as the state slots go;
+ * the caller merges their states once all are done. Same bits either way
+ * (cv_att_tile_run merges the chunks in the same order). */
+static void plan_items(cv_engine *e)
+{
+    const int32_t n_kv = e->m->hp.n_head_kv, pairs = e->att_n_tiles * n_kv;
+    const bool split = e->n_threads > 1 && pairs < 2 * e->n_threads;
+    int32_t ni = 0, ns = 0, slots = 0;
+    for (int32_t t = 0; t < e->att_n_tiles; t++)
+        for (int32_t g = 0; g < n_kv; g++) {
+            const att_plan_tile *pt = &e->att_tiles[t];
+            const int32_t nc = ((pt->pos0 + pt->n_tok - 1) / CV_KV_BLOCK) / CV_ATT_CHUNK_BLOCKS + 1;
+            if (split && nc > 1 && slots + nc <= e->att_n_slots) {
+                e->att_split[ns++] = (att_split_pair){ t, g, slots, nc };
+                slots += nc;
+            } else {
+                e->att_items[ni++] = (att_item){ t, g, -1, -1 };
+            }
+        }
+    for (int32_t i = 0; i < ns; i++)
+        for (int32_t c = 0; c < e->att_split[i].n_chunks; c++)
+            e->att_items[ni++] = (att_item){ e->att_split[i].tile, e->att_split[i].g, c, e->att_split[i].slot0 + c };
+    e->att_n_items = ni;
+    e->att_n_split = ns;
 }
 
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
@@ -123,15 +201,39 @@ void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
     }
     qsort(e->att_tiles, (size_t)n, sizeof *e->att_tiles, cmp_tile);
     e->att_n_tiles = n;
+    plan_items(e);
 }
 
 /* ---- running the tiles of one layer ---- */
 
+static att_tile tile_of(cv_engine *e, int32_t layer, int32_t t, int32_t g)
+{
+    const cv_hparams *hp = &e->m->hp;
+    const att_plan_tile *pt = &e->att_tiles[t];
+    return (att_tile){
+        .kv = &e->kv,
+        .blocks = e->seqs[pt->seq].blocks,
+        .layer = layer,
+        .g = g,
+        .n_tok = pt->n_tok,
+        .pos0 = pt->pos0,
+        .rows = e->att_rows + pt->first,
+        .qkv = e->qkv,
+        .ld_qkv = e->ld_qkv,
+        .out = e->attn,
+        .ld_out = e->ld_q,
+        .n_rep = hp->n_head / hp->n_head_kv,
+        .hd = hp->head_dim,
+        .scale = 1.0f / sqrtf((float)hp->head_dim),
+    };
+}
+
+static inline float *slot(cv_engine *e, int32_t i) { return e->att_slots + (size_t)i * e->att_slot_floats; }
+
 typedef struct att_job {
     cv_engine *e;
     int32_t layer;
-    int64_t n_items;
-    _Atomic int64_t next;
+    _Atomic int32_t next;
 } att_job;
 
 static void att_worker(void *ctx, int ith, int nth)
@@ -139,40 +241,38 @@ static void att_worker(void *ctx, int ith, int nth)
     (void)nth;
     att_job *j = ctx;
     cv_engine *e = j->e;
-    const cv_hparams *hp = &e->m->hp;
     float *scr = e->att_scratch + (size_t)ith * e->att_scratch_floats;
-    const int32_t n_kv = hp->n_head_kv;
     for (;;) {
-        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->n_items)
+        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= e->att_n_items)
             break;
-        const att_plan_tile *t = &e->att_tiles[i / n_kv];
-        att_tile a = {
-            .kv = &e->kv,
-            .blocks = e->seqs[t->seq].blocks,
-            .layer = j->layer,
-            .g = (int32_t)(i % n_kv),
-            .n_tok = t->n_tok,
-            .pos0 = t->pos0,
-            .rows = e->att_rows + t->first,
-            .qkv = e->qkv,
-            .ld_qkv = e->ld_qkv,
-            .out = e->attn,
-            .ld_out = e->ld_q,
-            .n_rep = hp->n_head / hp->n_head_kv,
-            .hd = hp->head_dim,
-            .scale = 1.0f / sqrtf((float)hp->head_dim),
-        };
+        const att_item *it = &e->att_items[i];
+        att_tile a = tile_of(e, j->layer, it->tile, it->g);
+        if (it->chunk < 0) {
+            cv_att_tile_run(e->att_tile, &a, scr);
+            continue;
+        }
+        a.blk0 = it->chunk * CV_ATT_CHUNK_BLOCKS;
+        a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
         e->att_tile(&a, scr);
+        memcpy(slot(e, it->slot), scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd) * sizeof(float));
     }
 }
 
 void cv_engine_attention(cv_engine *e, int32_t layer)
 {
-    att_job j = { .e = e, .layer = layer, .n_items = (int64_t)e->att_n_tiles * e->m->hp.n_head_kv };
+    att_job j = { .e = e, .layer = layer };
     atomic_init(&j.next, 0);
-    if (j.n_items == 1 || e->n_threads == 1)
+    if (e->att_n_items == 1 || e->n_threads == 1)
         att_worker(&j, 0, 1);
     else
         cv_pool_run(e->pool, att_worker, &j);
+    for (int32_t i = 0; i < e->att_n_split; i++) {
+        const att_split_pair *sp = &e->att_split[i];
+        const att_tile a = tile_of(e, layer, sp->tile, sp->g);
+        float *st = slot(e, sp->slot0);
+        for (int32_t c = 1; c < sp->n_chunks; c++)
+            cv_att_state_merge(st, slot(e, sp->slot0 + c), a.n_tok * a.n_rep, a.hd);
+        cv_att_state_write(&a, st);
+    }
 }

@@ -214,11 +214,11 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
 
 /* Block blk of the tile's head (keys and values) towards the cache level
  * hint names (a constant after inlining, as _mm_prefetch needs); nothing
- * past the tile's last position. */
-static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t last,
+ * from block end on. */
+static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t end,
                                                                  const int hint)
 {
-    if (blk * CV_KV_BLOCK > last)
+    if (blk >= end)
         return;
     const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
     for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
@@ -258,8 +258,8 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
     const __m256 scale = _mm256_set1_ps(a->scale);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    const int32_t last = a->pos0 + a->n_tok - 1;
-    for (int32_t blk = 0; blk * CV_KV_BLOCK <= last; blk++) {
+    const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);
+    for (int32_t blk = a->blk0; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
@@ -268,9 +268,9 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
          * block to hide DRAM behind that, so they also ask for the one
          * after it into L2. Blocks of one head are islands of 2-4 KB, far
          * apart, which the hardware prefetcher does not follow. */
-        prefetch_block(a, blk + 1, last, _MM_HINT_T0);
+        prefetch_block(a, blk + 1, end, _MM_HINT_T0);
         if (R <= 8)
-            prefetch_block(a, blk + 2, last, _MM_HINT_T1);
+            prefetch_block(a, blk + 2, end, _MM_HINT_T1);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
@@ -304,7 +304,7 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
                 const float bm = hmax8(_mm256_max_ps(s0, s1));
                 float c = 1.0f;
                 if (bm > mx[r]) {
-                    c = expf(mx[r] - bm); /* 0 on the first block */
+                    c = expf(mx[r] - bm); /* 0 on the first block of the range */
                     mx[r] = bm;
                 }
                 const __m256 m = _mm256_set1_ps(mx[r]);
@@ -344,14 +344,6 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
             }
         }
     }
-    for (int32_t k = 0; k < a->n_tok; k++)
-        for (int32_t h = 0; h < n_rep; h++) {
-            const int32_t r = k * n_rep + h;
-            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)(a->g * n_rep + h) * hd;
-            const __m256 inv = _mm256_set1_ps(1.0f / sum[r]);
-            for (int32_t i = 0; i < hd; i += 8)
-                _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)r * hd + i), inv));
-        }
 }
 
 void cv_att_tile_avx2(const att_tile *a, float *scratch)

@@ -106,6 +106,12 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
     e->att_scratch_floats = cv_att_scratch_floats(e->att_tile_tokens * n_rep, hp->head_dim);
     e->att_scratch = cv_aligned_alloc(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
+    e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
+    e->att_slot_floats = (cv_att_state_floats(e->att_tile_tokens * n_rep, hp->head_dim) + 15) & ~(size_t)15;
+    e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
+    e->att_items = cv_xmalloc(((size_t)p.n_batch * (size_t)hp->n_head_kv + (size_t)e->att_n_slots) *
+                              sizeof *e->att_items);
+    e->att_split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *e->att_split);
     *out = e;
     return 0;
 fail:
@@ -124,13 +130,16 @@ void cv_engine_destroy(cv_engine *e)
             free(e->seqs[i].blocks);
     free(e->seqs);
     free(e->new_len);
-    float *bufs[] = { e->x, e->xn, e->tmp, e->qkv, e->attn, e->gu, e->ff, e->xo, e->logits, e->att_scratch };
+    float *bufs[] = { e->x, e->xn, e->tmp, e->qkv, e->attn, e->gu, e->ff, e->xo, e->logits, e->att_scratch,
+                      e->att_slots };
     for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
         cv_aligned_free(bufs[i]);
     free(e->rows);
     free(e->att_tiles);
     free(e->att_rows);
     free(e->att_seq_start);
+    free(e->att_items);
+    free(e->att_split);
     free(e);
 }
 

@@ -148,13 +148,53 @@ typedef struct att_tile {
     int64_t ld_out;
     int32_t n_rep, hd;
     float scale;
+    int32_t blk0, blk1;  /* the kernels attend blocks [blk0, blk1) of the context */
 } att_tile;
 
+/* Attention is computed chunk by chunk: CV_ATT_CHUNK_BLOCKS blocks of
+ * positions from the start of the sequence, each with an online softmax of
+ * its own, then the chunks' states merged in order. A deep context's chunks
+ * can so run on different threads (when a step has fewer tiles x kv heads
+ * than threads, as a decoding agent has) with the bits they get in one. */
+#define CV_ATT_CHUNK_BLOCKS 64
+
+/* The kernels: tile a over blocks [blk0, blk1) (clipped to what its last
+ * token sees), from a fresh state, left in scratch as each row's state:
+ * acc [R][hd] (values weighted by exp(score - max), not yet divided by
+ * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
+ * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 */
-/* Floats of scratch one thread's tile needs for max_rows = n_tok * n_rep. */
+/* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
+ * a kernel's, plus one state for cv_att_tile_run. */
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
+/* Floats of one state (acc, max, sum) of R rows. */
+static inline size_t cv_att_state_floats(int32_t R, int32_t hd) { return (size_t)R * ((size_t)hd + 2); }
+/* Chunks of tile a's context. */
+static inline int32_t cv_att_chunks(const att_tile *a)
+{
+    return ((a->pos0 + a->n_tok - 1) / CV_KV_BLOCK) / CV_ATT_CHUNK_BLOCKS + 1;
+}
+/* State b (of the same rows) merged into state a, which becomes the state
+ * of both sets of positions. */
+void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd);
+/* A state divided through by its sums into a's output rows. */
+void cv_att_state_write(const att_tile *a, const float *st);
+/* Tile a, its whole context (blk0/blk1 are set here), chunk by chunk in
+ * order with fn, into its output rows. */
+void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch);
+
+/* One item of a layer's attention work: a tile against kv head g, its
+ * whole context (chunk -1), or one chunk of it whose state goes to a slot. */
+typedef struct att_item {
+    int32_t tile, g, chunk, slot;
+} att_item;
+
+/* A tile x kv head cut into chunks: its states in slots slot0.. */
+typedef struct att_split_pair {
+    int32_t tile, g, slot0, n_chunks;
+} att_split_pair;
 
 typedef struct att_plan_tile {
     int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
@@ -195,6 +235,13 @@ struct cv_engine {
     int32_t *att_seq_start;     /* [n_seq_max + 1] */
     float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
+    att_item *att_items;        /* [n_batch * n_head_kv + att_n_slots] this call's work */
+    int32_t att_n_items;
+    att_split_pair *att_split;  /* [att_n_slots] pairs cut into chunks this call */
+    int32_t att_n_split;
+    float *att_slots;           /* [att_n_slots][att_slot_floats] their chunks' states */
+    int32_t att_n_slots;        /* 32 per thread (none with one thread) */
+    size_t att_slot_floats;
     int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
     int n_threads;
 

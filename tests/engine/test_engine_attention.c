@@ -99,7 +99,7 @@ static void run_case(const att_case *c, bool avx2)
                    .rows = rows, .qkv = qkv, .ld_qkv = ld_qkv, .out = out, .ld_out = ld_out, .n_rep = c->n_rep,
                    .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd) };
     float *scratch = malloc(cv_att_scratch_floats(c->n_tok * c->n_rep, c->hd) * sizeof(float));
-    (avx2 ? cv_att_tile_avx2 : cv_att_tile_scalar)(&a, scratch);
+    cv_att_tile_run(avx2 ? cv_att_tile_avx2 : cv_att_tile_scalar, &a, scratch);
     float *ref = malloc((size_t)c->n_tok * c->n_rep * c->hd * sizeof(float));
     naive(&a, q_tile, ref);
     double worst = 0;

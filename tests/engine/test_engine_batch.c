@@ -6,6 +6,7 @@
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
  * with biases), with f32, f16 and q8_0 KV caches. */
 #include "ref_util.h"
+#include "engine/engine_int.h"
 
 #define REF "reference/"
 
@@ -234,6 +235,71 @@ TEST(forked_sequence_shares_blocks_and_copies_only_on_write)
     close_fixture(&f);
 }
 
+/* Feeds seq n ids (2040: two chunks of attention) in calls of 256. */
+static bool fill_deep(fixture *f, int32_t seq, const int32_t *ids, int32_t n)
+{
+    cv_err err = { 0 };
+    int32_t pos[256], sq[256], nl;
+    const float *lg;
+    for (int32_t at = 0; at < n; at += 256) {
+        const int32_t k = CV_MIN(256, n - at);
+        for (int32_t i = 0; i < k; i++)
+            pos[i] = at + i, sq[i] = seq;
+        if (cv_engine_forward(f->e, &(cv_batch){ k, ids + at, sq, pos, NULL }, &lg, &nl, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A deep sequence decoding alone has too few tiles x kv heads for the
+ * threads, so its attention is cut into chunks run on different threads
+ * and merged; in a batch of five, or with one thread, each tile runs its
+ * chunks in one thread. Its logits are the same bits all three ways. */
+TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
+{
+    int32_t n200;
+    int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
+    enum { DEEP = 2040 };
+    int32_t *ids = malloc((DEEP + 1) * sizeof *ids);
+    for (int32_t i = 0; i <= DEEP; i++)
+        ids[i] = src[(i * 7) % n200];
+    float *got[3] = { NULL, NULL, NULL };
+    for (int way = 0; way < 3; way++) {
+        cv_engine_params ep = { .n_threads = way == 2 ? 1 : 4, .n_ctx = 2048, .n_seq_max = 5, .n_batch = 256,
+                                .kv_type = CV_GGML_F16 };
+        fixture f;
+        if (!open_fixture(&f, "tiny-qwen2-gpt2-Q4_K_M", &ep))
+            break;
+        cv_err err = { 0 };
+        int32_t seq[5], tok[5], pos[5], nl;
+        bool want[5];
+        const float *lg;
+        CHECK(cv_engine_seq_open(f.e, &seq[0], &err) == 0);
+        CHECK(fill_deep(&f, seq[0], ids, DEEP));
+        const int32_t n = way == 1 ? 5 : 1;
+        for (int32_t s = 1; s < n; s++)
+            CHECK(cv_engine_seq_fork(f.e, seq[0], &seq[s], &err) == 0);
+        for (int32_t s = 0; s < n; s++)
+            tok[s] = ids[DEEP - s], pos[s] = DEEP, want[s] = true;
+        CHECK(cv_engine_forward(f.e, &(cv_batch){ n, tok, seq, pos, want }, &lg, &nl, &err) == 0);
+        if (way == 0)
+            CHECK_MSG(f.e->att_n_split == 4, "alone on 4 threads: %d of 4 kv heads cut into chunks",
+                      f.e->att_n_split);
+        else
+            CHECK_EQ_INT(f.e->att_n_split, 0);
+        got[way] = malloc((size_t)f.V * sizeof(float));
+        memcpy(got[way], lg, (size_t)f.V * sizeof(float));
+        CHECK(memcmp(got[way], got[0], (size_t)f.V * sizeof(float)) == 0);
+        close_fixture(&f);
+    }
+    for (int way = 0; way < 3; way++)
+        free(got[way]);
+    free(ids);
+    free(src);
+}
+
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)
 {
     cv_engine_params ep = { .n_threads = 2, .n_ctx = 256 };
@@ -359,6 +425,7 @@ int main(void)
     RUN(interleaved_sequences_give_the_logits_each_gets_alone);
     RUN(prefill_in_chunks_equals_prefill_in_one_call);
     RUN(forked_sequence_shares_blocks_and_copies_only_on_write);
+    RUN(attention_cut_across_threads_gives_the_bits_of_one_thread);
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);
     RUN(engine_parameters_out_of_range_are_refused);
