@@ -103,7 +103,7 @@ void cv_att_state_write(const att_tile *a, const float *st)
 
 void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
 {
-    const int32_t R = a->n_tok * a->n_rep, nc = cv_att_chunks(a);
+    const int32_t R = a->n_tok * a->n_rep, nc = cv_att_chunks(a->pos0 + a->n_tok - 1);
     const size_t n = cv_att_state_floats(R, a->hd);
     /* the kernel's scratch first, the running state at the end */
     float *run = scratch + cv_att_scratch_floats(R, a->hd) - n;
@@ -159,8 +159,7 @@ static void plan_items(cv_engine *e)
     int32_t ni = 0, ns = 0, slots = 0;
     for (int32_t t = 0; t < e->att_n_tiles; t++)
         for (int32_t g = 0; g < n_kv; g++) {
-            const att_plan_tile *pt = &e->att_tiles[t];
-            const int32_t nc = ((pt->pos0 + pt->n_tok - 1) / CV_KV_BLOCK) / CV_ATT_CHUNK_BLOCKS + 1;
+            const int32_t nc = cv_att_chunks(e->att_tiles[t].pos0 + e->att_tiles[t].n_tok - 1);
             if (split && nc > 1 && slots + nc <= e->att_n_slots) {
                 e->att_split[ns++] = (att_split_pair){ t, g, slots, nc };
                 slots += nc;
@@ -168,9 +167,11 @@ static void plan_items(cv_engine *e)
                 e->att_items[ni++] = (att_item){ t, g, -1, -1 };
             }
         }
-    for (int32_t i = 0; i < ns; i++)
-        for (int32_t c = 0; c < e->att_split[i].n_chunks; c++)
-            e->att_items[ni++] = (att_item){ e->att_split[i].tile, e->att_split[i].g, c, e->att_split[i].slot0 + c };
+    for (int32_t i = 0; i < ns; i++) {
+        const att_split_pair *sp = &e->att_split[i];
+        for (int32_t c = 0; c < sp->n_chunks; c++)
+            e->att_items[ni++] = (att_item){ sp->tile, sp->g, c, sp->slot0 + c };
+    }
     e->att_n_items = ni;
     e->att_n_split = ns;
 }

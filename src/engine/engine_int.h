@@ -171,11 +171,8 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
 /* Floats of one state (acc, max, sum) of R rows. */
 static inline size_t cv_att_state_floats(int32_t R, int32_t hd) { return (size_t)R * ((size_t)hd + 2); }
-/* Chunks of tile a's context. */
-static inline int32_t cv_att_chunks(const att_tile *a)
-{
-    return ((a->pos0 + a->n_tok - 1) / CV_KV_BLOCK) / CV_ATT_CHUNK_BLOCKS + 1;
-}
+/* Chunks of a context whose last position is last. */
+static inline int32_t cv_att_chunks(int32_t last) { return last / CV_KV_BLOCK / CV_ATT_CHUNK_BLOCKS + 1; }
 /* State b (of the same rows) merged into state a, which becomes the state
  * of both sets of positions. */
 void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd);
