@@ -9,8 +9,12 @@
  * instead of once per token and head; decode tiles hold one token. Tiles
  * are built once per forward call (cv_engine_att_plan) and handed out
  * longest first through an atomic counter, because later positions cost
- * more. The tile kernel is per ISA: the scalar one here is the reference,
- * attention_avx2.c the fast one.
+ * more. A tile attends its context in chunks of CV_ATT_CHUNK_BLOCKS blocks,
+ * each with an online softmax of its own, merged in order; when a step has
+ * few tiles (a few sequences decoding), their chunks become work items of
+ * their own, so a deep context's attention spreads over every thread with
+ * the bits it gets in one. The tile kernel is per ISA: the scalar one here
+ * is the reference, attention_avx2.c the fast one.
  *
  * Token t at position p sees positions 0..p of its own sequence, which the
  * forward pass wrote to the cache before calling; scale 1/sqrt(head_dim). */

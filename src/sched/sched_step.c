@@ -453,9 +453,8 @@ static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
  * free without evicting or preempting anything, and no more than are likely
  * enough to be taken to pay for their attention (cv_sched_draft_worth:
  * deep in a context a drafted token costs a large part of a step). A
- * request with a sampling
- * hook drafts too: the hook is still called once per emitted token, in
- * order, on that token's own logits (sample_drafted). */
+ * request with a sampling hook drafts too: the hook is still called once
+ * per emitted token, in order, on that token's own logits (sample_drafted). */
 static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t reserved)
 {
     const cv_engine_params *ep = cv_engine_params_get(s->e);
