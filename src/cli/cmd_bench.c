@@ -10,8 +10,9 @@
  *   memory traffic), so each repeat is set against the mean of the probes
  *   on either side of it, and a case's fraction is the median of its
  *   repeats' fractions (its tok/s is the median of its repeats');
- *   prefill of p tokens (one forward call, fresh sequence): tok/s, and
- *     the MACs of p tokens through every layer plus one through the output
+ *   prefill of p tokens (one forward call, after --depth D tokens held by
+ *     the sequence: an agent's turn deep in its context): tok/s, and the
+ *     MACs of p tokens through every layer plus one through the output
  *     layer (only the last token's logits are computed) / time / P;
  *   decode at batch b (b sequences, each from a one-token prompt, n steps of
  *     one forward call over all b; greedy argmax): aggregate tok/s, then
@@ -79,15 +80,15 @@ static uint64_t fnv(uint64_t h, int32_t v)
     return h;
 }
 
-/* Feeds sequence seq positions 0..n-1 (ids i*7919+1), n_batch per forward
- * call. */
-static int fill_context(cv_engine *e, int32_t seq, int32_t n, int32_t n_batch, cv_err *err)
+/* Feeds sequence seq positions from..n-1 (ids i*7919+1), n_batch per
+ * forward call. */
+static int fill_range(cv_engine *e, int32_t seq, int32_t from, int32_t n, int32_t n_batch, cv_err *err)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
     int32_t *tok = cv_xmalloc((size_t)n_batch * sizeof *tok), *pos = cv_xmalloc((size_t)n_batch * sizeof *pos),
             *sq = cv_xmalloc((size_t)n_batch * sizeof *sq);
     int rc = 0;
-    for (int32_t at = 0; at < n && rc == 0; at += n_batch) {
+    for (int32_t at = from; at < n && rc == 0; at += n_batch) {
         const int32_t k = CV_MIN(n_batch, n - at);
         for (int32_t i = 0; i < k; i++)
             tok[i] = (int32_t)(((int64_t)(at + i) * 7919 + 1) % V), pos[i] = at + i, sq[i] = seq;
@@ -101,18 +102,15 @@ static int fill_context(cv_engine *e, int32_t seq, int32_t n, int32_t n_batch, c
     return rc;
 }
 
-/* One forward call over n tokens of a fresh sequence. */
-static int prefill_once(cv_engine *e, int32_t n, double *secs, phase *ph, cv_err *err)
+/* One forward call over n tokens of seq after its depth tokens, which it
+ * then forgets. */
+static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, double *secs, phase *ph, cv_err *err)
 {
-    int32_t seq;
-    int rc = cv_engine_seq_open(e, &seq, err);
-    if (rc)
-        return rc;
     double t0 = cv_now_s();
-    rc = fill_context(e, seq, n, n, err);
+    int rc = fill_range(e, seq, depth, depth + n, n, err);
     *secs = cv_now_s() - t0;
     add_stats(ph, e);
-    cv_engine_seq_close(e, seq);
+    cv_engine_seq_truncate(e, seq, depth);
     return rc;
 }
 
@@ -130,7 +128,7 @@ static int decode_once(cv_engine *e, int32_t b, int32_t depth, bool shared, int3
         if ((rc = cv_engine_seq_open(e, &seq[0], err)))
             goto out;
         opened = 1;
-        rc = fill_context(e, seq[0], depth, n_batch, err);
+        rc = fill_range(e, seq[0], 0, depth, n_batch, err);
         while (rc == 0 && opened < b)
             if ((rc = cv_engine_seq_fork(e, seq[0], &seq[opened], err)) == 0)
                 opened++;
@@ -139,7 +137,7 @@ static int decode_once(cv_engine *e, int32_t b, int32_t depth, bool shared, int3
             if ((rc = cv_engine_seq_open(e, &seq[opened], err)) == 0)
                 opened++;
         for (int32_t s = 0; s < b && rc == 0; s++)
-            rc = fill_context(e, seq[s], depth, n_batch, err);
+            rc = fill_range(e, seq[s], 0, depth, n_batch, err);
     }
     if (rc)
         goto out;
@@ -241,7 +239,7 @@ static int bench(const bench_opts *o)
         max_b = CV_MAX(max_b, o->batches[i]);
     cv_engine_params ep = {
         .n_threads = o->threads,
-        .n_ctx = CV_MAX(o->n_prompt, o->depth + o->n_gen) + 1,
+        .n_ctx = o->depth + CV_MAX(o->n_prompt, o->n_gen) + 1,
         .n_seq_max = max_b,
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
@@ -260,9 +258,13 @@ static int bench(const bench_opts *o)
     double *t = cv_xmalloc((size_t)o->repeats * sizeof *t);
     ceiling *c = cv_xmalloc((size_t)(o->repeats + 1) * sizeof *c);
     phase pph = { 0 };
+    int32_t seq;
+    if ((rc = cv_engine_seq_open(e, &seq, &err)) || (rc = fill_range(e, seq, 0, o->depth, ep.n_batch, &err)))
+        goto fail_t;
     for (int r = 0; r < o->repeats && rc == 0; r++)
         if ((rc = measure_ceiling(pool, probe, &c[r], &err)) == 0)
-            rc = prefill_once(e, o->n_prompt, &t[r], &pph, &err);
+            rc = prefill_once(e, seq, o->depth, o->n_prompt, &t[r], &pph, &err);
+    cv_engine_seq_close(e, seq);
     if (rc == 0)
         rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
     if (rc)
@@ -281,8 +283,8 @@ static int bench(const bench_opts *o)
         printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
                o->repeats, bytes, macs);
         cv_buf_free(&js);
-        printf("\"prefill\":{\"tokens\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,", o->n_prompt, pre_macs,
-               pre.secs, pre_tps);
+        printf("\"prefill\":{\"tokens\":%d,\"depth\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,", o->n_prompt,
+               o->depth, pre_macs, pre.secs, pre_tps);
         if (probe)
             printf("\"frac_int8_peak\":%.4f,\"int8_peak_macs\":[%.4g,%.4g]},", pre.f_peak, pre.peak_lo, pre.peak_hi);
         else
@@ -296,7 +298,10 @@ static int bench(const bench_opts *o)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
         double tot = pph.matmul + pph.attention + pph.other;
-        printf("%2d prefill %4d tokens: %9.2f tok/s", 1, o->n_prompt, pre_tps);
+        char at_depth[32] = "";
+        if (o->depth)
+            snprintf(at_depth, sizeof at_depth, " at depth %d", o->depth);
+        printf("%2d prefill %4d tokens%s: %9.2f tok/s", 1, o->n_prompt, at_depth, pre_tps);
         if (probe)
             printf("  %5.1f%% of int8 peak ", 100 * pre.f_peak);
         printf("  [matmul %2.0f%%, attention %2.0f%%, other %2.0f%%]", 100 * pph.matmul / tot,

@@ -109,6 +109,7 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
         if (!j)
             continue;
         CHECK(json_number_value(json_object_get(json_object_get(j, "prefill"), "tok_s")) > 0);
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "prefill"), "depth")), 0);
         json_t *dec = json_object_get(j, "decode");
         CHECK_EQ_INT(json_array_size(dec), 2);
         CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(dec, 1), "batch")), 3);
@@ -141,6 +142,8 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
             snprintf(line[r], sizeof line[r], "%.21s", h);
         if (r)
             CHECK(out.data && strstr(out.data, "at depth 1100 (shared)"));
+        /* the prefill comes after the depth too: an agent's turn */
+        CHECK(out.data && strstr(out.data, "prefill    8 tokens at depth 1100:"));
     }
     CHECK_MSG(line[0][0] && !strcmp(line[0], line[1]), "--shared changed the ids: '%s' vs '%s'", line[0], line[1]);
     cv_buf_free(&out);
