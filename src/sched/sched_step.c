@@ -559,6 +559,8 @@ static void sample_drafted(cv_sched *s, cv_sched_req *r, const float *logits, in
  * the step attends 2048 positions or more, so that the clock resolves it. */
 static void measure_step(cv_sched *s, int32_t nr)
 {
+    if (s->draft_max == 0) /* nothing to weigh, and the engine's profile is off */
+        return;
     const cv_engine_stats *st = cv_engine_last_stats(s->e);
     double attended = 0;
     for (int32_t j = 0; j < nr; j++) {
