@@ -214,7 +214,8 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
 
 /* Block blk of the tile's head (keys and values) towards the cache level
  * hint names (a constant after inlining, as _mm_prefetch needs); nothing
- * from block end on. */
+ * from block end on (the end of the tile's context: the next chunk's first
+ * block is prefetched too, as it follows in the same thread or another). */
 static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t end,
                                                                  const int hint)
 {
@@ -258,7 +259,8 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
     const __m256 scale = _mm256_set1_ps(a->scale);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);
+    /* the tile's context ends at block ctx_end, this call's range at end */
+    const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
     for (int32_t blk = a->blk0; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
@@ -268,9 +270,9 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
          * block to hide DRAM behind that, so they also ask for the one
          * after it into L2. Blocks of one head are islands of 2-4 KB, far
          * apart, which the hardware prefetcher does not follow. */
-        prefetch_block(a, blk + 1, end, _MM_HINT_T0);
+        prefetch_block(a, blk + 1, ctx_end, _MM_HINT_T0);
         if (R <= 8)
-            prefetch_block(a, blk + 2, end, _MM_HINT_T1);
+            prefetch_block(a, blk + 2, ctx_end, _MM_HINT_T1);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */
