@@ -584,6 +584,17 @@ static int int_arg(const cv_cmd *cmd, const char *flag, const char *v, long lo, 
     return 0;
 }
 
+/* One more token id (--ban, --favor) into ids[*n], MAX_BANS at most. */
+static int id_arg(const cv_cmd *cmd, const char *flag, const char *v, int32_t *ids, int *n)
+{
+    if (*n == MAX_BANS)
+        return cv_cli_usage_error(cmd, "at most %d %s ids", MAX_BANS, flag);
+    if (int_arg(cmd, flag, v, 0, 1 << 22, &ids[*n]))
+        return 2;
+    (*n)++;
+    return 0;
+}
+
 int cv_cmd_bench_serve(int argc, char **argv)
 {
     const cv_cmd *cmd = cv_cli_find("bench");
@@ -627,18 +638,8 @@ int cv_cmd_bench_serve(int argc, char **argv)
         case 'R': if (int_arg(cmd, "--reply", optarg, 1, 1 << 20, &o.reply_tokens)) return 2; break;
         case 'm': if (int_arg(cmd, "--tool-ms", optarg, 0, 600000, &o.tool_ms)) return 2; break;
         case 'F': if (int_arg(cmd, "--in-flight", optarg, 0, MAX_STREAMS, &o.in_flight)) return 2; break;
-        case 'B':
-            if (o.n_bans == MAX_BANS)
-                return cv_cli_usage_error(cmd, "at most %d --ban ids", MAX_BANS);
-            if (int_arg(cmd, "--ban", optarg, 0, 1 << 22, &v)) return 2;
-            o.bans[o.n_bans++] = v;
-            break;
-        case 'V':
-            if (o.n_favors == MAX_BANS)
-                return cv_cli_usage_error(cmd, "at most %d --favor ids", MAX_BANS);
-            if (int_arg(cmd, "--favor", optarg, 0, 1 << 22, &v)) return 2;
-            o.favors[o.n_favors++] = v;
-            break;
+        case 'B': if (id_arg(cmd, "--ban", optarg, o.bans, &o.n_bans)) return 2; break;
+        case 'V': if (id_arg(cmd, "--favor", optarg, o.favors, &o.n_favors)) return 2; break;
         case 't': {
             char *end;
             o.temp = strtod(optarg, &end);
