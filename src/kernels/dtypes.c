@@ -71,6 +71,18 @@ const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT] = {
         .ops = { [CV_ISA_SCALAR] = SCALAR_OPS(q8_1),
                  [CV_ISA_AVX2] = { .from_f32 = cv_dt_q8_1_from_f32_avx2 } },
     },
+    [CV_GGML_Q2_K] = {
+        .name = "q2_K", .type = CV_GGML_Q2_K, .block_elems = QK_K, .block_bytes = sizeof(block_q2_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q2_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q2_K_to_f32_avx2, .vec_dot = cv_dt_q2_K_dot_avx2 } },
+    },
+    [CV_GGML_Q3_K] = {
+        .name = "q3_K", .type = CV_GGML_Q3_K, .block_elems = QK_K, .block_bytes = sizeof(block_q3_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q3_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q3_K_to_f32_avx2, .vec_dot = cv_dt_q3_K_dot_avx2 } },
+    },
     [CV_GGML_Q4_K] = {
         .name = "q4_K", .type = CV_GGML_Q4_K, .block_elems = QK_K, .block_bytes = sizeof(block_q4_K),
         .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
@@ -94,6 +106,24 @@ const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT] = {
         .is_quantized = true, .is_weight = false, .vec_dot_type = CV_GGML_Q8_K,
         .ops = { [CV_ISA_SCALAR] = SCALAR_OPS(q8_K),
                  [CV_ISA_AVX2] = { .from_f32 = cv_dt_q8_K_from_f32_avx2 } },
+    },
+    [CV_GGML_IQ4_NL] = {
+        .name = "iq4_nl", .type = CV_GGML_IQ4_NL, .block_elems = QK4_NL, .block_bytes = sizeof(block_iq4_nl),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(iq4_nl),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_iq4_nl_to_f32_avx2, .vec_dot = cv_dt_iq4_nl_dot_avx2 } },
+    },
+    [CV_GGML_IQ4_XS] = {
+        .name = "iq4_xs", .type = CV_GGML_IQ4_XS, .block_elems = QK_K, .block_bytes = sizeof(block_iq4_xs),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(iq4_xs),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_iq4_xs_to_f32_avx2, .vec_dot = cv_dt_iq4_xs_dot_avx2 } },
+    },
+    [CV_GGML_MXFP4] = {
+        .name = "mxfp4", .type = CV_GGML_MXFP4, .block_elems = QK_MXFP4, .block_bytes = sizeof(block_mxfp4),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(mxfp4),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_mxfp4_to_f32_avx2, .vec_dot = cv_dt_mxfp4_dot_avx2 } },
     },
 };
 

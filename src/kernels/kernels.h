@@ -57,6 +57,12 @@ bool cv_isa_supported(cv_isa isa);
 
 /* ---- dtype table ---- */
 
+/* ggml ids of the tensor types the table computes with that gguf.h's
+ * cv_ggml_type does not name yet (the GGUF format table knows their
+ * geometry by number). They belong in that enum; move them there when the
+ * formats layer next changes. */
+enum { CV_GGML_IQ4_NL = 20, CV_GGML_IQ4_XS = 23, CV_GGML_MXFP4 = 39 };
+
 /* Dequantize n values (n a multiple of block_elems) from src to dst. */
 typedef void (*cv_to_f32_fn)(const void *src, float *dst, int64_t n);
 /* Quantize n values (n a multiple of block_elems) from src into blocks. */
