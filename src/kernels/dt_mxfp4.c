@@ -18,7 +18,8 @@ static int mxfp4_nearest(float v)
 {
     const float a = fabsf(v);
     /* midpoints between the magnitudes 0 1 2 3 4 6 8 12 */
-    const int m = a < 0.5f ? 0 : a < 1.5f ? 1 : a < 2.5f ? 2 : a < 3.5f ? 3 : a < 5.f ? 4 : a < 7.f ? 5 : a < 10.f ? 6 : 7;
+    const int m = a < 0.5f ? 0 : a < 1.5f ? 1 : a < 2.5f ? 2 : a < 3.5f ? 3
+                : a < 5.f ? 4 : a < 7.f ? 5 : a < 10.f ? 6 : 7;
     return m && v < 0 ? m + 8 : m;
 }
 

@@ -20,7 +20,8 @@ void cv_dt_q2_K_to_f32_avx2(const void *src, float *dst, int64_t n)
                 const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3);
                 for (int k = 0; k < 4; k++) {
                     const uint8_t sc = x[b].scales[8 * h + 2 * s + k / 2];
-                    const __m256 dl = _mm256_set1_ps(d * (float)(sc & 0xF)), ml = _mm256_set1_ps(min * (float)(sc >> 4));
+                    const __m256 dl = _mm256_set1_ps(d * (float)(sc & 0xF));
+                    const __m256 ml = _mm256_set1_ps(min * (float)(sc >> 4));
                     __m128i part = k < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
                     __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k & 1 ? _mm_srli_si128(part, 8) : part));
                     _mm256_storeu_ps(y + 128 * h + 32 * s + 8 * k, _mm256_sub_ps(_mm256_mul_ps(dl, f), ml));
@@ -38,8 +39,8 @@ void cv_dt_q2_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
     const __m128i m4 = _mm_set1_epi8(0x0F);
     /* vpshufb mask: int16 lanes holding scale byte 0 (low 128 bits) and
      * byte 1 (high); adding 2p to its low bytes selects sub-blocks 2p, 2p+1 */
-    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 1, -1, 1, -1, 1, -1, 1,
-                                          -1, 1, -1, 1, -1, 1, -1, 1, -1);
+    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1,
+                                          1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
     __m256 acc = _mm256_setzero_ps();
     float acc_min = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
@@ -50,8 +51,9 @@ void cv_dt_q2_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
             const __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * h));
             for (int s = 0; s < 4; s++) {
                 const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3);
-                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(y[b].qs + 128 * h + 32 * s)));
-                const __m256i sc = _mm256_shuffle_epi8(scb, _mm256_add_epi8(pick, _mm256_set1_epi16((short)(2 * (4 * h + s)))));
+                const int pair = 4 * h + s; /* these 32 values are sub-blocks 2 pair and 2 pair + 1 */
+                const __m256i p = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(y[b].qs + 32 * pair)));
+                const __m256i sc = _mm256_shuffle_epi8(scb, _mm256_add_epi8(pick, _mm256_set1_epi16((short)(2 * pair))));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
             }
         }

@@ -315,8 +315,8 @@ TEST(simd_matmul_on_random_blocks_equals_the_scalar_matmul)
                         const double d = fabs((double)y1[j * n_out + o] - y0[j * n_out + o]);
                         if (!(d <= isa_tolerance(t) * mag + tie)) {
                             bad = 1;
-                            CHECK_MSG(false, "%s %s random blocks n_in=%lld n_out=%lld n_tok=%lld: y[%lld][%lld] %.8g vs "
-                                      "scalar %.8g (mag %g)", dt->name, cv_isa_name(isa), (long long)n_in,
+                            CHECK_MSG(false, "%s %s random blocks n_in=%lld n_out=%lld n_tok=%lld: "
+                                      "y[%lld][%lld] %.8g vs scalar %.8g (mag %g)", dt->name, cv_isa_name(isa), (long long)n_in,
                                       (long long)n_out, (long long)n_tok, (long long)j, (long long)o,
                                       y1[j * n_out + o], y0[j * n_out + o], mag);
                         }
