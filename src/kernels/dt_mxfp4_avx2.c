@@ -19,6 +19,7 @@
 
 #define ROWS 16
 #define PAIR_BYTES 544
+#define BLOCK_BYTES 272 /* 16 rows x 17: the stream's bytes per block, on average */
 #define LEVEL_OFFSET 12
 
 void cv_dt_mxfp4_to_f32_avx2(const void *src, float *dst, int64_t n)
@@ -119,7 +120,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *qb = wp + qs_offset(b), *eb = wp + e_offset(b), *ab = act + b * 32;
-        prefetch_range(qb + 16 * 272, 272);
+        prefetch_range(qb + 16 * BLOCK_BYTES, BLOCK_BYTES);
         __m256i i0[4], i1[4];
         _Pragma("GCC unroll 2")
         for (int q = 0; q < 2; q++) { /* k-steps 4q..4q+3: one int16 round */

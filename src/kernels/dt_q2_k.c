@@ -9,8 +9,8 @@
  * sums of each 16. */
 #include "kernels/kernels_int.h"
 
-/* Position of value i (0..255) of a super-block: byte and shift in qs,
- * the same for q3_K's low bits. */
+/* Where value i (0..255) of a super-block keeps its 2 bits: byte and
+ * shift in qs. */
 static inline int q2_byte(int i) { return 32 * (i / 128) + i % 32; }
 static inline int q2_shift(int i) { return 2 * ((i % 128) / 32); }
 

@@ -3,7 +3,9 @@
  * to the float dot of its two dequantized operands (which pins scales,
  * mins, offsets and nibble order of the integer formula), every ISA's
  * functions equal to the scalar reference within a named tolerance on odd
- * sizes, half/bfloat conversions exhaustively, and bad rows refused. */
+ * sizes, the same on blocks of random bytes with extreme scales (what a
+ * file may hold beyond what our quantizers write), half/bfloat conversions
+ * exhaustively, and bad rows refused. */
 #include <stdlib.h>
 
 #include "kernels/kernels_int.h"

@@ -2,7 +2,9 @@
  * every weight dtype in the table and every ISA this CPU runs: batch sizes
  * 1..17 and larger (each batch path), row counts that are not a multiple of
  * any tile, one-block and odd-block rows, with and without threads, through
- * strided rows; and prepared-weight creation refusing bad shapes. */
+ * strided rows; every SIMD matmul against the scalar one, also on weights
+ * of random bytes with extreme scales; and prepared-weight creation
+ * refusing bad shapes. */
 #include <stdlib.h>
 
 #include "kernels/kernels_int.h"
