@@ -4,10 +4,11 @@
  * row to one expert (in one tile chunk, and in more than one); no two rows
  * sharing an expert; tokens with k experts each (src with repeats) leaving
  * experts unused; random routes with repeats in any order; routings large
- * enough for the pooled quantization; each on 1, 2 and 3 threads, plain and
- * strided. Unused experts are never touched: their weights sit on pages
- * with no access, and their entries are in turn the real matrix, NULL, or a
- * pointer into a page with no access. Also the workspace's bad sizes. */
+ * enough for the pooled quantization; each on 1, 2 and 3 threads (one run
+ * through strided X and Y). Unused experts are never touched: their
+ * weights sit on pages with no access, and their entries are in turn the
+ * real matrix, NULL, or a pointer into a page with no access. Also the
+ * workspace's bad sizes. */
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -159,8 +160,9 @@ static void make_routing(routing *rt, int i, cv_rng *r)
 
 /* ---- the check ---- */
 
-/* Runs one routing on pools of 1..3 threads, plain and strided, and
- * compares every route's row with cv_matmul of its X row alone. */
+/* Runs one routing on pools of 1, 2 and 3 threads (the 2-thread run
+ * through strided X and Y) and compares every route's row with cv_matmul
+ * of its X row alone. */
 static void check_routing(const cv_dtype *dt, cv_isa isa, experts *ex, const routing *rt, unused_kind unused,
                           cv_pool *const *pools, cv_mm_ws *ws, const void *poison, cv_rng *rng)
 {
@@ -177,34 +179,38 @@ static void check_routing(const cv_dtype *dt, cv_isa isa, experts *ex, const rou
         if (!used[e])
             CHECK(mprotect(ex->mem + e * ex->slice, ex->slice, PROT_NONE) == 0);
     }
-    float *ref = malloc((size_t)(n_rows * N_OUT) * sizeof *ref);
-    for (int strided = 0; strided < 2; strided++) {
-        const int64_t ldx = strided ? N_IN + 3 : N_IN, ldy = strided ? N_OUT + 5 : N_OUT;
-        float *x = malloc((size_t)(n_x * ldx) * sizeof *x), *y = malloc((size_t)(n_rows * ldy) * sizeof *y);
-        fill(x, n_x * ldx, rng);
-        for (int64_t i = 0; i < n_rows; i++)
-            cv_matmul(NULL, ex->w[rt->expert[i]], 1, x + (src ? src[i] : i) * ldx, ref + i * N_OUT);
-        for (int p = 0; p < 3; p++) {
-            for (int64_t i = 0; i < n_rows * ldy; i++)
-                y[i] = NAN; /* every output written, the gaps left alone */
-            cv_matmul_experts(pools[p], w, N_EXPERT, n_x, x, ldx, n_rows, rt->expert, src, y, ldy, ws);
-            int64_t bad = -1, gaps = 0;
-            for (int64_t i = 0; i < n_rows; i++) {
-                if (bad < 0 && memcmp(y + i * ldy, ref + i * N_OUT, N_OUT * sizeof *y))
-                    bad = i;
-                for (int64_t o = N_OUT; o < ldy; o++)
-                    gaps += !isnan(y[i * ldy + o]);
-            }
-            CHECK_MSG(bad < 0, "%s %s, %s, %d threads%s: route %lld (expert %d) differs from cv_matmul of its row, "
-                      "y[0] %.9g vs %.9g", dt->name, cv_isa_name(isa), rt->name, cv_pool_size(pools[p]),
-                      strided ? ", strided" : "", (long long)bad, bad < 0 ? -1 : rt->expert[bad],
-                      bad < 0 ? 0.0 : y[bad * ldy], bad < 0 ? 0.0 : ref[bad * N_OUT]);
-            CHECK_MSG(gaps == 0, "%s %s, %s: %lld values written between strided rows", dt->name, cv_isa_name(isa),
-                      rt->name, (long long)gaps);
+    enum { LDX = N_IN + 3, LDY = N_OUT + 5 };
+    float *ref = malloc((size_t)(n_rows * N_OUT) * sizeof *ref), *x = malloc((size_t)(n_x * N_IN) * sizeof *x);
+    float *xs = malloc((size_t)(n_x * LDX) * sizeof *xs), *y = malloc((size_t)(n_rows * LDY) * sizeof *y);
+    fill(x, n_x * N_IN, rng);
+    for (int64_t i = 0; i < n_x; i++)
+        memcpy(xs + i * LDX, x + i * N_IN, N_IN * sizeof *x);
+    for (int64_t i = 0; i < n_rows; i++)
+        cv_matmul(NULL, ex->w[rt->expert[i]], 1, x + (src ? src[i] : i) * N_IN, ref + i * N_OUT);
+    for (int p = 0; p < 3; p++) {
+        const bool strided = p == 1;
+        const int64_t ldy = strided ? LDY : N_OUT;
+        for (int64_t i = 0; i < n_rows * ldy; i++)
+            y[i] = NAN; /* every output written, the gaps left alone */
+        cv_matmul_experts(pools[p], w, N_EXPERT, n_x, strided ? xs : x, strided ? LDX : N_IN, n_rows, rt->expert, src,
+                          y, ldy, ws);
+        int64_t bad = -1, gaps = 0;
+        for (int64_t i = 0; i < n_rows; i++) {
+            if (bad < 0 && memcmp(y + i * ldy, ref + i * N_OUT, N_OUT * sizeof *y))
+                bad = i;
+            for (int64_t o = N_OUT; o < ldy; o++)
+                gaps += !isnan(y[i * ldy + o]);
         }
-        free(x);
-        free(y);
+        CHECK_MSG(bad < 0, "%s %s, %s, %d threads%s: route %lld (expert %d) differs from cv_matmul of its row, "
+                  "y[0] %.9g vs %.9g", dt->name, cv_isa_name(isa), rt->name, cv_pool_size(pools[p]),
+                  strided ? ", strided" : "", (long long)bad, bad < 0 ? -1 : rt->expert[bad],
+                  bad < 0 ? 0.0 : y[bad * ldy], bad < 0 ? 0.0 : ref[bad * N_OUT]);
+        CHECK_MSG(gaps == 0, "%s %s, %s: %lld values written between strided rows", dt->name, cv_isa_name(isa),
+                  rt->name, (long long)gaps);
     }
+    free(x);
+    free(xs);
+    free(y);
     free(ref);
     for (int e = 0; e < N_EXPERT; e++)
         if (!used[e])
