@@ -730,9 +730,12 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
                   m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
                   m->rope.freq_factors ? " (freq factors)" : "", hp->rope_freq_scale != 1.0f ? " (linear)" : "",
                   m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
-    if (hp->n_expert > 0)
-        cv_buf_printf(out, ", %.2fB of %.2fB parameters active per token (%.1f MiB read)", m->n_params_active / 1e9,
-                      m->n_params / 1e9, m->active_bytes / 1048576.0);
+    if (hp->n_expert > 0) {
+        const double scale = m->n_params >= 1000000000 ? 1e9 : 1e6;
+        const char *unit = scale == 1e9 ? "B" : "M";
+        cv_buf_printf(out, ", %.2f%s of %.2f%s parameters active per token (%.1f MiB read)",
+                      m->n_params_active / scale, unit, m->n_params / scale, unit, m->active_bytes / 1048576.0);
+    }
 }
 
 void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,
