@@ -420,9 +420,7 @@ static int bench_experts(cv_pool *pool, const char *mix, int repeats, const cv_p
     }
     L->gate_up_bytes = cv_wmat_bytes(L->gate_up[0].w);
     L->down_bytes = cv_wmat_bytes(L->down[0].w);
-    if ((rc = cv_mm_ws_create(512 * moe.k, moe.hidden, CV_MAX(2 * moe.ffn, moe.hidden), (int32_t)moe.n_expert, &ws,
-                              err)))
-        goto done;
+    ws = cv_mm_ws_create(512 * moe.k, moe.hidden, CV_MAX(2 * moe.ffn, moe.hidden), (int32_t)moe.n_expert);
     const struct { const char *name; int64_t n_tok, n_steps; int repeats; } cases[] = {
         { "decode", 1, 32, repeats + 2 },
         { "batch8", 8, 8, repeats },

@@ -165,14 +165,14 @@ const char *cv_matmul_path(uint32_t type, cv_isa isa);
  * max_rows x max_n_out floats of results) are reserved address space: only
  * the pages a call writes take memory, about 1.2 bytes per input value and
  * 4 per output of the call for quantized weights (a decode step's few
- * routes touch a few KiB). Fails with CV_EINVAL for a size < 1, CV_ELIMIT
- * for max_n_in or max_n_out above CV_MAX_MATMUL_DIM or max_rows above
- * INT32_MAX, and CV_ENOMEM when the OS refuses the address space; *out is
- * NULL then. One matmul at a time per workspace (it holds the call's
- * bookkeeping); the caller destroys it (NULL is fine). */
+ * routes touch a few KiB). The sizes are the caller's, from a validated
+ * model and its own batch limit: each must be >= 1, max_n_in and max_n_out
+ * <= CV_MAX_MATMUL_DIM, max_rows <= INT32_MAX (asserted). Aborts with a
+ * message when the OS refuses the address space, like cv_xmalloc. One
+ * matmul at a time per workspace (it holds the call's bookkeeping); the
+ * caller destroys it (NULL is fine). */
 typedef struct cv_mm_ws cv_mm_ws;
-int cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert, cv_mm_ws **out,
-                    cv_err *err);
+cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert);
 void cv_mm_ws_destroy(cv_mm_ws *ws);
 
 /* Y[r] = W[expert[r]] X[src[r]] for each route r < n_rows: the expert

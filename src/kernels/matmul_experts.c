@@ -48,25 +48,21 @@ struct cv_mm_ws {
  * for f32 activations and the widest output wastes nothing on a quantized
  * model's calls; MAP_NORESERVE keeps the reservation out of the commit
  * charge for the same reason. */
-static void *reserve(size_t n)
+static void *reserve(size_t n, int64_t max_rows)
 {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) {
+        cv_error("out of memory: %zu MiB of address space for an expert matmul workspace of %lld rows", n >> 20,
+                 (long long)max_rows);
+        abort();
+    }
+    return p;
 }
 
-int cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert, cv_mm_ws **out,
-                    cv_err *err)
+cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert)
 {
-    *out = NULL;
-    if (max_rows < 1 || max_n_in < 1 || max_n_out < 1 || n_expert < 1)
-        return cv_err_set(err, CV_EINVAL,
-                          "expert matmul workspace: rows %lld, n_in %lld, n_out %lld, experts %d, all must be >= 1",
-                          (long long)max_rows, (long long)max_n_in, (long long)max_n_out, n_expert);
-    if (max_n_in > CV_MAX_MATMUL_DIM || max_n_out > CV_MAX_MATMUL_DIM || max_rows > INT32_MAX)
-        return cv_err_set(err, CV_ELIMIT,
-                          "expert matmul workspace: rows %lld (at most %d), n_in %lld, n_out %lld (at most %d each)",
-                          (long long)max_rows, INT32_MAX, (long long)max_n_in, (long long)max_n_out,
-                          CV_MAX_MATMUL_DIM);
+    assert(max_rows >= 1 && max_rows <= INT32_MAX && n_expert >= 1);
+    assert(max_n_in >= 1 && max_n_in <= CV_MAX_MATMUL_DIM && max_n_out >= 1 && max_n_out <= CV_MAX_MATMUL_DIM);
     cv_mm_ws *ws = cv_xcalloc(1, sizeof *ws);
     ws->max_rows = max_rows;
     ws->max_n_in = max_n_in;
@@ -84,29 +80,20 @@ int cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32
     ws->x_off = cv_xmalloc((nr + 1) * sizeof *ws->x_off);
     ws->x_route = cv_xmalloc(nr * sizeof *ws->x_route);
     ws->x_read = cv_xmalloc(nr * sizeof *ws->x_read);
-    /* products of checked sizes: below 2^31 * 2^26 and 2^31 * 2^26 */
+    /* below 2^31 rows x 2^26 bytes each: no overflow */
     ws->act_bytes = nr * ws->act_row_cap;
     ws->out_bytes = nr * (size_t)max_n_out * sizeof(float);
-    ws->act = reserve(ws->act_bytes);
-    ws->out = reserve(ws->out_bytes);
-    if (!ws->act || !ws->out) {
-        const size_t want = ws->act_bytes + ws->out_bytes;
-        cv_mm_ws_destroy(ws);
-        return cv_err_set(err, CV_ENOMEM, "expert matmul workspace: the OS refused %zu MiB of address space for "
-                          "%lld rows", want >> 20, (long long)max_rows);
-    }
-    *out = ws;
-    return 0;
+    ws->act = reserve(ws->act_bytes, max_rows);
+    ws->out = reserve(ws->out_bytes, max_rows);
+    return ws;
 }
 
 void cv_mm_ws_destroy(cv_mm_ws *ws)
 {
     if (!ws)
         return;
-    if (ws->act)
-        munmap(ws->act, ws->act_bytes);
-    if (ws->out)
-        munmap(ws->out, ws->out_bytes);
+    munmap(ws->act, ws->act_bytes);
+    munmap(ws->out, ws->out_bytes);
     free(ws->e_off);
     free(ws->used);
     free(ws->item_off);
