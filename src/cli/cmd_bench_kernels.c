@@ -316,21 +316,30 @@ static void matmul_per_expert(cv_pool *pool, cv_wmat *const *w, const float *x, 
     }
 }
 
-/* Median seconds (and the best in *best) of the gate+up and the down
- * matmuls over `repeats` passes of n_steps steps of n_tok tokens, after
- * one warm-up pass; `plain` runs them as one cv_matmul per used expert.
- * *bytes gets the bytes of the experts one pass reads (each used expert's
- * matrix once per step), per matrix. */
-static void moe_time(cv_pool *pool, moe_layer *L, cv_mm_ws *ws, int64_t n_tok, int64_t n_steps, int repeats, bool plain,
-                     double t_med[2], double t_best[2], double bytes[2])
+/* The gate+up and the down matmuls of n_steps steps of n_tok tokens, as
+ * cv_matmul_experts (variant 0) and as one cv_matmul per used expert
+ * (variant 1), `repeats` passes of each after one warm-up pass, the two
+ * variants' passes alternating (which goes first alternates too), so that
+ * the machine's load drifts over both alike. Gives per variant and matrix
+ * the median and best seconds of a pass, per matrix the median over
+ * repeats of variant 1's time over variant 0's in the same repeat, and the
+ * bytes of the experts a pass reads (each used expert's matrix once per
+ * step). A pass reads hundreds of MB, so neither leaves the other its
+ * weights in cache. */
+typedef struct moe_times {
+    double med[2][2], best[2][2], ratio[2], bytes[2];
+} moe_times;
+
+static void moe_time(cv_pool *pool, moe_layer *L, cv_mm_ws *ws, int64_t n_tok, int64_t n_steps, int repeats,
+                     moe_times *out)
 {
     const int64_t n_rows = n_tok * moe.k, fused = 2 * moe.ffn;
     int32_t *expert = malloc((size_t)(n_steps * n_rows) * sizeof *expert), *src = malloc((size_t)n_rows * sizeof *src);
     float *x = cv_aligned_alloc((size_t)(n_tok * moe.hidden) * sizeof *x);
     float *h = cv_aligned_alloc((size_t)(n_rows * moe.ffn) * sizeof *h);
     float *y = cv_aligned_alloc((size_t)(n_rows * CV_MAX(fused, moe.hidden)) * sizeof *y);
-    float *xg = plain ? cv_aligned_alloc((size_t)(n_rows * moe.hidden) * sizeof *xg) : NULL;
-    float *yg = plain ? cv_aligned_alloc((size_t)(n_rows * CV_MAX(fused, moe.hidden)) * sizeof *yg) : NULL;
+    float *xg = cv_aligned_alloc((size_t)(n_rows * moe.hidden) * sizeof *xg);
+    float *yg = cv_aligned_alloc((size_t)(n_rows * CV_MAX(fused, moe.hidden)) * sizeof *yg);
     cv_rng rng;
     cv_rng_seed(&rng, 4321);
     for (int64_t i = 0; i < n_tok * moe.hidden; i++)
@@ -338,15 +347,15 @@ static void moe_time(cv_pool *pool, moe_layer *L, cv_mm_ws *ws, int64_t n_tok, i
     for (int64_t i = 0; i < n_rows * moe.ffn; i++)
         h[i] = cv_rng_normal(&rng);
     moe_route(expert, src, n_steps, n_tok, &rng);
-    bytes[0] = bytes[1] = 0;
+    out->bytes[0] = out->bytes[1] = 0;
     for (int64_t st = 0; st < n_steps; st++) {
         bool seen[MOE_N_EXPERT] = { false };
         for (int64_t r = 0; r < n_rows; r++)
             seen[expert[st * n_rows + r]] = true;
         for (int e = 0; e < moe.n_expert; e++)
             if (seen[e]) {
-                bytes[0] += (double)L->gate_up_bytes;
-                bytes[1] += (double)L->down_bytes;
+                out->bytes[0] += (double)L->gate_up_bytes;
+                out->bytes[1] += (double)L->down_bytes;
             }
     }
     cv_wmat *gu[MOE_N_EXPERT], *dn[MOE_N_EXPERT];
@@ -354,35 +363,43 @@ static void moe_time(cv_pool *pool, moe_layer *L, cv_mm_ws *ws, int64_t n_tok, i
         gu[e] = L->gate_up[e].w;
         dn[e] = L->down[e].w;
     }
-    double t[2][64];
+    double t[2][2][64], ratio[2][64];
     repeats = CV_MIN(repeats, 64);
-    for (int rep = -1; rep < repeats; rep++) {
-        double sum[2] = { 0, 0 };
-        for (int64_t st = 0; st < n_steps; st++) {
-            const int32_t *ex = expert + st * n_rows;
-            const double t0 = clock_s();
-            if (plain)
-                matmul_per_expert(pool, gu, x, n_rows, ex, src, y, xg, yg);
-            else
-                cv_matmul_experts(pool, (const cv_wmat *const *)gu, (int32_t)moe.n_expert, n_tok, x, moe.hidden,
-                                  n_rows, ex, src, y, fused, ws);
-            const double t1 = clock_s();
-            if (plain)
-                matmul_per_expert(pool, dn, h, n_rows, ex, NULL, y, xg, yg);
-            else
-                cv_matmul_experts(pool, (const cv_wmat *const *)dn, (int32_t)moe.n_expert, n_rows, h, moe.ffn, n_rows,
-                                  ex, NULL, y, moe.hidden, ws);
-            sum[0] += t1 - t0;
-            sum[1] += clock_s() - t1;
+    for (int rep = -1; rep < repeats; rep++)
+        for (int vi = 0; vi < 2; vi++) {
+            const int v = (rep & 1) ^ vi;
+            double sum[2] = { 0, 0 };
+            for (int64_t st = 0; st < n_steps; st++) {
+                const int32_t *ex = expert + st * n_rows;
+                const double t0 = clock_s();
+                if (v)
+                    matmul_per_expert(pool, gu, x, n_rows, ex, src, y, xg, yg);
+                else
+                    cv_matmul_experts(pool, (const cv_wmat *const *)gu, (int32_t)moe.n_expert, n_tok, x, moe.hidden,
+                                      n_rows, ex, src, y, fused, ws);
+                const double t1 = clock_s();
+                if (v)
+                    matmul_per_expert(pool, dn, h, n_rows, ex, NULL, y, xg, yg);
+                else
+                    cv_matmul_experts(pool, (const cv_wmat *const *)dn, (int32_t)moe.n_expert, n_rows, h, moe.ffn,
+                                      n_rows, ex, NULL, y, moe.hidden, ws);
+                sum[0] += t1 - t0;
+                sum[1] += clock_s() - t1;
+            }
+            if (rep >= 0)
+                for (int k = 0; k < 2; k++)
+                    t[v][k][rep] = sum[k];
         }
-        if (rep >= 0)
-            for (int k = 0; k < 2; k++)
-                t[k][rep] = sum[k];
-    }
     for (int k = 0; k < 2; k++) {
-        qsort(t[k], (size_t)repeats, sizeof t[k][0], cmp_double);
-        t_med[k] = t[k][repeats / 2];
-        t_best[k] = t[k][0];
+        for (int rep = 0; rep < repeats; rep++)
+            ratio[k][rep] = t[1][k][rep] / t[0][k][rep];
+        qsort(ratio[k], (size_t)repeats, sizeof ratio[k][0], cmp_double);
+        out->ratio[k] = ratio[k][repeats / 2];
+        for (int v = 0; v < 2; v++) {
+            qsort(t[v][k], (size_t)repeats, sizeof t[v][k][0], cmp_double);
+            out->med[v][k] = t[v][k][repeats / 2];
+            out->best[v][k] = t[v][k][0];
+        }
     }
     free(expert);
     free(src);
@@ -430,16 +447,13 @@ static int bench_experts(cv_pool *pool, const char *mix, int repeats, const cv_p
     const cv_dtype *dts[2] = { cv_dtype_get(t_gu), cv_dtype_get(t_dn) };
     const int64_t macs[2] = { moe.hidden * 2 * moe.ffn, moe.ffn * moe.hidden };
     for (size_t c = 0; c < CV_ARRAY_LEN(cases); c++) {
-        double tm[2][2], tb[2][2], bytes[2];
-        for (int plain = 0; plain < 2; plain++)
-            moe_time(pool, L, ws, cases[c].n_tok, cases[c].n_steps, cases[c].repeats, plain, tm[plain], tb[plain],
-                     bytes);
+        moe_times mt;
+        moe_time(pool, L, ws, cases[c].n_tok, cases[c].n_steps, cases[c].repeats, &mt);
         for (int k = 0; k < 2; k++) {
-            const double per_step = tm[0][k] / (double)cases[c].n_steps * 1e3;
-            const double gbs = bytes[k] / tm[0][k] / 1e9, gbs_b = bytes[k] / tb[0][k] / 1e9;
-            const double g = (double)(cases[c].n_tok * moe.k * cases[c].n_steps * macs[k]) / tm[0][k];
-            const double gb = (double)(cases[c].n_tok * moe.k * cases[c].n_steps * macs[k]) / tb[0][k];
-            const double speedup = tm[1][k] / tm[0][k];
+            const double tm = mt.med[0][k], tb = mt.best[0][k], per_step = tm / (double)cases[c].n_steps * 1e3;
+            const double gbs = mt.bytes[k] / tm / 1e9, gbs_b = mt.bytes[k] / tb / 1e9;
+            const double macs_pass = (double)(cases[c].n_tok * moe.k * cases[c].n_steps * macs[k]);
+            const double g = macs_pass / tm, gb = macs_pass / tb, speedup = mt.ratio[k];
             if (cases[c].n_tok < 512)
                 printf("%-13s %-7s %-8s %-8s %-5s %9.3f %9.2f GB/s     %5.1f%% (%5.1f%%)  %4.2fx\n", moe.name, mix,
                        cases[c].name, names[k], dts[k]->name, per_step, gbs, 100 * gbs / bw->value,
@@ -590,10 +604,10 @@ int cv_cmd_bench_kernels(int argc, char **argv)
     }
     if (in_list(models, moe.name) && in_list(cases, "experts")) {
         printf("\nexpert-routed matmuls, %s MoE layer (%lld experts, %lld per token, gate+up fused), fresh routes "
-               "every step;\nms per step, rate over the used experts' weights, and the speed-up over one cv_matmul "
-               "per used expert\n", moe.name, (long long)moe.n_expert, (long long)moe.k);
+               "every step;\nms per step, rate over the used experts' weights, and the time of one cv_matmul per used "
+               "expert over this (median of paired passes)\n", moe.name, (long long)moe.n_expert, (long long)moe.k);
         printf("%-13s %-7s %-8s %-8s %-5s %9s %14s %18s  %s\n", "model", "dtype", "case", "matrix", "type", "ms/step",
-               "rate", "fraction", "vs loop");
+               "rate", "fraction", "loop/this");
         const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(moe_mixes) && !rc; mi++)
             if (in_list(mixes, moe_mixes[mi]) && (rc = bench_experts(pool, moe_mixes[mi], repeats, &bw, &peak,
