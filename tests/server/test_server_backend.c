@@ -420,6 +420,25 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     json_decref(h);
     cv_buf_reset(&out);
 
+    /* /v1/models says what the model is: for an MoE, its experts and the
+     * parameters one token uses. */
+    CHECK_EQ_INT(http(&S, "/v1/models", NULL, &out), 200);
+    json_t *ml = json_loadb(out.data, out.len, 0, NULL), *mo = json_array_get(json_object_get(ml, "data"), 0);
+    CHECK_EQ_STR(jstr(mo, "architecture"), g_arch);
+    json_t *moe = json_object_get(mo, "moe");
+    int64_t params = json_integer_value(json_object_get(mo, "parameters"));
+    CHECK(params > 1000000);
+    if (!strcmp(g_arch, "qwen3moe")) {
+        CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts")), 8);
+        CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts_used")), 2);
+        int64_t active = json_integer_value(json_object_get(moe, "active_parameters"));
+        CHECK_MSG(active > 0 && active < params, "active %lld of %lld", (long long)active, (long long)params);
+    } else {
+        CHECK(moe == NULL);
+    }
+    json_decref(ml);
+    cv_buf_reset(&out);
+
     CHECK_EQ_INT(http(&S, "/v1/status", NULL, &out), 200);
     json_t *st = json_loadb(out.data, out.len, 0, NULL);
     json_t *tot = json_object_get(st, "totals"), *kv = json_object_get(st, "kv"), *cache = json_object_get(st, "cache");
