@@ -340,7 +340,12 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             rc = cv_gguf_writer_add_tensor_fn(w, tname, j->type, n_dims, ne, gen_tensor, j, err);
         }
     }
-    if (rc == 0)
+    size_t bytes = 0;
+    for (int i = 0; i < n_jobs; i++)
+        bytes += jobs[i].row_bytes * (size_t)jobs[i].n_rows;
+    if (p->bytes_out)
+        *p->bytes_out = bytes;
+    if (rc == 0 && !p->plan_only)
         rc = cv_gguf_writer_write(w, out_path, err);
 out:
     free(jobs);
