@@ -15,7 +15,7 @@
  * text is reasoning after all. */
 #include "chat/toolcall/tc_int.h"
 
-static const tc_reason think[] = { { "<think>", "</think>" }, { NULL, NULL } };
+static const tc_reason think[] = { { .open = "<think>", .close = "</think>" }, { 0 } };
 
 const tc_reason *tc_reasons(const cv_tc_format *f)
 {

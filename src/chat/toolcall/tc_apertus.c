@@ -3,7 +3,7 @@
  * is the arguments. */
 #include "chat/toolcall/tc_int.h"
 
-static const tc_jshape shape = { NULL, NULL, NULL, true, false };
+static const tc_jshape shape = { .name_is_key = true };
 
 static const tc_env env = {
     .end = "<|tools_suffix|>",
@@ -12,8 +12,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<|tools_prefix|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tools_prefix|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_apertus = {

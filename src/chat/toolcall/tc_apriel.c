@@ -12,11 +12,11 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "Here are my reasoning steps:\n", .close = "[BEGIN FINAL RESPONSE]" }, { 0 } };
 
 const cv_tc_format tc_fmt_apriel = {
     .name = "apriel",

@@ -18,7 +18,7 @@ enum { W_NAME = 1, W_ARGS_STREAM, W_ARGS_RAW, W_ARGS_STR, W_ID, W_SKIP };
 static const char *const name_keys[] = { "name", "tool_name", "function_name", "recipient_name", NULL };
 static const char *const args_keys[] = { "arguments", "parameters", "args", "input", NULL };
 
-const tc_jshape tc_shape_default = { name_keys, args_keys, NULL, false, false };
+const tc_jshape tc_shape_default = { .name_keys = name_keys, .args_keys = args_keys };
 
 void tc_jcall_init(tc_jcall *c, const tc_jshape *shape)
 {

@@ -9,7 +9,7 @@
 static const char *const name_keys[] = { "tool_name", "name", NULL };
 static const char *const args_keys[] = { "parameters", "arguments", NULL };
 static const char *const id_keys[] = { "tool_call_id", "id", NULL };
-static const tc_jshape shape = { name_keys, args_keys, id_keys, false, false };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys, .id_keys = id_keys };
 
 static const tc_env env = {
     .end = "<|END_ACTION|>",
@@ -18,11 +18,11 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<|START_ACTION|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|START_ACTION|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<|START_THINKING|>", "<|END_THINKING|>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<|START_THINKING|>", .close = "<|END_THINKING|>" }, { 0 } };
 
 const cv_tc_format tc_fmt_command_r7b = {
     .name = "command_r7b",

@@ -5,7 +5,7 @@
 
 static const char *const name_keys[] = { "tool_name", "name", NULL };
 static const char *const args_keys[] = { "parameters", "arguments", NULL };
-static const tc_jshape shape = { name_keys, args_keys, NULL, false, false };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys };
 
 static const tc_env env = {
     .items = IT_JSON | IT_LIST,
@@ -15,8 +15,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "Action:", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "Action:", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_command_r_plus = {

@@ -25,9 +25,9 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<｜DSML｜function_calls>", tc_read_env, &env, false, false, false },
-    { "<｜DSML｜tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<｜DSML｜function_calls>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<｜DSML｜tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_deepseek_dsml = {

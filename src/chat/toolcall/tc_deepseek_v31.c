@@ -7,9 +7,9 @@
 static int call_cfg;
 
 static const tc_start starts[] = {
-    { "<｜tool▁calls▁begin｜>", tc_read_deepseek, NULL, false, false, false },
-    { "<｜tool▁call▁begin｜>", tc_read_deepseek, &call_cfg, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<｜tool▁calls▁begin｜>", .read = tc_read_deepseek },
+    { .marker = "<｜tool▁call▁begin｜>", .read = tc_read_deepseek, .cfg = &call_cfg },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_deepseek_v31 = {

@@ -62,8 +62,8 @@ static int read_fn(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<function=", read_fn, NULL, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function=", .read = read_fn, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_functionary_v3_1 = {

@@ -67,11 +67,11 @@ static int read_gemma(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<|tool_call>", read_gemma, NULL, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_call>", .read = read_gemma },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<|channel>thought", "<channel|>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<|channel>thought", .close = "<channel|>" }, { 0 } };
 
 const cv_tc_format tc_fmt_gemma4 = {
     .name = "gemma4",

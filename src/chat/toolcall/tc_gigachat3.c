@@ -11,9 +11,9 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "function call<|role_sep|>", tc_read_env, &env, false, false, false },
-    { "<|function_call|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "function call<|role_sep|>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<|function_call|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_gigachat3 = {

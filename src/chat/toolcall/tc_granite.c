@@ -16,9 +16,9 @@ static const tc_env env_tag = {
 };
 
 static const tc_start starts[] = {
-    { "<|tool_call|>", tc_read_env, &env, false, false, false },
-    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_call|>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_granite = {

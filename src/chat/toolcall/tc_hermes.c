@@ -15,8 +15,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_hermes = {

@@ -9,8 +9,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<|action_start|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|action_start|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_internlm2 = {

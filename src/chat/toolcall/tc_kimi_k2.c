@@ -89,9 +89,9 @@ static int read_kimi(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<|tool_calls_section_begin|>", read_kimi, NULL, false, false, false },
-    { "<|tool_call_begin|>", read_kimi, &call_cfg, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_calls_section_begin|>", .read = read_kimi },
+    { .marker = "<|tool_call_begin|>", .read = read_kimi, .cfg = &call_cfg },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_kimi_k2 = {

@@ -8,7 +8,7 @@
 
 static const char *const name_keys[] = { "name", NULL };
 static const char *const args_keys[] = { "parameters", "arguments", NULL };
-static const tc_jshape shape = { name_keys, args_keys, NULL, false, true };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys, .need_args = true };
 
 static const tc_env env_tag = {
     .items = IT_JSON,
@@ -24,9 +24,9 @@ static const tc_env env_bare = {
 };
 
 static const tc_start starts[] = {
-    { "<|python_tag|>", tc_read_env, &env_tag, false, false, false },
-    { "{", tc_read_env, &env_bare, true, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|python_tag|>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "{", .read = tc_read_env, .cfg = &env_bare, .weak = true, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_llama3_json = {

@@ -20,8 +20,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<function name=\"", tc_read_env, &env, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function name=\"", .read = tc_read_env, .cfg = &env, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_minicpm5 = {

@@ -11,8 +11,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_minimax_m1 = {

@@ -20,8 +20,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<minimax:tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<minimax:tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_minimax_m2 = {

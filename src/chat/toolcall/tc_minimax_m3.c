@@ -270,11 +270,11 @@ static int read_m3(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { S "<tool_call>", read_m3, NULL, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = S "<tool_call>", .read = read_m3 },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<mm:think>", "</mm:think>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<mm:think>", .close = "</mm:think>" }, { 0 } };
 
 const cv_tc_format tc_fmt_minimax_m3 = {
     .name = "minimax_m3",

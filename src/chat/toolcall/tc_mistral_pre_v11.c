@@ -7,7 +7,7 @@
 static const char *const name_keys[] = { "name", NULL };
 static const char *const args_keys[] = { "arguments", "parameters", NULL };
 static const char *const id_keys[] = { "id", NULL };
-static const tc_jshape shape = { name_keys, args_keys, id_keys, false, false };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys, .id_keys = id_keys };
 
 static const tc_env env = {
     .items = IT_LIST | IT_JSON | IT_NAMEJSON,
@@ -16,8 +16,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "[TOOL_CALLS]", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "[TOOL_CALLS]", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_mistral_pre_v11 = {

@@ -12,11 +12,11 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "[TOOL_CALLS]", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "[TOOL_CALLS]", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "[THINK]", "[/THINK]" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "[THINK]", .close = "[/THINK]" }, { 0 } };
 
 const cv_tc_format tc_fmt_mistral_v11 = {
     .name = "mistral_v11",

@@ -9,8 +9,8 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<TOOLCALL>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<TOOLCALL>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_nemotron_nano_v2 = {

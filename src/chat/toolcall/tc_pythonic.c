@@ -16,9 +16,9 @@ static const tc_env env_tag = {
 };
 
 static const tc_start starts[] = {
-    { "<|python_start|>", tc_read_env, &env_tag, false, false, false },
-    { "[", tc_read_env, &env_bare, true, true, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|python_start|>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "[", .read = tc_read_env, .cfg = &env_bare, .weak = true, .at_start = true, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_pythonic = {

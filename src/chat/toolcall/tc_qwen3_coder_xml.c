@@ -31,9 +31,9 @@ static const tc_env env_bare = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
-    { "<function=", tc_read_env, &env_bare, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "<function=", .read = tc_read_env, .cfg = &env_bare, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_qwen3_coder_xml = {

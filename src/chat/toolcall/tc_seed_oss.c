@@ -20,11 +20,11 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<seed:tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<seed:tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<seed:think>", "</seed:think>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<seed:think>", .close = "</seed:think>" }, { 0 } };
 
 const cv_tc_format tc_fmt_seed_oss = {
     .name = "seed_oss",

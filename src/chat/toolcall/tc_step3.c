@@ -23,9 +23,9 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<｜tool_calls_begin｜>", tc_read_env, &env, false, false, false },
-    { "<｜tool_call_begin｜>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<｜tool_calls_begin｜>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<｜tool_call_begin｜>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_step3 = {

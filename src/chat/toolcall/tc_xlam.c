@@ -25,11 +25,11 @@ static const tc_env env_tc = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
-    { "[TOOL_CALLS]", tc_read_env, &env_tc, false, false, false },
-    { "```json", tc_read_env, &env_fence, true, false, false },
-    { "[", tc_read_env, &env_bare, true, true, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "[TOOL_CALLS]", .read = tc_read_env, .cfg = &env_tc },
+    { .marker = "```json", .read = tc_read_env, .cfg = &env_fence, .weak = true },
+    { .marker = "[", .read = tc_read_env, .cfg = &env_bare, .weak = true, .at_start = true, .keep = true },
+    { 0 },
 };
 
 const cv_tc_format tc_fmt_xlam = {
