@@ -3,7 +3,8 @@
  * ";", optionally after <|python_tag|>. A bare object is a call only when
  * it has both a name and its parameters (or arguments) and has been read
  * whole; anything else stays text, so JSON answers are not mistaken for
- * calls. */
+ * calls. Output detection watches for the same bare object, and for one
+ * in a ```json fence, in every other format's output. */
 #include "chat/toolcall/tc_int.h"
 
 static const char *const name_keys[] = { "name", NULL };
@@ -23,6 +24,23 @@ static const tc_env env_bare = {
     .seps = ";",
 };
 
+/* Detection in output of other formats: the bare object, or one fenced in
+ * ```json / ```tool_call (objects or a list of them) — models of every
+ * family fall into Llama 3's habit. */
+static const tc_env env_fence = {
+    .end = "```",
+    .items = IT_JSON | IT_LIST,
+    .shape = &shape,
+    .seps = ";,",
+};
+
+static const tc_start detect[] = {
+    { .marker = "{", .read = tc_read_env, .cfg = &env_bare, .weak = true, .keep = true },
+    { .marker = "```json", .read = tc_read_env, .cfg = &env_fence, .weak = true },
+    { .marker = "```tool_call", .read = tc_read_env, .cfg = &env_fence, .weak = true },
+    { 0 },
+};
+
 static const tc_start starts[] = {
     { .marker = "<|python_tag|>", .read = tc_read_env, .cfg = &env_tag },
     { .marker = "{", .read = tc_read_env, .cfg = &env_bare, .weak = true, .keep = true },
@@ -37,5 +55,6 @@ const cv_tc_format tc_fmt_llama3_json = {
     .tmpl_rank = 60,
     .names = (const char *const[]){ "llama-3.1", "llama3.1", "llama-3.2", "llama3.2", "llama-3.3", "llama3.3", "llama-3", "llama3", NULL },
     .starts = starts,
+    .detect = detect,
     .drops = (const char *const[]){ "<|eom_id|>", "<|eot_id|>", NULL },
 };

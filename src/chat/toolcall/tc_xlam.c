@@ -24,6 +24,21 @@ static const tc_env env_tc = {
     .one = true,
 };
 
+/* Detection in output of other formats: a bare list of calls anywhere —
+ * JSON objects, or Python calls, which tc_detect.c takes only as the whole
+ * reply and reports as pythonic. */
+extern const cv_tc_format tc_fmt_pythonic;
+static const tc_env env_detect = {
+    .items = IT_LIST | IT_PYLIST,
+    .one = true,
+    .py_row = &tc_fmt_pythonic,
+};
+
+static const tc_start detect[] = {
+    { .marker = "[", .read = tc_read_env, .cfg = &env_detect, .weak = true, .keep = true },
+    { 0 },
+};
+
 static const tc_start starts[] = {
     { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
     { .marker = "[TOOL_CALLS]", .read = tc_read_env, .cfg = &env_tc },
@@ -39,5 +54,6 @@ const cv_tc_format tc_fmt_xlam = {
     .tmpl_rank = 85,
     .names = (const char *const[]){ "xlam", NULL },
     .starts = starts,
+    .detect = detect,
     .flags = TC_F_NO_FALLBACK,
 };

@@ -165,13 +165,32 @@ static void load_wrong(void)
 typedef struct copts {
     cv_chat_parse_opts o;
     char opener[256];
+    cv_buf tmpl;
 } copts;
+
+/* How the format is chosen: named (the case's), named with output
+ * detection on (what the server does with the template's syntax), or auto:
+ * nothing named, the case's template (llama.cpp cases) the only hint, and
+ * detection finding the rest. */
+enum { M_NAMED, M_DETECT, M_AUTO };
+static int mode;
+static const char *const mode_name[] = { "named", "named + detection", "auto" };
 
 static void case_opts(const json_t *c, const char *tmpl, copts *co)
 {
     memset(co, 0, sizeof *co);
     cv_chat_parse_opts *o = &co->o;
     o->format = cv_tc_format_find(jstr(c, "format"));
+    o->detect = mode != M_NAMED;
+    if (mode == M_AUTO) {
+        if (tmpl) {
+            char rel[512];
+            snprintf(rel, sizeof rel, "templates/%s", tmpl);
+            cv_read_file(test_data(rel), &co->tmpl, 1u << 20, NULL);
+        }
+        o->template_src = (cv_str){ co->tmpl.data, co->tmpl.len };
+        o->format = cv_tc_detect(o->template_src, (cv_str){ NULL, 0 }); /* for the prompt's opener */
+    }
     const json_t *tools = json_object_get(c, "tools");
     o->tools = json_is_array(tools) ? tools : NULL;
     const json_t *op = json_object_get(c, "options");
@@ -446,6 +465,8 @@ static void run_case(const tcase *tc, const char *tmpl)
     CHECK_MSG(co.o.format != NULL, "%s#%d: unknown format %s", tc->file, tc->index, jstr(c, "format"));
     if (!co.o.format)
         return;
+    if (mode == M_AUTO)
+        co.o.format = NULL; /* the parser chooses from the template, as in the server */
     const char *text = jstr(c, "text");
     size_t len = strlen(text);
     bool partial = !strcmp(jstr(c, "mode"), "partial");
@@ -473,8 +494,8 @@ static void run_case(const tcase *tc, const char *tmpl)
             CHECK_MSG(!ok, "%s is listed in judged_wrong.txt but now passes: remove it", key);
             n_judged += tmpl == NULL || !strcmp(tmpl, json_string_value(json_array_get(json_object_get(c, "templates"), 0)));
         } else {
-            CHECK_MSG(ok, "%s (%s) [%s]: %s\n    text: %.300s", key, tmpl ? tmpl : "-", cv_tc_format_name(co.o.format),
-                      why, text);
+            CHECK_MSG(ok, "%s (%s) [%s, %s]: %s\n    text: %.300s", key, tmpl ? tmpl : "-", jstr(c, "format"),
+                      mode_name[mode], why, text);
             n_fail_runs += !ok;
         }
     }
@@ -491,10 +512,12 @@ static void run_case(const tcase *tc, const char *tmpl)
         tc_coll_fini(&other);
     }
     tc_coll_fini(&whole);
+    cv_buf_free(&co.tmpl);
 }
 
-TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
+static void run_all(void)
 {
+    n_runs = n_judged = n_fail_runs = 0;
     for (int i = 0; i < n_cases; i++) {
         const json_t *t = json_object_get(cases[i].j, "templates");
         if (is_llamacpp(cases[i].j) && json_array_size(t)) {
@@ -504,9 +527,28 @@ TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
             run_case(&cases[i], NULL);
         }
     }
-    printf("  %d cases (%d runs, one per template, each in 6 chunkings): %d judged wrong (judged_wrong.txt), "
-           "%d runs not matching their peer\n", n_cases, n_runs, n_judged, n_fail_runs);
-    CHECK(n_cases == 588);
+    printf("  %s: %d cases (%d runs, one per template, each in 6 chunkings): %d judged wrong (judged_wrong.txt), "
+           "%d runs not matching their peer\n", mode_name[mode], n_cases, n_runs, n_judged, n_fail_runs);
+}
+
+TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
+{
+    mode = M_NAMED;
+    run_all();
+    CHECK(n_cases >= 588);
+}
+
+TEST(every_fixture_case_parses_the_same_with_output_detection_on)
+{
+    mode = M_DETECT;
+    run_all();
+}
+
+TEST(every_fixture_case_parses_the_same_with_no_format_named)
+{
+    mode = M_AUTO;
+    run_all();
+    mode = M_NAMED;
 }
 
 TEST(judged_wrong_list_names_real_cases)
@@ -571,6 +613,8 @@ int main(void)
     load_wrong();
     RUN(every_fixture_format_is_registered);
     RUN(every_fixture_case_parses_as_its_peer_expects_in_every_chunking);
+    RUN(every_fixture_case_parses_the_same_with_output_detection_on);
+    RUN(every_fixture_case_parses_the_same_with_no_format_named);
     RUN(judged_wrong_list_names_real_cases);
     RUN(each_case_template_selects_the_case_format);
     for (int i = 0; i < n_cases; i++)
