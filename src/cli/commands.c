@@ -71,10 +71,10 @@ const cv_cmd cv_cmds[] = {
     { "detokenize", "token ids to text with a model's vocabulary",
       "corvid detokenize MODEL [--skip-special] ID...", cv_cmd_detokenize },
     { "parse-tools", "parse model output (stdin) into content, reasoning and tool calls",
-      "corvid parse-tools [--format NAME|auto] [--template FILE.jinja] [--model NAME] [--tools TOOLS.json]\n"
-      "                   [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline] [--tool-choice-none]\n"
-      "                   [--no-parallel] [--json-response] [--events] [--list]\n"
-      "       corvid parse-tools --bench DIR [--chunk 4] [--repeats 5]",
+      "corvid parse-tools [--format NAME|auto|list] [--detect] [--template FILE.jinja] [--model NAME]\n"
+      "                   [--tools TOOLS.json] [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline]\n"
+      "                   [--tool-choice-none] [--no-parallel] [--json-response] [--events] [--list]\n"
+      "       corvid parse-tools --bench DIR [--chunk 4] [--repeats 5] [--no-detect]",
       cv_cmd_parse_tools },
 };
 const int cv_n_cmds = (int)CV_ARRAY_LEN(cv_cmds);
