@@ -196,6 +196,10 @@
  * head_dim <= 256). */
 #define CV_MAX_HEADS 4096
 #define CV_MAX_HEAD_DIM 4096
+/* Experts per MoE layer and experts one token uses (real: 8..512 experts,
+ * 1..16 used); bounds the router rows and the per-token route tables. */
+#define CV_MAX_EXPERTS 1024
+#define CV_MAX_EXPERTS_USED 64
 
 /* ---- engine (engine/) ---- */
 /* Positions one sequence may hold (context window). 1M tokens is beyond

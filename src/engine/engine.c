@@ -1,8 +1,9 @@
 /* engine.c — creating and destroying an engine: resolving and validating
  * its parameters against the model and base/limits.h, and allocating once
- * everything a forward call uses (the KV pool, the per-sequence block
- * tables, every activation row, the logits, per-thread attention scratch),
- * so that the forward pass itself never allocates. */
+ * everything a forward call uses (the KV pool over the layers that attend,
+ * the per-sequence block tables, the residual stream and logits rows, the
+ * attention plan, and each layer kind's own scratch through its traits
+ * row), so that the forward pass itself never allocates. */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -72,7 +73,9 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         goto fail;
     }
     e->n_threads = cv_pool_size(e->pool);
-    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, hp->n_layer, hp->n_head_kv, hp->head_dim, p.kv_type, err)))
+    e->kv_layer = cv_xmalloc((size_t)hp->n_layer * sizeof *e->kv_layer);
+    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, eng_kv_layers(m, e->kv_layer), hp->n_head_kv, hp->head_dim,
+                           p.kv_type, err)))
         goto fail;
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
@@ -80,19 +83,10 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         e->seqs[i].blocks = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
     e->new_len = cv_xmalloc((size_t)p.n_seq_max * sizeof(int32_t));
 
-    int64_t n_q = (int64_t)hp->n_head * hp->head_dim, n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
     e->ld_x = hp->n_embd;
-    e->ld_qkv = n_q + 2 * n_kv;
-    e->ld_q = n_q;
-    e->ld_gu = 2 * (int64_t)hp->n_ff;
-    e->ld_ff = hp->n_ff;
     e->x = alloc_rows(p.n_batch, e->ld_x);
     e->xn = alloc_rows(p.n_batch, e->ld_x);
     e->tmp = alloc_rows(p.n_batch, e->ld_x);
-    e->qkv = alloc_rows(p.n_batch, e->ld_qkv);
-    e->attn = alloc_rows(p.n_batch, e->ld_q);
-    e->gu = alloc_rows(p.n_batch, e->ld_gu);
-    e->ff = alloc_rows(p.n_batch, e->ld_ff);
     e->xo = alloc_rows(p.n_logits, e->ld_x);
     e->logits = alloc_rows(p.n_logits, hp->n_vocab);
     e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
@@ -112,6 +106,16 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->att_items = cv_xmalloc(((size_t)p.n_batch * (size_t)hp->n_head_kv + (size_t)e->att_n_slots) *
                               sizeof *e->att_items);
     e->att_split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *e->att_split);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        e->kinds_used[0] |= 1u << m->layers[il].mixer;
+        e->kinds_used[1] |= 1u << m->layers[il].ffn;
+    }
+    for (int k = 0; k < CV_MIXER_COUNT; k++)
+        if ((e->kinds_used[0] >> k & 1) && (rc = eng_mixers[k]->init(e, err)))
+            goto fail;
+    for (int k = 0; k < CV_FFN_COUNT; k++)
+        if ((e->kinds_used[1] >> k & 1) && (rc = eng_ffns[k]->init(e, err)))
+            goto fail;
     *out = e;
     return 0;
 fail:
@@ -124,14 +128,22 @@ void cv_engine_destroy(cv_engine *e)
     if (!e)
         return;
     cv_pool_destroy(e->pool);
+    /* A failed init leaves later kinds unallocated: fini only what ran.
+     * Each fini frees what its init set, and tolerates NULL fields. */
+    for (int k = 0; k < CV_MIXER_COUNT; k++)
+        if (e->kinds_used[0] >> k & 1)
+            eng_mixers[k]->fini(e);
+    for (int k = 0; k < CV_FFN_COUNT; k++)
+        if (e->kinds_used[1] >> k & 1)
+            eng_ffns[k]->fini(e);
     kv_pool_fini(&e->kv);
+    free(e->kv_layer);
     if (e->seqs)
         for (int32_t i = 0; i < e->p.n_seq_max; i++)
             free(e->seqs[i].blocks);
     free(e->seqs);
     free(e->new_len);
-    float *bufs[] = { e->x, e->xn, e->tmp, e->qkv, e->attn, e->gu, e->ff, e->xo, e->logits, e->att_scratch,
-                      e->att_slots };
+    float *bufs[] = { e->x, e->xn, e->tmp, e->xo, e->logits, e->att_scratch, e->att_slots };
     for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
         cv_aligned_free(bufs[i]);
     free(e->rows);

@@ -1,6 +1,7 @@
 /* engine_int.h — the engine layer's guts, shared by its files only: the
  * KV block pool (kv_cache.c), the per-sequence block tables, the engine
- * struct with its scratch, and the attention entry (attention.c). */
+ * struct with its scratch, the traits row each layer kind implements
+ * (mix_*.c, ffn_*.c), and the attention entry (attention.c). */
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
@@ -60,6 +61,9 @@ void kv_pool_unref(kv_pool *p, int32_t b);
 static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
 size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
+/* The layers whose mixer keeps K/V in the pool, numbered in order into
+ * map[n_layer] (-1 for the others; map may be NULL); returns their count. */
+int32_t eng_kv_layers(const cv_model *m, int32_t *map);
 
 /* Block b's piece in region r = (layer * 2 + kv) * n_head_kv + head: one
  * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
@@ -197,6 +201,39 @@ typedef struct att_plan_tile {
     int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
 } att_plan_tile;
 
+/* ---- layer kinds ---- */
+
+/* What one kind of sub-block does, as a row of functions (docs/ENGINE.md).
+ * The forward pass calls, for each layer, its mixer's row and then its
+ * FFN's; a kind's file owns its math and its scratch. */
+typedef struct eng_kind {
+    const char *name;
+    /* Allocates the kind's scratch for steps of up to p.n_batch tokens; runs
+     * once at engine creation when some layer has the kind. May fail only
+     * on a limit (CV_ELIMIT), before the engine is used. */
+    int (*init)(cv_engine *e, cv_err *err);
+    void (*fini)(cv_engine *e);
+    /* The sub-block of layer il for the batch's T rows: reads the normed
+     * input e->xn, writes its output rows (ld_x apart) to e->tmp, which the
+     * caller adds to the residual stream. */
+    void (*forward)(cv_engine *e, const cv_batch *b, int32_t il);
+} eng_kind;
+
+extern const eng_kind eng_mix_attn;
+extern const eng_kind eng_ffn_dense;
+extern const eng_kind eng_ffn_moe;
+/* The rows by kind (forward.c). */
+extern const eng_kind *const eng_mixers[CV_MIXER_COUNT];
+extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
+
+/* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
+ * inline for a handful of rows (waking the pool costs more). */
+void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
+/* A matmul of the forward pass, timed when profiling. */
+void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
+
+typedef struct ffn_moe_scratch ffn_moe_scratch;
+
 /* ---- the engine ---- */
 
 struct cv_engine {
@@ -205,6 +242,8 @@ struct cv_engine {
     cv_pool *pool;
     const cv_vec_ops *vec;
     kv_pool kv;
+    int32_t *kv_layer;   /* [n_layer] the layer's index among the KV pool's layers; -1: none */
+    uint32_t kinds_used[2]; /* bit k: some layer has mixer kind k ([0]) / FFN kind k ([1]) */
     kv_seq *seqs;        /* [n_seq_max] */
     int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
 
@@ -218,8 +257,9 @@ struct cv_engine {
     float *xn;           /* [n_batch][ld_x] normed input of a block */
     float *qkv;          /* [n_batch][ld_qkv] */
     float *attn;         /* [n_batch][ld_q] attention output */
-    float *gu;           /* [n_batch][ld_gu] */
-    float *ff;           /* [n_batch][ld_ff] */
+    float *gu;           /* [n_batch][ld_gu] dense FFN */
+    float *ff;           /* [n_batch][ld_ff] dense FFN */
+    ffn_moe_scratch *moe;
     float *tmp;          /* [n_batch][ld_x] a projection's result before the residual add */
     float *xo;           /* [n_logits][ld_x] normed rows that want logits */
     float *logits;       /* [n_logits][n_vocab] */
@@ -243,8 +283,14 @@ struct cv_engine {
     int n_threads;
 
     bool profiling;
+    uint64_t prof_mm_ns, prof_att_ns; /* this call's matmul and attention time, when profiling */
+    int32_t prof_runs;                /* and its pool launches */
+    double prof_bytes;                /* this call's weight bytes read (always counted) */
+    int32_t prof_experts;             /* and the (layer, expert) pairs read */
     cv_engine_stats stats;
 };
+
+static inline uint64_t eng_tick(const cv_engine *e) { return e->profiling ? cv_now_ns() : 0; }
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);

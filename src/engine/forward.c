@@ -1,105 +1,67 @@
 /* forward.c — the one forward pass every architecture runs. A batch holds
  * tokens of several sequences at different positions; every matmul takes
  * all of them at once (weights are read once per step for the whole
- * batch), per-token work (norms, bias, Q/K norm, RoPE, cache writes,
- * SwiGLU) is split over the compute pool by rows, and attention reads each
- * sequence's own blocks. What varies between architectures is data in the
- * bound cv_model (a bias present or not, a Q/K norm present or not, the
- * RoPE style and factors, a tied output), never a branch on a name.
+ * batch), per-token work is split over the compute pool by rows, and
+ * attention reads each sequence's own blocks. Each layer is a mixer and an
+ * FFN of the kinds the model resolved at load; this file runs the residual
+ * stream around them and leaves their math to their traits rows
+ * (mix_attn.c, ffn_dense.c, ffn_moe.c):
  *
- * Per block, for the batch's rows X [T][n_embd]:
- *   Xn = rmsnorm(X) * attn_norm
- *   Q|K|V = Xn Wqkv^T (+ bias)        one or three matmuls (fused at load)
- *   Q, K = rmsnorm per head (qwen3), RoPE at each row's position
- *   cache[seq][pos] = K, V ; A = attention(Q, cache)
- *   X += A Wo^T
- *   Xn = rmsnorm(X) * ffn_norm ; G|U = Xn Wgu^T ; X += (silu(G) * U) Wdown^T
+ * Per layer, for the batch's rows X [T][n_embd]:
+ *   X += mixer(rmsnorm(X) * attn_norm)
+ *   X += ffn(rmsnorm(X) * ffn_norm)
  * then logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only. */
 #include <math.h>
 
 #include "engine/engine_int.h"
 
+const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn };
+const eng_kind *const eng_ffns[CV_FFN_COUNT] = { [CV_FFN_DENSE] = &eng_ffn_dense, [CV_FFN_MOE] = &eng_ffn_moe };
+
 /* ---- per-row work on the pool ---- */
 
-typedef struct row_job {
-    cv_engine *e;
-    const cv_batch *b;
-    int32_t layer;
-    int32_t n_rows;
-    const float *norm_w; /* rmsnorm: weight */
-    const float *src;    /* rmsnorm: input rows (ld_x apart) */
-    float *dst;          /* rmsnorm: output rows (ld_x apart) */
-    const int32_t *rows; /* rmsnorm: gather src rows through this map (NULL: identity) */
-} row_job;
-
-/* Small batches run inline: waking the pool costs more than the work. */
-static void run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, row_job *j)
+void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx)
 {
-    j->n_rows = n_rows;
     if (n_rows < 4 || e->n_threads == 1)
-        fn(j, 0, 1);
+        fn(ctx, 0, 1);
     else
-        cv_pool_run(e->pool, fn, j);
+        cv_pool_run(e->pool, fn, ctx);
 }
+
+void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    const uint64_t t0 = eng_tick(e);
+    cv_matmul_strided(e->pool, w, n_tok, x, ldx, y, ldy);
+    e->prof_mm_ns += eng_tick(e) - t0;
+    e->prof_runs++;
+    e->prof_bytes += (double)cv_wmat_bytes(w);
+}
+
+typedef struct norm_job {
+    cv_engine *e;
+    int32_t n_rows;
+    const float *w;      /* weight */
+    const float *src;    /* input rows (ld_x apart) */
+    float *dst;          /* output rows (ld_x apart) */
+    const int32_t *rows; /* gather src rows through this map (NULL: identity) */
+} norm_job;
 
 static void rows_rmsnorm(void *ctx, int ith, int nth)
 {
-    row_job *j = ctx;
+    norm_job *j = ctx;
     cv_engine *e = j->e;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         int64_t s = j->rows ? j->rows[t] : t;
-        e->vec->rmsnorm(j->dst + t * e->ld_x, j->src + s * e->ld_x, j->norm_w, e->ld_x, e->m->hp.rms_eps);
+        e->vec->rmsnorm(j->dst + t * e->ld_x, j->src + s * e->ld_x, j->w, e->ld_x, e->m->hp.rms_eps);
     }
 }
 
-/* Bias, per-head Q/K norm, RoPE, and the cache write of each row's K/V. */
-static void rows_post_qkv(void *ctx, int ith, int nth)
+static void rmsnorm_rows(cv_engine *e, int32_t n, const float *w, const float *src, float *dst, const int32_t *rows)
 {
-    row_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_model *m = e->m;
-    const cv_hparams *hp = &m->hp;
-    const cv_layer *L = &m->layers[j->layer];
-    const cv_vec_ops *vec = e->vec;
-    const kv_pool *kv = &e->kv;
-    const int32_t hd = hp->head_dim;
-    const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)hp->n_head_kv * hd;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *q = e->qkv + t * e->ld_qkv, *k = q + n_q, *v = k + n_kv;
-        if (L->q_bias) vec->add(q, q, L->q_bias, n_q);
-        if (L->k_bias) vec->add(k, k, L->k_bias, n_kv);
-        if (L->v_bias) vec->add(v, v, L->v_bias, n_kv);
-        if (L->q_norm)
-            for (int32_t h = 0; h < hp->n_head; h++)
-                vec->rmsnorm(q + (int64_t)h * hd, q + (int64_t)h * hd, L->q_norm, hd, hp->rms_eps);
-        if (L->k_norm)
-            for (int32_t h = 0; h < hp->n_head_kv; h++)
-                vec->rmsnorm(k + (int64_t)h * hd, k + (int64_t)h * hd, L->k_norm, hd, hp->rms_eps);
-        const int32_t pos = j->b->pos[t];
-        vec->rope(&m->rope, q, hp->n_head, hd, pos);
-        vec->rope(&m->rope, k, hp->n_head_kv, hd, pos);
-        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
-        for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
-            kv_store(kv, vec, kv_k(kv, blk, j->layer, g), kv_v(kv, blk, j->layer, g), at, kg, vg);
-        }
-    }
-}
-
-static void rows_swiglu(void *ctx, int ith, int nth)
-{
-    row_job *j = ctx;
-    cv_engine *e = j->e;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        const float *g = e->gu + t * e->ld_gu;
-        e->vec->swiglu(e->ff + t * e->ld_ff, g, g + e->ld_ff, e->ld_ff);
-    }
+    norm_job j = { .e = e, .n_rows = n, .w = w, .src = src, .dst = dst, .rows = rows };
+    eng_run_rows(e, n, rows_rmsnorm, &j);
 }
 
 /* ---- validation ---- */
@@ -151,8 +113,6 @@ static int check_batch(cv_engine *e, const cv_batch *b, int32_t *n_want, cv_err 
 
 /* ---- the pass ---- */
 
-static inline uint64_t tick(const cv_engine *e) { return e->profiling ? cv_now_ns() : 0; }
-
 int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int32_t *n_logits, cv_err *err)
 {
     int32_t n_want = 0;
@@ -164,71 +124,49 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
             cv_engine_kv_grow(e, s, e->new_len[s]);
 
     const cv_model *m = e->m;
-    const cv_hparams *hp = &m->hp;
     const int32_t T = b->n_tokens;
-    cv_pool *pool = e->pool;
-    uint64_t t_mm = 0, t_att = 0, t0 = tick(e), t1;
-    int32_t runs = 0;
-#define MATMUL(stmt)              \
-    do {                          \
-        t1 = tick(e);             \
-        stmt;                     \
-        t_mm += tick(e) - t1;     \
-        runs++;                   \
-    } while (0)
+    const int64_t n = (int64_t)T * e->ld_x;
+    const uint64_t t0 = eng_tick(e);
+    e->prof_mm_ns = e->prof_att_ns = 0;
+    e->prof_runs = 0;
+    e->prof_bytes = 0;
+    e->prof_experts = 0;
 
     for (int32_t t = 0; t < T; t++)
         cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
     cv_engine_att_plan(e, b);
 
-    row_job j = { .e = e, .b = b };
-    for (int32_t il = 0; il < hp->n_layer; il++) {
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
-        j.layer = il;
-
-        j.norm_w = L->attn_norm, j.src = e->x, j.dst = e->xn, j.rows = NULL;
-        run_rows(e, T, rows_rmsnorm, &j);
-        for (int32_t i = 0; i < L->n_qkv; i++)
-            MATMUL(cv_matmul_strided(pool, L->qkv[i].w, T, e->xn, e->ld_x, e->qkv + L->qkv[i].col, e->ld_qkv));
-        run_rows(e, T, rows_post_qkv, &j);
-
-        t1 = tick(e);
-        cv_engine_attention(e, il);
-        t_att += tick(e) - t1;
-        runs++;
-
-        MATMUL(cv_matmul(pool, L->wo, T, e->attn, e->tmp));
-        e->vec->add(e->x, e->x, e->tmp, (int64_t)T * e->ld_x);
-
-        j.norm_w = L->ffn_norm, j.src = e->x, j.dst = e->xn, j.rows = NULL;
-        run_rows(e, T, rows_rmsnorm, &j);
-        for (int32_t i = 0; i < L->n_gate_up; i++)
-            MATMUL(cv_matmul_strided(pool, L->gate_up[i].w, T, e->xn, e->ld_x, e->gu + L->gate_up[i].col,
-                                     e->ld_gu));
-        run_rows(e, T, rows_swiglu, &j);
-        MATMUL(cv_matmul(pool, L->w_down, T, e->ff, e->tmp));
-        e->vec->add(e->x, e->x, e->tmp, (int64_t)T * e->ld_x);
+        rmsnorm_rows(e, T, L->attn_norm, e->x, e->xn, NULL);
+        eng_mixers[L->mixer]->forward(e, b, il);
+        e->vec->add(e->x, e->x, e->tmp, n);
+        rmsnorm_rows(e, T, L->ffn_norm, e->x, e->xn, NULL);
+        eng_ffns[L->ffn]->forward(e, b, il);
+        e->vec->add(e->x, e->x, e->tmp, n);
     }
 
     if (n_want > 0) {
-        j.norm_w = m->output_norm, j.src = e->x, j.dst = e->xo, j.rows = e->rows;
-        run_rows(e, n_want, rows_rmsnorm, &j);
-        MATMUL(cv_matmul(pool, m->output, n_want, e->xo, e->logits));
+        rmsnorm_rows(e, n_want, m->output_norm, e->x, e->xo, e->rows);
+        eng_matmul(e, m->output, n_want, e->xo, e->ld_x, e->logits, m->hp.n_vocab);
     }
-#undef MATMUL
 
     for (int32_t s = 0; s < e->p.n_seq_max; s++)
         if (e->new_len[s] >= 0)
             e->seqs[s].len = e->new_len[s];
+    e->stats.weight_bytes = e->prof_bytes;
+    e->stats.experts_read = e->prof_experts;
     if (e->profiling) {
-        double total = (double)(tick(e) - t0) * 1e-9;
+        double total = (double)(eng_tick(e) - t0) * 1e-9;
         e->stats = (cv_engine_stats){
             .t_total = total,
-            .t_matmul = (double)t_mm * 1e-9,
-            .t_attention = (double)t_att * 1e-9,
-            .t_other = total - (double)(t_mm + t_att) * 1e-9,
+            .t_matmul = (double)e->prof_mm_ns * 1e-9,
+            .t_attention = (double)e->prof_att_ns * 1e-9,
+            .t_other = total - (double)(e->prof_mm_ns + e->prof_att_ns) * 1e-9,
             .n_tokens = T,
-            .n_pool_runs = runs,
+            .n_pool_runs = e->prof_runs,
+            .weight_bytes = e->prof_bytes,
+            .experts_read = e->prof_experts,
         };
     }
     *logits = e->logits;

@@ -329,9 +329,21 @@ void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src)
         memcpy(kv_piece(p, r, b), (const uint8_t *)src + r * p->head_bytes, p->head_bytes);
 }
 
+int32_t eng_kv_layers(const cv_model *m, int32_t *map)
+{
+    int32_t n = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const bool kv = m->layers[il].mixer == CV_MIXER_ATTN;
+        if (map)
+            map[il] = kv ? n : -1;
+        n += kv;
+    }
+    return n;
+}
+
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
 {
-    return kv_block_bytes(m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim, kv_type);
+    return kv_block_bytes(eng_kv_layers(m, NULL), m->hp.n_head_kv, m->hp.head_dim, kv_type);
 }
 
 const char *cv_engine_kv_type_name(uint32_t kv_type)

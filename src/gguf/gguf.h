@@ -183,6 +183,13 @@ void cv_gguf_writer_remove(cv_gguf_writer *w, const char *key);
  * not match n_bytes, or a duplicate name. */
 int cv_gguf_writer_add_tensor(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                               const int64_t *ne, const void *data, size_t n_bytes, cv_err *err);
+/* The same for data produced at write time: fill(ctx, dst, n_bytes) writes
+ * the tensor's bytes into a buffer of the writer's (freed once written), so
+ * a file larger than memory can be generated tensor by tensor. ctx must
+ * stay valid until the write returns. */
+typedef void (*cv_gguf_fill_fn)(void *ctx, void *dst, size_t n_bytes);
+int cv_gguf_writer_add_tensor_fn(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                 const int64_t *ne, cv_gguf_fill_fn fill, void *ctx, cv_err *err);
 
 /* Writes the file atomically (temp file + rename). */
 int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err);

@@ -1,8 +1,9 @@
 /* gguf_write.c — the GGUF v3 writer used by `synth`, the importers and
  * tests. Metadata is serialized into memory as it is set (keys keep their
  * insertion order; setting a key again replaces its bytes in place); tensor
- * data stays in the caller's buffers and is streamed at write time, so a
- * multi-GB model is never copied. The file is written to a temp name,
+ * data stays in the caller's buffers, or is produced by the caller's fill
+ * function one tensor at a time, and is streamed at write time, so a
+ * multi-GB model is never copied or held whole. The file is written to a temp name,
  * fsynced and renamed, so a reader never sees half a file. */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,9 @@ typedef struct wtensor {
     char *name;
     uint32_t type, n_dims;
     int64_t ne[CV_MAX_TENSOR_DIMS];
-    const void *data;
+    const void *data;      /* NULL: produced by fill */
+    cv_gguf_fill_fn fill;
+    void *fill_ctx;
     size_t n_bytes;
 } wtensor;
 
@@ -196,8 +199,8 @@ void cv_gguf_writer_remove(cv_gguf_writer *w, const char *key)
         }
 }
 
-int cv_gguf_writer_add_tensor(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                              const int64_t *ne, const void *data, size_t n_bytes, cv_err *err)
+static int add_tensor(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                      const void *data, size_t n_bytes, cv_gguf_fill_fn fill, void *fill_ctx, cv_err *err)
 {
     cv_ggml_type_info ti;
     if (!cv_ggml_type_info_get(type, &ti))
@@ -214,6 +217,8 @@ int cv_gguf_writer_add_tensor(cv_gguf_writer *w, const char *name, uint32_t type
         return cv_err_set(err, CV_EINVAL, "tensor '%s': row of %lld is not a multiple of the %s block (%u)", name,
                           (long long)ne[0], ti.name, ti.block_elems);
     size_t want = (size_t)(n / ti.block_elems) * ti.block_bytes;
+    if (fill)
+        n_bytes = want;
     if (want != n_bytes)
         return cv_err_set(err, CV_EINVAL, "tensor '%s': %zu bytes given, %s of that shape takes %zu", name, n_bytes,
                           ti.name, want);
@@ -232,8 +237,33 @@ int cv_gguf_writer_add_tensor(cv_gguf_writer *w, const char *name, uint32_t type
     for (uint32_t d = 0; d < CV_MAX_TENSOR_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
     t->data = data;
+    t->fill = fill;
+    t->fill_ctx = fill_ctx;
     t->n_bytes = n_bytes;
     return 0;
+}
+
+int cv_gguf_writer_add_tensor(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                              const int64_t *ne, const void *data, size_t n_bytes, cv_err *err)
+{
+    return add_tensor(w, name, type, n_dims, ne, data, n_bytes, NULL, NULL, err);
+}
+
+int cv_gguf_writer_add_tensor_fn(cv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                 const int64_t *ne, cv_gguf_fill_fn fill, void *ctx, cv_err *err)
+{
+    return add_tensor(w, name, type, n_dims, ne, NULL, 0, fill, ctx, err);
+}
+
+/* Tensor i's bytes: its caller's buffer, or *tmp filled now (free it). */
+static const void *tensor_bytes(const wtensor *t, void **tmp)
+{
+    *tmp = NULL;
+    if (t->data || !t->fill)
+        return t->data;
+    *tmp = cv_xmalloc(t->n_bytes ? t->n_bytes : 1);
+    t->fill(t->fill_ctx, *tmp, t->n_bytes);
+    return *tmp;
 }
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -277,7 +307,9 @@ int cv_gguf_writer_to_buf(cv_gguf_writer *w, cv_buf *out, cv_err *err)
     write_head(w, out);
     static const char zeros[64] = { 0 };
     for (size_t i = 0; i < w->n_tensors; i++) {
-        cv_buf_append(out, w->tensors[i].data, w->tensors[i].n_bytes);
+        void *tmp;
+        cv_buf_append(out, tensor_bytes(&w->tensors[i], &tmp), w->tensors[i].n_bytes);
+        free(tmp);
         /* Pad between tensors only, as the file writer does. */
         size_t pad = i + 1 < w->n_tensors ? align_up(w->tensors[i].n_bytes, w->alignment) - w->tensors[i].n_bytes : 0;
         while (pad) {
@@ -319,7 +351,11 @@ int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err)
         goto io_fail;
     static const char zeros[64] = { 0 };
     for (size_t i = 0; i < w->n_tensors; i++) {
-        if (write_all(fd, w->tensors[i].data, w->tensors[i].n_bytes) != 0)
+        void *tmp;
+        const void *data = tensor_bytes(&w->tensors[i], &tmp);
+        int wr = write_all(fd, data, w->tensors[i].n_bytes);
+        free(tmp);
+        if (wr != 0)
             goto io_fail;
         /* Pad between tensors only: the last one may end the file. */
         if (i + 1 < w->n_tensors) {

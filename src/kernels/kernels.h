@@ -148,6 +148,23 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
                        int64_t ldy);
 /* The same with contiguous rows: X [n_tok][n_in], Y [n_tok][n_out]. */
 void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y);
+/* Scratch for expert-routed matmuls, sized once for the largest call
+ * (rows = routed (token, expert) pairs, the widest input and output, the
+ * experts' count): a matmul through it allocates nothing of its own. */
+typedef struct cv_mm_ws cv_mm_ws;
+cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert);
+void cv_mm_ws_destroy(cv_mm_ws *ws);
+
+/* Y[r] = W[expert[r]] X[src[r]] for r < n_rows: routed rows, each naming its
+ * expert (0 <= expert[r] < n_expert) and its input row of X (src NULL: row
+ * r). W is n_expert prepared matrices of one type and shape (an expert
+ * tensor's slices). Rows are grouped by expert, so each expert's weights
+ * stream once per call for all its rows; an expert no row names is not
+ * read. Results are the same bits as cv_matmul of each row alone with its
+ * expert's matrix. */
+void cv_matmul_experts(cv_pool *pool, const cv_wmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
+                       int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
+                       int64_t ldy, cv_mm_ws *ws);
 /* How a matmul of weight type `type` runs on `isa`, in words (corvid
  * doctor); the dot it uses is cv_dtypes[type].ops[isa].vec_dot. */
 const char *cv_matmul_path(uint32_t type, cv_isa isa);

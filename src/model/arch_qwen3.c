@@ -8,20 +8,21 @@
 #include "model/model.h"
 
 static const cv_arch_tensor tensors[] = {
-    { CV_ROLE_TOKEN_EMBD, "token_embd.weight", CV_DIM_EMBD, CV_DIM_VOCAB, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_OUTPUT_NORM, "output_norm.weight", CV_DIM_EMBD, CV_DIM_ONE, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_OUTPUT, "output.weight", CV_DIM_EMBD, CV_DIM_VOCAB, CV_NEED_FALLBACK, CV_ROLE_TOKEN_EMBD },
-    { CV_ROLE_ATTN_NORM, "blk.%d.attn_norm.weight", CV_DIM_EMBD, CV_DIM_ONE, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_Q, "blk.%d.attn_q.weight", CV_DIM_EMBD, CV_DIM_Q, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_K, "blk.%d.attn_k.weight", CV_DIM_EMBD, CV_DIM_KV, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_V, "blk.%d.attn_v.weight", CV_DIM_EMBD, CV_DIM_KV, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", CV_DIM_HEAD, CV_DIM_ONE, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", CV_DIM_HEAD, CV_DIM_ONE, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_ATTN_OUT, "blk.%d.attn_output.weight", CV_DIM_Q, CV_DIM_EMBD, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_FFN_NORM, "blk.%d.ffn_norm.weight", CV_DIM_EMBD, CV_DIM_ONE, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_FFN_GATE, "blk.%d.ffn_gate.weight", CV_DIM_EMBD, CV_DIM_FF, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_FFN_UP, "blk.%d.ffn_up.weight", CV_DIM_EMBD, CV_DIM_FF, CV_NEED_REQUIRED, 0 },
-    { CV_ROLE_FFN_DOWN, "blk.%d.ffn_down.weight", CV_DIM_FF, CV_DIM_EMBD, CV_NEED_REQUIRED, 0 },
+    { .role = CV_ROLE_TOKEN_EMBD, .name = "token_embd.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_VOCAB },
+    { .role = CV_ROLE_OUTPUT_NORM, .name = "output_norm.weight", .ne0 = CV_DIM_EMBD },
+    { .role = CV_ROLE_OUTPUT, .name = "output.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_VOCAB,
+      .need = CV_NEED_FALLBACK, .fallback = CV_ROLE_TOKEN_EMBD },
+    { .role = CV_ROLE_ATTN_NORM, .name = "blk.%d.attn_norm.weight", .ne0 = CV_DIM_EMBD },
+    { .role = CV_ROLE_ATTN_Q, .name = "blk.%d.attn_q.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_Q },
+    { .role = CV_ROLE_ATTN_K, .name = "blk.%d.attn_k.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_KV },
+    { .role = CV_ROLE_ATTN_V, .name = "blk.%d.attn_v.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_KV },
+    { .role = CV_ROLE_ATTN_Q_NORM, .name = "blk.%d.attn_q_norm.weight", .ne0 = CV_DIM_HEAD },
+    { .role = CV_ROLE_ATTN_K_NORM, .name = "blk.%d.attn_k_norm.weight", .ne0 = CV_DIM_HEAD },
+    { .role = CV_ROLE_ATTN_OUT, .name = "blk.%d.attn_output.weight", .ne0 = CV_DIM_Q, .ne1 = CV_DIM_EMBD },
+    { .role = CV_ROLE_FFN_NORM, .name = "blk.%d.ffn_norm.weight", .ne0 = CV_DIM_EMBD },
+    { .role = CV_ROLE_FFN_GATE, .name = "blk.%d.ffn_gate.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_FF },
+    { .role = CV_ROLE_FFN_UP, .name = "blk.%d.ffn_up.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_FF },
+    { .role = CV_ROLE_FFN_DOWN, .name = "blk.%d.ffn_down.weight", .ne0 = CV_DIM_FF, .ne1 = CV_DIM_EMBD },
 };
 
 const cv_arch cv_arch_qwen3 = {

@@ -43,6 +43,10 @@ typedef enum cv_role {
     CV_ROLE_FFN_GATE,    /* [n_ff][n_embd] */
     CV_ROLE_FFN_UP,      /* [n_ff][n_embd] */
     CV_ROLE_FFN_DOWN,    /* [n_embd][n_ff] */
+    CV_ROLE_FFN_GATE_INP,  /* [n_expert][n_embd] the router */
+    CV_ROLE_FFN_GATE_EXPS, /* [n_expert][n_ff_exp][n_embd] */
+    CV_ROLE_FFN_UP_EXPS,   /* [n_expert][n_ff_exp][n_embd] */
+    CV_ROLE_FFN_DOWN_EXPS, /* [n_expert][n_embd][n_ff_exp] */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -59,6 +63,8 @@ typedef enum cv_dim {
     CV_DIM_FF,
     CV_DIM_HEAD,     /* head_dim */
     CV_DIM_ROT_HALF, /* n_rot / 2 */
+    CV_DIM_EXPERT,   /* n_expert */
+    CV_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
 } cv_dim;
 
 typedef enum cv_need {
@@ -67,12 +73,36 @@ typedef enum cv_need {
     CV_NEED_FALLBACK, /* absent: bound to the `fallback` role (tied output) */
 } cv_need;
 
+/* ---- layer kinds ----
+ * A layer is a mixer (what mixes positions) followed by an FFN (what each
+ * position computes alone), each of a kind resolved per layer at load. The
+ * engine runs one traits row per kind (docs/ENGINE.md); the model only says
+ * which kind each layer is and binds its tensors. */
+typedef enum cv_mixer_kind {
+    CV_MIXER_ATTN,   /* causal softmax attention over the layer's KV cache */
+    CV_MIXER_COUNT
+} cv_mixer_kind;
+
+typedef enum cv_ffn_kind {
+    CV_FFN_DENSE,    /* SwiGLU: down(silu(gate x) * up x) */
+    CV_FFN_MOE,      /* a router picks n_expert_used of n_expert SwiGLU experts */
+    CV_FFN_COUNT
+} cv_ffn_kind;
+
+/* Which layers a per-layer tensor belongs to: 0 every layer, else a mask
+ * of the kinds that have it (a layer matches when its mixer or its FFN
+ * kind is in the mask). */
+#define CV_WHEN_MIXER(k) (1u << (k))
+#define CV_WHEN_FFN(k) (1u << (8 + (k)))
+
 typedef struct cv_arch_tensor {
     cv_role role;
     const char *name;  /* GGUF name; per-layer roles have one %d for the block */
     cv_dim ne0, ne1;   /* ggml order: ne0 is the row length */
     cv_need need;
     cv_role fallback;  /* for CV_NEED_FALLBACK */
+    cv_dim ne2;        /* experts of a 3-D tensor; CV_DIM_ONE (0) for a matrix or vector */
+    uint32_t when;     /* CV_WHEN_* mask; 0: every layer */
 } cv_arch_tensor;
 
 typedef struct cv_arch {
@@ -81,6 +111,10 @@ typedef struct cv_arch {
     cv_rope_style rope_style;
     float default_rms_eps;   /* when {arch}.attention.layer_norm_rms_epsilon is absent */
     float default_rope_theta;
+    cv_mixer_kind mixer;     /* every layer's mixer kind */
+    cv_ffn_kind ffn;         /* every layer's FFN kind */
+    bool expert_norm;        /* MoE: renormalise the chosen experts' weights (a file's
+                                {arch}.expert_weights_norm overrides) */
     const cv_arch_tensor *tensors;
     int n_tensors;
 } cv_arch;
@@ -88,6 +122,7 @@ typedef struct cv_arch {
 extern const cv_arch cv_arch_llama;
 extern const cv_arch cv_arch_qwen2;
 extern const cv_arch cv_arch_qwen3;
+extern const cv_arch cv_arch_qwen3moe;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -111,6 +146,11 @@ typedef struct cv_hparams {
     float rms_eps;
     float rope_theta;
     float rope_freq_scale; /* linear position scaling: 1 / rope.scaling.factor, else 1 */
+    /* Mixture of experts (0 experts: a dense model). */
+    int32_t n_expert;      /* {arch}.expert_count */
+    int32_t n_expert_used; /* {arch}.expert_used_count: experts per token */
+    int32_t n_ff_exp;      /* {arch}.expert_feed_forward_length */
+    bool expert_norm;      /* the chosen experts' weights renormalised to sum 1 */
 } cv_hparams;
 
 /* ---- the bound model ---- */
@@ -124,7 +164,16 @@ typedef struct cv_proj {
     int32_t col;
 } cv_proj;
 
+/* A projection of every expert: w[e] is expert e's slice of a 3-D tensor
+ * (or of several stacked, as cv_proj), writing result columns [col, ..). */
+typedef struct cv_expert_proj {
+    cv_wmat **w;             /* [n_expert] */
+    int32_t col;
+} cv_expert_proj;
+
 typedef struct cv_layer {
+    cv_mixer_kind mixer;
+    cv_ffn_kind ffn;
     const float *attn_norm;  /* [n_embd] */
     cv_proj qkv[3];          /* result row: q [n_q] | k [n_kv] | v [n_kv] */
     int32_t n_qkv;
@@ -138,6 +187,11 @@ typedef struct cv_layer {
     cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
     int32_t n_gate_up;
     cv_wmat *w_down;         /* [n_embd][n_ff] */
+    /* CV_FFN_MOE */
+    cv_wmat *router;         /* [n_expert][n_embd] */
+    cv_expert_proj exp_gate_up[2]; /* result row: gate [n_ff_exp] | up [n_ff_exp] */
+    int32_t n_exp_gate_up;
+    cv_wmat **exp_down;      /* [n_expert] of [n_embd][n_ff_exp] */
 } cv_layer;
 
 typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
@@ -153,9 +207,13 @@ typedef struct cv_model {
     cv_rope_params rope;            /* style, n_rot, theta, scale, factors: ready for cv_rope */
     cv_layer *layers;               /* [n_layer] */
     bool dequantized;               /* opened with cv_model_params.dequantize */
-    size_t matmul_bytes;            /* weight bytes one decode step reads (every matrix once) */
-    int64_t matmul_macs;            /* multiply-adds of the matmuls per token */
+    size_t matmul_bytes;            /* bytes of every matrix (what RAM must hold) */
+    size_t active_bytes;            /* weight bytes one token reads: every matrix once, but of an MoE
+                                       layer's experts only the n_expert_used it is routed to */
+    int64_t matmul_macs;            /* multiply-adds of the matmuls per token (routed experts only) */
     int64_t output_macs;            /* of which the output layer's (a prefill computes it for one token) */
+    int64_t n_params;               /* elements of every tensor (cv_model_summary's count) */
+    int64_t n_params_active;        /* of which one token uses (an MoE's routed experts only) */
     cv_model_owned *owned;
 } cv_model;
 
@@ -182,6 +240,31 @@ int cv_model_open(const char *path, const cv_model_params *params, cv_model **ou
  * failure the caller still does. */
 int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err);
 void cv_model_close(cv_model *m);
+
+/* What a model file is, from its metadata and tensor index alone (nothing
+ * is prepared: cheap for an 18 GB file), for `corvid info`, `doctor` and
+ * the model list. Parameters count every tensor's elements (embeddings
+ * included, as model cards count them); the active ones count of each
+ * expert tensor only the experts one token uses. */
+typedef struct cv_model_summary {
+    const cv_arch *arch;
+    cv_hparams hp;
+    int64_t n_params, n_params_active;
+    size_t bytes;          /* every tensor's data: what RAM must hold */
+    size_t active_bytes;   /* the tensors one token reads (embedding lookups apart) */
+    int32_t n_kv_layers;   /* layers that keep K/V */
+} cv_model_summary;
+
+/* Fills *out (CV_EUNSUPPORTED / CV_ECORRUPT as cv_model_open words them,
+ * for the architecture and its hyper-parameters). */
+int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err);
+/* "qwen3moe, MoE: 128 experts, 8 used per token; 30.53B parameters, 3.35B
+ * active" */
+void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out);
+/* Bytes of RAM serving the model takes: every tensor (an MoE's experts all
+ * stay resident whichever a token uses) plus an f32 KV cache of n_ctx
+ * positions for each of n_seq sequences (kv_elt_bytes per element). */
+double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes);
 
 /* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
  * out [n_embd]. */
@@ -210,6 +293,8 @@ typedef struct cv_model_shape {
     /* llama3 RoPE scaling (factor 0: none). */
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
+    /* Mixture of experts (0: dense). */
+    int32_t n_expert, n_expert_used, n_ff_exp;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];

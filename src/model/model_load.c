@@ -111,13 +111,42 @@ static int hp_float(const cv_gguf *g, const cv_arch *a, const char *suffix, doub
     return 0;
 }
 
+/* The mixture-of-experts keys, required when the architecture's layers
+ * are MoE and ignored otherwise. */
+static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
+{
+    hp->n_expert = hp->n_expert_used = hp->n_ff_exp = 0;
+    if (a->ffn != CV_FFN_MOE)
+        return 0;
+    int rc;
+    if ((rc = hp_int(g, a, "expert_count", -1, 1, CV_MAX_EXPERTS, &hp->n_expert, err)) ||
+        (rc = hp_int(g, a, "expert_used_count", -1, 1, CV_MIN(hp->n_expert, CV_MAX_EXPERTS_USED),
+                     &hp->n_expert_used, err)) ||
+        (rc = hp_int(g, a, "expert_feed_forward_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_ff_exp, err)))
+        return rc;
+    /* Renormalising the chosen experts' weights is the architecture's rule
+     * (qwen3moe: always); a file may state it. */
+    hp->expert_norm = a->expert_norm;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a->name);
+    bool norm;
+    rc = cv_gguf_get_bool(g, key, &norm, err);
+    if (rc == 0)
+        hp->expert_norm = norm;
+    else if (rc != CV_ENOTFOUND)
+        return rc;
+    cv_err_clear(err);
+    return 0;
+}
+
 static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
     int rc;
     if ((rc = hp_int(g, a, "embedding_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_embd, err)) ||
         (rc = hp_int(g, a, "block_count", -1, 1, CV_MAX_LAYERS, &hp->n_layer, err)) ||
-        (rc = hp_int(g, a, "feed_forward_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_ff, err)) ||
+        (rc = hp_int(g, a, "feed_forward_length", a->ffn == CV_FFN_DENSE ? -1 : 0, 0, CV_MAX_MODEL_DIM, &hp->n_ff,
+                     err)) ||
         (rc = hp_int(g, a, "attention.head_count", -1, 1, CV_MAX_HEADS, &hp->n_head, err)) ||
         (rc = hp_int(g, a, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)) ||
         (rc = hp_int(g, a, "context_length", 2048, 1, CV_MAX_CONTEXT, &hp->n_ctx_train, err)))
@@ -125,6 +154,11 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     if (hp->n_head % hp->n_head_kv)
         return CV_CORRUPT(err, "%s: %d query heads do not split evenly over %d kv heads", path, hp->n_head,
                           hp->n_head_kv);
+    if (a->ffn == CV_FFN_DENSE && hp->n_ff < 1)
+        return CV_CORRUPT(err, "%s: metadata '%s.feed_forward_length' = 0, a %s model needs a dense FFN width",
+                          path, a->name, a->name);
+    if ((rc = read_moe(g, a, hp, err)))
+        return rc;
     /* head_dim: key_length when given (qwen3), else the even split. */
     int32_t dflt_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
     if ((rc = hp_int(g, a, "attention.key_length", dflt_hd, 1, CV_MAX_HEAD_DIM, &hp->head_dim, err)))
@@ -190,6 +224,8 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_FF: return hp->n_ff;
     case CV_DIM_HEAD: return hp->head_dim;
     case CV_DIM_ROT_HALF: return hp->n_rot / 2;
+    case CV_DIM_EXPERT: return hp->n_expert;
+    case CV_DIM_FF_EXP: return hp->n_ff_exp;
     }
     return -1;
 }
@@ -199,6 +235,7 @@ static bool is_matrix_role(cv_role r)
     switch (r) {
     case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_V:
     case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP: case CV_ROLE_FFN_DOWN:
+    case CV_ROLE_FFN_GATE_INP: case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
         return true;
     default:
         return false;
@@ -210,14 +247,22 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
                         const cv_gguf_tensor *t, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
-    int64_t ne0 = dim_value(hp, d->ne0), ne1 = dim_value(hp, d->ne1);
-    bool shape_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1;
-    if (!shape_ok)
-        return CV_CORRUPT(err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld] for this "
-                          "%s model (%d hidden, %d heads of %d, %d kv heads, %d ffn, %d vocab)",
+    int64_t ne0 = dim_value(hp, d->ne0), ne1 = dim_value(hp, d->ne1), ne2 = dim_value(hp, d->ne2);
+    bool shape_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == 1;
+    if (!shape_ok) {
+        char expect[96], experts[64] = "";
+        if (d->ne2 != CV_DIM_ONE) {
+            snprintf(expect, sizeof expect, "[%lld, %lld, %lld]", (long long)ne0, (long long)ne1, (long long)ne2);
+            snprintf(experts, sizeof experts, ", %d experts of %d", hp->n_expert, hp->n_ff_exp);
+        } else {
+            snprintf(expect, sizeof expect, "[%lld, %lld]", (long long)ne0, (long long)ne1);
+        }
+        return CV_CORRUPT(err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected %s for this "
+                          "%s model (%d hidden, %d heads of %d, %d kv heads, %d ffn, %d vocab%s)",
                           path, t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)ne0, (long long)ne1, a->name, hp->n_embd, hp->n_head,
-                          hp->head_dim, hp->n_head_kv, hp->n_ff, hp->n_vocab);
+                          (long long)t->ne[3], expect, a->name, hp->n_embd, hp->n_head, hp->head_dim,
+                          hp->n_head_kv, hp->n_ff, hp->n_vocab, experts);
+    }
     const cv_dtype *dt = cv_dtype_get(t->type);
     cv_ggml_type_info ti;
     const char *tname = cv_ggml_type_info_get(t->type, &ti) ? ti.name : "unknown";
@@ -247,38 +292,60 @@ static const float *bind_vector(cv_model *m, const cv_gguf_tensor *t)
     return v;
 }
 
+/* A matrix to prepare: a 2-D tensor, or one expert's slice of a 3-D one. */
+typedef struct piece {
+    const char *name; /* the tensor's, for errors */
+    uint32_t type;
+    int64_t n_in, n_out;
+    const void *data;
+    size_t n_bytes;
+} piece;
+
+static piece piece_of(const cv_gguf_tensor *t)
+{
+    return (piece){ t->name, t->type, t->ne[0], t->ne[1], t->data, t->n_bytes };
+}
+
+/* Expert e's [n_out][n_in] slice of a 3-D tensor (expert index last, so a
+ * slice is contiguous). */
+static piece expert_piece(const cv_gguf_tensor *t, int64_t e)
+{
+    const size_t bytes = t->n_bytes / (size_t)t->ne[2];
+    return (piece){ t->name, t->type, t->ne[0], t->ne[1], (const char *)t->data + (size_t)e * bytes, bytes };
+}
+
 /* Prepares n matrices that share their input as one: rows of the first,
  * then of the next (rows are independent in every GGUF type, so stacking
  * matrices is concatenating their bytes); the dequantized path stacks f32
  * rows. A single matrix on the native path is prepared straight from the
  * mapping. A stacked buffer is freed at once when the kernels keep their
  * own packed copy. */
-static int bind_run(cv_model *m, const cv_gguf_tensor *const *ts, int n, cv_wmat **out, cv_err *err)
+static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *err)
 {
     const bool deq = m->dequantized;
-    const int64_t n_in = ts[0]->ne[0];
+    const int64_t n_in = ps[0].n_in;
     int rc;
     if (n == 1 && !deq) {
-        rc = cv_wmat_create(ts[0]->type, n_in, ts[0]->ne[1], ts[0]->data, ts[0]->n_bytes, out, err);
+        rc = cv_wmat_create(ps[0].type, n_in, ps[0].n_out, ps[0].data, ps[0].n_bytes, out, err);
     } else {
         int64_t n_out = 0;
         size_t bytes = 0;
         for (int i = 0; i < n; i++) {
-            n_out += ts[i]->ne[1];
-            bytes += deq ? (size_t)ts[i]->ne[1] * (size_t)n_in * sizeof(float) : ts[i]->n_bytes;
+            n_out += ps[i].n_out;
+            bytes += deq ? (size_t)ps[i].n_out * (size_t)n_in * sizeof(float) : ps[i].n_bytes;
         }
         char *buf = cv_aligned_alloc(bytes), *p = buf;
         for (int i = 0; i < n; i++) {
             if (deq) {
-                size_t rb = cv_ggml_row_bytes(ts[i]->type, n_in);
-                for (int64_t r = 0; r < ts[i]->ne[1]; r++, p += n_in * sizeof(float))
-                    cv_dequantize_row(ts[i]->type, (const char *)ts[i]->data + r * rb, (float *)p, n_in, NULL);
+                size_t rb = cv_ggml_row_bytes(ps[i].type, n_in);
+                for (int64_t r = 0; r < ps[i].n_out; r++, p += n_in * sizeof(float))
+                    cv_dequantize_row(ps[i].type, (const char *)ps[i].data + r * rb, (float *)p, n_in, NULL);
             } else {
-                memcpy(p, ts[i]->data, ts[i]->n_bytes);
-                p += ts[i]->n_bytes;
+                memcpy(p, ps[i].data, ps[i].n_bytes);
+                p += ps[i].n_bytes;
             }
         }
-        rc = cv_wmat_create(deq ? CV_GGML_F32 : ts[0]->type, n_in, n_out, buf, bytes, out, err);
+        rc = cv_wmat_create(deq ? CV_GGML_F32 : ps[0].type, n_in, n_out, buf, bytes, out, err);
         if (rc == 0 && !cv_wmat_is_packed(*out)) {
             /* the matrix reads buf: keep it for the model's lifetime */
             cv_model_owned *o = m->owned;
@@ -292,51 +359,137 @@ static int bind_run(cv_model *m, const cv_gguf_tensor *const *ts, int n, cv_wmat
         }
     }
     if (rc) {
-        cv_err_prefix(err, "%s: tensor '%s'%s: ", cv_gguf_path(m->gguf), ts[0]->name, n > 1 ? " (stacked)" : "");
+        cv_err_prefix(err, "%s: tensor '%s'%s: ", cv_gguf_path(m->gguf), ps[0].name, n > 1 ? " (stacked)" : "");
         return rc;
     }
     own_wmat(m, *out);
     return 0;
 }
 
-/* Prepares a group of matrices that share their input (q/k/v, gate/up).
- * With fuse, each maximal run of members of one dtype (every member on the
- * dequantized path) becomes one matrix, so the forward launches one matmul
- * per run; proj col is where a run's outputs start in the result row. */
-static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_proj *projs, int32_t *n_projs,
-                      cv_err *err)
+/* Splits a group of matrices that share their input (q/k/v, gate/up) into
+ * runs to prepare as one: with fuse, each maximal run of members of one
+ * dtype (every member on the dequantized path). Calls back per run with
+ * its first member and length; col is where the run's outputs start in
+ * the result row. */
+typedef int (*run_fn)(cv_model *m, int first, int n, int slot, int32_t col, void *ctx, cv_err *err);
+
+static int for_each_run(cv_model *m, const uint32_t *types, const int64_t *n_out, int n, bool fuse, run_fn fn,
+                        void *ctx, int32_t *n_runs, cv_err *err)
 {
-    int np = 0;
+    int nr = 0;
     int64_t col = 0;
     for (int i = 0; i < n;) {
         int j = i + 1;
-        while (fuse && j < n && (m->dequantized || ts[j]->type == ts[i]->type))
+        while (fuse && j < n && (m->dequantized || types[j] == types[i]))
             j++;
-        int rc = bind_run(m, ts + i, j - i, &projs[np].w, err);
+        int rc = fn(m, i, j - i, nr++, (int32_t)col, ctx, err);
         if (rc)
             return rc;
-        projs[np++].col = (int32_t)col;
         for (; i < j; i++)
-            col += ts[i]->ne[1];
+            col += n_out[i];
     }
-    *n_projs = np;
+    *n_runs = nr;
     return 0;
+}
+
+typedef struct group_ctx {
+    const cv_gguf_tensor *const *ts;
+    cv_proj *projs;
+} group_ctx;
+
+static int bind_group_run(cv_model *m, int first, int n, int slot, int32_t col, void *ctx, cv_err *err)
+{
+    group_ctx *c = ctx;
+    piece ps[4];
+    for (int i = 0; i < n; i++)
+        ps[i] = piece_of(c->ts[first + i]);
+    c->projs[slot].col = col;
+    return bind_run(m, ps, n, &c->projs[slot].w, err);
+}
+
+/* A group of 2-D matrices (at most 4), one cv_proj per run. */
+static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_proj *projs, int32_t *n_projs,
+                      cv_err *err)
+{
+    uint32_t types[4] = { 0 };
+    int64_t n_out[4] = { 0 };
+    assert(n <= 4);
+    for (int i = 0; i < n; i++)
+        types[i] = ts[i]->type, n_out[i] = ts[i]->ne[1];
+    group_ctx c = { ts, projs };
+    return for_each_run(m, types, n_out, n, fuse, bind_group_run, &c, n_projs, err);
 }
 
 static int bind_matrix(cv_model *m, const cv_gguf_tensor *t, cv_wmat **out, cv_err *err)
 {
-    return bind_run(m, &t, 1, out, err);
+    piece p = piece_of(t);
+    return bind_run(m, &p, 1, out, err);
 }
 
-/* Finds every descriptor tensor of layer `il` (-1: the global ones) and
+typedef struct experts_ctx {
+    const cv_gguf_tensor *const *ts;
+    cv_expert_proj *projs;
+} experts_ctx;
+
+static int bind_experts_run(cv_model *m, int first, int n, int slot, int32_t col, void *ctx, cv_err *err)
+{
+    experts_ctx *c = ctx;
+    const int64_t n_exp = c->ts[first]->ne[2];
+    cv_expert_proj *p = &c->projs[slot];
+    p->col = col;
+    p->w = own_buf(m, (size_t)n_exp * sizeof *p->w);
+    for (int64_t e = 0; e < n_exp; e++) {
+        piece ps[4];
+        for (int i = 0; i < n; i++)
+            ps[i] = expert_piece(c->ts[first + i], e);
+        int rc = bind_run(m, ps, n, &p->w[e], err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A group of 3-D expert tensors sharing their input (gate/up): each run
+ * becomes one prepared matrix per expert, expert e's rows of each member
+ * stacked. */
+static int bind_experts(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool fuse, cv_expert_proj *projs,
+                        int32_t *n_projs, cv_err *err)
+{
+    uint32_t types[4] = { 0 };
+    int64_t n_out[4] = { 0 };
+    assert(n <= 4);
+    for (int i = 0; i < n; i++)
+        types[i] = ts[i]->type, n_out[i] = ts[i]->ne[1];
+    experts_ctx c = { ts, projs };
+    return for_each_run(m, types, n_out, n, fuse, bind_experts_run, &c, n_projs, err);
+}
+
+/* Each layer's mixer and FFN kind. Every layer of the architectures so far
+ * has the architecture's kinds; patterns read from metadata (hybrid and
+ * sliding-window models) resolve here. */
+static void resolve_kinds(cv_model *m)
+{
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        m->layers[il].mixer = m->arch->mixer;
+        m->layers[il].ffn = m->arch->ffn;
+    }
+}
+
+/* Whether descriptor row d belongs to layer L (by the layer's kinds). */
+static bool tensor_in_layer(const cv_arch_tensor *d, const cv_layer *L)
+{
+    return d->when == 0 || (d->when & (CV_WHEN_MIXER(L->mixer) | CV_WHEN_FFN(L->ffn)));
+}
+
+/* Finds every descriptor tensor of layer L (NULL: the global ones) and
  * validates it; found[role] is NULL for an absent optional one. */
-static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, int il,
+static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, int il, const cv_layer *L,
                         const cv_gguf_tensor **found, cv_err *err)
 {
     for (int i = 0; i < a->n_tensors; i++) {
         const cv_arch_tensor *d = &a->tensors[i];
         bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
-        if (per_layer != (il >= 0))
+        if (per_layer != (L != NULL) || (L && !tensor_in_layer(d, L)))
             continue;
         char name[256];
         if (per_layer)
@@ -360,51 +513,96 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     return 0;
 }
 
+static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+{
+    L->ffn_norm = bind_vector(m, f[CV_ROLE_FFN_NORM]);
+    switch (L->ffn) {
+    case CV_FFN_DENSE: {
+        const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE], f[CV_ROLE_FFN_UP] };
+        int rc = bind_group(m, gu, 2, fuse, L->gate_up, &L->n_gate_up, err);
+        return rc ? rc : bind_matrix(m, f[CV_ROLE_FFN_DOWN], &L->w_down, err);
+    }
+    case CV_FFN_MOE: {
+        const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE_EXPS], f[CV_ROLE_FFN_UP_EXPS] };
+        cv_expert_proj down;
+        int32_t n_down;
+        int rc;
+        if ((rc = bind_matrix(m, f[CV_ROLE_FFN_GATE_INP], &L->router, err)) ||
+            (rc = bind_experts(m, gu, 2, fuse, L->exp_gate_up, &L->n_exp_gate_up, err)) ||
+            (rc = bind_experts(m, &f[CV_ROLE_FFN_DOWN_EXPS], 1, false, &down, &n_down, err)))
+            return rc;
+        L->exp_down = down.w;
+        return 0;
+    }
+    case CV_FFN_COUNT: break;
+    }
+    return 0;
+}
+
 static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
 {
+    cv_layer *L = &m->layers[il];
     const cv_gguf_tensor *f[CV_ROLE_COUNT] = { 0 };
-    int rc = find_tensors(m->gguf, m->arch, &m->hp, il, f, err);
+    int rc = find_tensors(m->gguf, m->arch, &m->hp, il, L, f, err);
     if (rc)
         return rc;
-    cv_layer *L = &m->layers[il];
     L->attn_norm = bind_vector(m, f[CV_ROLE_ATTN_NORM]);
-    L->ffn_norm = bind_vector(m, f[CV_ROLE_FFN_NORM]);
     L->q_bias = bind_vector(m, f[CV_ROLE_ATTN_Q_BIAS]);
     L->k_bias = bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]);
     L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
     L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
     L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
     const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
-    const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE], f[CV_ROLE_FFN_UP] };
     if ((rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err)) ||
-        (rc = bind_group(m, gu, 2, fuse, L->gate_up, &L->n_gate_up, err)) ||
-        (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)) ||
-        (rc = bind_matrix(m, f[CV_ROLE_FFN_DOWN], &L->w_down, err)))
+        (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)))
         return rc;
-    return 0;
+    return bind_ffn(m, L, f, fuse, err);
+}
+
+/* Bytes, multiply-adds and weights of the matrices, in total and for one
+ * token (which reads n_expert_used of an MoE layer's experts). */
+typedef struct work {
+    size_t bytes, active_bytes;
+    int64_t active_params;
+} work;
+
+static void add_wmat(work *w, const cv_wmat *m, int64_t share_num, int64_t share_den)
+{
+    const size_t bytes = cv_wmat_bytes(m);
+    const int64_t params = cv_wmat_n_in(m) * cv_wmat_n_out(m);
+    w->bytes += bytes;
+    w->active_bytes += bytes * (size_t)share_num / (size_t)share_den;
+    w->active_params += params * share_num / share_den;
 }
 
 static void count_work(cv_model *m)
 {
-    size_t bytes = 0;
-    int64_t macs = 0;
+    work w = { 0 };
     for (int il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
-        const cv_wmat *ws[8];
-        int n = 0;
-        for (int i = 0; i < L->n_qkv; i++) ws[n++] = L->qkv[i].w;
-        for (int i = 0; i < L->n_gate_up; i++) ws[n++] = L->gate_up[i].w;
-        ws[n++] = L->wo;
-        ws[n++] = L->w_down;
-        for (int i = 0; i < n; i++) {
-            bytes += cv_wmat_bytes(ws[i]);
-            macs += cv_wmat_n_in(ws[i]) * cv_wmat_n_out(ws[i]);
+        for (int i = 0; i < L->n_qkv; i++)
+            add_wmat(&w, L->qkv[i].w, 1, 1);
+        add_wmat(&w, L->wo, 1, 1);
+        if (L->ffn == CV_FFN_DENSE) {
+            for (int i = 0; i < L->n_gate_up; i++)
+                add_wmat(&w, L->gate_up[i].w, 1, 1);
+            add_wmat(&w, L->w_down, 1, 1);
+        } else if (L->ffn == CV_FFN_MOE) {
+            add_wmat(&w, L->router, 1, 1);
+            /* One expert's matrices count n_expert_used / n_expert of the
+             * whole: every expert has the same shape and type. */
+            for (int32_t e = 0; e < m->hp.n_expert; e++) {
+                for (int i = 0; i < L->n_exp_gate_up; i++)
+                    add_wmat(&w, L->exp_gate_up[i].w[e], m->hp.n_expert_used, m->hp.n_expert);
+                add_wmat(&w, L->exp_down[e], m->hp.n_expert_used, m->hp.n_expert);
+            }
         }
     }
-    bytes += cv_wmat_bytes(m->output);
+    add_wmat(&w, m->output, 1, 1);
     m->output_macs = cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
-    m->matmul_bytes = bytes;
-    m->matmul_macs = macs + m->output_macs;
+    m->matmul_bytes = w.bytes;
+    m->active_bytes = w.active_bytes;
+    m->matmul_macs = w.active_params;
 }
 
 int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err)
@@ -455,7 +653,7 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     m->hp.n_vocab = (int32_t)emb->ne[1];
 
     const cv_gguf_tensor *f[CV_ROLE_COUNT] = { 0 };
-    if ((rc = find_tensors(g, m->arch, &m->hp, -1, f, err)))
+    if ((rc = find_tensors(g, m->arch, &m->hp, -1, NULL, f, err)))
         goto fail;
     m->tok_embd = f[CV_ROLE_TOKEN_EMBD];
     m->output_norm = bind_vector(m, f[CV_ROLE_OUTPUT_NORM]);
@@ -481,10 +679,16 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     };
 
     m->layers = cv_xcalloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    resolve_kinds(m);
     for (int il = 0; il < m->hp.n_layer; il++)
         if ((rc = bind_layer(m, il, !params->no_fuse, err)))
             goto fail;
     count_work(m);
+    cv_model_summary sum;
+    if ((rc = cv_model_summarize(g, &sum, err)))
+        goto fail;
+    m->n_params = sum.n_params;
+    m->n_params_active = sum.n_params_active;
     *out = m;
     return 0;
 fail:
@@ -515,15 +719,82 @@ void cv_model_embed(const cv_model *m, int32_t token, float *out)
     cv_dequantize_row(t->type, (const char *)t->data + (size_t)token * rb, out, t->ne[0], NULL);
 }
 
+int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *path = cv_gguf_path(g);
+    cv_str an;
+    int rc = cv_gguf_get_str(g, "general.architecture", &an, err);
+    if (rc == CV_ENOTFOUND)
+        return CV_CORRUPT(err, "%s: no 'general.architecture' key; this is not a model file (a vocab-only GGUF?)",
+                          path);
+    if (rc)
+        return rc;
+    out->arch = cv_arch_find(an);
+    if (!out->arch)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: architecture '%.*s' is not supported", path,
+                          (int)CV_MIN(an.len, 64), an.ptr);
+    if ((rc = read_hparams(g, out->arch, &out->hp, err)))
+        return rc;
+    const cv_hparams *hp = &out->hp;
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g); i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        int64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        out->n_params += n;
+        out->bytes += t->n_bytes;
+        /* An expert tensor's third dimension is the expert index. */
+        const bool experts = t->n_dims == 3 && hp->n_expert > 0 && t->ne[2] == hp->n_expert;
+        out->n_params_active += experts ? n / hp->n_expert * hp->n_expert_used : n;
+        /* An untied embedding is only looked up, a row a token. */
+        const bool lookup_only = !strcmp(t->name, "token_embd.weight") && cv_gguf_find_tensor(g, "output.weight");
+        if (!lookup_only)
+            out->active_bytes += experts ? t->n_bytes / (size_t)hp->n_expert * (size_t)hp->n_expert_used : t->n_bytes;
+    }
+    /* Every layer of the architectures read so far attends. */
+    out->n_kv_layers = hp->n_layer;
+    return 0;
+}
+
+void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
+{
+    const cv_hparams *hp = &s->hp;
+    const double scale = s->n_params >= 1000000000 ? 1e9 : 1e6;
+    const char *unit = scale == 1e9 ? "B" : "M";
+    cv_buf_printf(out, "%s", s->arch->name);
+    if (hp->n_expert > 0)
+        cv_buf_printf(out, ", MoE: %d experts, %d used per token; %.2f%s parameters, %.2f%s active", hp->n_expert,
+                      hp->n_expert_used, s->n_params / scale, unit, s->n_params_active / scale, unit);
+    else
+        cv_buf_printf(out, ", dense; %.2f%s parameters", s->n_params / scale, unit);
+}
+
+double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
+{
+    const double kv = 2.0 * s->n_kv_layers * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
+    return (double)s->bytes + kv * n_ctx * n_seq;
+}
+
 void cv_model_describe(const cv_model *m, cv_buf *out)
 {
     const cv_hparams *hp = &m->hp;
-    cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ffn %d, vocab %d, rope %s theta %g%s%s, "
-                  "%s output, %.1f MiB of matrices",
-                  m->arch->name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
-                  hp->n_vocab, m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
+    cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ", m->arch->name, hp->n_layer, hp->n_embd,
+                  hp->n_head, hp->n_head_kv, hp->head_dim);
+    if (hp->n_expert > 0)
+        cv_buf_printf(out, "MoE %d experts (%d used) of ffn %d, ", hp->n_expert, hp->n_expert_used, hp->n_ff_exp);
+    else
+        cv_buf_printf(out, "ffn %d, ", hp->n_ff);
+    cv_buf_printf(out, "vocab %d, rope %s theta %g%s%s, %s output, %.1f MiB of matrices", hp->n_vocab,
+                  m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
                   m->rope.freq_factors ? " (freq factors)" : "", hp->rope_freq_scale != 1.0f ? " (linear)" : "",
                   m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
+    if (hp->n_expert > 0) {
+        const double scale = m->n_params >= 1000000000 ? 1e9 : 1e6;
+        const char *unit = scale == 1e9 ? "B" : "M";
+        cv_buf_printf(out, ", %.2f%s of %.2f%s parameters active per token (%.1f MiB read)",
+                      m->n_params_active / scale, unit, m->n_params / scale, unit, m->active_bytes / 1048576.0);
+    }
 }
 
 void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,

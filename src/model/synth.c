@@ -4,7 +4,9 @@
  * what the loader expects of that architecture. Weights are drawn row by
  * row from a xoshiro stream seeded by (seed, tensor, row), which makes the
  * file byte-identical for a seed whatever the thread count, and quantized
- * with the kernels' reference quantizers.
+ * with the kernels' reference quantizers. Tensors are generated while the
+ * file is written, one at a time, so a 30B-parameter shape needs memory
+ * for its largest tensor only.
  *
  * Quantization mixes follow llama-quantize's default rules closely enough
  * for realistic sizes and speeds (its per-tensor rules, restated):
@@ -12,6 +14,8 @@
  *     "more bits" layers (the first and last eighth, and every third one in
  *     between), and the output matrix (or a tied embedding) takes Q6_K;
  *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
+ *   experts as their dense counterparts (gate/up the base type, down bumped
+ *   in the same layers), routers F32 as in released MoE files;
  *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
  *   tools do: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
  * Norm weights and biases stay F32. Weights: matrices N(0, 1/fan_in), the
@@ -28,11 +32,28 @@
 
 /* From each model's published config.json. */
 const cv_model_shape cv_model_shapes[] = {
-    /* The smallest shape whose rows fit every K-quant block (256). */
-    { "tiny", "llama", 2048, 256, 2, 8, 4, 32, 512, 2048, 10000.0f, 1e-5f, false, 0, 0, 0, 0 },
-    { "qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
-    { "qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true, 0, 0, 0, 0 },
-    { "llama3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, 32, 1, 4, 8192 },
+    /* The smallest shape whose rows fit every K-quant block (256); its
+     * expert fields make it a tiny MoE under an MoE architecture. */
+    { .name = "tiny", .arch = "llama", .n_vocab = 2048, .n_embd = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 4,
+      .head_dim = 32, .n_ff = 512, .n_ctx = 2048, .rope_theta = 10000.0f, .rms_eps = 1e-5f,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256 },
+    { .name = "qwen2.5-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24, .n_head = 14,
+      .n_head_kv = 2, .head_dim = 64, .n_ff = 4864, .n_ctx = 32768, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true },
+    { .name = "qwen3-0.6b", .arch = "qwen3", .n_vocab = 151936, .n_embd = 1024, .n_layer = 28, .n_head = 16,
+      .n_head_kv = 8, .head_dim = 128, .n_ff = 3072, .n_ctx = 40960, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true },
+    { .name = "llama3.2-1b", .arch = "llama", .n_vocab = 128256, .n_embd = 2048, .n_layer = 16, .n_head = 32,
+      .n_head_kv = 8, .head_dim = 64, .n_ff = 8192, .n_ctx = 131072, .rope_theta = 500000.0f, .rms_eps = 1e-5f,
+      .tied = true, .rope_factor = 32, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_ctx = 8192 },
+    /* Qwen3-30B-A3B and Qwen3-Coder-30B-A3B-Instruct: the same tensors;
+     * the coder's context is 256k. */
+    { .name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32,
+      .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_ctx = 40960, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
+    { .name = "qwen3-coder-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48,
+      .n_head = 32, .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_ctx = 262144, .rope_theta = 10000000.0f,
+      .rms_eps = 1e-6f, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -87,11 +108,14 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
     switch (role) {
     case CV_ROLE_OUTPUT: t = x->output; break;
     case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: t = more_bits(il, n_layer) ? x->bumped : x->base; break;
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_EXPS:
+        t = more_bits(il, n_layer) ? x->bumped : x->base;
+        break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
+    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS:
         t = x->base;
         break;
-    default: return CV_GGML_F32; /* norms, biases, rope factors */
+    default: return CV_GGML_F32; /* norms, biases, rope factors, routers */
     }
     return fallback(t, n_in);
 }
@@ -109,6 +133,7 @@ typedef struct gen_job {
     float std;
     uint64_t seed;
     const cv_model_shape *shape;
+    cv_pool *pool;
 } gen_job;
 
 static void gen_rows(void *ctx, int ith, int nth)
@@ -135,6 +160,16 @@ static void gen_rows(void *ctx, int ith, int nth)
     free(row);
 }
 
+/* The writer's fill function: a tensor's rows, generated on the pool. */
+static void gen_tensor(void *ctx, void *dst, size_t n_bytes)
+{
+    gen_job *j = ctx;
+    assert(n_bytes == j->row_bytes * (size_t)j->n_rows);
+    (void)n_bytes;
+    j->data = dst;
+    cv_pool_run(j->pool, gen_rows, j);
+}
+
 static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
 {
     switch (d) {
@@ -146,6 +181,8 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_FF: return s->n_ff;
     case CV_DIM_HEAD: return s->head_dim;
     case CV_DIM_ROT_HALF: return s->head_dim / 2;
+    case CV_DIM_EXPERT: return s->n_expert;
+    case CV_DIM_FF_EXP: return s->n_ff_exp;
     }
     return 1;
 }
@@ -160,13 +197,18 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
     cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
-    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3) {
+    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe) {
         cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
         cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
     }
     cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)s->head_dim);
     cv_gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_theta);
     cv_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->rms_eps);
+    if (a->ffn == CV_FFN_MOE) {
+        cv_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
+        cv_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
+        cv_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
+    }
 #undef KEY
 }
 
@@ -202,9 +244,15 @@ static int copy_vocab(cv_gguf_writer *w, const char *path, int32_t *n_vocab, cv_
 int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
 {
     const cv_arch *a = p->arch ? cv_arch_find(cv_str_of(p->arch)) : NULL;
-    if (!a)
-        return cv_err_set(err, CV_EINVAL, "synth: architecture '%s' is not one of llama, qwen2, qwen3",
-                          p->arch ? p->arch : "(none)");
+    if (!a) {
+        cv_buf names = { 0 };
+        for (int i = 0; i < cv_n_archs; i++)
+            cv_buf_printf(&names, "%s%s", i ? ", " : "", cv_archs[i]->name);
+        int rc = cv_err_set(err, CV_EINVAL, "synth: architecture '%s' is not one of %s", p->arch ? p->arch : "(none)",
+                            names.data);
+        cv_buf_free(&names);
+        return rc;
+    }
     const cv_model_shape *s = p->shape ? cv_model_shape_find(p->shape) : NULL;
     if (!s) {
         cv_buf names = { 0 };
@@ -215,6 +263,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
         cv_buf_free(&names);
         return rc;
     }
+    if (a->ffn == CV_FFN_MOE && s->n_expert == 0)
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no experts; a %s model needs a shape that has",
+                          s->name, a->name);
     const mix *x = NULL;
     for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
         if (p->dtype && !strcmp(p->dtype, mixes[i].name))
@@ -226,8 +277,8 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     cv_gguf_writer *w = cv_gguf_writer_create();
     int32_t n_vocab = s->n_vocab;
     int rc = 0;
-    char **bufs = NULL;
-    int n_bufs = 0;
+    gen_job *jobs = NULL;
+    int n_jobs = 0;
     if (p->vocab && (rc = copy_vocab(w, p->vocab, &n_vocab, err)))
         goto out;
     /* Keys in the usual order: general first. */
@@ -241,13 +292,15 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     set_hparams(w, a, s);
 
     const bool rope_freqs = s->rope_factor > 0;
-    bufs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *bufs);
+    jobs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *jobs);
     uint64_t tensor_index = 0;
     for (int il = -1; il < s->n_layer && rc == 0; il++) {
         for (int i = 0; i < a->n_tensors && rc == 0; i++) {
             const cv_arch_tensor *d = &a->tensors[i];
             bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
             if (per_layer != (il >= 0))
+                continue;
+            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(a->mixer) | CV_WHEN_FFN(a->ffn))))
                 continue;
             if (d->need == CV_NEED_FALLBACK && s->tied)
                 continue;
@@ -258,41 +311,39 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
                 snprintf(tname, sizeof tname, d->name, il);
             else
                 snprintf(tname, sizeof tname, "%s", d->name);
-            int64_t ne[2] = { dim_of(s, d->ne0, n_vocab), dim_of(s, d->ne1, n_vocab) };
-            gen_job j = {
+            int64_t ne[3] = { dim_of(s, d->ne0, n_vocab), dim_of(s, d->ne1, n_vocab), dim_of(s, d->ne2, n_vocab) };
+            gen_job *j = &jobs[n_jobs++];
+            *j = (gen_job){
                 .type = pick_type(x, d->role, il, s->n_layer, ne[0], s->tied),
                 .n_in = ne[0],
-                .n_rows = ne[1],
+                .n_rows = ne[1] * ne[2],
                 .shape = s,
+                .pool = p->pool,
                 .seed = p->seed * 0x9E3779B97F4A7C15ull + (++tensor_index) * 0xBF58476D1CE4E5B9ull,
             };
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
             case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM:
-                j.how = DIST_UNIFORM_NORM;
+                j->how = DIST_UNIFORM_NORM;
                 break;
-            case CV_ROLE_ROPE_FREQS: j.how = DIST_ROPE; break;
+            case CV_ROLE_ROPE_FREQS: j->how = DIST_ROPE; break;
             case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS:
-                j.how = DIST_NORMAL, j.std = 0.3f;
+                j->how = DIST_NORMAL, j->std = 0.3f;
                 break;
             /* Embedding and output alike: logits then have a spread of
              * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
-            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j.how = DIST_NORMAL, j.std = 0.15f; break;
-            default: j.how = DIST_NORMAL, j.std = 1.0f / sqrtf((float)ne[0]); break;
+            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j->how = DIST_NORMAL, j->std = 0.15f; break;
+            default: j->how = DIST_NORMAL, j->std = 1.0f / sqrtf((float)ne[0]); break;
             }
-            j.row_bytes = cv_ggml_row_bytes(j.type, ne[0]);
-            size_t bytes = j.row_bytes * (size_t)ne[1];
-            j.data = bufs[n_bufs++] = cv_aligned_alloc(bytes);
-            cv_pool_run(p->pool, gen_rows, &j);
-            rc = cv_gguf_writer_add_tensor(w, tname, j.type, ne[1] > 1 ? 2 : 1, ne, j.data, bytes, err);
+            j->row_bytes = cv_ggml_row_bytes(j->type, ne[0]);
+            const uint32_t n_dims = d->ne2 != CV_DIM_ONE ? 3 : ne[1] > 1 ? 2 : 1;
+            rc = cv_gguf_writer_add_tensor_fn(w, tname, j->type, n_dims, ne, gen_tensor, j, err);
         }
     }
     if (rc == 0)
         rc = cv_gguf_writer_write(w, out_path, err);
 out:
-    for (int i = 0; i < n_bufs; i++)
-        cv_aligned_free(bufs[i]);
-    free(bufs);
+    free(jobs);
     cv_gguf_writer_destroy(w);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 
 #define REF "reference/"
+#define REF2 "reference2/"
 
 /* The sanitizer build runs every model and path on the short sequences
  * (memory safety of every dtype's code); the whole oracle (len200, all 32
@@ -32,19 +33,23 @@
 #endif
 
 typedef struct ref_model {
+    const char *dir;    /* REF or REF2 */
     const char *name;
     const char *family; /* sequences.json key */
 } ref_model;
 
 static const ref_model models[] = {
-    { "tiny-llama-spm-F32", "llama_spm" },    { "tiny-llama-spm-F16", "llama_spm" },
-    { "tiny-llama-spm-Q8_0", "llama_spm" },   { "tiny-llama-spm-Q6_K", "llama_spm" },
-    { "tiny-llama-spm-Q5_K_M", "llama_spm" }, { "tiny-llama-spm-Q5_1", "llama_spm" },
-    { "tiny-llama-spm-Q5_0", "llama_spm" },   { "tiny-llama-spm-Q4_K_M", "llama_spm" },
-    { "tiny-llama-spm-Q4_1", "llama_spm" },   { "tiny-llama-spm-Q4_0", "llama_spm" },
-    { "tiny-qwen2-gpt2-F32", "gpt2" },        { "tiny-qwen2-gpt2-Q8_0", "gpt2" },
-    { "tiny-qwen2-gpt2-Q4_K_M", "gpt2" },     { "tiny-qwen3-gpt2-F32", "gpt2" },
-    { "tiny-qwen3-gpt2-Q8_0", "gpt2" },       { "tiny-qwen3-gpt2-Q4_K_M", "gpt2" },
+    { REF, "tiny-llama-spm-F32", "llama_spm" },    { REF, "tiny-llama-spm-F16", "llama_spm" },
+    { REF, "tiny-llama-spm-Q8_0", "llama_spm" },   { REF, "tiny-llama-spm-Q6_K", "llama_spm" },
+    { REF, "tiny-llama-spm-Q5_K_M", "llama_spm" }, { REF, "tiny-llama-spm-Q5_1", "llama_spm" },
+    { REF, "tiny-llama-spm-Q5_0", "llama_spm" },   { REF, "tiny-llama-spm-Q4_K_M", "llama_spm" },
+    { REF, "tiny-llama-spm-Q4_1", "llama_spm" },   { REF, "tiny-llama-spm-Q4_0", "llama_spm" },
+    { REF, "tiny-qwen2-gpt2-F32", "gpt2" },        { REF, "tiny-qwen2-gpt2-Q8_0", "gpt2" },
+    { REF, "tiny-qwen2-gpt2-Q4_K_M", "gpt2" },     { REF, "tiny-qwen3-gpt2-F32", "gpt2" },
+    { REF, "tiny-qwen3-gpt2-Q8_0", "gpt2" },       { REF, "tiny-qwen3-gpt2-Q4_K_M", "gpt2" },
+    /* reference2/: routed MoE (qwen3moe). */
+    { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
+    { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -53,7 +58,7 @@ static const char *const seq_names[N_SEQS] = { "len1", "len17",
 #endif
 };
 
-static json_t *g_seqs, *g_manifest;
+static json_t *g_seqs, *g_manifest, *g_manifest2;
 
 static bool is_f32(const ref_model *rm) { return strstr(rm->name, "-F32") != NULL; }
 static bool is_f16(const ref_model *rm) { return strstr(rm->name, "-F16") != NULL; }
@@ -61,7 +66,7 @@ static bool is_f16(const ref_model *rm) { return strstr(rm->name, "-F16") != NUL
 static cv_engine *open_engine(const ref_model *rm, bool dequantize, cv_model **model)
 {
     char rel[256];
-    snprintf(rel, sizeof rel, REF "models/%s.gguf", rm->name);
+    snprintf(rel, sizeof rel, "%smodels/%s.gguf", rm->dir, rm->name);
     cv_model_params mp = { .dequantize = dequantize };
     cv_err err = { 0 };
     if (cv_model_open(test_data(rel), &mp, model, &err)) {
@@ -88,7 +93,7 @@ static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
     for (size_t s = 0; s < CV_ARRAY_LEN(seq_names); s++) {
         int32_t n;
         int32_t *ids = ref_seq(g_seqs, rm->family, seq_names[s], &n);
-        snprintf(rel, sizeof rel, REF "logits/%s%s.%s.bin", rm->name, suffix, seq_names[s]);
+        snprintf(rel, sizeof rel, "%slogits/%s%s.%s.bin", rm->dir, rm->name, suffix, seq_names[s]);
         float *ref = ref_f32(test_data(rel), V);
         CHECK_MSG(ref != NULL, "%s: cannot read %s", rm->name, rel);
         if (ref && ref_run(e, ids, n, NULL, ours) == 0) {
@@ -105,7 +110,7 @@ static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
     int32_t n17, ref_ids[32], got[32];
     float margins[32];
     int32_t *p17 = ref_seq(g_seqs, rm->family, "len17", &n17);
-    snprintf(rel, sizeof rel, REF "greedy/%s%s.len17.greedy32.txt", rm->name, suffix);
+    snprintf(rel, sizeof rel, "%sgreedy/%s%s.len17.greedy32.txt", rm->dir, rm->name, suffix);
     CHECK_MSG(ref_greedy(test_data(rel), ref_ids, margins) == 0, "cannot read %s", rel);
     if (ref_greedy_run(e, p17, n17, N_GREEDY, got) == 0) {
         int same = 0;
@@ -121,9 +126,9 @@ static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
 
 static double manifest_margin(const ref_model *rm, const char *seq)
 {
+    json_t *man = !strcmp(rm->dir, REF2) ? g_manifest2 : g_manifest;
     json_t *v = json_object_get(
-        json_object_get(json_object_get(json_object_get(json_object_get(g_manifest, "models"), rm->name), "seqs"),
-                        seq),
+        json_object_get(json_object_get(json_object_get(json_object_get(man, "models"), rm->name), "seqs"), seq),
         "top1_margin");
     return v ? json_number_value(v) : 0;
 }
@@ -137,7 +142,7 @@ static void check_native(const ref_model *rm, cv_engine *e)
     for (size_t s = 0; s < CV_ARRAY_LEN(seq_names); s++) {
         int32_t n;
         int32_t *ids = ref_seq(g_seqs, rm->family, seq_names[s], &n);
-        snprintf(rel, sizeof rel, REF "logits/%s.%s.bin", rm->name, seq_names[s]);
+        snprintf(rel, sizeof rel, "%slogits/%s.%s.bin", rm->dir, rm->name, seq_names[s]);
         float *ref = ref_f32(test_data(rel), V);
         CHECK_MSG(ref != NULL, "cannot read %s", rel);
         if (ref && ref_run(e, ids, n, NULL, ours) == 0) {
@@ -163,7 +168,7 @@ static void check_native(const ref_model *rm, cv_engine *e)
     int32_t n17, ref_ids[32];
     float margins[32];
     int32_t *p17 = ref_seq(g_seqs, rm->family, "len17", &n17);
-    snprintf(rel, sizeof rel, REF "greedy/%s.len17.greedy32.txt", rm->name);
+    snprintf(rel, sizeof rel, "%sgreedy/%s.len17.greedy32.txt", rm->dir, rm->name);
     CHECK_MSG(ref_greedy(test_data(rel), ref_ids, margins) == 0, "cannot read %s", rel);
     int32_t ids[17 + 32];
     bool want[17 + 32] = { 0 };
@@ -416,7 +421,8 @@ int main(void)
     test_require_data();
     g_seqs = ref_json(test_data(REF "sequences.json"));
     g_manifest = ref_json(test_data(REF "manifest.json"));
-    if (!g_seqs || !g_manifest)
+    g_manifest2 = ref_json(test_data(REF2 "manifest.json"));
+    if (!g_seqs || !g_manifest || !g_manifest2)
         return 1;
     RUN(stories260k_generates_the_documented_greedy_ids);
     RUN(f32_models_match_llamacpp_logits_and_greedy);
@@ -427,5 +433,6 @@ int main(void)
     RUN(quantized_kv_caches_keep_every_positions_distribution);
     json_decref(g_seqs);
     json_decref(g_manifest);
+    json_decref(g_manifest2);
     return test_report();
 }

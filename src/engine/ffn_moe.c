@@ -1,0 +1,203 @@
+/* ffn_moe.c — the mixture-of-experts FFN. Per token: the router's logits
+ * over n_expert experts, a softmax over all of them, the n_expert_used
+ * most probable (ties: the lower index), their probabilities renormalised
+ * to sum 1 when the model says so (qwen3moe), and the weighted sum of those
+ * experts' SwiGLU outputs. The step's (token, expert) routes go through
+ * expert-routed matmuls, so each expert's weights are read once per step
+ * for every token routed to it and an expert no token chose is not read: a
+ * decode batch reads the union of its tokens' experts.
+ *
+ * Bits: a route's result is the same whatever else is in the batch (the
+ * routed matmul's contract), and each token sums its experts in its own
+ * order of choice, so a token's output is the same alone or batched. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine/engine_int.h"
+
+struct ffn_moe_scratch {
+    int32_t n_exp, k;
+    int64_t ld_gu;       /* 2 n_ff_exp: gate | up of one route */
+    float *logits;       /* [n_batch][n_exp] router output */
+    int32_t *expert;     /* [n_batch * k] route r = t * k + j: token t's j-th expert */
+    int32_t *src;        /* [n_batch * k] the token of each route */
+    float *weight;       /* [n_batch * k] */
+    float *gu;           /* [n_batch * k][ld_gu] */
+    float *h;            /* [n_batch * k][n_ff_exp] silu(gate) * up */
+    float *y;            /* [n_batch * k][n_embd] each route's expert output */
+    uint8_t *seen;       /* [n_exp] experts some route of this layer names */
+    cv_mm_ws *ws;        /* the routed matmuls' scratch */
+};
+
+/* The chosen experts of one token from its router logits: k indices by
+ * descending probability (ties: lower index first) and their weights. */
+static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logits, int32_t *idx, float *w)
+{
+    const int32_t n = hp->n_expert, k = hp->n_expert_used;
+    vec->softmax(logits, n);
+    int32_t m = 0; /* idx[0..m) sorted by descending probability */
+    for (int32_t e = 0; e < n; e++) {
+        const float p = logits[e];
+        if (m == k && !(p > logits[idx[k - 1]]))
+            continue;
+        int32_t at = m < k ? m++ : k - 1;
+        while (at > 0 && p > logits[idx[at - 1]]) {
+            idx[at] = idx[at - 1];
+            at--;
+        }
+        idx[at] = e;
+    }
+    float sum = 0;
+    for (int32_t j = 0; j < k; j++)
+        sum += w[j] = logits[idx[j]];
+    if (hp->expert_norm) {
+        /* llama.cpp bounds the denominator below at 2^-14 (an f16's
+         * smallest normal) against a router that gives the chosen experts
+         * no probability at all. */
+        const float inv = 1.0f / fmaxf(sum, 6.103515625e-5f);
+        for (int32_t j = 0; j < k; j++)
+            w[j] *= inv;
+    }
+}
+
+typedef struct moe_job {
+    cv_engine *e;
+    int32_t n_rows;
+    int32_t layer;
+} moe_job;
+
+static void rows_route(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    ffn_moe_scratch *s = j->e->moe;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        route_token(&j->e->m->hp, j->e->vec, s->logits + t * s->n_exp, s->expert + t * s->k, s->weight + t * s->k);
+        for (int32_t r = 0; r < s->k; r++)
+            s->src[t * s->k + r] = (int32_t)t;
+    }
+}
+
+static void rows_swiglu(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    ffn_moe_scratch *s = j->e->moe;
+    const int64_t ff = s->ld_gu / 2;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *g = s->gu + r * s->ld_gu;
+        j->e->vec->swiglu(s->h + r * ff, g, g + ff, ff);
+    }
+}
+
+/* tmp[t] = sum_j weight[t][j] y[t * k + j], in the token's order of choice. */
+static void rows_combine(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    cv_engine *e = j->e;
+    ffn_moe_scratch *s = e->moe;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        float *out = e->tmp + t * e->ld_x;
+        memset(out, 0, (size_t)e->ld_x * sizeof *out);
+        for (int32_t r = 0; r < s->k; r++)
+            e->vec->axpy(out, s->weight[t * s->k + r], s->y + (t * s->k + r) * e->ld_x, e->ld_x);
+    }
+}
+
+/* The experts the routes name, counted into the call's statistics with
+ * the bytes their matrices take. */
+static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
+{
+    ffn_moe_scratch *s = e->moe;
+    memset(s->seen, 0, (size_t)s->n_exp);
+    int32_t n = 0;
+    for (int64_t r = 0; r < n_routes; r++)
+        if (!s->seen[s->expert[r]]++)
+            n++;
+    size_t per = cv_wmat_bytes(L->exp_down[0]);
+    for (int32_t i = 0; i < L->n_exp_gate_up; i++)
+        per += cv_wmat_bytes(L->exp_gate_up[i].w[0]);
+    e->prof_experts += n;
+    e->prof_bytes += (double)n * (double)per;
+}
+
+static void routed_matmul(cv_engine *e, cv_wmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
+                          const int32_t *src, float *y, int64_t ldy)
+{
+    ffn_moe_scratch *s = e->moe;
+    const uint64_t t0 = eng_tick(e);
+    cv_matmul_experts(e->pool, (const cv_wmat *const *)w, s->n_exp, n_x, x, ldx, n_rows, s->expert, src, y, ldy,
+                      s->ws);
+    e->prof_mm_ns += eng_tick(e) - t0;
+    e->prof_runs++;
+}
+
+static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
+{
+    const cv_layer *L = &e->m->layers[il];
+    ffn_moe_scratch *s = e->moe;
+    const int32_t T = b->n_tokens;
+    const int64_t R = (int64_t)T * s->k;
+    eng_matmul(e, L->router, T, e->xn, e->ld_x, s->logits, s->n_exp);
+    moe_job j = { .e = e, .n_rows = T, .layer = il };
+    eng_run_rows(e, T, rows_route, &j);
+    count_experts(e, L, R);
+    for (int32_t i = 0; i < L->n_exp_gate_up; i++)
+        routed_matmul(e, L->exp_gate_up[i].w, T, e->xn, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
+                      s->ld_gu);
+    j.n_rows = (int32_t)R;
+    eng_run_rows(e, (int32_t)R, rows_swiglu, &j);
+    routed_matmul(e, L->exp_down, R, s->h, s->ld_gu / 2, R, NULL, s->y, e->ld_x);
+    j.n_rows = T;
+    eng_run_rows(e, T, rows_combine, &j);
+}
+
+static int moe_init(cv_engine *e, cv_err *err)
+{
+    (void)err;
+    const cv_hparams *hp = &e->m->hp;
+    ffn_moe_scratch *s = e->moe = cv_xcalloc(1, sizeof *s);
+    const size_t T = (size_t)e->p.n_batch, R = T * (size_t)hp->n_expert_used;
+    s->n_exp = hp->n_expert;
+    s->k = hp->n_expert_used;
+    s->ld_gu = 2 * (int64_t)hp->n_ff_exp;
+    s->logits = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
+    s->expert = cv_xmalloc(R * sizeof *s->expert);
+    s->src = cv_xmalloc(R * sizeof *s->src);
+    s->weight = cv_xmalloc(R * sizeof *s->weight);
+    s->gu = cv_aligned_alloc(R * (size_t)s->ld_gu * sizeof(float));
+    s->h = cv_aligned_alloc(R * (size_t)hp->n_ff_exp * sizeof(float));
+    s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
+    s->seen = cv_xmalloc((size_t)s->n_exp);
+    s->ws = cv_mm_ws_create((int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
+    return 0;
+}
+
+static void moe_fini(cv_engine *e)
+{
+    ffn_moe_scratch *s = e->moe;
+    if (!s)
+        return;
+    cv_aligned_free(s->logits);
+    free(s->expert);
+    free(s->src);
+    free(s->weight);
+    cv_aligned_free(s->gu);
+    cv_aligned_free(s->h);
+    cv_aligned_free(s->y);
+    free(s->seen);
+    cv_mm_ws_destroy(s->ws);
+    free(s);
+    e->moe = NULL;
+}
+
+const eng_kind eng_ffn_moe = {
+    .name = "mixture of experts",
+    .init = moe_init,
+    .fini = moe_fini,
+    .forward = moe_forward,
+};

@@ -1,0 +1,92 @@
+/* mix_attn.c — the attention mixer: Q|K|V projections (fused at load when
+ * their dtypes allow), bias, per-head Q/K RMSNorm, RoPE at each row's
+ * position, the K/V cache write, attention over each sequence's blocks
+ * (attention.c), and the output projection. What varies between
+ * architectures is data in the bound layer (a bias or a norm present or
+ * not, the RoPE style and factors), never a branch on a name. */
+#include "engine/engine_int.h"
+
+typedef struct qkv_job {
+    cv_engine *e;
+    const cv_batch *b;
+    int32_t layer;
+    int32_t n_rows;
+} qkv_job;
+
+/* Bias, per-head Q/K norm, RoPE, and the cache write of each row's K/V. */
+static void rows_post_qkv(void *ctx, int ith, int nth)
+{
+    qkv_job *j = ctx;
+    cv_engine *e = j->e;
+    const cv_model *m = e->m;
+    const cv_hparams *hp = &m->hp;
+    const cv_layer *L = &m->layers[j->layer];
+    const cv_vec_ops *vec = e->vec;
+    const kv_pool *kv = &e->kv;
+    const int32_t hd = hp->head_dim, kl = e->kv_layer[j->layer];
+    const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)hp->n_head_kv * hd;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        float *q = e->qkv + t * e->ld_qkv, *k = q + n_q, *v = k + n_kv;
+        if (L->q_bias) vec->add(q, q, L->q_bias, n_q);
+        if (L->k_bias) vec->add(k, k, L->k_bias, n_kv);
+        if (L->v_bias) vec->add(v, v, L->v_bias, n_kv);
+        if (L->q_norm)
+            for (int32_t h = 0; h < hp->n_head; h++)
+                vec->rmsnorm(q + (int64_t)h * hd, q + (int64_t)h * hd, L->q_norm, hd, hp->rms_eps);
+        if (L->k_norm)
+            for (int32_t h = 0; h < hp->n_head_kv; h++)
+                vec->rmsnorm(k + (int64_t)h * hd, k + (int64_t)h * hd, L->k_norm, hd, hp->rms_eps);
+        const int32_t pos = j->b->pos[t];
+        vec->rope(&m->rope, q, hp->n_head, hd, pos);
+        vec->rope(&m->rope, k, hp->n_head_kv, hd, pos);
+        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
+        for (int32_t g = 0; g < hp->n_head_kv; g++) {
+            const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
+            kv_store(kv, vec, kv_k(kv, blk, kl, g), kv_v(kv, blk, kl, g), at, kg, vg);
+        }
+    }
+}
+
+static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
+{
+    const cv_layer *L = &e->m->layers[il];
+    const int32_t T = b->n_tokens;
+    for (int32_t i = 0; i < L->n_qkv; i++)
+        eng_matmul(e, L->qkv[i].w, T, e->xn, e->ld_x, e->qkv + L->qkv[i].col, e->ld_qkv);
+    qkv_job j = { .e = e, .b = b, .layer = il, .n_rows = T };
+    eng_run_rows(e, T, rows_post_qkv, &j);
+
+    const uint64_t t0 = eng_tick(e);
+    cv_engine_attention(e, e->kv_layer[il]);
+    e->prof_att_ns += eng_tick(e) - t0;
+    e->prof_runs++;
+
+    eng_matmul(e, L->wo, T, e->attn, e->ld_q, e->tmp, e->ld_x);
+}
+
+static int attn_init(cv_engine *e, cv_err *err)
+{
+    (void)err;
+    const cv_hparams *hp = &e->m->hp;
+    const int64_t n_q = (int64_t)hp->n_head * hp->head_dim, n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    e->ld_qkv = n_q + 2 * n_kv;
+    e->ld_q = n_q;
+    e->qkv = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_qkv * sizeof(float));
+    e->attn = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float));
+    return 0;
+}
+
+static void attn_fini(cv_engine *e)
+{
+    cv_aligned_free(e->qkv);
+    cv_aligned_free(e->attn);
+}
+
+const eng_kind eng_mix_attn = {
+    .name = "attention",
+    .init = attn_init,
+    .fini = attn_fini,
+    .forward = attn_forward,
+};
