@@ -39,6 +39,10 @@ const char *cv_tc_format_name(const cv_tc_format *f);
 const char *cv_tc_format_summary(const cv_tc_format *f);
 /* By name or alias, case-insensitive; NULL when unknown. */
 const cv_tc_format *cv_tc_format_find(const char *name);
+/* How a call is written in the format's syntax (grammar.h's descriptor, what
+ * cv_grammar_from_tools forces), or NULL when it has no call syntax. */
+struct cv_tool_syntax;
+const struct cv_tool_syntax *cv_tc_format_syntax(const cv_tc_format *f);
 
 /* Chooses the format for a model: first from its chat template's source
  * text (which syntax the template renders for assistant tool calls), then

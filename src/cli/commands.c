@@ -11,7 +11,7 @@ const cv_cmd cv_cmds[] = {
       "corvid doctor [MODEL] [--quick] [--threads N]", cv_cmd_doctor },
     { "grammar", "compile a JSON Schema or tool list to a grammar; check a document; time token masks",
       "corvid grammar SCHEMA.json [--check DOC] [--dump] [--vocab VOCAB.gguf --bench N [--max-tokens T] [--seed S] [--json]]\n"
-      "       corvid grammar --tools FILE --syntax hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11\n"
+      "       corvid grammar --tools FILE --syntax FORMAT (any of corvid parse-tools --format list)\n"
       "                      [--force NAME] [--parallel] [--lazy] [--check DOC] [--vocab V --bench N]",
       cv_cmd_grammar },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },

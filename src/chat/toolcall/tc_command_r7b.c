@@ -24,8 +24,23 @@ static const tc_start starts[] = {
 
 static const tc_reason reason[] = { { .open = "<|START_THINKING|>", .close = "<|END_THINKING|>" }, { 0 } };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "command_r7b",
+    .trigger = "<|START_ACTION|>",
+    .open = "<|START_ACTION|>[",
+    .close = "]<|END_ACTION|>",
+    .sep = ", ",
+    .specials = (const char *const[]){ "<|START_ACTION|>", "<|END_ACTION|>", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "tool_name",
+    .args_key = "parameters",
+};
+
 const cv_tc_format tc_fmt_command_r7b = {
     .name = "command_r7b",
+    .syntax = &syntax,
     .summary = "<|START_THINKING|>..<|END_THINKING|><|START_ACTION|>[{\"tool_name\": .., \"parameters\": {..}}]<|END_ACTION|>",
     .aliases = (const char *const[]){ "command_a", "cohere2", NULL },
     .tmpl = { (const char *const[]){ "START_ACTION", NULL } },

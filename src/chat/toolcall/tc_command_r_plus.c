@@ -19,8 +19,22 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "command_r_plus",
+    .trigger = "Action:",
+    .open = "Action:\n```json\n[",
+    .close = "]\n```",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "tool_name",
+    .args_key = "parameters",
+};
+
 const cv_tc_format tc_fmt_command_r_plus = {
     .name = "command_r_plus",
+    .syntax = &syntax,
     .summary = "Action:\\n```json\\n[{\"tool_name\": .., \"parameters\": {..}}]\\n```",
     .aliases = (const char *const[]){ "command_r", NULL },
     .tmpl = { (const char *const[]){ "Action:", "```json", NULL } },

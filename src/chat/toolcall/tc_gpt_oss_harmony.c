@@ -393,8 +393,22 @@ static const tc_start detect[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "gpt_oss_harmony",
+    .trigger = "<|channel|>",
+    .single = true,
+    .specials = (const char *const[]){ "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", NULL },
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<|channel|>commentary to=functions.",
+    .name_post = " <|constrain|>json<|message|>",
+    .call_close = "<|call|>",
+};
+
 const cv_tc_format tc_fmt_gpt_oss_harmony = {
     .name = "gpt_oss_harmony",
+    .syntax = &syntax,
     .summary = "<|channel|>analysis|commentary|final [to=functions.NAME] <|message|>..<|end|>|<|call|>|<|return|>",
     .aliases = (const char *const[]){ "harmony", "gpt_oss", "gpt-oss", NULL },
     .tmpl = { (const char *const[]){ "<|channel|>", NULL } },

@@ -21,8 +21,23 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "granite",
+    .trigger = "<|tool_call|>",
+    .open = "<|tool_call|>[",
+    .close = "]",
+    .sep = ", ",
+    .specials = (const char *const[]){ "<|tool_call|>", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
+};
+
 const cv_tc_format tc_fmt_granite = {
     .name = "granite",
+    .syntax = &syntax,
     .summary = "<|tool_call|>[{\"name\": .., \"arguments\": {..}}]",
     .tmpl = { (const char *const[]){ "<|tool_call|>", NULL } },
     .tmpl_rank = 85,

@@ -20,6 +20,7 @@
 #define CV_TC_INT_H
 
 #include "chat/chat.h"
+#include "grammar/grammar.h" /* cv_tool_syntax: how each row writes a forced call */
 
 /* ---- step results ---- */
 
@@ -201,6 +202,9 @@ enum {
 
 struct cv_tc_format {
     const char *name;
+    /* How a call is written in this syntax, for forced-call grammars; NULL
+     * for a row without call syntax (plain_content). */
+    const cv_tool_syntax *syntax;
     const char *summary;
     const char *const *aliases;
     /* selection: every string of one row of tmpl must occur in the template */

@@ -94,8 +94,27 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "kimi_k2",
+    .trigger = "<|tool_calls_section_begin|>",
+    .open = "<|tool_calls_section_begin|>",
+    .close = "<|tool_calls_section_end|>",
+    .call_open = "<|tool_call_begin|>",
+    .call_close = "<|tool_call_end|>",
+    .specials = (const char *const[]){ "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                                       "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_call_argument_begin|>", NULL },
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "functions.",
+    .name_post = ":",
+    .index = true,
+    .args_pre = "<|tool_call_argument_begin|>",
+};
+
 const cv_tc_format tc_fmt_kimi_k2 = {
     .name = "kimi_k2",
+    .syntax = &syntax,
     .summary = "<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{..}<|tool_call_end|>",
     .aliases = (const char *const[]){ "kimi", "kimi_k2_thinking", NULL },
     .tmpl = { (const char *const[]){ "tool_calls_section_begin", NULL } },

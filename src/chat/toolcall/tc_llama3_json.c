@@ -47,8 +47,20 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "llama3_json",
+    .trigger = "{\"name\"",
+    .sep = " ; ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "parameters",
+};
+
 const cv_tc_format tc_fmt_llama3_json = {
     .name = "llama3_json",
+    .syntax = &syntax,
     .summary = "{\"name\": .., \"parameters\": {..}} (bare or after <|python_tag|>, \";\"-separated)",
     .aliases = (const char *const[]){ "llama3", "llama31", "llama3_json", NULL },
     .tmpl = { (const char *const[]){ "respond with a JSON for a function call", NULL }, (const char *const[]){ "<|python_tag|>", NULL } },

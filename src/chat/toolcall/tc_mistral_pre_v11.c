@@ -20,8 +20,23 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "mistral_pre_v11",
+    .trigger = "[TOOL_CALLS]",
+    .open = "[TOOL_CALLS] [ ",
+    .close = " ]",
+    .sep = " , ",
+    .specials = (const char *const[]){ "[TOOL_CALLS]", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
+};
+
 const cv_tc_format tc_fmt_mistral_pre_v11 = {
     .name = "mistral_pre_v11",
+    .syntax = &syntax,
     .summary = "[TOOL_CALLS] [{\"name\": .., \"arguments\": {..}, \"id\": \"..\"}]",
     .aliases = (const char *const[]){ "mistral_nemo", NULL },
     .tmpl = { (const char *const[]){ "[TOOL_CALLS]", NULL } },

@@ -47,8 +47,21 @@ static const tc_start starts[] = {
     { 0 },
 };
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "xlam",
+    .open = "[",
+    .close = "]",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
+};
+
 const cv_tc_format tc_fmt_xlam = {
     .name = "xlam",
+    .syntax = &syntax,
     .summary = "[{\"name\": .., \"arguments\": {..}}] (bare, ```json, <tool_call> or [TOOL_CALLS])",
     .tmpl = { (const char *const[]){ "make calls in a single JSON array", NULL } },
     .tmpl_rank = 85,
