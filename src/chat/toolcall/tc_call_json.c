@@ -202,6 +202,9 @@ int tc_jcall_step(tc_run *r, tc_jcall *c)
         const tc_jshape *sh = c->shape;
         bool is_name = !sh->name_is_key && in_list(sh->name_keys, &c->key);
         bool is_args = in_list(sh->args_keys, &c->key);
+        static const char *const wrap_keys[] = { "type", "function", "id", NULL };
+        if (sh->call_keys_only && !is_name && !is_args && !in_list(wrap_keys, &c->key))
+            return TC_FAIL;
         if (sh->name_is_key && c->nest == 0 && !c->have_name) {
             /* {"get_weather": {"city": "Paris"}} */
             cv_buf_reset(&c->name);
@@ -255,6 +258,11 @@ int tc_jcall_step(tc_run *r, tc_jcall *c)
             return rc;
         if (c->what == W_NAME) {
             c->have_name = true;
+            /* weak evidence must name a declared tool: known now, so data
+             * naming something else is released without waiting for its end */
+            size_t off;
+            if (r->spec_fit && r->o.tools && !tc_resolve(r, c->name.data ? c->name.data : "", c->name.len, &off))
+                return TC_FAIL;
             /* a named object after a call marker: it is a call */
             tc_commit(r);
         }

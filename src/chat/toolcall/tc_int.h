@@ -238,6 +238,10 @@ typedef struct tc_jshape {
     const char *const *id_keys;    /* "id", "tool_call_id"; NULL: ids never in the object */
     bool name_is_key;              /* {"NAME": {args}} (Apertus) */
     bool need_args;                /* a call must name its arguments (bare Llama 3 JSON) */
+    /* only call keys (name, arguments, id, type, function): any other key
+     * makes the object data, at once (a bare object found by detection is
+     * then released without waiting for its end) */
+    bool call_keys_only;
 } tc_jshape;
 
 /* The JSON call-object reader (tc_call_json.c). */

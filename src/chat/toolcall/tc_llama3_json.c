@@ -26,16 +26,27 @@ static const tc_env env_bare = {
 
 /* Detection in output of other formats: the bare object, or one fenced in
  * ```json / ```tool_call (objects or a list of them) — models of every
- * family fall into Llama 3's habit. */
+ * family fall into Llama 3's habit. Only call keys: a JSON answer is given
+ * back as soon as it shows another key. */
+static const tc_jshape shape_detect = {
+    .name_keys = name_keys, .args_keys = args_keys, .need_args = true, .call_keys_only = true
+};
+
+static const tc_env env_detect = {
+    .items = IT_JSON,
+    .shape = &shape_detect,
+    .seps = ";",
+};
+
 static const tc_env env_fence = {
     .end = "```",
     .items = IT_JSON | IT_LIST,
-    .shape = &shape,
+    .shape = &shape_detect,
     .seps = ";,",
 };
 
 static const tc_start detect[] = {
-    { .marker = "{", .read = tc_read_env, .cfg = &env_bare, .weak = true, .keep = true },
+    { .marker = "{", .read = tc_read_env, .cfg = &env_detect, .weak = true, .keep = true },
     { .marker = "```json", .read = tc_read_env, .cfg = &env_fence, .weak = true },
     { .marker = "```tool_call", .read = tc_read_env, .cfg = &env_fence, .weak = true },
     { 0 },

@@ -28,8 +28,16 @@ static const tc_env env_tc = {
  * JSON objects, or Python calls, which tc_detect.c takes only as the whole
  * reply and reports as pythonic. */
 extern const cv_tc_format tc_fmt_pythonic;
+static const tc_jshape shape_detect = {
+    .name_keys = (const char *const[]){ "name", NULL },
+    .args_keys = (const char *const[]){ "arguments", "parameters", NULL },
+    .need_args = true,
+    .call_keys_only = true, /* a list of records is data, known at its first other key */
+};
+
 static const tc_env env_detect = {
     .items = IT_LIST | IT_PYLIST,
+    .shape = &shape_detect,
     .one = true,
     .py_row = &tc_fmt_pythonic,
 };

@@ -394,6 +394,33 @@ TEST(without_a_tool_list_any_bare_call_shape_counts)
     tc_coll_fini(&c);
 }
 
+/* Detection holds a bare JSON object back while it could still be a call;
+ * one that shows a key no call has, or names an undeclared tool, is data and
+ * streams at once instead of at its end. */
+TEST(a_bare_json_answer_is_released_as_soon_as_it_cannot_be_a_call)
+{
+    static const char *heads[] = { "Here: {\"answer\": \"", "{\"name\": \"Ada\", \"arguments\": {\"bio\": \"",
+                                   "[{\"id\": 1, \"note\": \"" };
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    for (size_t i = 0; i < CV_ARRAY_LEN(heads); i++) {
+        cv_chat_parse_opts o = { .format = cv_tc_format_find("hermes"), .tools = tools, .detect = true, .id_seed = 1 };
+        tc_coll c;
+        tc_coll_init(&c);
+        cv_chat_parse *p = NULL;
+        CHECK(cv_chat_parse_create(&o, tc_coll_fn, &c, &p, NULL) == 0);
+        cv_chat_parse_feed(p, heads[i], strlen(heads[i]), NULL);
+        for (int k = 0; k < 200; k++)
+            cv_chat_parse_feed(p, "text of the answer ", 19, NULL);
+        CHECK_MSG(c.res.content.len > 3000, "%s...: only %zu bytes streamed before the end", heads[i],
+                  c.res.content.len);
+        cv_chat_parse_finish(p, NULL);
+        CHECK_EQ_INT(c.res.n_calls, 0);
+        cv_chat_parse_destroy(p);
+        tc_coll_fini(&c);
+    }
+    json_decref(tools);
+}
+
 TEST(reasoning_markers_of_another_syntax_switch_to_it)
 {
     tc_coll c;
@@ -599,6 +626,7 @@ int main(void)
     RUN(after_a_call_another_syntax_is_text);
     RUN(detection_follows_the_call_policy);
     RUN(without_a_tool_list_any_bare_call_shape_counts);
+    RUN(a_bare_json_answer_is_released_as_soon_as_it_cannot_be_a_call);
     RUN(reasoning_markers_of_another_syntax_switch_to_it);
     RUN(a_call_inside_closed_reasoning_is_not_a_call_but_one_after_it_is);
     RUN(a_call_ending_unclosed_reasoning_counts_and_one_inside_it_does_not);
