@@ -12,7 +12,8 @@
  *     [TOOL_CALLS], <｜tool▁calls▁begin｜>, ...): the format switches to that
  *     row at once, speculatively — if the section turns out to be prose it
  *     is released as text and the previous format is back. A reasoning
- *     opener of another row ([THINK], <seed:think>) switches for good.
+ *     opener of another row ([THINK], <seed:think>) that opens the reply
+ *     switches for good.
  *   - Weak evidence, a row's bare shapes (cv_tc_format.detect: a JSON call
  *     object, a list of calls, a ```json fence, Harmony's text form): a
  *     call only once read whole, naming a declared tool, with arguments
@@ -120,7 +121,9 @@ bool tc_detect_resolve(tc_run *r, const tc_mark *m, const tc_start **st, const c
             *f = r->fmt;
             return true;
         }
-        return m->kind == MK_ROPEN && r->o.detect && r->n_calls == 0;
+        /* another row's reasoning opens the reply, or it is a word in prose
+         * (which would turn the rest of the reply into reasoning) */
+        return m->kind == MK_ROPEN && r->o.detect && r->n_calls == 0 && !r->any_text && !r->started[K_REASONING];
     }
     case MK_DROP:
         /* a leaked special token of any known row is never text; a drop

@@ -16,7 +16,10 @@
  * of every other format; one that reads as a call to a declared tool is
  * taken (speculatively, so prose that merely contains such a marker stays
  * content). This is how a Qwen model that drifts into <function=...> or a
- * Mistral model that writes <tool_call> still yields its call. */
+ * Mistral model that writes <tool_call> still yields its call. With output
+ * detection (opts.detect) the marker sets hold every row's markers instead,
+ * and tc_detect.c says what each means: a switch of format, a weak bare
+ * shape that must fit its tool, or a hand-over to a whole-stream row. */
 #include <stdio.h>
 #include <stdlib.h>
 

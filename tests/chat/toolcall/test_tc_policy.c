@@ -433,6 +433,13 @@ TEST(reasoning_markers_of_another_syntax_switch_to_it)
     parse(&(popt){ .format = "hermes", .tools = TOOLS }, "<seed:think>hm</seed:think>Done.", &c);
     CHECK_EQ_STR(content(&c), "<seed:think>hm</seed:think>Done.");
     tc_coll_fini(&c);
+    /* and only when it opens the reply: in prose it is a word, and the rest
+     * of the reply stays content */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "Magistral thinks in [THINK] blocks. Then it answers.", &c);
+    CHECK_EQ_STR(content(&c), "Magistral thinks in [THINK] blocks. Then it answers.");
+    CHECK_EQ_STR(reasoning(&c), "");
+    tc_coll_fini(&c);
 }
 
 /* ---- reasoning ---- */
