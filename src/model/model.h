@@ -310,6 +310,9 @@ typedef struct cv_synth_params {
     const char *vocab;     /* optional vocab-only GGUF: its tokenizer.* metadata is copied */
     uint64_t seed;
     cv_pool *pool;         /* quantization runs on it (NULL: one thread) */
+    bool plan_only;        /* validate and size the file, write nothing (the full shapes in tests) */
+    bool fast;             /* experts past the first 8 of a layer repeat those (benchmark shapes) */
+    size_t *bytes_out;     /* optional: the tensor bytes the file holds */
 } cv_synth_params;
 
 /* Writes a random-weight model with the shape's dimensions and the arch's
