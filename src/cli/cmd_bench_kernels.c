@@ -42,7 +42,9 @@ static const shape shapes[] = {
  * llama-quantize's defaults: Q4_K_M puts Q6_K on attn_v and ffn_down of
  * the first and last eighth of the layers and every third in between, and
  * on the output; K-types fall back to Q5_0 / Q5_1 / Q8_0 when a row is not
- * a multiple of 256 (qwen2.5-0.5b's 896). */
+ * a multiple of 256 (qwen2.5-0.5b's 896). IQ4_XS falls back to IQ4_NL
+ * there (so qwen2.5-0.5b "IQ4_XS" is mostly IQ4_NL) with a Q6_K output;
+ * "mxfp4" is gpt-oss's split, MXFP4 feed-forward and Q8_0 for the rest. */
 typedef enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_OUT, MAT_KINDS } mat_kind;
 
 static uint32_t k_fallback(uint32_t t, int64_t n_in)
@@ -60,6 +62,10 @@ static uint32_t mix_type(const char *mix, mat_kind k, int64_t layer, int64_t n_l
         return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : CV_GGML_Q4_0;
     if (!strcmp(mix, "f16"))
         return CV_GGML_F16;
+    if (!strcmp(mix, "mxfp4"))
+        return k == MAT_GATE || k == MAT_UP || k == MAT_DOWN ? CV_GGML_MXFP4 : CV_GGML_Q8_0;
+    if (!strcmp(mix, "iq4_xs"))
+        return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : n_in % 256 ? CV_GGML_IQ4_NL : CV_GGML_IQ4_XS;
     /* q4_k_m */
     bool more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
     if (k == MAT_OUT || ((k == MAT_V || k == MAT_DOWN) && more))
@@ -559,7 +565,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
         const shape *s = &shapes[si];
         if (!in_list(models, s->name))
             continue;
-        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16" };
+        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16", "iq4_xs", "mxfp4" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(all_mixes); mi++) {
             const char *mix = all_mixes[mi];
             if (!in_list(mixes, mix))
@@ -608,7 +614,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                "expert over this (median of paired passes)\n", moe.name, (long long)moe.n_expert, (long long)moe.k);
         printf("%-13s %-7s %-8s %-8s %-5s %9s %14s %18s  %s\n", "model", "dtype", "case", "matrix", "type", "ms/step",
                "rate", "fraction", "loop/this");
-        const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0" };
+        const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0", "iq4_xs", "mxfp4" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(moe_mixes) && !rc; mi++)
             if (in_list(mixes, moe_mixes[mi]) && (rc = bench_experts(pool, moe_mixes[mi], repeats, &bw, &peak,
                                                                      have_peak, &err)))

@@ -4,7 +4,7 @@
 
 const cv_cmd cv_cmds[] = {
     { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
-      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|all] [--dtype q4_0,q4_k_m,q8_0,f16,iq4_xs,mxfp4|all]\n"
       "                     [--case decode,batch8,prefill,tiles,experts|all] [--threads N] [--repeats N]\n"
       "                     [--clock wall|cpu]",
       cv_cmd_bench_kernels },

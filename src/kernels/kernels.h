@@ -29,7 +29,7 @@
 
 typedef enum cv_isa {
     CV_ISA_SCALAR = 0, /* portable C: the reference */
-    CV_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    CV_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C + BMI2 */
     CV_ISA_COUNT
 } cv_isa;
 

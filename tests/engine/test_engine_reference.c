@@ -49,7 +49,8 @@ static const ref_model models[] = {
     { REF, "tiny-qwen3-gpt2-Q8_0", "gpt2" },       { REF, "tiny-qwen3-gpt2-Q4_K_M", "gpt2" },
     /* reference2/: routed MoE (qwen3moe). */
     { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
-    { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" },
+    { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" }, { REF2, "tiny-qwen3moe-gpt2-Q3_K_M", "gpt2" },
+    { REF2, "tiny-qwen3moe-gpt2-Q2_K", "gpt2" },   { REF2, "tiny-qwen3moe-gpt2-IQ4_XS", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
