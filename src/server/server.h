@@ -1,9 +1,10 @@
 /* server — the face of the server layer: corvid's HTTP front door. It speaks
  * three wire APIs (OpenAI chat/completions/responses, Anthropic messages) plus
  * models, health and metrics over libmicrohttpd, and translates every request
- * into ONE neutral request (cv_chat_request) that goes down the one data path
- * (DESIGN.md): render → tokenize → scheduler → detokenize → stop strings →
- * output parser → neutral events → the wire's SSE or JSON.
+ * into ONE neutral request (cv_chat_request, chat/chat_request.h) that goes
+ * down the one data path (DESIGN.md): render → tokenize → scheduler →
+ * detokenize → stop strings → output parser → neutral events → the wire's
+ * SSE or JSON.
  *
  * The model is reached through cv_server_backend, a small table of functions:
  * the server never learns how the prompt is rendered or the tokens produced.
@@ -25,61 +26,6 @@
 #include "chat/chat.h"
 #include "engine/engine.h"
 #include "sched/sched.h"
-
-/* ---- the neutral request ---- */
-
-typedef enum cv_tool_choice {
-    CV_TOOL_CHOICE_AUTO,     /* the model decides */
-    CV_TOOL_CHOICE_NONE,     /* no tool calls */
-    CV_TOOL_CHOICE_REQUIRED, /* at least one call (Anthropic "any") */
-    CV_TOOL_CHOICE_NAMED,    /* a call to tool_choice_name */
-} cv_tool_choice;
-
-/* Thinking switch as the wires express it; templates read it as
- * enable_thinking (Qwen3 and others) or a reasoning-effort kwarg. */
-typedef enum cv_thinking {
-    CV_THINKING_DEFAULT = -1, /* the template's own default */
-    CV_THINKING_OFF = 0,
-    CV_THINKING_ON = 1,
-} cv_thinking;
-
-/* What every wire file fills and nothing below the wire files sees the wire
- * of. All pointers are owned by the request and freed by
- * cv_chat_request_fini. */
-typedef struct cv_chat_request {
-    json_t *messages;        /* chat.h shape (array) */
-    json_t *tools;           /* chat.h shape (array, maybe empty) */
-    cv_tool_choice tool_choice;
-    char *tool_choice_name;  /* CV_TOOL_CHOICE_NAMED */
-    bool parallel_tool_calls;
-    cv_sample_params sample; /* logit_bias points at logit_bias below */
-    cv_logit_bias *logit_bias;
-    int32_t max_tokens;      /* 0: as many as the context allows */
-    char **stop;             /* stop strings (NUL-free UTF-8) */
-    int n_stop;
-    bool logprobs;
-    int32_t top_logprobs;
-    json_t *response_format; /* {"type":"json_object"|"json_schema",...} or NULL */
-    cv_thinking thinking;
-    char *reasoning_effort;  /* "low" | "medium" | "high" | NULL */
-    int32_t thinking_budget; /* tokens; 0: none given */
-    json_t *template_kwargs; /* object merged into the template's variables, or NULL */
-    bool stream;
-    bool include_usage;      /* OpenAI stream_options.include_usage */
-    char *model;             /* as the client asked; any name is served */
-    /* Legacy completions: a raw prompt instead of messages. */
-    bool raw;
-    cv_buf prompt_text;      /* raw text prompt (raw && !prompt_ids) */
-    int32_t *prompt_ids;     /* raw token prompt, or NULL */
-    int32_t n_prompt_ids;
-    bool echo;
-} cv_chat_request;
-
-void cv_chat_request_init(cv_chat_request *r);
-void cv_chat_request_fini(cv_chat_request *r);
-/* Appends a stop string (copied); fails with CV_ELIMIT past CV_MAX_STOP_STRINGS
- * or CV_EINVAL for an empty or over-long string. */
-int cv_chat_request_add_stop(cv_chat_request *r, const char *s, size_t len, cv_err *err);
 
 /* ---- the model behind the server ---- */
 
