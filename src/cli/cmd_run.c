@@ -17,7 +17,7 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
-#include "server/server.h"
+#include "server/constrain.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct run_opts {

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "server/constrain.h"
 #include "server/server.h"
 
 /* ---- wires and errors ---- */
