@@ -431,12 +431,6 @@ void *cv_enc_anthropic_new(bool stream)
     return e;
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static const char *stop_reason(cv_gen *g)
 {
     switch (cv_gen_finish_reason(g)) {
@@ -484,7 +478,7 @@ static void anth_begin(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "id", json_string(cv_gen_id(g)));
     json_object_set_new(msg, "type", json_string("message"));
     json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(msg, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(msg, "content", json_array());
     json_object_set_new(msg, "stop_reason", json_null());
     json_object_set_new(msg, "stop_sequence", json_null());
@@ -596,7 +590,7 @@ static void anth_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "id", json_string(cv_gen_id(g)));
     json_object_set_new(msg, "type", json_string("message"));
     json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(msg, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set(msg, "content", e->content);
     json_object_set_new(msg, "stop_reason", json_string(stop_reason(g)));
     json_object_set_new(msg, "stop_sequence", seq ? cv_json_strz(seq) : json_null());
@@ -631,42 +625,22 @@ static void anth_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_anthropic = { anth_begin, anth_event, anth_finish, anth_error, anth_keepalive, anth_destroy };
+const cv_gen_enc cv_enc_anthropic = {
+    .id_prefix = "msg_",
+    .create = cv_enc_anthropic_new,
+    .begin = anth_begin,
+    .event = anth_event,
+    .finish = anth_finish,
+    .error = anth_error,
+    .keepalive = anth_keepalive,
+    .destroy = anth_destroy,
+};
 
-/* ---- handlers ---- */
-
-static cv_chat_request *parse_or_reply(cv_http_req *hr, cv_reply *rep, bool count_only)
-{
-    cv_err err = { 0 };
-    json_t *b;
-    if (cv_http_body_json(hr, &b, &err)) {
-        cv_reply_err(rep, CV_WIRE_ANTHROPIC, &err);
-        return NULL;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_anthropic_parse(b, count_only, r, &err);
-    json_decref(b);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_ANTHROPIC, &err);
-        return NULL;
-    }
-    return r;
-}
-
-int cv_api_anthropic_messages(cv_http_req *hr, cv_reply *rep)
-{
-    cv_chat_request *r = parse_or_reply(hr, rep, false);
-    if (!r)
-        return CV_EINVAL;
-    return cv_serve_gen(hr, rep, CV_WIRE_ANTHROPIC, r, &cv_enc_anthropic, cv_enc_anthropic_new(r->stream), "msg_");
-}
+/* ---- count_tokens ---- */
 
 int cv_api_anthropic_count_tokens(cv_http_req *hr, cv_reply *rep)
 {
-    cv_chat_request *r = parse_or_reply(hr, rep, true);
+    cv_chat_request *r = cv_api_request_or_reply(hr, rep, NULL);
     if (!r)
         return CV_EINVAL;
     const cv_server_backend *be = hr->srv->be;

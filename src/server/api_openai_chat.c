@@ -377,12 +377,6 @@ void *cv_enc_openai_chat_new(bool stream)
     return e;
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static json_t *chunk(cv_gen *g, json_t *delta, const char *finish)
 {
     json_t *choice = json_object();
@@ -395,7 +389,7 @@ static json_t *chunk(cv_gen *g, json_t *delta, const char *finish)
     json_object_set_new(c, "id", json_string(cv_gen_id(g)));
     json_object_set_new(c, "object", json_string("chat.completion.chunk"));
     json_object_set_new(c, "created", json_integer(cv_gen_created(g)));
-    json_object_set_new(c, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(c, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(c, "system_fingerprint", json_string("corvid"));
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     return c;
@@ -511,7 +505,7 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(resp, "id", json_string(cv_gen_id(g)));
     json_object_set_new(resp, "object", json_string("chat.completion"));
     json_object_set_new(resp, "created", json_integer(cv_gen_created(g)));
-    json_object_set_new(resp, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(resp, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(resp, "system_fingerprint", json_string("corvid"));
     json_object_set_new(resp, "choices", json_pack("[o]", choice));
     json_object_set_new(resp, "usage", usage(g));
@@ -519,12 +513,11 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_decref(resp);
 }
 
-static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
+void cv_openai_error(bool stream, const cv_err *err, cv_buf *out)
 {
-    enc_chat *e = ud;
     cv_buf body = { 0 };
     cv_wire_error_body(CV_WIRE_OPENAI, err->code ? err->code : CV_SE_INTERNAL, err->msg, NULL, &body);
-    if (e->stream) {
+    if (stream) {
         /* The openai SDK raises APIError for a chunk carrying "error". */
         cv_buf_puts(out, "data: ");
         cv_buf_append(out, body.data, body.len);
@@ -533,6 +526,11 @@ static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
         cv_buf_append(out, body.data, body.len);
     }
     cv_buf_free(&body);
+}
+
+static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
+{
+    cv_openai_error(((enc_chat *)ud)->stream, err, out);
 }
 
 static void chat_keepalive(void *ud, cv_gen *g, cv_buf *out)
@@ -552,26 +550,13 @@ static void chat_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_openai_chat = { chat_begin, chat_event, chat_finish, chat_error, chat_keepalive, chat_destroy };
-
-int cv_api_openai_chat(cv_http_req *hr, cv_reply *rep)
-{
-    cv_err err = { 0 };
-    json_t *body;
-    if (cv_http_body_json(hr, &body, &err)) {
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return err.code;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_openai_chat_parse(body, r, &err);
-    json_decref(body);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return rc;
-    }
-    return cv_serve_gen(hr, rep, CV_WIRE_OPENAI, r, &cv_enc_openai_chat, cv_enc_openai_chat_new(r->stream),
-                        "chatcmpl-");
-}
+const cv_gen_enc cv_enc_openai_chat = {
+    .id_prefix = "chatcmpl-",
+    .create = cv_enc_openai_chat_new,
+    .begin = chat_begin,
+    .event = chat_event,
+    .finish = chat_finish,
+    .error = chat_error,
+    .keepalive = chat_keepalive,
+    .destroy = chat_destroy,
+};

@@ -387,12 +387,6 @@ static void event(enc_resp *e, cv_buf *out, const char *type, json_t *data)
     cv_sse(out, type, v);
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static json_t *response_obj(enc_resp *e, cv_gen *g, const char *status)
 {
     const cv_chat_request *r = cv_gen_request(g);
@@ -404,7 +398,7 @@ static json_t *response_obj(enc_resp *e, cv_gen *g, const char *status)
     json_object_set_new(o, "error", json_null());
     json_object_set_new(o, "incomplete_details",
                         !strcmp(status, "incomplete") ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
-    json_object_set_new(o, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(o, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(o, "output", !strcmp(status, "in_progress") ? json_array() : json_copy(e->output));
     json_object_set_new(o, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
     json_object_set_new(o, "temperature", json_real(r->sample.temperature));
@@ -652,38 +646,30 @@ static void resp_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_openai_responses = { resp_begin, resp_event, resp_finish, resp_error, resp_keepalive,
-                                             resp_destroy };
-
-int cv_api_openai_responses(cv_http_req *hr, cv_reply *rep)
+/* The store flag and the conversation to store: this request's messages
+ * without its instructions (a later previous_response_id brings its own). */
+static int resp_create_for(const cv_http_req *hr, json_t *body, const cv_chat_request *r, void **ud, cv_err *err)
 {
-    cv_err err = { 0 };
-    json_t *b;
-    if (cv_http_body_json(hr, &b, &err)) {
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return err.code;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_openai_responses_parse(b, hr->srv->store, r, &err);
     bool store = true;
-    if (!rc)
-        rc = cv_json_get_bool(b, "store", NULL, &store, &err);
+    if (cv_json_get_bool(body, "store", NULL, &store, err))
+        return CV_EINVAL;
     const char *instructions = NULL;
-    cv_json_get_str(b, "instructions", NULL, &instructions, NULL);
-    bool has_instructions = instructions && *instructions;
-    json_decref(b);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return rc;
-    }
-    /* The stored conversation leaves out this request's instructions. */
+    cv_json_get_str(body, "instructions", NULL, &instructions, NULL);
     json_t *conv = json_copy(r->messages);
-    if (has_instructions)
+    if (instructions && *instructions)
         json_array_remove(conv, 0);
-    void *ud = cv_enc_openai_responses_new(r->stream, conv, store);
+    *ud = cv_enc_openai_responses_new(r->stream, conv, store);
     json_decref(conv);
-    return cv_serve_gen(hr, rep, CV_WIRE_OPENAI, r, &cv_enc_openai_responses, ud, "resp_");
+    return 0;
 }
+
+const cv_gen_enc cv_enc_openai_responses = {
+    .id_prefix = "resp_",
+    .create_for = resp_create_for,
+    .begin = resp_begin,
+    .event = resp_event,
+    .finish = resp_finish,
+    .error = resp_error,
+    .keepalive = resp_keepalive,
+    .destroy = resp_destroy,
+};
