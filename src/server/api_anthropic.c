@@ -434,12 +434,9 @@ static void add_text(enc_anth *e, const char *type, const char *field, cv_str te
 static void anth_event(void *ud, cv_gen *g, const cv_chat_event *ev, cv_buf *out)
 {
     enc_anth *e = ud;
-    cv_call *call = NULL;
-    if (ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END) {
-        call = cv_calls_at(&e->calls, cv_gen_server(g), ev, "toolu_");
-        if (!call)
-            return;
-    }
+    cv_call *call = cv_event_is_tool(ev) ? cv_calls_at(&e->calls, cv_gen_server(g), ev, "toolu_") : NULL;
+    if (cv_event_is_tool(ev) && !call)
+        return;
     if (!e->stream) {
         switch (ev->type) {
         case CV_CHAT_CONTENT: add_text(e, "text", "text", ev->text); break;

@@ -347,12 +347,9 @@ static void chat_begin(void *ud, cv_gen *g, cv_buf *out)
 static void chat_event(void *ud, cv_gen *g, const cv_chat_event *ev, cv_buf *out)
 {
     enc_chat *e = ud;
-    cv_call *call = NULL;
-    if (ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END) {
-        call = cv_calls_at(&e->calls, cv_gen_server(g), ev, "call_");
-        if (!call)
-            return;
-    }
+    cv_call *call = cv_event_is_tool(ev) ? cv_calls_at(&e->calls, cv_gen_server(g), ev, "call_") : NULL;
+    if (cv_event_is_tool(ev) && !call)
+        return;
     if (!e->stream) {
         switch (ev->type) {
         case CV_CHAT_CONTENT: cv_buf_put_str(&e->content, ev->text); break;
@@ -412,16 +409,8 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "content", only_calls ? json_null() : cv_json_str(e->content.data, e->content.len));
     if (e->reasoning.len)
         json_object_set_new(msg, "reasoning_content", cv_json_str(e->reasoning.data, e->reasoning.len));
-    if (e->calls.n) {
-        json_t *calls = json_array();
-        for (int i = 0; i < e->calls.n; i++) {
-            cv_call *c = &e->calls.v[i];
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function",
-                                                   "function", "name", cv_json_strz(c->name), "arguments",
-                                                   cv_json_str(c->args.data, c->args.len)));
-        }
-        json_object_set_new(msg, "tool_calls", calls);
-    }
+    if (e->calls.n)
+        json_object_set_new(msg, "tool_calls", cv_calls_json(&e->calls, false));
     json_object_set_new(msg, "refusal", json_null());
     json_t *choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs",
                                e->logprobs ? json_pack("{s:O, s:n}", "content", e->logprobs, "refusal") : json_null(),

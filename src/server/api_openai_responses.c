@@ -524,16 +524,8 @@ static void store_conversation(enc_resp *e, cv_gen *g)
                           cv_json_str(e->all_content.data, e->all_content.len));
     if (e->all_reasoning.len)
         json_object_set_new(m, "reasoning_content", cv_json_str(e->all_reasoning.data, e->all_reasoning.len));
-    if (e->calls.n) {
-        json_t *calls = json_array();
-        for (int i = 0; i < e->calls.n; i++) {
-            cv_call *c = &e->calls.v[i];
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function",
-                                                   "function", "name", cv_json_strz(c->name), "arguments",
-                                                   cv_req_args_object(c->args.data, c->args.len)));
-        }
-        json_object_set_new(m, "tool_calls", calls);
-    }
+    if (e->calls.n)
+        json_object_set_new(m, "tool_calls", cv_calls_json(&e->calls, true));
     json_t *conv = json_copy(e->conversation);
     json_array_append_new(conv, m);
     cv_resp_store_put(cv_gen_server(g)->store, cv_gen_id(g), conv);

@@ -316,6 +316,17 @@ cv_call *cv_calls_at(cv_calls *c, cv_server *srv, const cv_chat_event *ev, const
     return call;
 }
 
+json_t *cv_calls_json(const cv_calls *c, bool objects)
+{
+    json_t *calls = json_array();
+    for (int i = 0; i < c->n; i++) {
+        const cv_call *k = &c->v[i];
+        json_t *args = objects ? cv_req_args_object(k->args.data, k->args.len) : cv_json_str(k->args.data, k->args.len);
+        json_array_append_new(calls, cv_req_call(k->id, k->name, args));
+    }
+    return calls;
+}
+
 void cv_calls_free(cv_calls *c)
 {
     for (int i = 0; i < c->n; i++) {

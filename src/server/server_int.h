@@ -400,6 +400,14 @@ typedef struct cv_calls {
  * id is kept when it gave one). NULL for an index past CV_MAX_TOOL_CALLS. */
 cv_call *cv_calls_at(cv_calls *c, cv_server *srv, const cv_chat_event *ev, const char *prefix);
 void cv_calls_free(cv_calls *c);
+/* The calls in the neutral shape (cv_req_call), arguments as the JSON text
+ * generated (objects false: OpenAI's wire) or parsed into objects (true: a
+ * stored conversation). New reference. */
+json_t *cv_calls_json(const cv_calls *c, bool objects);
+static inline bool cv_event_is_tool(const cv_chat_event *ev)
+{
+    return ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END;
+}
 
 /* ---- route handlers (one wire file each) ---- */
 
