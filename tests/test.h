@@ -2,9 +2,13 @@
  * TEST(name) and a main that calls RUN(name) for each, then returns
  * test_report(). Checks record a failure (file:line, expression, values)
  * and let the test continue, so one run shows every broken case.
- * Data under ../shared/testdata is reached with test_data("vocab/x.gguf");
- * when the folder is absent a test calls test_skip(), which exits with 77
- * (CTest's SKIP_RETURN_CODE) and says why. */
+ *
+ * Every check must be able to fail. A case that cannot run here (no AVX2,
+ * a missing file) says so with TEST_SKIP(why): it is reported "skip", never
+ * "ok", and the binary then exits 77 (CTest's SKIP_RETURN_CODE) unless a
+ * check failed. Data under ../shared/testdata is reached with
+ * test_data("vocab/x.gguf"); when a whole binary cannot run (the folder is
+ * absent) it calls test_skip(), which exits 77 at once and says why. */
 #ifndef CV_TEST_H
 #define CV_TEST_H
 
@@ -15,18 +19,33 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int test_failures, test_checks, test_cases;
+static int test_failures, test_checks, test_cases, test_skipped;
 static const char *test_current;
+static char test_skip_why[256]; /* set by TEST_SKIP for the running case */
 
 #define TEST(name) static void test_##name(void)
-#define RUN(name)                                   \
-    do {                                            \
-        int before_ = test_failures;                \
-        test_current = #name;                       \
-        test_cases++;                               \
-        test_##name();                              \
-        printf("%s %s\n", test_failures == before_ ? "ok  " : "FAIL", #name); \
-        fflush(stdout);                             \
+#define RUN(name)                                                                         \
+    do {                                                                                  \
+        int before_ = test_failures;                                                      \
+        test_current = #name;                                                             \
+        test_cases++;                                                                     \
+        test_skip_why[0] = 0;                                                             \
+        test_##name();                                                                    \
+        if (test_failures != before_)                                                     \
+            printf("FAIL %s\n", #name);                                                   \
+        else if (test_skip_why[0])                                                        \
+            printf("skip %s: %s\n", #name, test_skip_why);                                \
+        else                                                                              \
+            printf("ok   %s\n", #name);                                                   \
+        fflush(stdout);                                                                   \
+    } while (0)
+
+/* Ends the running case as skipped, with the reason printf-style. */
+#define TEST_SKIP(...)                                                     \
+    do {                                                                   \
+        snprintf(test_skip_why, sizeof test_skip_why, __VA_ARGS__);        \
+        test_skipped++;                                                    \
+        return;                                                            \
     } while (0)
 
 #define CHECK(cond)                                                                        \
@@ -107,14 +126,22 @@ static inline void test_require_data(void)
     }
 }
 
+/* The binary's exit status: 1 when a check failed or none ran, 77 when a
+ * case was skipped (CTest shows the file skipped, and CI fails it), else 0. */
 static inline int test_report(void)
 {
-    printf("%d cases, %d checks, %d failures\n", test_cases, test_checks, test_failures);
+    printf("%d cases, %d checks, %d failures, %d skipped\n", test_cases, test_checks, test_failures, test_skipped);
+    if (test_failures)
+        return 1;
+    if (test_skipped) {
+        printf("SKIP: %d of %d cases could not run here (see the skip lines above)\n", test_skipped, test_cases);
+        return 77;
+    }
     if (test_checks == 0) {
         fprintf(stderr, "no checks ran\n");
         return 1;
     }
-    return test_failures ? 1 : 0;
+    return 0;
 }
 
 #endif
