@@ -10,7 +10,9 @@
  * test_data("vocab/x.gguf"); when a whole binary cannot run (the folder is
  * absent) it calls test_skip(), which exits 77 at once and says why. In CI
  * (CI=true when CMake configures, as `make test` does) 77 is not a skip but
- * a failure (tests/CMakeLists.txt), so absent data can never pass. */
+ * a failure (tests/CMakeLists.txt), so absent data can never pass.
+ * JSON_INT / JSON_NUM read a member so that its absence fails: jansson reads
+ * a missing value as 0, which a bound like ">= 0" would accept. */
 #ifndef CV_TEST_H
 #define CV_TEST_H
 
@@ -127,6 +129,39 @@ static inline void test_require_data(void)
         test_skip("../shared/testdata is absent");
     }
 }
+
+#if __has_include(<jansson.h>)
+#include <jansson.h>
+
+static inline int64_t test_json_int(const char *file, int line, const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    test_checks++;
+    if (json_is_integer(v))
+        return (int64_t)json_integer_value(v);
+    test_failures++;
+    fprintf(stderr, "%s:%d: %s: '%s' is %s, not an integer\n", file, line, test_current, key,
+            v ? "of another type" : "absent");
+    return -1;
+}
+
+static inline double test_json_num(const char *file, int line, const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    test_checks++;
+    if (json_is_number(v))
+        return json_number_value(v);
+    test_failures++;
+    fprintf(stderr, "%s:%d: %s: '%s' is %s, not a number\n", file, line, test_current, key,
+            v ? "of another type" : "absent");
+    return NAN;
+}
+
+/* obj's member key as an integer / a number; absent or of another type is a
+ * failed check (whatever the caller then compares) and reads as -1 / NaN. */
+#define JSON_INT(obj, key) test_json_int(__FILE__, __LINE__, (obj), (key))
+#define JSON_NUM(obj, key) test_json_num(__FILE__, __LINE__, (obj), (key))
+#endif
 
 /* The binary's exit status: 1 when a check failed or none ran, 77 when a
  * case was skipped (CTest shows the file skipped, and CI fails it), else 0. */

@@ -185,8 +185,8 @@ TEST(ls_shows_each_model_with_what_its_header_says)
             CHECK_EQ_STR(state, "ok");
             CHECK_EQ_STR(json_string_value(json_object_get(e, "quant")), "Q8_0");
             CHECK_EQ_STR(json_string_value(json_object_get(e, "arch")), "qwen3");
-            CHECK_EQ_INT(json_integer_value(json_object_get(e, "context")), 2048);
-            CHECK(json_integer_value(json_object_get(e, "params")) > 1000000);
+            CHECK_EQ_INT(JSON_INT(e, "context"), 2048);
+            CHECK(JSON_INT(e, "params") > 1000000);
         } else if (!strcmp(name, "org/repo/broken-Q4_0")) {
             seen++;
             CHECK_EQ_STR(state, "invalid");
@@ -194,7 +194,7 @@ TEST(ls_shows_each_model_with_what_its_header_says)
         } else if (!strcmp(name, "org/repo/half-Q4_0")) {
             seen++;
             CHECK_EQ_STR(state, "partial");
-            CHECK_EQ_INT(json_integer_value(json_object_get(e, "total")), (json_int_t)q4.len);
+            CHECK_EQ_INT(JSON_INT(e, "total"), (json_int_t)q4.len);
         }
     }
     CHECK_EQ_INT(seen, 3);
@@ -334,9 +334,9 @@ TEST(launch_configures_every_client_for_the_running_server_and_execs_it)
         CHECK_MSG(r != NULL, "%s: the client did not run", clients[i]);
         if (r) {
             json_t *req = json_object_get(r, "request");
-            CHECK_MSG(json_integer_value(json_object_get(req, "status")) == 200, "%s: request %s -> %lld: %s",
+            CHECK_MSG(JSON_INT(req, "status") == 200, "%s: request %s -> %lld: %s",
                       clients[i], json_string_value(json_object_get(req, "url")),
-                      (long long)json_integer_value(json_object_get(req, "status")),
+                      (long long)JSON_INT(req, "status"),
                       json_string_value(json_object_get(req, "body")));
             /* The user's arguments come last, unchanged. */
             json_t *av = json_object_get(r, "argv");
@@ -362,7 +362,7 @@ TEST(launch_configures_every_client_for_the_running_server_and_execs_it)
     run(CORVID("launch", "openai-sdk", "--port", port, "--", prog), env, &po);
     CHECK_MSG(po.status == 0, "openai-sdk: %s", po.err.data);
     json_t *r = read_report();
-    CHECK(r && json_integer_value(json_object_get(json_object_get(r, "request"), "status")) == 200);
+    CHECK(r && JSON_INT(json_object_get(r, "request"), "status") == 200);
     json_decref(r);
     proc_out_free(&po);
     unlink(report);
@@ -443,7 +443,7 @@ TEST(launch_starts_corvid_serve_when_none_listens)
     if (po.status == 0) {
         /* serve loaded it: the client talked to the server launch started. */
         json_t *r = read_report();
-        CHECK(r && json_integer_value(json_object_get(json_object_get(r, "request"), "status")) == 200);
+        CHECK(r && JSON_INT(json_object_get(r, "request"), "status") == 200);
         CHECK_EQ_STR(rep_env(r, "OPENAI_MODEL"), "tiny-qwen3-Q4_K_M");
         json_decref(r);
         cv_buf b = { 0 };

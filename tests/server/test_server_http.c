@@ -425,7 +425,7 @@ TEST(count_tokens_answers_with_the_rendered_prompt_length)
     CHECK_EQ_INT(http("POST", "/v1/messages/count_tokens?beta=true", XKEY, b, &r), 200);
     json_t *v = json_loads(r.body.data, 0, NULL);
     /* "<|user|>foo\n<|assistant|>" in the fake's byte rendering */
-    CHECK_EQ_INT(json_integer_value(json_object_get(v, "input_tokens")), 25);
+    CHECK_EQ_INT(JSON_INT(v, "input_tokens"), 25);
     json_decref(v);
     resp_free(&r);
 }
