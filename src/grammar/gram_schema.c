@@ -7,9 +7,9 @@
  * grammar is looser there, never stricter), a construct it cannot even read
  * (a remote $ref, an unsupported regex feature) is an error naming it and
  * its JSON pointer. Serialisation choices (key order = declared order, no
- * exponent in bounded numbers, at most 20 integer digits, bounded
- * whitespace, one escape form per character inside patterns) narrow how a
- * value is written, never which values can be written. */
+ * exponent in bounded numbers, at most MAX_DIGITS (18) integer digits,
+ * bounded whitespace, one escape form per character inside patterns) narrow
+ * how a value is written, never which values can be written. */
 #include <math.h>
 #include <stdlib.h>
 

@@ -86,10 +86,10 @@ typedef struct cv_server_backend {
     void (*cancel)(cv_sched_req *r);
     void (*release)(cv_sched_req *r);
     void (*load)(void *ctx, cv_server_load *out);
-    /* Added with the scheduler (issue 7); NULL: not available. status gives
-     * the body of GET /v1/status (running and waiting requests, prefix-cache
-     * and KV figures: cv_sched_status), which the caller decrefs; metrics
-     * appends Prometheus lines to /metrics (cv_sched_metrics). */
+    /* Optional (NULL: not available). status gives the body of GET
+     * /v1/status (running and waiting requests, prefix-cache and KV
+     * figures: cv_sched_status), which the caller decrefs; metrics appends
+     * Prometheus lines to /metrics (cv_sched_metrics). */
     json_t *(*status)(void *ctx);
     void (*metrics)(void *ctx, cv_buf *out);
 } cv_server_backend;
