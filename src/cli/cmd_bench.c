@@ -445,10 +445,12 @@ int cv_cmd_bench(int argc, char **argv)
             break;
         case 'P': o.no_probe = true; break;
         case 's': o.shared = true; break;
-        case 'k':
-            if (cv_cli_kv_type(optarg, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, optarg);
+        case 'k': {
+            cv_err kerr = { 0 };
+            if (cv_engine_kv_type_parse(optarg, &o.kv_type, &kerr))
+                return cv_cli_usage_error(cmd, "--kv-type: %s", kerr.msg);
             break;
+        }
         case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

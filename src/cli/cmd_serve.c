@@ -165,8 +165,9 @@ int cv_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-mem")) {
             if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
         } else if (!strcmp(a, "--kv-type")) {
-            if (cv_cli_kv_type(v, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, v);
+            cv_err kerr = { 0 };
+            if (cv_engine_kv_type_parse(v, &o.kv_type, &kerr))
+                return cv_cli_usage_error(cmd, "--kv-type: %s", kerr.msg);
         } else if (!strcmp(a, "--cache-max")) {
             if (parse_size(cmd, a, v, &o.cache_max)) return 2;
         } else if (!strcmp(a, "--max-queue")) {

@@ -3,8 +3,6 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "cli/cli_int.h"
-#include "gguf/gguf.h"
 
 const cv_cmd *cv_cli_find(const char *name)
 {
@@ -23,19 +21,6 @@ int cv_cli_usage_error(const cv_cmd *cmd, const char *fmt, ...)
     fprintf(stderr, "\nusage: %s\n", cmd->usage);
     va_end(ap);
     return 2;
-}
-
-int cv_cli_kv_type(const char *name, uint32_t *out)
-{
-    if (!strcmp(name, "f16"))
-        *out = CV_GGML_F16;
-    else if (!strcmp(name, "f32"))
-        *out = CV_GGML_F32;
-    else if (!strcmp(name, "q8_0"))
-        *out = CV_GGML_Q8_0;
-    else
-        return -1;
-    return 0;
 }
 
 int cv_cmd_help(int argc, char **argv)
