@@ -70,21 +70,28 @@ static double self_check(uint32_t type, cv_isa isa, cv_pool *pool)
     return worst;
 }
 
+typedef struct doctor_opts {
+    bool quick;
+    int32_t threads;
+} doctor_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--quick", NULL, CV_FLAG_BOOL, offsetof(doctor_opts, quick), 0, 0, NULL,
+      "without the bandwidth and int8 probes"),
+    CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, offsetof(doctor_opts, threads), 1, 1024, "N",
+      "threads of the self-check and the probes (default: every CPU)"),
+
+};
+static const cv_cli_spec spec = { .name = "doctor", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_doctor(int argc, char **argv)
 {
-    const cv_cmd *self = cv_cli_find("doctor");
-    int threads = cv_cpu_count();
-    bool quick = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else
-            return cv_cli_usage_error(self, "unknown argument %s", argv[i]);
-    }
-    if (threads < 1 || threads > 1024)
-        return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
+    doctor_opts o = { .threads = cv_cpu_count() };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    bool quick = o.quick;
+    int threads = o.threads;
     cv_err err = { 0 };
     cv_pool *pool = cv_pool_create(threads, &err);
     if (!pool) {
