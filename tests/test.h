@@ -2,9 +2,17 @@
  * TEST(name) and a main that calls RUN(name) for each, then returns
  * test_report(). Checks record a failure (file:line, expression, values)
  * and let the test continue, so one run shows every broken case.
- * Data under ../shared/testdata is reached with test_data("vocab/x.gguf");
- * when the folder is absent a test calls test_skip(), which exits with 77
- * (CTest's SKIP_RETURN_CODE) and says why. */
+ *
+ * Every check must be able to fail. A case that cannot run here (no AVX2,
+ * a missing file) says so with TEST_SKIP(why): it is reported "skip", never
+ * "ok", and the binary then exits 77 (CTest's SKIP_RETURN_CODE) unless a
+ * check failed. Data under ../shared/testdata is reached with
+ * test_data("vocab/x.gguf"); when a whole binary cannot run (the folder is
+ * absent) it calls test_skip(), which exits 77 at once and says why. In CI
+ * (CI=true when CMake configures, as `make test` does) 77 is not a skip but
+ * a failure (tests/CMakeLists.txt), so absent data can never pass.
+ * JSON_INT / JSON_NUM read a member so that its absence fails: jansson reads
+ * a missing value as 0, which a bound like ">= 0" would accept. */
 #ifndef CV_TEST_H
 #define CV_TEST_H
 
@@ -15,18 +23,33 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int test_failures, test_checks, test_cases;
+static int test_failures, test_checks, test_cases, test_skipped;
 static const char *test_current;
+static char test_skip_why[256]; /* set by TEST_SKIP for the running case */
 
 #define TEST(name) static void test_##name(void)
-#define RUN(name)                                   \
-    do {                                            \
-        int before_ = test_failures;                \
-        test_current = #name;                       \
-        test_cases++;                               \
-        test_##name();                              \
-        printf("%s %s\n", test_failures == before_ ? "ok  " : "FAIL", #name); \
-        fflush(stdout);                             \
+#define RUN(name)                                                                         \
+    do {                                                                                  \
+        int before_ = test_failures;                                                      \
+        test_current = #name;                                                             \
+        test_cases++;                                                                     \
+        test_skip_why[0] = 0;                                                             \
+        test_##name();                                                                    \
+        if (test_failures != before_)                                                     \
+            printf("FAIL %s\n", #name);                                                   \
+        else if (test_skip_why[0])                                                        \
+            printf("skip %s: %s\n", #name, test_skip_why);                                \
+        else                                                                              \
+            printf("ok   %s\n", #name);                                                   \
+        fflush(stdout);                                                                   \
+    } while (0)
+
+/* Ends the running case as skipped, with the reason printf-style. */
+#define TEST_SKIP(...)                                                     \
+    do {                                                                   \
+        snprintf(test_skip_why, sizeof test_skip_why, __VA_ARGS__);        \
+        test_skipped++;                                                    \
+        return;                                                            \
     } while (0)
 
 #define CHECK(cond)                                                                        \
@@ -107,14 +130,55 @@ static inline void test_require_data(void)
     }
 }
 
+#if __has_include(<jansson.h>)
+#include <jansson.h>
+
+static inline int64_t test_json_int(const char *file, int line, const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    test_checks++;
+    if (json_is_integer(v))
+        return (int64_t)json_integer_value(v);
+    test_failures++;
+    fprintf(stderr, "%s:%d: %s: '%s' is %s, not an integer\n", file, line, test_current, key,
+            v ? "of another type" : "absent");
+    return -1;
+}
+
+static inline double test_json_num(const char *file, int line, const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    test_checks++;
+    if (json_is_number(v))
+        return json_number_value(v);
+    test_failures++;
+    fprintf(stderr, "%s:%d: %s: '%s' is %s, not a number\n", file, line, test_current, key,
+            v ? "of another type" : "absent");
+    return NAN;
+}
+
+/* obj's member key as an integer / a number; absent or of another type is a
+ * failed check (whatever the caller then compares) and reads as -1 / NaN. */
+#define JSON_INT(obj, key) test_json_int(__FILE__, __LINE__, (obj), (key))
+#define JSON_NUM(obj, key) test_json_num(__FILE__, __LINE__, (obj), (key))
+#endif
+
+/* The binary's exit status: 1 when a check failed or none ran, 77 when a
+ * case was skipped (CTest shows the file skipped, and CI fails it), else 0. */
 static inline int test_report(void)
 {
-    printf("%d cases, %d checks, %d failures\n", test_cases, test_checks, test_failures);
+    printf("%d cases, %d checks, %d failures, %d skipped\n", test_cases, test_checks, test_failures, test_skipped);
+    if (test_failures)
+        return 1;
+    if (test_skipped) {
+        printf("SKIP: %d of %d cases could not run here (see the skip lines above)\n", test_skipped, test_cases);
+        return 77;
+    }
     if (test_checks == 0) {
         fprintf(stderr, "no checks ran\n");
         return 1;
     }
-    return test_failures ? 1 : 0;
+    return 0;
 }
 
 #endif

@@ -124,6 +124,12 @@ void cv_buf_printf(cv_buf *b, const char *fmt, ...) CV_PRINTF(2, 3);
 void cv_buf_vprintf(cv_buf *b, const char *fmt, va_list ap);
 /* Appends s as a JSON string literal with quotes; invalid UTF-8 bytes become U+FFFD. */
 void cv_buf_put_json_str(cv_buf *b, const char *s, size_t len);
+/* The one JSON string escaper: appends s as the inside of a JSON string
+ * literal (no quotes): '"', '\\' and controls escaped (\b \f \n \r \t,
+ * else \u00xx), invalid UTF-8 bytes as U+FFFD, other characters raw or,
+ * with ascii (Python's ensure_ascii), as \uxxxx (surrogate pairs above
+ * U+FFFF). */
+void cv_buf_put_json_chars(cv_buf *b, const char *s, size_t len, bool ascii);
 /* Drops the first n bytes. */
 void cv_buf_consume(cv_buf *b, size_t n);
 static inline void cv_buf_reset(cv_buf *b) { b->len = 0; if (b->data) b->data[0] = 0; }

@@ -69,31 +69,41 @@ void cv_buf_printf(cv_buf *b, const char *fmt, ...)
     va_end(ap);
 }
 
-void cv_buf_put_json_str(cv_buf *b, const char *s, size_t len)
+void cv_buf_put_json_chars(cv_buf *b, const char *s, size_t len, bool ascii)
 {
     static const char hex[] = "0123456789abcdef";
-    cv_buf_reserve(b, len + 2);
-    cv_buf_putc(b, '"');
-    size_t i = 0, run = 0;
+    cv_buf_reserve(b, len);
+    size_t i = 0;
     while (i < len) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            i++;
-            run++;
-            continue;
+        /* Plain runs (most of a message or a schema: ASCII, and valid UTF-8
+         * when it is written raw) are copied whole. */
+        size_t run = i;
+        while (i < len) {
+            unsigned char c = (unsigned char)s[i];
+            if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+                i++;
+                continue;
+            }
+            uint32_t cp;
+            int n = c >= 0x80 && !ascii ? cv_utf8_decode(s + i, len - i, &cp) : -1;
+            if (n < 0)
+                break;
+            i += (size_t)n;
         }
-        cv_buf_append(b, s + i - run, run);
-        run = 0;
+        cv_buf_append(b, s + run, i - run);
+        if (i >= len)
+            break;
+        unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             uint32_t cp;
             int n = cv_utf8_decode(s + i, len - i, &cp);
-            if (n < 0) {
-                cv_buf_append(b, "\xEF\xBF\xBD", 3);
-                i++;
-            } else {
-                cv_buf_append(b, s + i, (size_t)n);
-                i += (size_t)n;
-            }
+            if (n < 0)
+                cv_buf_append(b, ascii ? "\\ufffd" : "\xEF\xBF\xBD", ascii ? 6 : 3);
+            else if (cp >= 0x10000)
+                cv_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                cv_buf_printf(b, "\\u%04x", cp);
+            i += n < 0 ? 1 : (size_t)n;
             continue;
         }
         switch (c) {
@@ -111,7 +121,13 @@ void cv_buf_put_json_str(cv_buf *b, const char *s, size_t len)
         }
         i++;
     }
-    cv_buf_append(b, s + i - run, run);
+}
+
+void cv_buf_put_json_str(cv_buf *b, const char *s, size_t len)
+{
+    cv_buf_reserve(b, len + 2);
+    cv_buf_putc(b, '"');
+    cv_buf_put_json_chars(b, s, len, false);
     cv_buf_putc(b, '"');
 }
 

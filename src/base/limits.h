@@ -105,7 +105,7 @@
  * threads and memory under a connection flood. */
 #define CV_MAX_HTTP_CONNECTIONS 256
 /* SSE keep-alive interval while nothing else is sent (long prefill, queue):
- * the issue asks for <= 15 s; proxies and SDKs time out idle reads at 30-600 s. */
+ * at most 15 s apart, since proxies and SDKs time out idle reads at 30-600 s. */
 #define CV_SSE_KEEPALIVE_MS 10000
 /* A connection idle this long (no request, no bytes) is closed. Agents keep
  * connections between turns for seconds to minutes. */

@@ -20,8 +20,9 @@
  * Arguments are objects here (templates iterate them); wire files convert
  * from and to the JSON strings their APIs carry.
  *
- * Sections of this face live in chat_template.h (rendering) and
- * chat_parse.h (tool calls and reasoning); other layers include only chat.h. */
+ * Sections of this face live in chat_request.h (the neutral request the
+ * wires fill), chat_template.h (rendering) and chat_parse.h (tool calls and
+ * reasoning); other layers include only chat.h. */
 #ifndef CV_CHAT_H
 #define CV_CHAT_H
 
@@ -51,6 +52,7 @@ typedef struct cv_chat_event {
 
 typedef void (*cv_chat_event_fn)(void *ud, const cv_chat_event *ev);
 
+#include "chat/chat_request.h"
 #if __has_include("chat/chat_template.h")
 #include "chat/chat_template.h"
 #endif

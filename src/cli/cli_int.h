@@ -29,12 +29,6 @@ typedef struct cv_serve_child {
  * lines in err and leaves no child running. *pid receives its pid. */
 int cv_serve_child_start(const cv_serve_child *c, int timeout_s, pid_t *pid, cv_err *err);
 
-/* A KV cache type by name (--kv-type of serve and bench): "f16", "f32" or
- * "q8_0" into *out; -1 for anything else. CV_CLI_KV_TYPES lists them for
- * usage errors. */
-#define CV_CLI_KV_TYPES "f16, f32 or q8_0"
-int cv_cli_kv_type(const char *name, uint32_t *out);
-
 /* A loopback TCP port nothing listens on right now. */
 int cv_cli_free_port(void);
 

@@ -27,7 +27,6 @@
  * MACs per token are the matmuls' (attention is not counted; an MoE token's
  * routed experts only); weight bytes are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,6 +405,41 @@ static int parse_batches(const char *s, bench_opts *o)
     return o->n_batches ? 0 : -1;
 }
 
+static int batches(void *opts, const char *v, cv_err *err)
+{
+    if (parse_batches(v, opts))
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a list like 1,2,4,8 (each 1..%d, at most %d)", v,
+                          MAX_BATCHES * 4, MAX_BATCHES);
+    return 0;
+}
+
+static int kv_type(void *opts, const char *v, cv_err *err)
+{
+    return cv_engine_kv_type_parse(v, &((bench_opts *)opts)->kv_type, err);
+}
+
+#define O(field) offsetof(bench_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--prompt", "-p", CV_FLAG_I32, O(n_prompt), 1, 65536, "N", "prompt tokens prefilled (default 512)"),
+    CV_FLAG_ROW("--n-gen", "-n", CV_FLAG_I32, O(n_gen), 1, 65536, "N", "tokens decoded (default 128)"),
+    CV_FLAG_FN_ROW("--batch", "-b", "1,2,4,8", "batch sizes of the batched decode (default 1,2,4,8)", batches, false),
+    CV_FLAG_ROW("--depth", NULL, CV_FLAG_I32, O(depth), 0, BENCH_DEPTH_MAX, "D",
+      "measure after D tokens of context, as an agent's turn deep in its conversation (default 0)"),
+    CV_FLAG_ROW("--shared", NULL, CV_FLAG_BOOL, O(shared), 0, 0, NULL,
+      "with --depth: the batch forks from one context"),
+    CV_FLAG_FN_ROW("--kv-type", NULL, "f32|f16|q8_0", "KV cache precision (default f32)", kv_type, false),
+    CV_FLAG_ROW("--threads", "-t", CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
+    CV_FLAG_ROW("--repeats", "-r", CV_FLAG_I32, O(repeats), 1, 100, "R", "repeats of each case (default 3)"),
+    CV_FLAG_ROW("--json", NULL, CV_FLAG_BOOL, O(json), 0, 0, NULL, "one JSON document instead of the table"),
+    CV_FLAG_ROW("--exact", NULL, CV_FLAG_BOOL, O(exact), 0, 0, NULL, "dequantize every weight to f32 at load"),
+    CV_FLAG_ROW("--no-probe", NULL, CV_FLAG_BOOL, O(no_probe), 0, 0, NULL,
+      "skip the bandwidth and int8 probes (and the fractions of them)"),
+
+};
+#undef O
+static const cv_cli_spec spec = { .name = "bench", .args = "MODEL", .min_args = 1, .max_args = 1, .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags), .also = &cv_bench_serve_spec };
+
 int cv_cmd_bench(int argc, char **argv)
 {
     /* --serve URL: the scheduler's load generator against a running server
@@ -413,64 +447,13 @@ int cv_cmd_bench(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--serve") || !strncmp(argv[i], "--serve=", 8))
             return cv_cmd_bench_serve(argc, argv);
-    const cv_cmd *cmd = cv_cli_find("bench");
     bench_opts o = { .n_prompt = 512, .n_gen = 128, .repeats = 3, .batches = { 1, 2, 4, 8 }, .n_batches = 4 };
-    static const struct option opts[] = {
-        { "prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
-        { "batch", required_argument, 0, 'b' },  { "threads", required_argument, 0, 't' },
-        { "repeats", required_argument, 0, 'r' }, { "json", no_argument, 0, 'j' },
-        { "exact", no_argument, 0, 'x' },        { "no-probe", no_argument, 0, 'P' },
-        { "depth", required_argument, 0, 'd' },   { "kv-type", required_argument, 0, 'k' },
-        { "shared", no_argument, 0, 's' },
-        { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
-    };
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "p:n:b:t:r:h", opts, NULL)) != -1) {
-        char *end;
-        long v = 0;
-        if (optarg && c != 'b' && c != 'd' && c != 'k') {
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno || *end || end == optarg || v < 1 || v > 65536)
-                return cv_cli_usage_error(cmd, "'%s' must be an integer from 1 to 65536", optarg);
-        }
-        switch (c) {
-        case 'p': o.n_prompt = (int32_t)v; break;
-        case 'n': o.n_gen = (int32_t)v; break;
-        case 't': o.threads = (int32_t)CV_MIN(v, 1024); break;
-        case 'r': o.repeats = (int32_t)CV_MIN(v, 100); break;
-        case 'b':
-            if (parse_batches(optarg, &o))
-                return cv_cli_usage_error(cmd, "--batch '%s' must be a list like 1,2,4,8 (each 1..%d, at most %d)",
-                                          optarg, MAX_BATCHES * 4, MAX_BATCHES);
-            break;
-        case 'j': o.json = true; break;
-        case 'x': o.exact = true; break;
-        case 'd':
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno || *end || end == optarg || v < 0 || v > BENCH_DEPTH_MAX)
-                return cv_cli_usage_error(cmd, "--depth '%s' must be an integer from 0 to %d", optarg,
-                                          BENCH_DEPTH_MAX);
-            o.depth = (int32_t)v;
-            break;
-        case 'P': o.no_probe = true; break;
-        case 's': o.shared = true; break;
-        case 'k':
-            if (cv_cli_kv_type(optarg, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, optarg);
-            break;
-        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
-        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 1)
-        return cv_cli_usage_error(cmd, "needs one MODEL");
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
     if (o.n_prompt > CV_MAX_BATCH_TOKENS)
-        return cv_cli_usage_error(cmd, "-p %d exceeds the %d tokens of one forward call", o.n_prompt,
+        return cv_cli_usage_error(&spec, "-p %d exceeds the %d tokens of one forward call", o.n_prompt,
                                   CV_MAX_BATCH_TOKENS);
-    o.model = argv[optind];
+    o.model = argv[1];
     return bench(&o);
 }

@@ -494,41 +494,49 @@ static bool in_list(const char *list, const char *item)
     return false;
 }
 
+typedef struct bk_opts {
+    int32_t threads, repeats;
+    const char *models, *mixes, *cases;
+    bool cpu_clock;
+} bk_opts;
+
+static int clock_kind(void *opts, const char *v, cv_err *err)
+{
+    if (strcmp(v, "wall") && strcmp(v, "cpu"))
+        return cv_err_set(err, CV_EINVAL, "'%s' is not wall or cpu", v);
+    ((bk_opts *)opts)->cpu_clock = !strcmp(v, "cpu");
+    return 0;
+}
+
+#define O(field) offsetof(bk_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(models), 0, 0, "qwen2.5-0.5b|llama3.2-1b|all",
+      "the shapes (default all)"),
+    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16|all",
+      "the type mixes (default q4_0,q4_k_m,q8_0)"),
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles|all",
+      "the cases (default all)"),
+    CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
+    CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, O(repeats), 1, 64, "N", "repeats of each case (default 5)"),
+    CV_FLAG_FN_ROW("--clock", NULL, "wall|cpu", "what is timed; cpu needs --threads 1 (default wall)", clock_kind,
+      false),
+
+};
+#undef O
+static const cv_cli_spec spec = { .name = "bench-kernels", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_bench_kernels(int argc, char **argv)
 {
-    const cv_cmd *self = cv_cli_find("bench-kernels");
-    int threads = cv_cpu_count();
-    const char *models = "all", *mixes = "q4_0,q4_k_m,q8_0", *cases = "all";
-    int repeats = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc)
-            return cv_cli_usage_error(self, "option %s needs a value", a);
-        if (!strcmp(a, "--threads"))
-            threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--model"))
-            models = argv[++i];
-        else if (!strcmp(a, "--dtype"))
-            mixes = argv[++i];
-        else if (!strcmp(a, "--case"))
-            cases = argv[++i];
-        else if (!strcmp(a, "--repeats"))
-            repeats = atoi(argv[++i]);
-        else if (!strcmp(a, "--clock")) {
-            const char *c = argv[++i];
-            if (strcmp(c, "wall") && strcmp(c, "cpu"))
-                return cv_cli_usage_error(self, "--clock %s is not wall or cpu", c);
-            use_cpu_clock = !strcmp(c, "cpu");
-        }
-        else
-            return cv_cli_usage_error(self, "unknown option %s", a);
-    }
-    if (threads < 1 || threads > 1024)
-        return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
-    if (repeats < 1 || repeats > 64)
-        return cv_cli_usage_error(self, "--repeats %d is out of range 1..64", repeats);
+    bk_opts o = { .threads = cv_cpu_count(), .repeats = 5, .models = "all", .mixes = "q4_0,q4_k_m,q8_0",
+                  .cases = "all" };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    int threads = o.threads, repeats = o.repeats;
+    const char *models = o.models, *mixes = o.mixes, *cases = o.cases;
+    use_cpu_clock = o.cpu_clock;
     if (use_cpu_clock && threads != 1)
-        return cv_cli_usage_error(self, "--clock cpu times one thread: use it with --threads 1");
+        return cv_cli_usage_error(&spec, "--clock cpu times one thread: use it with --threads 1");
     cv_err err = { 0 };
     cv_pool *pool = cv_pool_create(threads, &err);
     if (!pool) {

@@ -46,7 +46,6 @@
  * (seeded) instead of greedy. Ids are drawn from [3, --id-range). */
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -573,91 +572,91 @@ static int parse_list(const char *s, int32_t *out, int max, int lo, int hi)
     return n;
 }
 
-static int int_arg(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, int32_t *out)
+/* One more token id (--ban, --favor) into ids[*n], MAX_BANS at most. */
+static int id_arg(const char *v, int32_t *ids, int *n, cv_err *err)
 {
+    if (*n == MAX_BANS)
+        return cv_err_set(err, CV_ELIMIT, "at most %d ids", MAX_BANS);
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cv_cli_usage_error(cmd, "%s '%s' must be an integer from %ld to %ld", flag, v, lo, hi);
-    *out = (int32_t)x;
+    if (errno || *end || end == v || x < 0 || x > 1 << 22)
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a token id from 0 to %d", v, 1 << 22);
+    ids[(*n)++] = (int32_t)x;
     return 0;
 }
 
-/* One more token id (--ban, --favor) into ids[*n], MAX_BANS at most. */
-static int id_arg(const cv_cmd *cmd, const char *flag, const char *v, int32_t *ids, int *n)
+static int ban(void *opts, const char *v, cv_err *err)
 {
-    if (*n == MAX_BANS)
-        return cv_cli_usage_error(cmd, "at most %d %s ids", MAX_BANS, flag);
-    if (int_arg(cmd, flag, v, 0, 1 << 22, &ids[*n]))
-        return 2;
-    (*n)++;
+    bs_opts *o = opts;
+    return id_arg(v, o->bans, &o->n_bans, err);
+}
+
+static int favor(void *opts, const char *v, cv_err *err)
+{
+    bs_opts *o = opts;
+    return id_arg(v, o->favors, &o->n_favors, err);
+}
+
+static int streams(void *opts, const char *v, cv_err *err)
+{
+    bs_opts *o = opts;
+    if ((o->n_streams = parse_list(v, o->streams, 16, 1, MAX_STREAMS)) < 1)
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a list like 1,2,4 (each 1..%d)", v, MAX_STREAMS);
     return 0;
 }
+
+#define O(field) offsetof(bs_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--serve", NULL, CV_FLAG_STR, O(url), 0, 0, "URL",
+      "the server to load (http://127.0.0.1:8000; required)"),
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,agents,first",
+      "the cases to run (default decode,agents)"),
+    CV_FLAG_FN_ROW("--streams", NULL, "1,2,4,8,16", "decode: concurrent streams per row (default 1,2,4,8,16)", streams,
+      false),
+    CV_FLAG_ROW("--prompt", "-p", CV_FLAG_I32, O(n_prompt), 1, 1 << 20, "N", "decode: prompt tokens (default 128)"),
+    CV_FLAG_ROW("--n-gen", "-n", CV_FLAG_I32, O(n_gen), 2, 1 << 20, "N", "decode: tokens per stream (default 128)"),
+    CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, O(repeats), 1, 32, "R", "repeats of each row (default 1)"),
+    CV_FLAG_ROW("--agents", NULL, CV_FLAG_I32, O(agents), 1, MAX_STREAMS, "N", "agents: conversations (default 4)"),
+    CV_FLAG_ROW("--turns", NULL, CV_FLAG_I32, O(turns), 1, 1000, "N", "agents: turns each (default 10)"),
+    CV_FLAG_ROW("--system", NULL, CV_FLAG_I32, O(system_tokens), 1, 1 << 20, "N",
+      "agents: shared system prompt tokens (default 12000)"),
+    CV_FLAG_ROW("--turn-tokens", NULL, CV_FLAG_I32, O(turn_tokens), 1, 1 << 20, "N",
+      "agents: new tokens a turn (default 300)"),
+    CV_FLAG_ROW("--reply", NULL, CV_FLAG_I32, O(reply_tokens), 1, 1 << 20, "N", "agents: tokens a reply (default 64)"),
+    CV_FLAG_ROW("--tool-ms", NULL, CV_FLAG_I32, O(tool_ms), 0, 600000, "MS",
+      "agents: simulated tool time between turns (default 0)"),
+    CV_FLAG_ROW("--in-flight", NULL, CV_FLAG_I32, O(in_flight), 0, MAX_STREAMS, "K",
+      "agents: at most K turns at once, round robin (default 0: all)"),
+    CV_FLAG_ROW("--id-range", NULL, CV_FLAG_I32, O(id_range), 4, 1 << 22, "N",
+      "prompt token ids drawn from [0, N) (default 500)"),
+    CV_FLAG_FN_ROW("--ban", NULL, "ID", "a token id the sampler may not choose (logit bias)", ban, true),
+    CV_FLAG_FN_ROW("--favor", NULL, "ID", "a token id the sampler prefers (logit bias)", favor, true),
+    CV_FLAG_ROW("--temp", NULL, CV_FLAG_F64, O(temp), 0, 2, "T", "sampling temperature (default 0: greedy)"),
+    CV_FLAG_ROW("--seed", NULL, CV_FLAG_U64, O(seed), 0, INT32_MAX, "S",
+      "seed of the prompts and the sampler (default 1)"),
+    CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, O(api_key), 0, 0, "KEY",
+      "the server's key (default: env CORVID_API_KEY)"),
+
+};
+#undef O
+const cv_cli_spec cv_bench_serve_spec = { .name = "bench --serve URL", .flags = flags + 1,
+                                          .n_flags = CV_ARRAY_LEN(flags) - 1 };
+/* The parser's own spec also reads --serve itself. */
+static const cv_cli_spec spec = { .name = "bench", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
 
 int cv_cmd_bench_serve(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("bench");
     bs_opts o = { .cases = "decode,agents", .n_prompt = 128, .n_gen = 128, .repeats = 1, .id_range = 500,
                   .agents = 4, .turns = 10, .system_tokens = 12000, .turn_tokens = 300, .reply_tokens = 64,
                   .seed = 1 };
     o.api_key = getenv("CORVID_API_KEY");
     o.n_streams = parse_list("1,2,4,8,16", o.streams, 16, 1, MAX_STREAMS);
-    static const struct option opts[] = {
-        { "serve", required_argument, 0, 'S' },   { "case", required_argument, 0, 'c' },
-        { "streams", required_argument, 0, 's' }, { "repeats", required_argument, 0, 'r' },
-        { "id-range", required_argument, 0, 'i' }, { "agents", required_argument, 0, 'a' },
-        { "turns", required_argument, 0, 'T' },   { "system", required_argument, 0, 'y' },
-        { "turn-tokens", required_argument, 0, 'u' }, { "reply", required_argument, 0, 'R' },
-        { "tool-ms", required_argument, 0, 'm' }, { "in-flight", required_argument, 0, 'F' },
-        { "ban", required_argument, 0, 'B' },     { "seed", required_argument, 0, 'e' },
-        { "api-key", required_argument, 0, 'k' }, { "help", no_argument, 0, 'h' },
-        { "favor", required_argument, 0, 'V' },   { "temp", required_argument, 0, 't' },
-        { 0, 0, 0, 0 },
-    };
-    optind = 1;
-    int c;
-    int32_t v;
-    while ((c = getopt_long(argc, argv, "p:n:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'S': o.url = optarg; break;
-        case 'c': o.cases = optarg; break;
-        case 's':
-            if ((o.n_streams = parse_list(optarg, o.streams, 16, 1, MAX_STREAMS)) < 1)
-                return cv_cli_usage_error(cmd, "--streams '%s' must be a list like 1,2,4 (each 1..%d)", optarg,
-                                          MAX_STREAMS);
-            break;
-        case 'p': if (int_arg(cmd, "-p", optarg, 1, 1 << 20, &o.n_prompt)) return 2; break;
-        case 'n': if (int_arg(cmd, "-n", optarg, 2, 1 << 20, &o.n_gen)) return 2; break;
-        case 'r': if (int_arg(cmd, "--repeats", optarg, 1, 32, &o.repeats)) return 2; break;
-        case 'i': if (int_arg(cmd, "--id-range", optarg, 4, 1 << 22, &o.id_range)) return 2; break;
-        case 'a': if (int_arg(cmd, "--agents", optarg, 1, MAX_STREAMS, &o.agents)) return 2; break;
-        case 'T': if (int_arg(cmd, "--turns", optarg, 1, 1000, &o.turns)) return 2; break;
-        case 'y': if (int_arg(cmd, "--system", optarg, 1, 1 << 20, &o.system_tokens)) return 2; break;
-        case 'u': if (int_arg(cmd, "--turn-tokens", optarg, 1, 1 << 20, &o.turn_tokens)) return 2; break;
-        case 'R': if (int_arg(cmd, "--reply", optarg, 1, 1 << 20, &o.reply_tokens)) return 2; break;
-        case 'm': if (int_arg(cmd, "--tool-ms", optarg, 0, 600000, &o.tool_ms)) return 2; break;
-        case 'F': if (int_arg(cmd, "--in-flight", optarg, 0, MAX_STREAMS, &o.in_flight)) return 2; break;
-        case 'B': if (id_arg(cmd, "--ban", optarg, o.bans, &o.n_bans)) return 2; break;
-        case 'V': if (id_arg(cmd, "--favor", optarg, o.favors, &o.n_favors)) return 2; break;
-        case 't': {
-            char *end;
-            o.temp = strtod(optarg, &end);
-            if (*end || !(o.temp >= 0 && o.temp <= 2))
-                return cv_cli_usage_error(cmd, "--temp '%s' must be a number from 0 to 2", optarg);
-            break;
-        }
-        case 'e': if (int_arg(cmd, "--seed", optarg, 0, INT32_MAX, &v)) return 2; o.seed = (uint64_t)v; break;
-        case 'k': o.api_key = optarg; break;
-        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
-        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
     if (!o.url)
-        return cv_cli_usage_error(cmd, "--serve needs the server's URL (http://127.0.0.1:8000)");
-    if (optind < argc)
-        return cv_cli_usage_error(cmd, "unexpected argument '%s' (with --serve, the server has the model)",
-                                  argv[optind]);
+        return cv_cli_usage_error(&spec, "--serve needs the server's URL (http://127.0.0.1:8000)");
     size_t ul = strlen(o.url);
     char *url = cv_xstrdup(o.url);
     while (ul > 0 && url[ul - 1] == '/')
@@ -674,7 +673,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
         else if (!strcmp(k, "first"))
             rc = case_first(&o);
         else
-            rc = cv_cli_usage_error(cmd, "--case '%s': the cases are decode, agents, first", k);
+            rc = cv_cli_usage_error(&spec, "--case '%s': the cases are decode, agents, first", k);
     }
     free(cases);
     free(url);

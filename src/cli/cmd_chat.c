@@ -44,8 +44,8 @@ typedef struct chat_opts {
     int think;            /* -1 template default, 0 off, 1 on */
     bool hide_reasoning, verbose;
     double temperature, top_p, min_p, repeat_penalty; /* < 0: unset */
-    long top_k, max_tokens, n_ctx;                    /* < 0 / 0: unset */
-    long long seed;
+    int32_t top_k, max_tokens, n_ctx;                 /* < 0 / 0: unset */
+    int64_t seed;
     bool has_seed;
 } chat_opts;
 
@@ -398,72 +398,55 @@ static int chat_loop(const char *base, const char *model, chat_opts *o)
 
 /* ---- the command ---- */
 
-static int num_flag(const cv_cmd *cmd, const char *flag, const char *v, double lo, double hi, double *out)
+static int seed(void *opts, const char *v, cv_err *err)
 {
+    chat_opts *o = opts;
     char *end;
-    double x = strtod(v, &end);
-    if (*end || end == v || !(x >= lo && x <= hi))
-        return cv_cli_usage_error(cmd, "%s '%s' must be a number from %g to %g", flag, v, lo, hi);
-    *out = x;
+    errno = 0;
+    o->seed = strtoll(v, &end, 10);
+    if (errno || *end || end == v)
+        return cv_err_set(err, CV_EINVAL, "'%s' must be an integer", v);
+    o->has_seed = true;
     return 0;
 }
 
-static int int_flag(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cv_cli_usage_error(cmd, "%s '%s' must be an integer from %ld to %ld", flag, v, lo, hi);
-    *out = x;
-    return 0;
-}
+#define O(field) offsetof(chat_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--url", NULL, CV_FLAG_STR, O(url), 0, 0, "URL",
+      "join a running server instead of starting one for MODEL"),
+    CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, O(api_key), 0, 0, "KEY",
+      "with --url: its key (default: env CORVID_API_KEY)"),
+    CV_FLAG_ROW("--system", NULL, CV_FLAG_STR, O(system), 0, 0, "TEXT", "the system prompt (/system TEXT changes it)"),
+    CV_FLAG_ROW("--think", NULL, CV_FLAG_SET, O(think), 1, 0, NULL, "thinking on (enable_thinking)"),
+    CV_FLAG_ROW("--no-think", NULL, CV_FLAG_SET, O(think), 0, 0, NULL, "thinking off (default: the template's)"),
+    CV_FLAG_ROW("--hide-reasoning", NULL, CV_FLAG_BOOL, O(hide_reasoning), 0, 0, NULL, "do not print the reasoning"),
+    CV_FLAG_ROW("--temperature", NULL, CV_FLAG_F64, O(temperature), 0, 2, "T",
+      "sampling (default: the alias's, else the server's)"),
+    CV_FLAG_ROW("--top-p", NULL, CV_FLAG_F64, O(top_p), 0, 1, "P", "nucleus sampling"),
+    CV_FLAG_ROW("--top-k", NULL, CV_FLAG_I32, O(top_k), 0, 1 << 20, "K", "the K most likely tokens only"),
+    CV_FLAG_ROW("--min-p", NULL, CV_FLAG_F64, O(min_p), 0, 1, "P", "drop tokens below P x the top probability"),
+    CV_FLAG_ROW("--repeat-penalty", NULL, CV_FLAG_F64, O(repeat_penalty), 0, 10, "R", "penalise repeated tokens"),
+    CV_FLAG_FN_ROW("--seed", NULL, "N", "the sampler's seed", seed, false),
+    CV_FLAG_ROW("--max-tokens", NULL, CV_FLAG_I32, O(max_tokens), 1, 1 << 24, "N", "tokens an answer at most"),
+    CV_FLAG_ROW("--ctx", NULL, CV_FLAG_I32, O(n_ctx), 256, 1 << 24, "N", "the context of the server chat starts"),
+    CV_FLAG_ROW("--verbose", "-v", CV_FLAG_BOOL, O(verbose), 0, 0, NULL, "tokens and speed after each turn"),
+};
+#undef O
+static const cv_cli_spec spec = {
+    .name = "chat", .args = "(MODEL | --url URL)", .max_args = 1, .flags = flags, .n_flags = CV_ARRAY_LEN(flags),
+    .notes = "In the chat: /system TEXT, /reset, /exit, \"\"\" for multi-line messages; Ctrl-C stops an answer."
+};
 
 int cv_cmd_chat(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("chat");
     chat_opts o = { .think = -1, .temperature = -1, .top_p = -1, .min_p = -1, .repeat_penalty = -1, .top_k = -1,
                     .api_key = getenv("CORVID_API_KEY") };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (o.model)
-                return cv_cli_usage_error(cmd, "one MODEL only (got '%s' and '%s')", o.model, a);
-            o.model = a;
-            continue;
-        }
-        if (!strcmp(a, "--think")) { o.think = 1; continue; }
-        if (!strcmp(a, "--no-think")) { o.think = 0; continue; }
-        if (!strcmp(a, "--hide-reasoning")) { o.hide_reasoning = true; continue; }
-        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { o.verbose = true; continue; }
-        if (i + 1 >= argc)
-            return cv_cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--url")) o.url = v;
-        else if (!strcmp(a, "--api-key")) o.api_key = v;
-        else if (!strcmp(a, "--system")) o.system = v;
-        else if (!strcmp(a, "--temperature")) { if (num_flag(cmd, a, v, 0, 2, &o.temperature)) return 2; }
-        else if (!strcmp(a, "--top-p")) { if (num_flag(cmd, a, v, 0, 1, &o.top_p)) return 2; }
-        else if (!strcmp(a, "--min-p")) { if (num_flag(cmd, a, v, 0, 1, &o.min_p)) return 2; }
-        else if (!strcmp(a, "--repeat-penalty")) { if (num_flag(cmd, a, v, 0, 10, &o.repeat_penalty)) return 2; }
-        else if (!strcmp(a, "--top-k")) { if (int_flag(cmd, a, v, 0, 1 << 20, &o.top_k)) return 2; }
-        else if (!strcmp(a, "--max-tokens")) { if (int_flag(cmd, a, v, 1, 1 << 24, &o.max_tokens)) return 2; }
-        else if (!strcmp(a, "--ctx")) { if (int_flag(cmd, a, v, 256, 1 << 24, &o.n_ctx)) return 2; }
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            o.seed = strtoll(v, &end, 10);
-            if (*end || end == v)
-                return cv_cli_usage_error(cmd, "--seed '%s' must be an integer", v);
-            o.has_seed = true;
-        } else
-            return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
-    }
+    int n, status;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &status))
+        return status;
+    o.model = n ? argv[1] : NULL;
     if (!o.model == !o.url)
-        return cv_cli_usage_error(cmd, o.url ? "give MODEL or --url, not both"
+        return cv_cli_usage_error(&spec, o.url ? "give MODEL or --url, not both"
                                              : "MODEL is missing (or --url of a running server)");
 
     struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: Ctrl-C interrupts a read */

@@ -95,12 +95,12 @@ static double mem_available(void)
  * against what is available, and the decode ceiling the bytes a token
  * reads give at the probed bandwidth (0: not probed). Returns 1 when the
  * file cannot be run, or does not fit. */
-static int check_model(const char *spec, double bw_gbs)
+static int check_model(const char *path, double bw_gbs)
 {
     char mp[PATH_MAX];
     cv_gguf *g;
     cv_err err = { 0 };
-    if (cv_gguf_open(cv_model_local_or_self(spec, mp, sizeof mp), &g, &err)) {
+    if (cv_gguf_open(cv_model_local_or_self(path, mp, sizeof mp), &g, &err)) {
         printf("\nmodel      %s\n", err.msg);
         return 1;
     }
@@ -129,24 +129,30 @@ static int check_model(const char *spec, double bw_gbs)
     return avail > 0 && ram > avail;
 }
 
+typedef struct doctor_opts {
+    bool quick;
+    int32_t threads;
+} doctor_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--quick", NULL, CV_FLAG_BOOL, offsetof(doctor_opts, quick), 0, 0, NULL,
+      "without the bandwidth and int8 probes"),
+    CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, offsetof(doctor_opts, threads), 1, 1024, "N",
+      "threads of the self-check and the probes (default: every CPU)"),
+
+};
+static const cv_cli_spec spec = { .name = "doctor", .args = "[MODEL]", .min_args = 0, .max_args = 1,
+                                  .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_doctor(int argc, char **argv)
 {
-    const cv_cmd *self = cv_cli_find("doctor");
-    int threads = cv_cpu_count();
-    bool quick = false;
-    const char *model = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (argv[i][0] != '-' && !model)
-            model = argv[i];
-        else
-            return cv_cli_usage_error(self, "unknown argument %s", argv[i]);
-    }
-    if (threads < 1 || threads > 1024)
-        return cv_cli_usage_error(self, "--threads %d is out of range 1..1024", threads);
+    doctor_opts o = { .threads = cv_cpu_count() };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    bool quick = o.quick;
+    int threads = o.threads;
+    const char *model = n == 1 ? argv[1] : NULL;
     cv_err err = { 0 };
     cv_pool *pool = cv_pool_create(threads, &err);
     if (!pool) {

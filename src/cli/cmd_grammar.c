@@ -127,38 +127,53 @@ static int bench(cv_grammar *g, const cv_grammar_vocab *v, int n_gen, int max_to
     return 0;
 }
 
+typedef struct grammar_opts {
+    const char *vocab, *check, *tools, *syntax, *force;
+    bool dump, json, parallel, lazy;
+    int32_t bench, max_tokens;
+    uint64_t seed;
+} grammar_opts;
+
+#define O(field) offsetof(grammar_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--check", NULL, CV_FLAG_STR, O(check), 0, 0, "DOC", "check a document against the grammar"),
+    CV_FLAG_ROW("--dump", NULL, CV_FLAG_BOOL, O(dump), 0, 0, NULL, "print the automata"),
+    CV_FLAG_ROW("--tools", NULL, CV_FLAG_STR, O(tools), 0, 0, "FILE",
+      "a tool list (or a request body with \"tools\") instead of a schema"),
+    CV_FLAG_ROW("--syntax", NULL, CV_FLAG_STR, O(syntax), 0, 0,
+      "hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11", "with --tools: the model's tool-call syntax"),
+    CV_FLAG_ROW("--force", NULL, CV_FLAG_STR, O(force), 0, 0, "NAME", "with --tools: a call to this tool only"),
+    CV_FLAG_ROW("--parallel", NULL, CV_FLAG_BOOL, O(parallel), 0, 0, NULL, "with --tools: several calls allowed"),
+    CV_FLAG_ROW("--lazy", NULL, CV_FLAG_BOOL, O(lazy), 0, 0, NULL, "with --tools: free text until a call marker"),
+    CV_FLAG_ROW("--vocab", NULL, CV_FLAG_STR, O(vocab), 0, 0, "VOCAB.gguf", "the vocabulary token masks are timed on"),
+    CV_FLAG_ROW("--bench", NULL, CV_FLAG_I32, O(bench), 0, 1000000, "N",
+      "with --vocab: time the masks of N generations"),
+    CV_FLAG_ROW("--max-tokens", NULL, CV_FLAG_I32, O(max_tokens), 1, 1000000, "T",
+      "with --bench: tokens a generation (default 512)"),
+    CV_FLAG_ROW("--seed", NULL, CV_FLAG_U64, O(seed), 0, 1.8e19, "S",
+      "with --bench: the random walk's seed (default 1)"),
+    CV_FLAG_ROW("--json", NULL, CV_FLAG_BOOL, O(json), 0, 0, NULL, "with --bench: one JSON line"),
+};
+#undef O
+static const cv_cli_spec spec = { .name = "grammar", .args = "[SCHEMA.json]", .max_args = 1, .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags),
+                                  .notes = "Give a SCHEMA.json or --tools FILE --syntax NAME." };
+
 int cv_cmd_grammar(int argc, char **argv)
 {
-    const cv_cmd *self = cv_cli_find("grammar");
-    const char *schema_path = NULL, *vocab_path = NULL, *check_path = NULL, *tools_path = NULL, *syntax = NULL;
-    const char *force = NULL;
-    bool dump = false, json_out = false, parallel = false, lazy = false;
-    int n_bench = 0, max_tokens = 512;
-    uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--vocab") && has) vocab_path = argv[++i];
-        else if (!strcmp(a, "--check") && has) check_path = argv[++i];
-        else if (!strcmp(a, "--tools") && has) tools_path = argv[++i];
-        else if (!strcmp(a, "--syntax") && has) syntax = argv[++i];
-        else if (!strcmp(a, "--force") && has) force = argv[++i];
-        else if (!strcmp(a, "--bench") && has) n_bench = atoi(argv[++i]);
-        else if (!strcmp(a, "--max-tokens") && has) max_tokens = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--dump")) dump = true;
-        else if (!strcmp(a, "--json")) json_out = true;
-        else if (!strcmp(a, "--parallel")) parallel = true;
-        else if (!strcmp(a, "--lazy")) lazy = true;
-        else if (a[0] != '-' && !schema_path) schema_path = a;
-        else return cv_cli_usage_error(self, "unknown or incomplete argument '%s'", a);
-    }
+    grammar_opts go = { .max_tokens = 512, .seed = 1 };
+    int n, st;
+    if (!cv_cli_parse(&spec, &go, argc, argv, &n, &st))
+        return st;
+    const char *schema_path = n ? argv[1] : NULL, *vocab_path = go.vocab, *check_path = go.check;
+    const char *tools_path = go.tools, *syntax = go.syntax, *force = go.force;
+    bool dump = go.dump, json_out = go.json, parallel = go.parallel, lazy = go.lazy;
+    int n_bench = go.bench, max_tokens = go.max_tokens;
+    uint64_t seed = go.seed;
     if (!schema_path && !tools_path)
-        return cv_cli_usage_error(self, "give a SCHEMA.json or --tools FILE --syntax NAME");
-    if (n_bench < 0 || max_tokens <= 0 || max_tokens > 1000000)
-        return cv_cli_usage_error(self, "--bench and --max-tokens must be positive");
+        return cv_cli_usage_error(&spec, "give a SCHEMA.json or --tools FILE --syntax NAME");
     if (n_bench && !vocab_path)
-        return cv_cli_usage_error(self, "--bench needs --vocab VOCAB.gguf");
+        return cv_cli_usage_error(&spec, "--bench needs --vocab VOCAB.gguf");
     cv_err err;
     cv_buf text = { 0 }, warn = { 0 };
     cv_grammar *g = NULL;
@@ -175,11 +190,11 @@ int cv_cmd_grammar(int argc, char **argv)
             goto fail;
     } else {
         if (!syntax)
-            return cv_cli_usage_error(self, "--tools needs --syntax NAME (a tool-call format: corvid parse-tools "
+            return cv_cli_usage_error(&spec, "--tools needs --syntax NAME (a tool-call format: corvid parse-tools "
                                             "--format list)");
         const cv_tc_format *fmt = cv_tc_format_find(syntax);
         if (!fmt)
-            return cv_cli_usage_error(self, "--syntax %s: not a tool-call format (corvid parse-tools --format list)",
+            return cv_cli_usage_error(&spec, "--syntax %s: not a tool-call format (corvid parse-tools --format list)",
                                       syntax);
         if (cv_read_file(tools_path, &text, 64u << 20, &err))
             goto fail;

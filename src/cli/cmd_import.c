@@ -1,7 +1,6 @@
 /* cmd_import.c — `corvid import KIND ...`: converts other formats to GGUF.
  * Each KIND is one row below: how many inputs it takes and the layer
- * function that owns the format; option parsing is shared. */
-#include <getopt.h>
+ * function that owns the format; the flags are shared. */
 #include <stdio.h>
 
 #include "cli/cli.h"
@@ -23,36 +22,42 @@ static const import_kind kinds[] = {
     { "tokenizer", 1, "tokenizer needs DIR_OR_tokenizer.json -o OUT.gguf", tokenizer },
 };
 
-static int run_kind(const cv_cmd *cmd, const import_kind *k, int argc, char **argv)
-{
-    const char *out = NULL;
-    static const struct option opts[] = { { "output", required_argument, 0, 'o' }, { 0, 0, 0, 0 } };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
-        if (c == 'o')
-            out = optarg;
-        else
-            return cv_cli_usage_error(cmd, "unknown option");
-    }
-    if (argc - optind != k->n_inputs || !out)
-        return cv_cli_usage_error(cmd, "%s", k->usage);
-    cv_err err = { 0 };
-    if (k->fn(argv + optind, out, &err) != 0) {
-        fprintf(stderr, "corvid import: %s\n", err.msg);
-        return 1;
-    }
-    fprintf(stderr, "wrote %s\n", out);
-    return 0;
-}
+typedef struct import_opts {
+    const char *out;
+} import_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--output", "-o", CV_FLAG_STR, offsetof(import_opts, out), 0, 0, "OUT.gguf",
+      "where to write the GGUF (required)"),
+
+};
+static const cv_cli_spec spec_tokenizer = { .name = "import tokenizer", .args = "DIR_OR_tokenizer.json",
+                                            .min_args = 1, .max_args = 3,
+                                            .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+static const cv_cli_spec spec = { .name = "import llama2c", .args = "CHECKPOINT.bin TOKENIZER.bin", .min_args = 1,
+                                  .max_args = 3, .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags), .also = &spec_tokenizer };
 
 int cv_cmd_import(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("import");
-    if (argc < 2)
-        return cv_cli_usage_error(cmd, "which kind of file?");
+    import_opts o = { 0 };
+    int n_pos, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n_pos, &st))
+        return st;
+    char **pos = argv + 1;
+    const import_kind *k = NULL;
     for (size_t i = 0; i < CV_ARRAY_LEN(kinds); i++)
-        if (!strcmp(argv[1], kinds[i].name))
-            return run_kind(cmd, &kinds[i], argc - 1, argv + 1);
-    return cv_cli_usage_error(cmd, "unknown kind '%s'", argv[1]);
+        if (!strcmp(pos[0], kinds[i].name))
+            k = &kinds[i];
+    if (!k)
+        return cv_cli_usage_error(&spec, "unknown kind '%s'", pos[0]);
+    if (n_pos - 1 != k->n_inputs || !o.out)
+        return cv_cli_usage_error(&spec, "%s", k->usage);
+    cv_err err = { 0 };
+    if (k->fn(pos + 1, o.out, &err) != 0) {
+        fprintf(stderr, "corvid import: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", o.out);
+    return 0;
 }

@@ -3,7 +3,6 @@
  * types and shapes, then the model it is (dense or MoE, parameters, active
  * parameters) and the RAM serving it takes. Also the quickest check that a
  * file is intact: it runs the full validation of the reader. */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli/cli.h"
@@ -54,23 +53,29 @@ static void print_model(const cv_gguf *g)
     cv_buf_free(&d);
 }
 
+typedef struct info_opts {
+    bool all;
+} info_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--all", "-a", CV_FLAG_BOOL, offsetof(info_opts, all), 0, 0, NULL,
+      "every value in full (long strings and arrays too)"),
+
+};
+static const cv_cli_spec spec = { .name = "info", .args = "MODEL.gguf", .min_args = 1, .max_args = 1, .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_info(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("info");
-    bool all = false;
-    static const struct option opts[] = { { "all", no_argument, 0, 'a' }, { 0, 0, 0, 0 } };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "a", opts, NULL)) != -1) {
-        if (c == 'a') all = true;
-        else return cv_cli_usage_error(cmd, "unknown option");
-    }
-    if (argc - optind != 1)
-        return cv_cli_usage_error(cmd, "needs one MODEL.gguf");
+    info_opts o = { 0 };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    bool all = o.all;
     cv_gguf *g;
     cv_err err = { 0 };
     char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
-    if (cv_gguf_open(cv_model_local_or_self(argv[optind], mp, sizeof mp), &g, &err) != 0) {
+    if (cv_gguf_open(cv_model_local_or_self(argv[1], mp, sizeof mp), &g, &err) != 0) {
         fprintf(stderr, "corvid info: %s\n", err.msg);
         return 1;
     }

@@ -27,10 +27,10 @@
 
 typedef struct launch_opts {
     const char *host;
-    int port;
+    int32_t port;
     const char *model;
     const char *api_key;
-    long n_ctx;
+    int64_t n_ctx;
     char **client_argv; /* after "--" */
     int client_argc;
 } launch_opts;
@@ -112,48 +112,43 @@ static void served_name(const char *spec, const char *path, char *out, size_t n)
         out[len - 5] = 0;
 }
 
+#define O(field) offsetof(launch_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--host", NULL, CV_FLAG_STR, O(host), 0, 0, "H",
+      "where the server is, or listens when started (default 127.0.0.1)"),
+    CV_FLAG_ROW("--port", NULL, CV_FLAG_I32, O(port), 1, 65535, "N", "its port (default 8000)"),
+    CV_FLAG_ROW("--ctx", NULL, CV_FLAG_I64, O(n_ctx), 256, 1 << 24, "N",
+      "the context of a server launch starts (default: serve's)"),
+    CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, O(api_key), 0, 0, "KEY",
+      "the server's key (default: env CORVID_API_KEY)"),
+
+};
+#undef O
+static const cv_cli_spec spec = {
+    .name = "launch", .args = "CLIENT [MODEL] [-- CLIENT_ARGS...]", .max_args = 2, .flags = flags, .n_flags = CV_ARRAY_LEN(flags),
+    .notes = "Without a server on --port, starts `corvid serve MODEL` there (pulling MODEL first); it keeps running."
+};
+
 int cv_cmd_launch(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("launch");
     launch_opts o = { .host = "127.0.0.1", .port = 8000, .api_key = getenv("CORVID_API_KEY") };
-    const char *client_name = NULL;
+    /* Everything after "--" is the client's, untouched. */
+    int ours = argc;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
+        if (!strcmp(argv[i], "--")) {
             o.client_argv = argv + i + 1;
             o.client_argc = argc - i - 1;
+            ours = i;
             break;
         }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (!client_name) client_name = a;
-            else if (!o.model) o.model = a;
-            else return cv_cli_usage_error(cmd, "unexpected '%s' (client arguments go after --)", a);
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cv_cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        char *end;
-        if (!strcmp(a, "--host")) o.host = v;
-        else if (!strcmp(a, "--port")) {
-            long x = strtol(v, &end, 10);
-            if (*end || end == v || x < 1 || x > 65535)
-                return cv_cli_usage_error(cmd, "--port '%s' must be 1..65535", v);
-            o.port = (int)x;
-        } else if (!strcmp(a, "--ctx")) {
-            long x = strtol(v, &end, 10);
-            if (*end || end == v || x < 256 || x > (1L << 24))
-                return cv_cli_usage_error(cmd, "--ctx '%s' must be 256..16777216", v);
-            o.n_ctx = x;
-        } else if (!strcmp(a, "--api-key")) o.api_key = v;
-        else return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
     }
+    int n, status;
+    if (!cv_cli_parse(&spec, &o, ours, argv, &n, &status))
+        return status;
+    const char *client_name = n ? argv[1] : NULL;
+    o.model = n > 1 ? argv[2] : NULL;
     if (!client_name)
-        return cv_cli_usage_error(cmd, "CLIENT is missing (corvid recipe lists them)");
+        return cv_cli_usage_error(&spec, "CLIENT is missing (corvid recipe lists them)");
     const cv_client *c = cv_client_find(client_name);
     if (!c) {
         fprintf(stderr, "corvid launch: no client '%s'; known:", client_name);
@@ -165,7 +160,7 @@ int cv_cmd_launch(int argc, char **argv)
     char exe[PATH_MAX];
     const char *want = c->exe ? c->exe : (o.client_argc ? o.client_argv[0] : NULL);
     if (!want)
-        return cv_cli_usage_error(cmd, "%s is a library: give the program to run after --, e.g. %s", c->title,
+        return cv_cli_usage_error(&spec, "%s is a library: give the program to run after --, e.g. %s", c->title,
                                   c->run_hint);
     if (!on_path(want, exe, sizeof exe)) {
         fprintf(stderr, "corvid launch: '%s' is not on PATH; install %s: %s\n", want, c->title, c->install);

@@ -103,18 +103,26 @@ static int list_aliases(bool json, const char *store)
     return 0;
 }
 
+typedef struct ls_opts {
+    bool json, aliases;
+} ls_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--aliases", NULL, CV_FLAG_BOOL, offsetof(ls_opts, aliases), 0, 0, NULL,
+      "the alias table (name, repo, quant, context, sampling) instead of the store"),
+    CV_FLAG_ROW("--json", NULL, CV_FLAG_BOOL, offsetof(ls_opts, json), 0, 0, NULL,
+      "one JSON array instead of the table"),
+
+};
+static const cv_cli_spec spec = { .name = "ls", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_ls(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("ls");
-    bool json = false, aliases = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--aliases")) aliases = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        } else return cv_cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-    }
+    ls_opts o = { 0 };
+    int n_args, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n_args, &st))
+        return st;
+    bool json = o.json, aliases = o.aliases;
     char store[PATH_MAX];
     cv_err err = { 0 };
     if (cv_models_dir(store, sizeof store, &err)) {

@@ -14,8 +14,6 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 
-static const cv_cmd *self(void) { return cv_cli_find("parse-tools"); }
-
 typedef struct ev_print {
     cv_chat_parse_result res;
     bool events;
@@ -56,63 +54,61 @@ static int read_all(FILE *f, cv_buf *b)
     return 0;
 }
 
+typedef struct pt_opts {
+    const char *format, *template_path, *tools_path, *model, *opener;
+    int32_t chunks;
+    bool events, list, detect;
+    cv_chat_parse_opts o;
+} pt_opts;
+
+#define O(field) offsetof(pt_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--format", NULL, CV_FLAG_STR, O(format), 0, 0, "NAME|auto|list",
+      "the tool-call syntax (default auto: the template's or Hermes, with detection on; list: the syntaxes)"),
+    CV_FLAG_ROW("--detect", NULL, CV_FLAG_BOOL, O(detect), 0, 0, NULL,
+      "with a named format: also recover calls in any other syntax"),
+    CV_FLAG_ROW("--template", NULL, CV_FLAG_STR, O(template_path), 0, 0, "FILE.jinja",
+      "detect the syntax from this chat template"),
+    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(model), 0, 0, "NAME", "detect the syntax from this model name"),
+    CV_FLAG_ROW("--tools", NULL, CV_FLAG_STR, O(tools_path), 0, 0, "TOOLS.json",
+      "the declared tools (arguments typed by them)"),
+    CV_FLAG_ROW("--stream-chunks", NULL, CV_FLAG_I32, O(chunks), 1, 1 << 24, "N",
+      "feed the text N bytes at a time (default: whole)"),
+    CV_FLAG_ROW("--reasoning-open", NULL, CV_FLAG_STR, O(opener), 0, 0, "TEXT",
+      "the output starts inside reasoning opened by TEXT"),
+    CV_FLAG_ROW("--reasoning-inline", NULL, CV_FLAG_BOOL, O(o.reasoning_inline), 0, 0, NULL,
+      "reasoning stays in the content"),
+    CV_FLAG_ROW("--tool-choice-none", NULL, CV_FLAG_BOOL, O(o.tool_choice_none), 0, 0, NULL,
+      "no tool calls (tool_choice none)"),
+    CV_FLAG_ROW("--no-parallel", NULL, CV_FLAG_BOOL, O(o.no_parallel_calls), 0, 0, NULL, "the first call only"),
+    CV_FLAG_ROW("--json-response", NULL, CV_FLAG_BOOL, O(o.json_response), 0, 0, NULL,
+      "a JSON response format was asked for"),
+    CV_FLAG_ROW("--events", NULL, CV_FLAG_BOOL, O(events), 0, 0, NULL, "print the event stream, one JSON line each"),
+    CV_FLAG_ROW("--list", NULL, CV_FLAG_BOOL, O(list), 0, 0, NULL, "list the formats"),
+};
+#undef O
+static const cv_cli_spec spec = { .name = "parse-tools", .args = "< OUTPUT.txt", .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags), .also = &cv_parse_tools_bench_spec };
+
 int cv_cmd_parse_tools(int argc, char **argv)
 {
-    const char *format = "auto", *template_path = NULL, *tools_path = NULL, *model = "", *opener = NULL;
-    long chunks = 0;
-    bool events = false, detect = false;
-    cv_chat_parse_opts o = { 0 };
-    o.id_seed = 1;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--bench"))
             return cv_cmd_parse_tools_bench(argc, argv); /* throughput per syntax (cmd_parse_tools_bench.c) */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--format") && v) {
-            format = v;
-            i++;
-        } else if (!strcmp(a, "--template") && v) {
-            template_path = v;
-            i++;
-        } else if (!strcmp(a, "--tools") && v) {
-            tools_path = v;
-            i++;
-        } else if (!strcmp(a, "--model") && v) {
-            model = v;
-            i++;
-        } else if (!strcmp(a, "--stream-chunks") && v) {
-            char *end;
-            chunks = strtol(v, &end, 10);
-            if (*end || chunks < 1 || chunks > (1 << 24))
-                return cv_cli_usage_error(self(), "--stream-chunks %s: must be a number from 1 to 16777216", v);
-            i++;
-        } else if (!strcmp(a, "--reasoning-open") && v) {
-            opener = v;
-            i++;
-        } else if (!strcmp(a, "--reasoning-inline")) {
-            o.reasoning_inline = true;
-        } else if (!strcmp(a, "--tool-choice-none")) {
-            o.tool_choice_none = true;
-        } else if (!strcmp(a, "--no-parallel")) {
-            o.no_parallel_calls = true;
-        } else if (!strcmp(a, "--json-response")) {
-            o.json_response = true;
-        } else if (!strcmp(a, "--events")) {
-            events = true;
-        } else if (!strcmp(a, "--detect")) {
-            detect = true;
-        } else if (!strcmp(a, "--list")) {
-            format = "list";
-        } else {
-            return cv_cli_usage_error(self(), "unknown argument '%s'", a);
-        }
-    }
-    if (!strcmp(format, "list")) {
+    pt_opts po = { .format = "auto", .model = "", .o = { .id_seed = 1 } };
+    int n, st;
+    if (!cv_cli_parse(&spec, &po, argc, argv, &n, &st))
+        return st;
+    if (po.list || !strcmp(po.format, "list")) {
         for (int k = 0; k < cv_tc_format_count(); k++)
             printf("%-18s %s\n", cv_tc_format_name(cv_tc_format_at(k)), cv_tc_format_summary(cv_tc_format_at(k)));
         return 0;
     }
+    const char *format = po.format, *template_path = po.template_path, *tools_path = po.tools_path, *model = po.model;
+    const char *opener = po.opener;
+    long chunks = po.chunks;
+    bool events = po.events, detect = po.detect;
+    cv_chat_parse_opts o = po.o;
     int status = 1;
     cv_err err = { 0 };
     cv_buf tmpl = { 0 }, in = { 0 };

@@ -122,30 +122,35 @@ static int load_file(const char *path, bool detect, pcase **cs, int *n)
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+typedef struct ptb_opts {
+    const char *dir;
+    int32_t chunk, repeats;
+    bool no_detect;
+} ptb_opts;
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--bench", NULL, CV_FLAG_STR, offsetof(ptb_opts, dir), 0, 0, "DIR",
+      "time the parser on a folder of FORMAT.jsonl fixtures (MB/s per syntax)"),
+    CV_FLAG_ROW("--chunk", NULL, CV_FLAG_I32, offsetof(ptb_opts, chunk), 1, 65536, "N",
+      "bytes fed at a time (default 4)"),
+    CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, offsetof(ptb_opts, repeats), 1, 64, "N",
+      "repeats, the best kept (default 5)"),
+    CV_FLAG_ROW("--no-detect", NULL, CV_FLAG_BOOL, offsetof(ptb_opts, no_detect), 0, 0, NULL,
+      "parse with detection off (the server parses with it on)"),
+};
+const cv_cli_spec cv_parse_tools_bench_spec = { .name = "parse-tools", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_parse_tools_bench(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("parse-tools");
-    const char *dir = NULL;
-    long chunk = 4, repeats = 5;
-    bool detect = true;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--bench") && v)
-            dir = argv[++i];
-        else if (!strcmp(a, "--chunk") && v && (chunk = strtol(v, &end, 10), *end == 0) && chunk >= 1 && chunk <= 65536)
-            i++;
-        else if (!strcmp(a, "--repeats") && v && (repeats = strtol(v, &end, 10), *end == 0) && repeats >= 1 &&
-                 repeats <= 64)
-            i++;
-        else if (!strcmp(a, "--no-detect"))
-            detect = false;
-        else
-            return cv_cli_usage_error(cmd, "--bench DIR [--chunk 1..65536] [--repeats 1..64] [--no-detect]: bad '%s'",
-                                      a);
-    }
+    ptb_opts o = { .chunk = 4, .repeats = 5 };
+    int n, st;
+    if (!cv_cli_parse(&cv_parse_tools_bench_spec, &o, argc, argv, &n, &st))
+        return st;
+    const char *dir = o.dir;
+    long chunk = o.chunk, repeats = o.repeats;
+    bool detect = !o.no_detect;
     if (!dir)
-        return cv_cli_usage_error(cmd, "--bench needs a folder of FORMAT.jsonl files");
+        return cv_cli_usage_error(&cv_parse_tools_bench_spec, "--bench needs a folder of FORMAT.jsonl files");
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "corvid parse-tools: cannot open the folder %s\n", dir);

@@ -83,39 +83,52 @@ static int bench_sha256(void)
     return 0;
 }
 
+typedef struct pull_flags {
+    cv_pull_opts o;
+    bool bench;
+} pull_flags;
+
+static int progress_mode(void *opts, const char *v, cv_err *err)
+{
+    pull_flags *f = opts;
+    if (!strcmp(v, "bar"))
+        f->o.progress = 1;
+    else if (!strcmp(v, "lines"))
+        f->o.progress = 2;
+    else if (!strcmp(v, "none"))
+        f->o.progress = 0;
+    else
+        return cv_err_set(err, CV_EINVAL, "'%s' must be bar, lines or none", v);
+    return 0;
+}
+
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--quiet", "-q", CV_FLAG_SET, offsetof(pull_flags, o.progress), 0, 0, NULL,
+      "no progress; only the path on stdout (the same as --progress none)"),
+    CV_FLAG_FN_ROW("--progress", NULL, "bar|lines|none",
+      "how progress is shown on stderr (default: a bar on a terminal, lines otherwise)", progress_mode, false),
+    CV_FLAG_ROW("--bench", NULL, CV_FLAG_BOOL, offsetof(pull_flags, bench), 0, 0, NULL,
+      "time the download's sha256 (MB/s)"),
+
+};
+static const cv_cli_spec spec = {
+    .name = "pull", .args = "MODEL...", .max_args = -1, .flags = flags, .n_flags = CV_ARRAY_LEN(flags),
+    .notes = "MODEL: an alias (corvid ls --aliases), ORG/REPO[:QUANT], ORG/REPO/FILE.gguf or a URL.\n"
+             "Environment: HF_TOKEN (gated or private repos), HF_ENDPOINT (a mirror), CORVID_MODELS (the store)."
+};
+
 int cv_cmd_pull(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("pull");
-    cv_pull_opts o = { .progress = -1, .cancel = &interrupted };
-    const char *models[64];
-    int n_models = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        } else if (!strcmp(a, "--bench")) {
-            return bench_sha256();
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            o.progress = 0;
-        } else if (!strcmp(a, "--progress")) {
-            if (++i >= argc)
-                return cv_cli_usage_error(cmd, "--progress needs bar, lines or none");
-            const char *v = argv[i];
-            if (!strcmp(v, "bar")) o.progress = 1;
-            else if (!strcmp(v, "lines")) o.progress = 2;
-            else if (!strcmp(v, "none")) o.progress = 0;
-            else return cv_cli_usage_error(cmd, "--progress '%s' must be bar, lines or none", v);
-        } else if (a[0] == '-' && a[1]) {
-            return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
-        } else {
-            if (n_models == (int)CV_ARRAY_LEN(models))
-                return cv_cli_usage_error(cmd, "at most %d models at once", (int)CV_ARRAY_LEN(models));
-            models[n_models++] = a;
-        }
-    }
+    pull_flags f = { .o = { .progress = -1, .cancel = &interrupted } };
+    int n_models, st;
+    if (!cv_cli_parse(&spec, &f, argc, argv, &n_models, &st))
+        return st;
+    char **models = argv + 1;
+    if (f.bench)
+        return bench_sha256();
+    cv_pull_opts o = f.o;
     if (!n_models)
-        return cv_cli_usage_error(cmd, "MODEL is missing (an alias such as qwen3-0.6b, ORG/REPO[:QUANT] or a URL)");
+        return cv_cli_usage_error(&spec, "MODEL is missing (an alias such as qwen3-0.6b, ORG/REPO[:QUANT] or a URL)");
     struct sigaction sa = { .sa_handler = on_sigint };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

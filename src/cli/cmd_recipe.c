@@ -30,16 +30,6 @@ static void shell_quote(const char *v, cv_buf *b)
     cv_buf_putc(b, '\'');
 }
 
-static int parse_port(const char *v, int *out)
-{
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || end == v || x < 1 || x > 65535)
-        return -1;
-    *out = (int)x;
-    return 0;
-}
-
 static void print_setup(const cv_client *c, const cv_client_params *p)
 {
     cv_client_setup s = { 0 };
@@ -90,41 +80,30 @@ static void print_setup(const cv_client *c, const cv_client_params *p)
     cv_client_setup_fini(&s);
 }
 
+#define P(field) offsetof(cv_client_params, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--host", NULL, CV_FLAG_STR, P(host), 0, 0, "H", "the server's address (default 127.0.0.1)"),
+    CV_FLAG_ROW("--port", NULL, CV_FLAG_I32, P(port), 1, 65535, "N", "the server's port (default 8000)"),
+    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, P(model), 0, 0, "NAME", "the served model name (default corvid)"),
+    CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, P(api_key), 0, 0, "KEY",
+      "the server's key (default: env CORVID_API_KEY)"),
+    CV_FLAG_ROW("--ctx", NULL, CV_FLAG_I64, P(n_ctx), 256, 1 << 24, "N",
+      "the served context, for clients that size prompts"),
+
+};
+#undef P
+static const cv_cli_spec spec = {
+    .name = "recipe", .args = "[CLIENT]", .max_args = 1, .flags = flags, .n_flags = CV_ARRAY_LEN(flags),
+    .notes = "CLIENT: claude-code, codex, opencode, qwen-code, aider, openai-sdk, anthropic-sdk (none: the list)."
+};
+
 int cv_cmd_recipe(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("recipe");
     cv_client_params p = { .host = "127.0.0.1", .port = 8000, .model = "corvid", .api_key = getenv("CORVID_API_KEY") };
-    const char *client = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (client)
-                return cv_cli_usage_error(cmd, "one CLIENT only (got '%s' and '%s')", client, a);
-            client = a;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cv_cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--host")) p.host = v;
-        else if (!strcmp(a, "--port")) {
-            if (parse_port(v, &p.port))
-                return cv_cli_usage_error(cmd, "--port '%s' must be 1..65535", v);
-        } else if (!strcmp(a, "--model")) p.model = v;
-        else if (!strcmp(a, "--api-key")) p.api_key = v;
-        else if (!strcmp(a, "--ctx")) {
-            char *end;
-            long long x = strtoll(v, &end, 10);
-            if (*end || end == v || x < 256 || x > (1LL << 24))
-                return cv_cli_usage_error(cmd, "--ctx '%s' must be 256..16777216", v);
-            p.n_ctx = x;
-        } else
-            return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
-    }
+    int n, st;
+    if (!cv_cli_parse(&spec, &p, argc, argv, &n, &st))
+        return st;
+    const char *client = n ? argv[1] : NULL;
     if (!strcmp(p.host, "0.0.0.0") || !strcmp(p.host, "::"))
         p.host = "127.0.0.1"; /* a server bound to every address is reached on loopback */
     if (!client) {

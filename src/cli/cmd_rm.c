@@ -47,11 +47,14 @@ static bool remove_file(const char *path, bool *any, cv_err *err)
     return true;
 }
 
+static const cv_cli_spec spec = { .name = "rm", .args = "MODEL...", .min_args = 1, .max_args = -1 };
+
 int cv_cmd_rm(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("rm");
-    if (argc < 2)
-        return cv_cli_usage_error(cmd, "MODEL is missing");
+    int n_pos, st;
+    if (!cv_cli_parse(&spec, NULL, argc, argv, &n_pos, &st))
+        return st;
+    char **pos = argv + 1;
     char store[PATH_MAX];
     cv_err err = { 0 };
     if (cv_models_dir(store, sizeof store, &err)) {
@@ -59,13 +62,9 @@ int cv_cmd_rm(int argc, char **argv)
         return 1;
     }
     int failed = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage);
-            return 0;
-        }
+    for (int i = 0; i < n_pos; i++) {
         cv_model_ref ref;
-        if (cv_model_resolve(argv[i], &ref, &err) != 0) {
+        if (cv_model_resolve(pos[i], &ref, &err) != 0) {
             fprintf(stderr, "corvid rm: %s\n", err.msg);
             failed++;
             continue;
@@ -92,7 +91,7 @@ int cv_cmd_rm(int argc, char **argv)
             continue;
         }
         if (!any) {
-            fprintf(stderr, "corvid rm: %s is not in the store\n", argv[i]);
+            fprintf(stderr, "corvid rm: %s is not in the store\n", pos[i]);
             failed++;
             continue;
         }

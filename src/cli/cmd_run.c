@@ -10,14 +10,13 @@
  * the schema, constrained token by token by the same sampling hook the
  * server uses (server/constrain.c), and it ends complete within n tokens. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
 #include "engine/engine.h"
-#include "server/server.h"
+#include "server/constrain.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct run_opts {
@@ -243,68 +242,71 @@ fail:
     return rc == 0 ? 0 : rc == CV_EINVAL ? 2 : 1;
 }
 
-static int parse_num(const cv_cmd *cmd, const char *flag, const char *v, double lo, double hi, double *out)
+/* --repeat-penalty also sets the window it looks back over (llama.cpp's 64). */
+static int repeat_penalty(void *opts, const char *v, cv_err *err)
 {
+    run_opts *o = opts;
     char *end;
-    errno = 0;
     double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x >= lo && x <= hi))
-        return cv_cli_usage_error(cmd, "%s '%s' must be a number from %g to %g", flag, v, lo, hi);
-    *out = x;
+    if (*end || end == v || !(x >= 0 && x <= 100))
+        return cv_err_set(err, CV_EINVAL, "'%s' must be a number from 0 to 100", v);
+    o->sp.repeat_penalty = (float)x;
+    o->sp.penalty_last_n = 64;
     return 0;
 }
 
+static int seed(void *opts, const char *v, cv_err *err)
+{
+    run_opts *o = opts;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || end == v || v[0] == '-' || x > 1000000000000000000ull)
+        return cv_err_set(err, CV_EINVAL, "'%s' must be an integer from 0 to 1e18", v);
+    o->sp.seed = (uint64_t)x;
+    o->sp.has_seed = true;
+    return 0;
+}
+
+#define O(field) offsetof(run_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--prompt", "-p", CV_FLAG_STR, O(prompt), 0, 0, "PROMPT",
+      "the text to continue (token ids with --ids; required)"),
+    CV_FLAG_ROW("--n-predict", "-n", CV_FLAG_I32, O(n_predict), 1, CV_MAX_CONTEXT, "N",
+      "tokens to generate (default 128)"),
+    CV_FLAG_ROW("--temp", NULL, CV_FLAG_F32, O(sp.temperature), 0, 100, "T", "temperature; 0 is greedy (default 0.8)"),
+    CV_FLAG_ROW("--top-p", NULL, CV_FLAG_F32, O(sp.top_p), 0, 1, "P", "nucleus sampling (default 0.95)"),
+    CV_FLAG_ROW("--top-k", NULL, CV_FLAG_I32, O(sp.top_k), 0, CV_MAX_VOCAB, "K",
+      "the K most likely tokens only (default 40)"),
+    CV_FLAG_ROW("--min-p", NULL, CV_FLAG_F32, O(sp.min_p), 0, 1, "P",
+      "drop tokens below P x the top probability (default 0.05)"),
+    CV_FLAG_FN_ROW("--repeat-penalty", NULL, "R", "penalise the last 64 tokens (default: off)", repeat_penalty, false),
+    CV_FLAG_FN_ROW("--seed", NULL, "S", "the sampler's seed (default: from the clock)", seed, false),
+    CV_FLAG_ROW("--threads", "-t", CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
+    CV_FLAG_ROW("--ctx", NULL, CV_FLAG_I32, O(n_ctx), 1, CV_MAX_CONTEXT, "N",
+      "context length (default: the prompt plus N, at most the trained context)"),
+    CV_FLAG_ROW("--ids", NULL, CV_FLAG_BOOL, O(ids), 0, 0, NULL, "the prompt is token ids, and ids are printed"),
+    CV_FLAG_ROW("--exact", NULL, CV_FLAG_BOOL, O(exact), 0, 0, NULL,
+      "dequantize every weight to f32 at load (the reference path)"),
+    CV_FLAG_ROW("--ignore-eos", NULL, CV_FLAG_BOOL, O(ignore_eos), 0, 0, NULL, "go on past end-of-generation tokens"),
+    CV_FLAG_ROW("--json-schema", NULL, CV_FLAG_STR, O(json_schema), 0, 0, "FILE",
+      "constrain the output to this JSON Schema (constrained decoding)"),
+
+};
+#undef O
+static const cv_cli_spec spec = { .name = "run", .args = "MODEL", .min_args = 1, .max_args = 1, .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_run(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("run");
     /* llama.cpp's defaults, so outputs are comparable. */
     run_opts o = { .n_predict = 128,
                    .sp = { .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f } };
-    static const struct option opts[] = {
-        { "prompt", required_argument, 0, 'p' }, { "n-predict", required_argument, 0, 'n' },
-        { "temp", required_argument, 0, 'T' },   { "top-p", required_argument, 0, 'P' },
-        { "top-k", required_argument, 0, 'K' },  { "min-p", required_argument, 0, 'M' },
-        { "seed", required_argument, 0, 'S' },   { "threads", required_argument, 0, 't' },
-        { "ctx", required_argument, 0, 'c' },    { "ids", no_argument, 0, 'i' },
-        { "exact", no_argument, 0, 'x' },        { "ignore-eos", no_argument, 0, 'E' },
-        { "repeat-penalty", required_argument, 0, 'R' }, { "help", no_argument, 0, 'h' },
-        { "json-schema", required_argument, 0, 'J' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "p:n:t:h", opts, NULL)) != -1) {
-        double x;
-        switch (c) {
-        case 'p': o.prompt = optarg; break;
-        case 'n': if (parse_num(cmd, "-n", optarg, 1, CV_MAX_CONTEXT, &x)) return 2; o.n_predict = (int32_t)x; break;
-        case 'T': if (parse_num(cmd, "--temp", optarg, 0, 100, &x)) return 2; o.sp.temperature = (float)x; break;
-        case 'P': if (parse_num(cmd, "--top-p", optarg, 0, 1, &x)) return 2; o.sp.top_p = (float)x; break;
-        case 'K': if (parse_num(cmd, "--top-k", optarg, 0, CV_MAX_VOCAB, &x)) return 2; o.sp.top_k = (int32_t)x; break;
-        case 'M': if (parse_num(cmd, "--min-p", optarg, 0, 1, &x)) return 2; o.sp.min_p = (float)x; break;
-        case 'R': if (parse_num(cmd, "--repeat-penalty", optarg, 0, 100, &x)) return 2;
-            o.sp.repeat_penalty = (float)x;
-            o.sp.penalty_last_n = 64;
-            break;
-        case 'S': if (parse_num(cmd, "--seed", optarg, 0, 1e18, &x)) return 2;
-            o.sp.seed = (uint64_t)x;
-            o.sp.has_seed = true;
-            break;
-        case 't': if (parse_num(cmd, "--threads", optarg, 1, 1024, &x)) return 2; o.threads = (int32_t)x; break;
-        case 'c': if (parse_num(cmd, "--ctx", optarg, 1, CV_MAX_CONTEXT, &x)) return 2; o.n_ctx = (int32_t)x; break;
-        case 'i': o.ids = true; break;
-        case 'x': o.exact = true; break;
-        case 'E': o.ignore_eos = true; break;
-        case 'J': o.json_schema = optarg; break;
-        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
-        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 1)
-        return cv_cli_usage_error(cmd, "needs one MODEL");
-    o.model = argv[optind];
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    o.model = argv[1];
     if (!o.prompt)
-        return cv_cli_usage_error(cmd, "-p PROMPT is required");
+        return cv_cli_usage_error(&spec, "-p PROMPT is required");
     return run(&o);
 }

@@ -18,12 +18,13 @@
 #include "server/server.h"
 
 typedef struct serve_opts {
+    cv_server_config cfg;
     const char *model;
     const char *served_name;
     int32_t n_ctx;      /* 0: the model's own */
-    int parallel;       /* sequences decoded together */
-    int threads;        /* compute threads; 0: all cores */
-    int grace_ms;
+    int32_t parallel;   /* sequences decoded together */
+    int32_t threads;    /* compute threads; 0: all cores */
+    int32_t grace_ms;
     int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
     uint32_t kv_type;   /* CV_GGML_F16 (default), CV_GGML_F32 or CV_GGML_Q8_0 */
     int32_t batch_tokens;
@@ -32,78 +33,68 @@ typedef struct serve_opts {
     const char *cache_dir; /* NULL: cv_sched_default_cache_dir; "": no cache file */
     int64_t cache_max;
     int32_t max_queue;  /* 0: CV_MAX_SCHED_QUEUE */
+    int64_t max_body;   /* 0: the server's default */
     bool grammar_lazy;  /* tool_choice auto: lazy tool-call grammar */
 } serve_opts;
 
-static const char HELP[] =
-    "  --host ADDR             bind address (default 127.0.0.1)\n"
-    "  --port N                port (default 8000; 0 picks a free one)\n"
-    "  --api-key KEY           require KEY as Bearer or x-api-key (or env CORVID_API_KEY)\n"
-    "  --cors-origins LIST     comma-separated origins allowed by CORS, or *\n"
-    "  --served-model-name N   the model id clients see (default: the file name)\n"
-    "  --ctx N                 context length per sequence (default: the model's own, at most\n"
-    "                          131072 and what --kv-memory holds)\n"
-    "  --parallel N            sequences decoded together (default 4)\n"
-    "  --threads N             compute threads (default: every CPU)\n"
-    "  --kv-memory SIZE        KV cache memory, e.g. 2G or 512M, shared by every sequence and the\n"
-    "                          prefix cache (default: half the free memory after the weights,\n"
-    "                          at most 16M positions; never less than one context)\n"
-    "  --kv-type f16|f32|q8_0  KV cache precision (default f16, as llama.cpp's: twice the positions\n"
-    "                          in the same memory and half the reads of a long context; f32 is exact;\n"
-    "                          q8_0 holds 1.9x f16's positions, int8 with a factor per 32 values)\n"
-    "  --max-queue N           requests waiting for the engine at most; beyond it OpenAI clients\n"
-    "                          get 503 and Anthropic clients 529, with Retry-After (default 256)\n"
-    "  --batch-tokens N        tokens per scheduler step: running streams' next tokens plus\n"
-    "                          prefill chunks (default 256)\n"
-    "  --draft N               speculative decoding: tokens drafted per step from earlier text\n"
-    "                          (prompt lookup) for a decoding stream; output is unchanged, edits\n"
-    "                          that repeat what the model was shown come faster; deep in a long\n"
-    "                          context only drafts likely enough to pay for their attention are\n"
-    "                          verified (default 3; 0: off)\n"
-    "  --no-prefix-cache       compute every prompt in full (no reuse, no cache file)\n"
-    "  --cache-dir DIR         where the prefix cache is saved at shutdown and restored at start\n"
-    "                          (default $XDG_CACHE_HOME/corvid or ~/.cache/corvid; '' for none)\n"
-    "  --cache-max SIZE        the cache file's size at most (default 4G)\n"
-    "  --response-store N      /v1/responses kept for previous_response_id (default 256)\n"
-    "  --max-body BYTES        request body limit (default 32 MiB; 413 beyond)\n"
-    "  --grace-ms N            on SIGINT/SIGTERM, let streams finish this long (default 10000)\n"
-    "  --grammar-lazy          with tools and tool_choice auto, constrain a call once its marker starts\n";
-
-/* "512M", "2G", "1.5GiB", "1048576": bytes, from 1 MiB to 1 PiB. */
-static int parse_size(const cv_cmd *cmd, const char *flag, const char *v, int64_t *out)
+static int kv_type(void *opts, const char *v, cv_err *err)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    double mult = 1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1024.0; end++; break;
-    case 'm': case 'M': mult = 1048576.0; end++; break;
-    case 'g': case 'G': mult = 1073741824.0; end++; break;
-    case 't': case 'T': mult = 1099511627776.0; end++; break;
-    default: break;
-    }
-    if (mult > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    double bytes = x * mult;
-    if (errno || end == v || *end || !(bytes >= 1048576.0) || bytes > 1125899906842624.0)
-        return cv_cli_usage_error(cmd, "%s '%s' must be a size from 1M to 1024T (e.g. 512M, 2G)", flag, v);
-    *out = (int64_t)bytes;
-    return 0;
+    return cv_engine_kv_type_parse(v, &((serve_opts *)opts)->kv_type, err);
 }
 
-static int parse_int(const cv_cmd *cmd, const char *flag, const char *v, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cv_cli_usage_error(cmd, "%s '%s' must be an integer from %ld to %ld", flag, v, lo, hi);
-    *out = x;
-    return 0;
-}
+#define O(field) offsetof(serve_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--host", NULL, CV_FLAG_STR, O(cfg.host), 0, 0, "ADDR", "bind address (default 127.0.0.1)"),
+    CV_FLAG_ROW("--port", NULL, CV_FLAG_I32, O(cfg.port), 0, 65535, "N", "port (default 8000; 0 picks a free one)"),
+    CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, O(cfg.api_key), 0, 0, "KEY",
+      "require KEY as Bearer or x-api-key (or env CORVID_API_KEY)"),
+    CV_FLAG_ROW("--cors-origins", NULL, CV_FLAG_STR, O(cfg.cors_origins), 0, 0, "LIST",
+      "comma-separated origins allowed by CORS, or *"),
+    CV_FLAG_ROW("--served-model-name", NULL, CV_FLAG_STR, O(served_name), 0, 0, "NAME",
+      "the model id clients see (default: the alias, else the file name)"),
+    CV_FLAG_ROW("--ctx", NULL, CV_FLAG_I32, O(n_ctx), 16, 1 << 24, "N",
+      "context length per sequence (default: the model's own, at most\n131072 and what --kv-memory holds)"),
+    CV_FLAG_ROW("--parallel", NULL, CV_FLAG_I32, O(parallel), 1, 1024, "N", "sequences decoded together (default 4)"),
+    CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
+    CV_FLAG_ROW("--kv-memory", "--kv-mem", CV_FLAG_SIZE, O(kv_bytes), 1048576.0, 1125899906842624.0, "SIZE",
+      "KV cache memory, e.g. 2G or 512M, shared by every sequence and the\nprefix cache (default: half the free "
+      "memory after the weights,\nat most 16M positions; never less than one context)"),
+    CV_FLAG_FN_ROW("--kv-type", NULL, "f16|f32|q8_0",
+      "KV cache precision (default f16, as llama.cpp's: twice the positions\nin the same memory and half the reads "
+      "of a long context; f32 is exact;\nq8_0 holds 1.9x f16's positions, int8 with a factor per 32 values)", kv_type,
+      false),
+    CV_FLAG_ROW("--max-queue", NULL, CV_FLAG_I32, O(max_queue), 1, CV_MAX_SCHED_QUEUE, "N",
+      "requests waiting for the engine at most; beyond it OpenAI clients\nget 503 and Anthropic clients 529, with "
+      "Retry-After (default 256)"),
+    CV_FLAG_ROW("--batch-tokens", NULL, CV_FLAG_I32, O(batch_tokens), 1, CV_MAX_BATCH_TOKENS, "N",
+      "tokens per scheduler step: running streams' next tokens plus\nprefill chunks (default 256)"),
+    CV_FLAG_ROW("--draft", NULL, CV_FLAG_I32, O(draft), 0, CV_SCHED_DRAFT_MAX, "N",
+      "speculative decoding: tokens drafted per step from earlier text\n(prompt lookup) for a decoding stream; "
+      "output is unchanged, edits\nthat repeat what the model was shown come faster; deep in a long\ncontext only "
+      "drafts likely enough to pay for their attention are\nverified (default 3; 0: off)"),
+    CV_FLAG_ROW("--no-prefix-cache", NULL, CV_FLAG_BOOL, O(no_prefix_cache), 0, 0, NULL,
+      "compute every prompt in full (no reuse, no cache file)"),
+    CV_FLAG_ROW("--cache-dir", NULL, CV_FLAG_STR, O(cache_dir), 0, 0, "DIR",
+      "where the prefix cache is saved at shutdown and restored at start\n(default $XDG_CACHE_HOME/corvid or "
+      "~/.cache/corvid; '' for none)"),
+    CV_FLAG_ROW("--cache-max", NULL, CV_FLAG_SIZE, O(cache_max), 1048576.0, 1125899906842624.0, "SIZE",
+      "the cache file's size at most (default 4G)"),
+    CV_FLAG_ROW("--response-store", NULL, CV_FLAG_I32, O(cfg.response_store_size), 1, CV_MAX_RESPONSE_STORE, "N",
+      "/v1/responses kept for previous_response_id (default 256)"),
+    CV_FLAG_ROW("--max-body", NULL, CV_FLAG_I64, O(max_body), 1024, 2147483648.0, "BYTES",
+      "request body limit (default 32 MiB; 413 beyond)"),
+    CV_FLAG_ROW("--grace-ms", NULL, CV_FLAG_I32, O(grace_ms), 0, 600000, "MS",
+      "on SIGINT/SIGTERM, let streams finish this long (default 10000)"),
+    CV_FLAG_ROW("--grammar-lazy", NULL, CV_FLAG_BOOL, O(grammar_lazy), 0, 0, NULL,
+      "with tools and tool_choice auto, constrain a call once its marker starts"),
+
+};
+#undef O
+static const cv_cli_spec spec = {
+    .name = "serve", .args = "MODEL", .min_args = 1, .max_args = 1, .flags = flags, .n_flags = CV_ARRAY_LEN(flags),
+    .notes = "MODEL: a .gguf path, an alias (corvid ls --aliases), ORG/REPO[:QUANT], a URL or a name in the store;\n"
+             "a remote one not yet pulled is downloaded first."
+};
 
 static void on_listen(void *ud, int port)
 {
@@ -118,81 +109,15 @@ static void on_listen(void *ud, int port)
 
 int cv_cmd_serve(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("serve");
-    cv_server_config cfg = { .host = "127.0.0.1", .port = 8000 };
-    serve_opts o = { .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16, .draft = -1 };
-    cfg.api_key = getenv("CORVID_API_KEY");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long x;
-        if (a[0] != '-') {
-            if (o.model)
-                return cv_cli_usage_error(cmd, "one MODEL only (got '%s' and '%s')", o.model, a);
-            o.model = a;
-            continue;
-        }
-        if (!strcmp(a, "--grammar-lazy")) {
-            o.grammar_lazy = true;
-            continue;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s\n\nusage: %s\n\n%s", cmd->summary, cmd->usage, HELP);
-            return 0;
-        }
-        if (!strcmp(a, "--no-prefix-cache")) {
-            o.no_prefix_cache = true;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cv_cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--host")) cfg.host = v;
-        else if (!strcmp(a, "--port")) {
-            if (parse_int(cmd, a, v, 0, 65535, &x)) return 2;
-            cfg.port = (int)x;
-        } else if (!strcmp(a, "--api-key")) cfg.api_key = v;
-        else if (!strcmp(a, "--cors-origins")) cfg.cors_origins = v;
-        else if (!strcmp(a, "--ctx")) {
-            if (parse_int(cmd, a, v, 16, 1 << 24, &x)) return 2;
-            o.n_ctx = (int32_t)x;
-        } else if (!strcmp(a, "--parallel")) {
-            if (parse_int(cmd, a, v, 1, 1024, &x)) return 2;
-            o.parallel = (int)x;
-        } else if (!strcmp(a, "--threads")) {
-            if (parse_int(cmd, a, v, 1, 1024, &x)) return 2;
-            o.threads = (int)x;
-        } else if (!strcmp(a, "--served-model-name")) o.served_name = v;
-        else if (!strcmp(a, "--kv-memory") || !strcmp(a, "--kv-mem")) {
-            if (parse_size(cmd, a, v, &o.kv_bytes)) return 2;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (cv_cli_kv_type(v, &o.kv_type))
-                return cv_cli_usage_error(cmd, "--kv-type '%s' must be " CV_CLI_KV_TYPES, v);
-        } else if (!strcmp(a, "--cache-max")) {
-            if (parse_size(cmd, a, v, &o.cache_max)) return 2;
-        } else if (!strcmp(a, "--max-queue")) {
-            if (parse_int(cmd, a, v, 1, CV_MAX_SCHED_QUEUE, &x)) return 2;
-            o.max_queue = (int32_t)x;
-        } else if (!strcmp(a, "--batch-tokens")) {
-            if (parse_int(cmd, a, v, 1, CV_MAX_BATCH_TOKENS, &x)) return 2;
-            o.batch_tokens = (int32_t)x;
-        } else if (!strcmp(a, "--draft")) {
-            if (parse_int(cmd, a, v, 0, CV_SCHED_DRAFT_MAX, &x)) return 2;
-            o.draft = (int32_t)x;
-        } else if (!strcmp(a, "--cache-dir")) o.cache_dir = v;
-        else if (!strcmp(a, "--response-store")) {
-            if (parse_int(cmd, a, v, 1, CV_MAX_RESPONSE_STORE, &x)) return 2;
-            cfg.response_store_size = (int)x;
-        } else if (!strcmp(a, "--max-body")) {
-            if (parse_int(cmd, a, v, 1024, 1L << 31, &x)) return 2;
-            cfg.max_body_bytes = (size_t)x;
-        } else if (!strcmp(a, "--grace-ms")) {
-            if (parse_int(cmd, a, v, 0, 600000, &x)) return 2;
-            o.grace_ms = (int)x;
-        } else
-            return cv_cli_usage_error(cmd, "unknown flag '%s'", a);
-    }
-    if (!o.model)
-        return cv_cli_usage_error(cmd, "MODEL is missing");
+    serve_opts o = { .cfg = { .host = "127.0.0.1", .port = 8000, .api_key = getenv("CORVID_API_KEY") },
+                     .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16, .draft = -1 };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    o.model = argv[1];
+    cv_server_config cfg = o.cfg;
+    if (o.max_body)
+        cfg.max_body_bytes = (size_t)o.max_body;
     /* MODEL may be a path, an alias, ORG/REPO[:QUANT], a URL or a name in
      * the store (cli/models.h); a remote one not yet pulled is downloaded. */
     char model_path[PATH_MAX];

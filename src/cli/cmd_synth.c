@@ -2,18 +2,45 @@
  * architecture's shape and a llama-quantize-like type mix (model/synth.c),
  * for tests and benchmarks. Deterministic for a seed at any thread count;
  * --vocab copies a vocab-only GGUF's tokenizer (and chat template) in. */
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
 #include "model/model.h"
 
-/* The usage, then the architectures and shapes from their tables. */
-static void print_help(const cv_cmd *cmd)
+typedef struct synth_opts {
+    cv_synth_params p;
+    const char *out;
+    int32_t threads;
+    bool list;
+} synth_opts;
+
+#define P(field) offsetof(synth_opts, p.field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--arch", NULL, CV_FLAG_STR, P(arch), 0, 0, "ARCH", "architecture (default: the shape's own)"),
+    CV_FLAG_ROW("--shape", NULL, CV_FLAG_STR, P(shape), 0, 0, "SHAPE", "a real model's dimensions (required)"),
+    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, P(dtype), 0, 0, "f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k",
+      "weight type mix, as llama-quantize's (default f16)"),
+    CV_FLAG_ROW("--vocab", NULL, CV_FLAG_STR, P(vocab), 0, 0, "VOCAB.gguf",
+      "copy this vocabulary (and chat template) in (default: a byte vocabulary)"),
+    CV_FLAG_ROW("--seed", NULL, CV_FLAG_U64, P(seed), 0, 1.8e19, "S",
+      "the weights' seed: the same seed, the same bytes (default 1)"),
+    CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, offsetof(synth_opts, threads), 1, 1024, "N",
+      "threads (default: every CPU; the output is the same)"),
+    CV_FLAG_ROW("--output", "-o", CV_FLAG_STR, offsetof(synth_opts, out), 0, 0, "OUT.gguf",
+      "where to write the model (required)"),
+    CV_FLAG_ROW("--fast", NULL, CV_FLAG_BOOL, P(fast), 0, 0, NULL,
+      "an expert tensor draws 8 experts and repeats them (benchmark shapes in minutes, not hours)"),
+    CV_FLAG_ROW("--list", NULL, CV_FLAG_BOOL, offsetof(synth_opts, list), 0, 0, NULL,
+      "list the architectures and shapes, and exit"),
+};
+#undef P
+static const cv_cli_spec spec = { .name = "synth", .flags = flags, .n_flags = CV_ARRAY_LEN(flags) };
+
+/* The architectures and shapes, from their tables. */
+static void print_list(void)
 {
-    printf("%s\n\nusage: %s\n\narchitectures:", cmd->summary, cmd->usage);
+    printf("architectures:");
     for (int i = 0; i < cv_n_archs; i++)
         printf(" %s", cv_archs[i]->name);
     printf("\nshapes:\n");
@@ -24,54 +51,23 @@ static void print_help(const cv_cmd *cmd)
             printf(", %d experts (%d used) of %d", s->n_expert, s->n_expert_used, s->n_ff_exp);
         printf("\n");
     }
-    printf("--fast: an expert tensor draws 8 experts and repeats them (benchmark shapes in minutes, not hours)\n");
 }
 
 int cv_cmd_synth(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("synth");
-    cv_synth_params p = { .dtype = "f16", .seed = 1 };
-    const char *out = NULL;
-    int threads = 0;
-    static const struct option opts[] = {
-        { "arch", required_argument, 0, 'a' },  { "shape", required_argument, 0, 's' },
-        { "dtype", required_argument, 0, 'd' }, { "vocab", required_argument, 0, 'v' },
-        { "seed", required_argument, 0, 'S' },  { "threads", required_argument, 0, 't' },
-        { "output", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
-        { "fast", no_argument, 0, 'f' },
-        { 0, 0, 0, 0 },
-    };
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'a': p.arch = optarg; break;
-        case 's': p.shape = optarg; break;
-        case 'd': p.dtype = optarg; break;
-        case 'v': p.vocab = optarg; break;
-        case 'o': out = optarg; break;
-        case 'f': p.fast = true; break;
-        case 'S':
-            errno = 0;
-            p.seed = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg)
-                return cv_cli_usage_error(cmd, "--seed '%s' must be a non-negative integer", optarg);
-            break;
-        case 't':
-            threads = (int)strtol(optarg, &end, 10);
-            if (*end || threads < 1 || threads > 1024)
-                return cv_cli_usage_error(cmd, "--threads '%s' must be 1..1024", optarg);
-            break;
-        case 'h': print_help(cmd); return 0;
-        default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    synth_opts o = { .p = { .dtype = "f16", .seed = 1 } };
+    int n, st;
+    if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
+        return st;
+    if (o.list) {
+        print_list();
+        return 0;
     }
-    if (optind != argc)
-        return cv_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    cv_synth_params p = o.p;
+    const char *out = o.out;
+    int threads = o.threads;
     if (!p.shape || !out)
-        return cv_cli_usage_error(cmd, "--shape and -o are required");
+        return cv_cli_usage_error(&spec, "--shape and -o are required");
     const cv_model_shape *shape = cv_model_shape_find(p.shape);
     if (shape && !p.arch)
         p.arch = shape->arch;

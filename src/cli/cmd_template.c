@@ -4,7 +4,6 @@
  * BOS/EOS token strings from its vocabulary) or from a .jinja file. A
  * debugging aid for users and the entry point of the end-to-end tests;
  * --bench N renders N times and prints the median time (docs/PERF.md). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -58,64 +57,73 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+typedef struct template_opts {
+    const char *messages, *tools, *bos, *eos;
+    bool no_gen;
+    int32_t bench;
+    int64_t now;
+    json_t *kwargs;
+} template_opts;
+
+/* --kw key=value: a JSON value when it parses (true, 3, "x", {...}), else the text. */
+static int kw_add(void *opts, const char *v, cv_err *err)
+{
+    template_opts *o = opts;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v)
+        return cv_err_set(err, CV_EINVAL, "needs key=value, got '%s'", v);
+    char *key = cv_xstrndup(v, (size_t)(eq - v));
+    json_t *val = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+    json_object_set_new(o->kwargs, key, val ? val : json_string(eq + 1));
+    free(key);
+    return 0;
+}
+
+#define O(field) offsetof(template_opts, field)
+static const cv_flag flags[] = {
+    CV_FLAG_ROW("--messages", "-m", CV_FLAG_STR, O(messages), 0, 0, "CONV.json",
+      "the conversation: a messages array or {\"messages\": [...], \"tools\": [...]} (required)"),
+    CV_FLAG_ROW("--tools", "-t", CV_FLAG_STR, O(tools), 0, 0, "TOOLS.json",
+      "tools (replacing the conversation file's)"),
+    CV_FLAG_ROW("--no-generation-prompt", "-n", CV_FLAG_BOOL, O(no_gen), 0, 0, NULL,
+      "end without the assistant's header"),
+    CV_FLAG_FN_ROW("--kw", "-k", "key=value", "a template variable (enable_thinking=false, ...)", kw_add, true),
+    CV_FLAG_ROW("--bos", "-b", CV_FLAG_STR, O(bos), 0, 0, "S", "bos_token (default: the GGUF's, else empty)"),
+    CV_FLAG_ROW("--eos", "-e", CV_FLAG_STR, O(eos), 0, 0, "S", "eos_token (default: the GGUF's, else empty)"),
+    CV_FLAG_ROW("--now", NULL, CV_FLAG_I64, O(now), -1e12, 1e12, "UNIXTIME",
+      "the time strftime_now sees (default: the clock)"),
+    CV_FLAG_ROW("--bench", NULL, CV_FLAG_I32, O(bench), 1, 1000000, "N", "render N times and print the median time"),
+};
+#undef O
+static const cv_cli_spec spec = { .name = "template", .args = "(MODEL.gguf | FILE.jinja)", .max_args = 1,
+                                  .flags = flags,
+                                  .n_flags = CV_ARRAY_LEN(flags) };
+
 int cv_cmd_template(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("template");
-    static const struct option opts[] = {
-        { "messages", required_argument, 0, 'm' }, { "tools", required_argument, 0, 't' },
-        { "no-generation-prompt", no_argument, 0, 'n' }, { "kw", required_argument, 0, 'k' },
-        { "bos", required_argument, 0, 'b' }, { "eos", required_argument, 0, 'e' },
-        { "bench", required_argument, 0, 'B' }, { "now", required_argument, 0, 'N' }, { 0, 0, 0, 0 },
-    };
-    const char *messages_path = NULL, *tools_path = NULL, *bos = NULL, *eos = NULL;
-    bool gen = true;
-    long bench = 0;
-    int64_t now = 0;
-    json_t *kwargs = json_object(), *messages = NULL, *tools = NULL, *doc = NULL, *tools_doc = NULL;
+    template_opts opt = { .kwargs = json_object() };
+    int n_pos, st;
+    if (!cv_cli_parse(&spec, &opt, argc, argv, &n_pos, &st)) {
+        json_decref(opt.kwargs);
+        return st;
+    }
+    const char *messages_path = opt.messages, *tools_path = opt.tools, *bos = opt.bos, *eos = opt.eos;
+    bool gen = !opt.no_gen;
+    long bench = opt.bench;
+    int64_t now = opt.now;
+    json_t *kwargs = opt.kwargs, *messages = NULL, *tools = NULL, *doc = NULL, *tools_doc = NULL;
     char *gbos = NULL, *geos = NULL, *src = NULL;
     size_t src_len = 0;
     cv_chat_template *t = NULL;
     cv_buf out = { 0 };
     cv_err err = { 0 };
-    int rc = 1, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:nk:b:e:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': messages_path = optarg; break;
-        case 't': tools_path = optarg; break;
-        case 'n': gen = false; break;
-        case 'b': bos = optarg; break;
-        case 'e': eos = optarg; break;
-        case 'B': bench = strtol(optarg, NULL, 10); break;
-        case 'N': now = strtoll(optarg, NULL, 10); break;
-        case 'k': {
-            const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg) {
-                rc = cv_cli_usage_error(cmd, "--kw needs key=value, got '%s'", optarg);
-                goto done;
-            }
-            char *key = cv_xstrndup(optarg, (size_t)(eq - optarg));
-            /* a JSON value when it parses (true, 3, "x", {...}), else the text */
-            json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
-            json_object_set_new(kwargs, key, v ? v : json_string(eq + 1));
-            free(key);
-            break;
-        }
-        default:
-            rc = cv_cli_usage_error(cmd, "unknown option");
-            goto done;
-        }
-    }
-    if (argc - optind != 1 || !messages_path) {
-        rc = cv_cli_usage_error(cmd, "needs one MODEL.gguf or FILE.jinja and --messages CONV.json");
-        goto done;
-    }
-    if (bench < 0 || bench > 1000000) {
-        rc = cv_cli_usage_error(cmd, "--bench must be between 1 and 1000000");
+    int rc = 1;
+    if (n_pos != 1 || !messages_path) {
+        rc = cv_cli_usage_error(&spec, "needs one MODEL.gguf or FILE.jinja and --messages CONV.json");
         goto done;
     }
     char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
-    const char *path = cv_model_local_or_self(argv[optind], mp, sizeof mp);
+    const char *path = cv_model_local_or_self(argv[1], mp, sizeof mp);
     if (ends_with(path, ".gguf")) {
         cv_gguf *g;
         if (cv_gguf_open(path, &g, &err) != 0) {

@@ -3,7 +3,6 @@
  * (`corvid tokenize --bench MODEL [FILE]`), which times encoding of 1 KB,
  * 100 KB and 10 MB of mixed source code on one thread and prints MB/s plus a
  * hash of the ids so a faster build that changes output shows. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -142,46 +141,65 @@ static void print_piece(const cv_tok *t, int32_t id)
     cv_buf_free(&out);
 }
 
+/* ---- the commands ---- */
+
+typedef struct tok_opts {
+    int pieces; /* 0: ids, 1: one id and piece per line */
+    bool no_bos, special, bench, count, skip_special;
+} tok_opts;
+
+static const cv_flag tok_flags[] = {
+    CV_FLAG_ROW("--ids", NULL, CV_FLAG_SET, offsetof(tok_opts, pieces), 0, 0, NULL,
+      "print the ids on one line (the default)"),
+    CV_FLAG_ROW("--pieces", NULL, CV_FLAG_SET, offsetof(tok_opts, pieces), 1, 0, NULL,
+      "print one id and its piece per line"),
+    CV_FLAG_ROW("--count", NULL, CV_FLAG_BOOL, offsetof(tok_opts, count), 0, 0, NULL, "print only how many tokens"),
+    CV_FLAG_ROW("--no-bos", NULL, CV_FLAG_BOOL, offsetof(tok_opts, no_bos), 0, 0, NULL,
+      "no BOS (or EOS) even where the vocabulary adds them"),
+    CV_FLAG_ROW("--special", NULL, CV_FLAG_BOOL, offsetof(tok_opts, special), 0, 0, NULL,
+      "control tokens written in the text are those tokens (CV_TOK_PARSE_SPECIAL)"),
+    CV_FLAG_ROW("--bench", NULL, CV_FLAG_BOOL, offsetof(tok_opts, bench), 0, 0, NULL,
+      "time encoding 1 KB, 100 KB and 10 MB of source code (or FILE): MB/s and a hash of the ids"),
+
+};
+static const cv_cli_spec tok_spec = { .name = "tokenize", .args = "MODEL (TEXT | -)", .max_args = 2, .flags = tok_flags,
+                                      .n_flags = CV_ARRAY_LEN(tok_flags),
+                                      .notes = "With --bench: corvid tokenize --bench MODEL [FILE]." };
+
+static const cv_flag detok_flags[] = {
+    CV_FLAG_ROW("--skip-special", NULL, CV_FLAG_BOOL, offsetof(tok_opts, skip_special), 0, 0, NULL,
+      "leave control tokens out of the text"),
+
+};
+static const cv_cli_spec detok_spec = { .name = "detokenize", .args = "MODEL ID...", .min_args = 1, .max_args = -1,
+                                        .flags = detok_flags,
+                                        .n_flags = CV_ARRAY_LEN(detok_flags) };
+
 int cv_cmd_tokenize(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("tokenize");
-    static const struct option opts[] = {
-        { "ids", no_argument, 0, 'i' },     { "pieces", no_argument, 0, 'p' }, { "no-bos", no_argument, 0, 'n' },
-        { "special", no_argument, 0, 's' }, { "bench", no_argument, 0, 'b' },  { "count", no_argument, 0, 'c' },
-        { 0, 0, 0, 0 },
-    };
-    bool pieces = false, no_bos = false, special = false, do_bench = false, count = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'i': pieces = false; break;
-        case 'p': pieces = true; break;
-        case 'n': no_bos = true; break;
-        case 's': special = true; break;
-        case 'b': do_bench = true; break;
-        case 'c': count = true; break;
-        default: return cv_cli_usage_error(cmd, "unknown option");
-        }
-    }
-    int rest = argc - optind;
-    if (rest < 1 || (!do_bench && rest != 2) || (do_bench && rest > 2))
-        return cv_cli_usage_error(cmd, do_bench ? "--bench needs MODEL [FILE]" : "needs MODEL and TEXT (or - for stdin)");
+    tok_opts o = { 0 };
+    int rest, st;
+    if (!cv_cli_parse(&tok_spec, &o, argc, argv, &rest, &st))
+        return st;
+    char **pos = argv + 1;
+    bool pieces = o.pieces, no_bos = o.no_bos, special = o.special, do_bench = o.bench, count = o.count;
+    if (rest < 1 || (!do_bench && rest != 2))
+        return cv_cli_usage_error(&tok_spec, do_bench ? "--bench needs MODEL [FILE]" : "needs MODEL and TEXT (or - for stdin)");
     cv_err err = { 0 };
     cv_tok *t = NULL;
     char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
-    if (cv_tok_load_file(cv_model_local_or_self(argv[optind], mp, sizeof mp), &t, &err) != 0) {
+    if (cv_tok_load_file(cv_model_local_or_self(pos[0], mp, sizeof mp), &t, &err) != 0) {
         fprintf(stderr, "corvid tokenize: %s\n", err.msg);
         return 1;
     }
     int status = 0;
     if (do_bench) {
-        status = bench(t, argv[optind], rest == 2 ? argv[optind + 1] : NULL);
+        status = bench(t, pos[0], rest == 2 ? pos[1] : NULL);
         cv_tok_destroy(t);
         return status;
     }
     cv_buf text = { 0 };
-    const char *arg = argv[optind + 1];
+    const char *arg = pos[1];
     if (!strcmp(arg, "-")) {
         if (cv_read_file("/dev/stdin", &text, CV_MAX_TOK_INPUT, &err) != 0) {
             fprintf(stderr, "corvid tokenize: %s\n", err.msg);
@@ -214,29 +232,24 @@ int cv_cmd_tokenize(int argc, char **argv)
 
 int cv_cmd_detokenize(int argc, char **argv)
 {
-    const cv_cmd *cmd = cv_cli_find("detokenize");
-    static const struct option opts[] = { { "skip-special", no_argument, 0, 's' }, { 0, 0, 0, 0 } };
-    bool skip = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 's') skip = true;
-        else return cv_cli_usage_error(cmd, "unknown option");
-    }
-    if (argc - optind < 1)
-        return cv_cli_usage_error(cmd, "needs MODEL and ids");
+    tok_opts o = { 0 };
+    int n_pos, st;
+    if (!cv_cli_parse(&detok_spec, &o, argc, argv, &n_pos, &st))
+        return st;
+    char **pos = argv + 1;
+    bool skip = o.skip_special;
     cv_err err = { 0 };
     cv_tok *t = NULL;
     char mp[PATH_MAX];
-    if (cv_tok_load_file(cv_model_local_or_self(argv[optind], mp, sizeof mp), &t, &err) != 0) {
+    if (cv_tok_load_file(cv_model_local_or_self(pos[0], mp, sizeof mp), &t, &err) != 0) {
         fprintf(stderr, "corvid detokenize: %s\n", err.msg);
         return 1;
     }
     cv_tok_ids ids = { 0 };
     int status = 0;
-    for (int i = optind + 1; i < argc && status == 0; i++) {
+    for (int i = 1; i < n_pos && status == 0; i++) {
         /* ids may come as separate arguments or one space/comma list */
-        for (char *p = argv[i]; *p;) {
+        for (const char *p = pos[i]; *p;) {
             while (*p == ' ' || *p == ',' || *p == '\n' || *p == '[' || *p == ']')
                 p++;
             if (!*p)

@@ -656,266 +656,310 @@ static void sleep_ms(int ms)
         ;
 }
 
-static int fetch(CURL *c, const cv_model_ref *ref, const char *url, const cv_pull_opts *o, cv_pull_result *res,
-                 cv_err *err)
-{
+/* One file's download, phase by phase: dl_open (the .part, locked, and
+ * what of it can be resumed), dl_transfer (attempts until the bytes are all
+ * there), dl_commit (size, sha256, GGUF validation, rename). A failed phase
+ * says whether its .part is worth keeping for a later resume (keep) or is
+ * known bad (drop); fetch cleans up accordingly. */
+typedef struct dl {
+    CURL *curl;
+    const cv_model_ref *ref;
+    const char *url;
+    const cv_pull_opts *o;
+    cv_pull_result *res;
+    const char *token;     /* hub token, never for a plain URL */
     char part[PATH_MAX + 16], meta[PATH_MAX + 32], dir[PATH_MAX];
-    snprintf(part, sizeof part, "%s.part", ref->path);
-    snprintf(meta, sizeof meta, "%s.part.json", ref->path);
-    snprintf(dir, sizeof dir, "%s", ref->path);
-    char *sl = strrchr(dir, '/');
+    int fd;
+    part_meta pm;
+    cv_sha256 sha;
+    progress prog;
+    xfer x;
+    int64_t have;          /* bytes on disk */
+    int64_t total;         /* the file's size once known; -1: unknown */
+    char linked_etag[256]; /* the hub's sha256 (or another etag) once known */
+    int rc;                /* why an attempt failed (dl_attempt) */
+    bool drop;             /* a failure leaves a .part that must go */
+} dl;
+
+static int dl_open(dl *d, cv_err *err)
+{
+    snprintf(d->part, sizeof d->part, "%s.part", d->ref->path);
+    snprintf(d->meta, sizeof d->meta, "%s.part.json", d->ref->path);
+    snprintf(d->dir, sizeof d->dir, "%s", d->ref->path);
+    char *sl = strrchr(d->dir, '/');
     if (sl)
         *sl = 0;
-    int rc = mkdirs(dir, err);
+    int rc = mkdirs(d->dir, err);
     if (rc)
         return rc;
+    d->prog.mode = d->o ? d->o->progress : -1;
+    if (d->prog.mode < 0)
+        d->prog.mode = isatty(STDERR_FILENO) ? 1 : 2;
+    const char *base = strrchr(d->ref->path, '/');
+    d->prog.label = base ? base + 1 : d->ref->path;
 
-    xfer x = { 0 };
-    const char *token = ref->url[0] ? NULL : token_of(o); /* never send a hub token to another host */
-    progress prog = { .mode = o ? o->progress : -1 };
-    if (prog.mode < 0)
-        prog.mode = isatty(STDERR_FILENO) ? 1 : 2;
-    const char *base = strrchr(ref->path, '/');
-    prog.label = base ? base + 1 : ref->path;
-
-    int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return cv_err_set(err, CV_EIO, "cannot create %s: %s", part, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        close(fd);
-        return cv_err_set(err, CV_EBUSY, "another corvid pull is downloading %s (it holds %s)", ref->path, part);
+    d->fd = open(d->part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (d->fd < 0)
+        return cv_err_set(err, CV_EIO, "cannot create %s: %s", d->part, strerror(errno));
+    if (flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
+        close(d->fd);
+        d->fd = -1;
+        return cv_err_set(err, CV_EBUSY, "another corvid pull is downloading %s (it holds %s)", d->ref->path,
+                          d->part);
     }
-    part_meta pm;
-    meta_read(meta, &pm);
+    meta_read(d->meta, &d->pm);
     struct stat st;
-    fstat(fd, &st);
-    int64_t have = (int64_t)st.st_size;
-    if (have > 0 && strcmp(pm.url, url)) {
+    fstat(d->fd, &st);
+    d->have = (int64_t)st.st_size;
+    if (d->have > 0 && strcmp(d->pm.url, d->url)) {
         /* Bytes of something else (or of unknown origin): start over. */
-        if (ftruncate(fd, 0) != 0) {
-            rc = cv_err_set(err, CV_EIO, "%s: %s", part, strerror(errno));
-            goto fail_keep;
-        }
-        have = 0;
-        pm.total = -1;
-        pm.etag[0] = 0;
+        if (ftruncate(d->fd, 0) != 0)
+            return cv_err_set(err, CV_EIO, "%s: %s", d->part, strerror(errno));
+        d->have = 0;
+        d->pm.total = -1;
+        d->pm.etag[0] = 0;
     }
-    snprintf(pm.url, sizeof pm.url, "%s", url);
-    res->resumed_from = have;
+    snprintf(d->pm.url, sizeof d->pm.url, "%s", d->url);
+    d->res->resumed_from = d->have;
+    if ((rc = hash_existing(d->fd, d->have, &d->sha, &d->prog, err)))
+        return rc;
+    lseek(d->fd, 0, SEEK_END);
+    d->total = d->pm.total;
+    snprintf(d->linked_etag, sizeof d->linked_etag, "%s", d->pm.etag);
+    return 0;
+}
 
-    cv_sha256 sha;
-    if ((rc = hash_existing(fd, have, &sha, &prog, err)))
-        goto fail_keep;
-    lseek(fd, 0, SEEK_END);
+/* Empties the .part for a fresh start (its bytes are not the file's). */
+static int dl_restart(dl *d, cv_err *err)
+{
+    if (ftruncate(d->fd, 0) != 0 || lseek(d->fd, 0, SEEK_SET) != 0)
+        return cv_err_set(err, CV_EIO, "%s: %s", d->part, strerror(errno));
+    d->have = 0;
+    cv_sha256_init(&d->sha);
+    return 0;
+}
 
-    x = (xfer){ .curl = c, .mem_max = 4096, .to_file = true, .fd = fd, .sha = &sha, .prog = &prog,
-                .cancel = o ? o->cancel : NULL, .pm = &pm, .meta_path = meta, .dir = dir };
+/* What one attempt came to. */
+enum { STEP_DONE, STEP_RETRY, STEP_FAIL };
+
+/* One transfer from d->have on; on STEP_RETRY last says why, on STEP_FAIL
+ * err does (and d->drop whether the .part goes). */
+static int dl_attempt(dl *d, int a, cv_err *last, cv_err *err)
+{
+    xfer *x = &d->x;
+    char range[48];
+    snprintf(range, sizeof range, "%lld-", (long long)d->have);
+    struct curl_slist *h;
+    xfer_setup(x, d->url, d->token, &h, d->have > 0 ? range : NULL);
+    x->offset = d->have;
+    x->expect_total = d->total;
+    snprintf(x->expect_etag, sizeof x->expect_etag, "%s", d->linked_etag);
+    d->prog.t_start = d->prog.t_last = cv_now_s();
+    d->prog.start_bytes = d->have;
+    d->prog.last_decile = d->total > 0 ? (int)(d->have * 10 / d->total) : 0;
+    CURLcode cc = curl_easy_perform(d->curl);
+    curl_slist_free_all(h);
+    struct stat st;
+    fstat(d->fd, &st);
+    d->have = (int64_t)st.st_size; /* what is on disk is what counts */
+
+    if (x->verdict == V_NOSPACE) {
+        char need[32], free_[32];
+        human_bytes(x->need_bytes, need, sizeof need);
+        human_bytes(x->free_bytes, free_, sizeof free_);
+        progress_break(&d->prog);
+        d->rc = cv_err_set(err, CV_EIO, "not enough disk space for %s: it needs %s more and %s has %s free",
+                           d->prog.label, need, d->dir, free_);
+        return STEP_FAIL;
+    }
+    if (x->verdict == V_WRITE) {
+        d->rc = cv_err_set(err, CV_EIO, "writing %s: %s", d->part, strerror(x->write_errno));
+        return STEP_FAIL;
+    }
+    if (cc == CURLE_ABORTED_BY_CALLBACK && x->cancel && *x->cancel) {
+        progress_break(&d->prog);
+        d->rc = cv_err_set(err, CV_ECANCELED,
+                           "interrupted: %lld bytes are kept in %s; run the same command to resume",
+                           (long long)d->have, d->part);
+        return STEP_FAIL;
+    }
+    /* What this response says about the file: the next attempt must resume
+     * against the same one. */
+    if (x->status >= 200 && x->status < 300) {
+        int64_t t = response_total(x);
+        const char *e = x->linked_etag[0] ? x->linked_etag : x->etag;
+        if (x->verdict == V_RESTART) {
+            progress_break(&d->prog);
+            if (d->prog.mode)
+                fprintf(stderr, "%s: the remote file changed since the partial download; starting over\n",
+                        d->prog.label);
+            if ((d->rc = dl_restart(d, err)))
+                return STEP_FAIL;
+            d->total = -1;
+            d->linked_etag[0] = 0;
+            snprintf(last->msg, sizeof last->msg, "the remote file changed");
+            return STEP_RETRY;
+        }
+        if (t > 0)
+            d->total = t;
+        if (e[0])
+            snprintf(d->linked_etag, sizeof d->linked_etag, "%s", e);
+    }
+    if (x->status == 416 && d->have > 0) {
+        /* Range past the end: the partial is complete if it is as long as
+         * the file, else it is not ours to trust. */
+        if (x->range_total == d->have || (d->total > 0 && d->total == d->have)) {
+            d->total = d->have;
+            return STEP_DONE;
+        }
+        if ((d->rc = dl_restart(d, err)))
+            return STEP_FAIL;
+        snprintf(last->msg, sizeof last->msg, "the server refused the resume range");
+        return STEP_RETRY;
+    }
+    const char *what = d->ref->repo[0] ? d->ref->repo : d->url;
+    if (x->status >= 300 || (cc == CURLE_OK && x->status < 200)) {
+        progress_break(&d->prog);
+        if (x->status >= 500 || x->status == 408 || x->status == 429) {
+            status_error(x, d->url, what, d->token != NULL, last);
+            return STEP_RETRY;
+        }
+        d->rc = status_error(x, d->url, what, d->token != NULL, err);
+        d->drop = true;
+        return STEP_FAIL;
+    }
+    if (x->verdict == V_BAD_RANGE) {
+        snprintf(last->msg, sizeof last->msg, "the server answered bytes from %lld, not %lld",
+                 (long long)x->range_start, (long long)x->offset);
+        return (d->rc = dl_restart(d, err)) ? STEP_FAIL : STEP_RETRY;
+    }
+    if (x->verdict == V_TOO_LONG) {
+        progress_break(&d->prog);
+        d->rc = cv_err_set(err, CV_ECORRUPT, "%s: the server sent more than the %lld bytes it announced", d->url,
+                           (long long)d->total);
+        d->drop = true;
+        return STEP_FAIL;
+    }
+    if (cc != CURLE_OK) {
+        cv_err_set(last, CV_EIO, "%s", curl_easy_strerror(cc));
+        /* Nothing answering at all (no route, no DNS, a wrong HF_ENDPOINT)
+         * is rarely a blip: one retry, not six. */
+        bool unreachable = (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) && !x->started;
+        if (retryable(cc) && !(unreachable && a >= 1))
+            return STEP_RETRY;
+        progress_break(&d->prog);
+        d->rc = cv_err_set(err, CV_EIO, "downloading %s: %s", d->url, curl_easy_strerror(cc));
+        return STEP_FAIL;
+    }
+    if (d->total > 0 && d->have < d->total) {
+        snprintf(last->msg, sizeof last->msg, "the connection ended at %lld of %lld bytes", (long long)d->have,
+                 (long long)d->total);
+        return STEP_RETRY;
+    }
+    progress_draw(&d->prog, d->have, d->total > 0 ? d->total : d->have, true);
+    return STEP_DONE;
+}
+
+/* Attempts (resuming, with a growing delay) until the bytes are all there. */
+static int dl_transfer(dl *d, cv_err *err)
+{
+    const cv_pull_opts *o = d->o;
+    d->x = (xfer){ .curl = d->curl, .mem_max = 4096, .to_file = true, .fd = d->fd, .sha = &d->sha,
+                   .prog = &d->prog, .cancel = o ? o->cancel : NULL, .pm = &d->pm, .meta_path = d->meta,
+                   .dir = d->dir };
     int attempts = o && o->attempts > 0 ? o->attempts : CV_DOWNLOAD_ATTEMPTS;
     int delay = o && o->retry_delay_ms > 0 ? o->retry_delay_ms : 1000;
-    int64_t total = pm.total;
-    char linked_etag[256] = "";
-    snprintf(linked_etag, sizeof linked_etag, "%s", pm.etag);
-    bool done = false;
     cv_err last = { 0 };
-    for (int a = 0; a < attempts && !done; a++) {
+    for (int a = 0; a < attempts; a++) {
         if (a > 0) {
-            progress_break(&prog);
-            if (prog.mode)
-            {
-                if (have)
-                    fprintf(stderr, "%s: %s; resuming at %lld bytes (attempt %d of %d)\n", prog.label, last.msg,
-                            (long long)have, a + 1, attempts);
+            progress_break(&d->prog);
+            if (d->prog.mode) {
+                if (d->have)
+                    fprintf(stderr, "%s: %s; resuming at %lld bytes (attempt %d of %d)\n", d->prog.label, last.msg,
+                            (long long)d->have, a + 1, attempts);
                 else
-                    fprintf(stderr, "%s: %s; retrying (attempt %d of %d)\n", prog.label, last.msg, a + 1, attempts);
+                    fprintf(stderr, "%s: %s; retrying (attempt %d of %d)\n", d->prog.label, last.msg, a + 1,
+                            attempts);
             }
             sleep_ms(delay);
             if (!(o && o->retry_delay_ms > 0))
                 delay = CV_MIN(delay * 2, 30000);
         }
-        res->attempts = a + 1;
-        char range[48];
-        snprintf(range, sizeof range, "%lld-", (long long)have);
-        struct curl_slist *h;
-        xfer_setup(&x, url, token, &h, have > 0 ? range : NULL);
-        x.offset = have;
-        x.expect_total = total;
-        snprintf(x.expect_etag, sizeof x.expect_etag, "%s", linked_etag);
-        prog.t_start = prog.t_last = cv_now_s();
-        prog.start_bytes = have;
-        prog.last_decile = total > 0 ? (int)(have * 10 / total) : 0;
-        CURLcode cc = curl_easy_perform(c);
-        curl_slist_free_all(h);
-        fstat(fd, &st);
-        have = (int64_t)st.st_size; /* what is on disk is what counts */
+        d->res->attempts = a + 1;
+        int step = dl_attempt(d, a, &last, err);
+        if (step == STEP_DONE)
+            return 0;
+        if (step == STEP_FAIL)
+            return d->rc;
+    }
+    progress_break(&d->prog);
+    if (d->have)
+        return cv_err_set(err, CV_EIO,
+                          "downloading %s failed %d times (last: %s); %lld bytes are kept in %s: run the same "
+                          "command to resume",
+                          d->url, d->res->attempts, last.msg, (long long)d->have, d->part);
+    return cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s)", d->url, d->res->attempts, last.msg);
+}
 
-        if (x.verdict == V_NOSPACE) {
-            char need[32], free_[32];
-            human_bytes(x.need_bytes, need, sizeof need);
-            human_bytes(x.free_bytes, free_, sizeof free_);
-            progress_break(&prog);
-            rc = cv_err_set(err, CV_EIO, "not enough disk space for %s: it needs %s more and %s has %s free",
-                            prog.label, need, dir, free_);
-            goto fail_keep;
-        }
-        if (x.verdict == V_WRITE) {
-            rc = cv_err_set(err, CV_EIO, "writing %s: %s", part, strerror(x.write_errno));
-            goto fail_keep;
-        }
-        if (cc == CURLE_ABORTED_BY_CALLBACK && x.cancel && *x.cancel) {
-            progress_break(&prog);
-            rc = cv_err_set(err, CV_ECANCELED,
-                            "interrupted: %lld bytes are kept in %s; run the same command to resume", (long long)have,
-                            part);
-            goto fail_keep;
-        }
-        /* What this response says about the file: the next attempt must
-         * resume against the same one. */
-        if (x.status >= 200 && x.status < 300) {
-            int64_t t = response_total(&x);
-            const char *e = x.linked_etag[0] ? x.linked_etag : x.etag;
-            if (x.verdict == V_RESTART) {
-                progress_break(&prog);
-                if (prog.mode)
-                    fprintf(stderr, "%s: the remote file changed since the partial download; starting over\n",
-                            prog.label);
-                if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-                    rc = cv_err_set(err, CV_EIO, "%s: %s", part, strerror(errno));
-                    goto fail_keep;
-                }
-                have = 0;
-                cv_sha256_init(&sha);
-                total = -1;
-                linked_etag[0] = 0;
-                snprintf(last.msg, sizeof last.msg, "the remote file changed");
-                continue;
-            }
-            if (t > 0)
-                total = t;
-            if (e[0])
-                snprintf(linked_etag, sizeof linked_etag, "%s", e);
-        }
-        if (x.status == 416 && have > 0) {
-            /* Range past the end: the partial is complete if it is as long as
-             * the file, else it is not ours to trust. */
-            if (x.range_total == have || (total > 0 && total == have)) {
-                total = have;
-                done = true;
-                break;
-            }
-            if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-                rc = cv_err_set(err, CV_EIO, "%s: %s", part, strerror(errno));
-                goto fail_keep;
-            }
-            have = 0;
-            cv_sha256_init(&sha);
-            snprintf(last.msg, sizeof last.msg, "the server refused the resume range");
-            continue;
-        }
-        if (x.status >= 300 || (cc == CURLE_OK && x.status < 200)) {
-            progress_break(&prog);
-            if (x.status >= 500 || x.status == 408 || x.status == 429) {
-                status_error(&x, url, ref->repo[0] ? ref->repo : url, token != NULL, &last);
-                continue;
-            }
-            rc = status_error(&x, url, ref->repo[0] ? ref->repo : url, token != NULL, err);
-            goto fail_drop;
-        }
-        if (x.verdict == V_BAD_RANGE) {
-            snprintf(last.msg, sizeof last.msg, "the server answered bytes from %lld, not %lld",
-                     (long long)x.range_start, (long long)x.offset);
-            if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-                rc = cv_err_set(err, CV_EIO, "%s: %s", part, strerror(errno));
-                goto fail_keep;
-            }
-            have = 0;
-            cv_sha256_init(&sha);
-            continue;
-        }
-        if (x.verdict == V_TOO_LONG) {
-            progress_break(&prog);
-            rc = cv_err_set(err, CV_ECORRUPT, "%s: the server sent more than the %lld bytes it announced", url,
-                            (long long)total);
-            goto fail_drop;
-        }
-        if (cc != CURLE_OK) {
-            cv_err_set(&last, CV_EIO, "%s", curl_easy_strerror(cc));
-            /* Nothing answering at all (no route, no DNS, a wrong
-             * HF_ENDPOINT) is rarely a blip: one retry, not six. */
-            bool unreachable = (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) && !x.started;
-            if (retryable(cc) && !(unreachable && a >= 1))
-                continue;
-            progress_break(&prog);
-            rc = cv_err_set(err, CV_EIO, "downloading %s: %s", url, curl_easy_strerror(cc));
-            goto fail_keep;
-        }
-        if (total > 0 && have < total) {
-            snprintf(last.msg, sizeof last.msg, "the connection ended at %lld of %lld bytes", (long long)have,
-                     (long long)total);
-            continue;
-        }
-        progress_draw(&prog, have, total > 0 ? total : have, true);
-        done = true;
-    }
-    if (!done) {
-        progress_break(&prog);
-        if (have)
-            rc = cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s); %lld bytes are kept in %s: run "
-                            "the same command to resume", url, res->attempts, last.msg, (long long)have, part);
-        else
-            rc = cv_err_set(err, CV_EIO, "downloading %s failed %d times (last: %s)", url, res->attempts, last.msg);
-        goto fail_keep;
-    }
-
-    /* ---- checks ---- */
-    res->bytes = have;
-    if (total > 0 && have != total) {
-        rc = cv_err_set(err, CV_ECORRUPT, "%s: downloaded %lld bytes but the file has %lld; the download was deleted",
-                        url, (long long)have, (long long)total);
-        goto fail_drop;
-    }
-    cv_sha256_final(&sha, res->sha256);
-    if (is_sha256_hex(linked_etag)) {
-        if (strcmp(res->sha256, linked_etag)) {
-            rc = cv_err_set(err, CV_ECORRUPT,
-                            "%s: sha256 mismatch: the hub says %s, the download is %s; the download was deleted, run "
-                            "the same command to fetch it again",
-                            url, linked_etag, res->sha256);
-            goto fail_drop;
-        }
+/* The checks, then the file under its name: size, the hub's sha256 when it
+ * gave one, the GGUF reader's validation, fsync and rename. */
+static int dl_commit(dl *d, cv_err *err)
+{
+    cv_pull_result *res = d->res;
+    res->bytes = d->have;
+    d->drop = true;
+    if (d->total > 0 && d->have != d->total)
+        return cv_err_set(err, CV_ECORRUPT,
+                          "%s: downloaded %lld bytes but the file has %lld; the download was deleted", d->url,
+                          (long long)d->have, (long long)d->total);
+    cv_sha256_final(&d->sha, res->sha256);
+    if (is_sha256_hex(d->linked_etag)) {
+        if (strcmp(res->sha256, d->linked_etag))
+            return cv_err_set(err, CV_ECORRUPT,
+                              "%s: sha256 mismatch: the hub says %s, the download is %s; the download was deleted, "
+                              "run the same command to fetch it again",
+                              d->url, d->linked_etag, res->sha256);
         res->sha256_checked = true;
     }
     cv_gguf *g;
     cv_err gerr;
-    if (cv_gguf_open(part, &g, &gerr) != 0) {
-        rc = cv_err_set(err, CV_ECORRUPT, "%s is not a valid GGUF file (%s); the download was deleted", url, gerr.msg);
-        goto fail_drop;
-    }
+    if (cv_gguf_open(d->part, &g, &gerr) != 0)
+        return cv_err_set(err, CV_ECORRUPT, "%s is not a valid GGUF file (%s); the download was deleted", d->url,
+                          gerr.msg);
     cv_gguf_close(g);
-    if (fsync(fd) != 0 || rename(part, ref->path) != 0) {
-        rc = cv_err_set(err, CV_EIO, "cannot move %s into place: %s", part, strerror(errno));
-        goto fail_keep;
-    }
-    unlink(meta);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    d->drop = false;
+    if (fsync(d->fd) != 0 || rename(d->part, d->ref->path) != 0)
+        return cv_err_set(err, CV_EIO, "cannot move %s into place: %s", d->part, strerror(errno));
+    unlink(d->meta);
+    int dfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         fsync(dfd); /* the rename itself is durable */
         close(dfd);
     }
-    close(fd);
-    cv_buf_free(&x.mem);
     return 0;
+}
 
-fail_drop:
-    unlink(part);
-    unlink(meta);
-fail_keep:
-    /* An empty partial is kept only by a pull that is still running. */
-    if (fstat(fd, &st) == 0 && st.st_size == 0) {
-        unlink(part);
-        unlink(meta);
+static int fetch(CURL *c, const cv_model_ref *ref, const char *url, const cv_pull_opts *o, cv_pull_result *res,
+                 cv_err *err)
+{
+    dl d = { .curl = c, .ref = ref, .url = url, .o = o, .res = res, .fd = -1 };
+    d.token = ref->url[0] ? NULL : token_of(o); /* never send a hub token to another host */
+    int rc = dl_open(&d, err);
+    if (!rc)
+        rc = dl_transfer(&d, err);
+    if (!rc)
+        rc = dl_commit(&d, err);
+    if (d.fd >= 0) {
+        struct stat st;
+        /* A .part known bad goes; an empty one is kept only by a pull that
+         * is still running. */
+        if (rc && (d.drop || (fstat(d.fd, &st) == 0 && st.st_size == 0))) {
+            unlink(d.part);
+            unlink(d.meta);
+        }
+        close(d.fd);
     }
-    close(fd);
-    cv_buf_free(&x.mem);
+    cv_buf_free(&d.x.mem);
     return rc;
 }
 

@@ -1,10 +1,10 @@
 /* main.c — `corvid` entry: dispatches argv[1] through the command table and
- * implements `help`, which is generated from that table. */
+ * implements `help`, which is generated from that table (and, for one
+ * command, from that command's flag rows: `corvid help X` is `corvid X
+ * --help`). */
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "cli/cli_int.h"
-#include "gguf/gguf.h"
 
 const cv_cmd *cv_cli_find(const char *name)
 {
@@ -14,45 +14,26 @@ const cv_cmd *cv_cli_find(const char *name)
     return NULL;
 }
 
-int cv_cli_usage_error(const cv_cmd *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "corvid %s: ", cmd->name);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\nusage: %s\n", cmd->usage);
-    va_end(ap);
-    return 2;
-}
-
-int cv_cli_kv_type(const char *name, uint32_t *out)
-{
-    if (!strcmp(name, "f16"))
-        *out = CV_GGML_F16;
-    else if (!strcmp(name, "f32"))
-        *out = CV_GGML_F32;
-    else if (!strcmp(name, "q8_0"))
-        *out = CV_GGML_Q8_0;
-    else
-        return -1;
-    return 0;
-}
+static const cv_cli_spec spec = { .name = "help", .args = "[COMMAND]", .max_args = 1 };
 
 int cv_cmd_help(int argc, char **argv)
 {
-    if (argc >= 2) {
+    int n = 0, st;
+    if (argc > 0 && !cv_cli_parse(&spec, NULL, argc, argv, &n, &st))
+        return st;
+    if (n == 1) {
         const cv_cmd *c = cv_cli_find(argv[1]);
         if (!c) {
             fprintf(stderr, "corvid: no command '%s'; try `corvid help`\n", argv[1]);
             return 2;
         }
-        printf("%s\n\nusage: %s\n", c->summary, c->usage);
-        return 0;
+        char *args[] = { (char *)c->name, "--help", NULL };
+        return c->fn(2, args);
     }
     printf("corvid — a local LLM inference server for coding agents\n\nusage: corvid COMMAND [ARGS]\n\ncommands:\n");
     for (int i = 0; i < cv_n_cmds; i++)
         printf("  %-12s %s\n", cv_cmds[i].name, cv_cmds[i].summary);
-    printf("\n`corvid help COMMAND` shows the usage of one.\n");
+    printf("\n`corvid help COMMAND` (or `corvid COMMAND --help`) shows the usage of one.\n");
     return 0;
 }
 

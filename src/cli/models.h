@@ -179,7 +179,7 @@ int cv_model_ensure(const char *spec, const cv_pull_opts *o, char *path, size_t 
 /* How `recipe` and `launch` reach a corvid server. */
 typedef struct cv_client_params {
     const char *host;     /* "127.0.0.1" */
-    int port;             /* 8000 */
+    int32_t port;         /* 8000 */
     const char *model;    /* the served model id clients should ask for */
     const char *api_key;  /* the server's key, or NULL: clients get a placeholder */
     int64_t n_ctx;        /* the served context (0: unknown) */

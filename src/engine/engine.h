@@ -98,6 +98,8 @@ typedef struct cv_engine_params {
  * in a cache of type kv_type; "f32", "f16" or "q8_0" names the type. */
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type);
 const char *cv_engine_kv_type_name(uint32_t kv_type);
+/* The type a name stands for, or CV_EINVAL with the names in the message. */
+int cv_engine_kv_type_parse(const char *name, uint32_t *out, cv_err *err);
 
 typedef struct cv_engine cv_engine;
 

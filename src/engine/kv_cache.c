@@ -346,7 +346,33 @@ size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
     return kv_block_bytes(eng_kv_layers(m, NULL), m->hp.n_head_kv, m->hp.head_dim, kv_type);
 }
 
+/* The KV element types by name: the one table the CLI's --kv-type, the
+ * logs and /v1/status read. */
+static const struct {
+    uint32_t type;
+    const char *name;
+} kv_types[] = { { CV_GGML_F32, "f32" }, { CV_GGML_F16, "f16" }, { CV_GGML_Q8_0, "q8_0" } };
+
 const char *cv_engine_kv_type_name(uint32_t kv_type)
 {
-    return kv_type == CV_GGML_Q8_0 ? "q8_0" : kv_type == CV_GGML_F16 ? "f16" : "f32";
+    for (size_t i = 0; i < CV_ARRAY_LEN(kv_types); i++)
+        if (kv_types[i].type == kv_type)
+            return kv_types[i].name;
+    return "unknown";
+}
+
+int cv_engine_kv_type_parse(const char *name, uint32_t *out, cv_err *err)
+{
+    cv_buf names = { 0 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(kv_types); i++) {
+        if (!strcmp(kv_types[i].name, name)) {
+            *out = kv_types[i].type;
+            cv_buf_free(&names);
+            return 0;
+        }
+        cv_buf_printf(&names, "%s%s", i ? i + 1 < CV_ARRAY_LEN(kv_types) ? ", " : " or " : "", kv_types[i].name);
+    }
+    cv_err_set(err, CV_EINVAL, "'%.40s' is not a KV cache type (%s)", name, names.data);
+    cv_buf_free(&names);
+    return CV_EINVAL;
 }

@@ -7,9 +7,9 @@
  * grammar is looser there, never stricter), a construct it cannot even read
  * (a remote $ref, an unsupported regex feature) is an error naming it and
  * its JSON pointer. Serialisation choices (key order = declared order, no
- * exponent in bounded numbers, at most 20 integer digits, bounded
- * whitespace, one escape form per character inside patterns) narrow how a
- * value is written, never which values can be written. */
+ * exponent in bounded numbers, at most MAX_DIGITS (18) integer digits,
+ * bounded whitespace, one escape form per character inside patterns) narrow
+ * how a value is written, never which values can be written. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -932,6 +932,191 @@ static const char *json_type_of(const json_t *v)
 
 static gx *typed(gschema *c, const json_t *s, const char *t, bool raw, const char *term);
 
+static gx *value_impl(gschema *c, const json_t *s, bool raw, const char *term);
+
+/* ---- one function per keyword family; each returns NULL for "no value"
+ * (after sfail when the schema is wrong) ---- */
+
+/* $ref: a rule per target (so recursion works), or, with sibling keywords
+ * (2019+ semantics), the same as allOf [{$ref}, {the rest}]. */
+static gx *ref_value(gschema *c, const json_t *s, const json_t *ref, bool raw, const char *term)
+{
+    gbuild *b = B(c);
+    const char *k;
+    json_t *v;
+    if (!json_is_string(ref)) {
+        sfail(c, CV_EINVAL, "$ref must be a string");
+        return NULL;
+    }
+    bool others = false;
+    json_object_foreach((json_t *)s, k, v) others |= strcmp(k, "$ref") && !is_annotation(k);
+    if (others) {
+        json_t *syn = json_object();
+        json_array_append_new(c->owned, syn);
+        json_t *rest = json_object();
+        json_object_foreach((json_t *)s, k, v) if (strcmp(k, "$ref")) json_object_set(rest, k, v);
+        json_object_set_new(syn, "allOf", json_pack("[{s:O},o]", "$ref", ref, rest));
+        return value_impl(c, syn, raw, term);
+    }
+    const json_t *t = resolve_ref(c, json_string_value(ref));
+    if (!t)
+        return NULL;
+    if (raw)
+        return value_impl(c, t, raw, term);
+    int r = memo_find(c, t);
+    if (r < 0) {
+        char name[96];
+        snprintf(name, sizeof name, "ref:%.80s", json_string_value(ref));
+        r = gb_rule_new(b, name);
+        memo_add(c, t, r);
+        gb_rule_set(b, r, value_impl(c, t, false, NULL));
+    }
+    return gx_call(b, r);
+}
+
+/* anyOf / oneOf: one alternative per branch, each with the sibling
+ * keywords applied (as allOf [rest, branch]). */
+static gx *any_of_value(gschema *c, const json_t *s, const json_t *any, const json_t *one, bool raw, const char *term)
+{
+    gbuild *b = B(c);
+    const char *k;
+    json_t *v;
+    const json_t *arr = any ? any : one;
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        sfail(c, CV_EINVAL, "%s must be a non-empty array", any ? "anyOf" : "oneOf");
+        return NULL;
+    }
+    if (json_array_size(arr) > CV_MAX_GRAMMAR_ALTS) {
+        sfail(c, CV_ELIMIT, "%zu alternatives, limit CV_MAX_GRAMMAR_ALTS = %d", json_array_size(arr),
+              CV_MAX_GRAMMAR_ALTS);
+        return NULL;
+    }
+    if (one && !branches_disjoint(one))
+        warn(c, "oneOf is compiled as anyOf (a value may match several branches)");
+    if (any && one)
+        warn(c, "oneOf beside anyOf is not enforced");
+    json_t *rest = json_object();
+    json_object_foreach((json_t *)s, k, v) if (strcmp(k, "anyOf") && strcmp(k, "oneOf")) json_object_set(rest, k, v);
+    bool has_rest = false;
+    json_object_foreach(rest, k, v) has_rest |= !is_annotation(k);
+    json_array_append_new(c->owned, rest);
+    gx_list alts = { 0 };
+    size_t i;
+    json_t *br;
+    json_array_foreach(arr, i, br) {
+        char seg[32];
+        snprintf(seg, sizeof seg, "%s/%zu", any ? "anyOf" : "oneOf", i);
+        size_t save = path_push(c, seg);
+        if (has_rest) {
+            json_t *syn = json_pack("{s:[O,O]}", "allOf", rest, br);
+            json_array_append_new(c->owned, syn);
+            gxl_push(b, &alts, value_impl(c, syn, raw, term));
+        } else {
+            gxl_push(b, &alts, value_impl(c, br, raw, term));
+        }
+        path_pop(c, save);
+    }
+    gx *out = gx_alt(b, alts.n, alts.v);
+    free(alts.v);
+    return out;
+}
+
+/* enum / const: the listed values the schema's type allows, as literals. */
+static gx *enum_value(gschema *c, const json_t *type, const json_t *en, const json_t *cn, bool raw)
+{
+    gbuild *b = B(c);
+    if (en && (!json_is_array(en) || json_array_size(en) > CV_MAX_GRAMMAR_ALTS)) {
+        sfail(c, json_is_array(en) ? CV_ELIMIT : CV_EINVAL, "enum must be an array of at most %d values",
+              CV_MAX_GRAMMAR_ALTS);
+        return NULL;
+    }
+    gx_list alts = { 0 };
+    size_t i;
+    json_t *ev;
+    json_t *one_c = json_array();
+    json_array_append(one_c, (json_t *)cn);
+    json_array_foreach(cn ? one_c : en, i, ev) {
+        if (!type_allows(type, json_type_of(ev)))
+            continue;
+        if (raw && json_is_string(ev))
+            gxl_push(b, &alts, gx_litz(b, json_string_value(ev)));
+        else
+            gxl_push(b, &alts, json_lit(c, ev));
+    }
+    json_decref(one_c);
+    if (alts.n == 0)
+        sfail(c, CV_EINVAL, "no enum/const value matches the schema's type");
+    gx *out = gx_alt(b, alts.n, alts.v);
+    free(alts.v);
+    return out;
+}
+
+/* type (a name or a list of names), plus null when nullable (OpenAPI). */
+static gx *type_value(gschema *c, const json_t *s, const json_t *type, bool nullable, bool raw, const char *term)
+{
+    gbuild *b = B(c);
+    gx_list alts = { 0 };
+    if (json_is_string(type)) {
+        gxl_push(b, &alts, typed(c, s, json_string_value(type), raw, term));
+    } else if (json_is_array(type)) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(type, i, t) {
+            if (!json_is_string(t)) {
+                sfail(c, CV_EINVAL, "type entries must be strings");
+                break;
+            }
+            gxl_push(b, &alts, typed(c, s, json_string_value(t), raw, term));
+        }
+    } else {
+        sfail(c, CV_EINVAL, "type must be a string or an array of strings");
+    }
+    if (nullable)
+        gxl_push(b, &alts, gx_litz(b, "null"));
+    gx *out = gx_alt(b, alts.n, alts.v);
+    free(alts.v);
+    return out;
+}
+
+/* No type: each type whose keywords are present; none present means any
+ * value (keywords other than annotations warned as unenforced). */
+static gx *inferred_value(gschema *c, const json_t *s, bool nullable, bool raw, const char *term)
+{
+    static const char *const obj_kw[] = { "properties", "required", "additionalProperties", "propertyNames",
+                                           "minProperties", "maxProperties", "patternProperties" };
+    static const char *const arr_kw[] = { "items", "prefixItems", "minItems", "maxItems", "additionalItems" };
+    static const char *const str_kw[] = { "minLength", "maxLength", "pattern", "format" };
+    static const char *const num_kw[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                          "multipleOf" };
+    gbuild *b = B(c);
+    const char *k;
+    json_t *v;
+    bool o = false, a = false, st = false, nm = false;
+    for (size_t i = 0; i < CV_ARRAY_LEN(obj_kw); i++) o |= json_object_get(s, obj_kw[i]) != NULL;
+    for (size_t i = 0; i < CV_ARRAY_LEN(arr_kw); i++) a |= json_object_get(s, arr_kw[i]) != NULL;
+    for (size_t i = 0; i < CV_ARRAY_LEN(str_kw); i++) st |= json_object_get(s, str_kw[i]) != NULL;
+    for (size_t i = 0; i < CV_ARRAY_LEN(num_kw); i++) nm |= json_object_get(s, num_kw[i]) != NULL;
+    gx_list alts = { 0 };
+    if (o) gxl_push(b, &alts, typed(c, s, "object", raw, term));
+    if (a) gxl_push(b, &alts, typed(c, s, "array", raw, term));
+    if (st) gxl_push(b, &alts, typed(c, s, "string", raw, term));
+    if (nm) gxl_push(b, &alts, typed(c, s, "number", raw, term));
+    if (alts.n == 0) {
+        json_object_foreach((json_t *)s, k, v) if (!is_annotation(k) && strcmp(k, "nullable") && strcmp(k, "not") &&
+                                                   strcmp(k, "if") && strcmp(k, "then") && strcmp(k, "else"))
+            warn(c, "keyword '%s' is not enforced", k);
+        gxl_push(b, &alts, raw ? gx_until(b, term, strlen(term)) : any_value(c));
+    }
+    if (nullable)
+        gxl_push(b, &alts, gx_litz(b, "null"));
+    gx *out = gx_alt(b, alts.n, alts.v);
+    free(alts.v);
+    return out;
+}
+
+/* A schema's value: booleans and {} first, then the first keyword family
+ * present, in this order ($ref, allOf, anyOf/oneOf, enum/const, type, or
+ * the type inferred from the other keywords). */
 static gx *value_impl(gschema *c, const json_t *s, bool raw, const char *term)
 {
     gbuild *b = B(c);
@@ -949,187 +1134,33 @@ static gx *value_impl(gschema *c, const json_t *s, bool raw, const char *term)
         sfail(c, CV_ELIMIT, "schema nested deeper than %d", CV_MAX_JSON_DEPTH);
         return gx_none(b);
     }
-    gx *out = NULL;
-    const json_t *ref = json_object_get(s, "$ref");
+    gx *out;
+    const json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
+    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    const json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
     const json_t *type = json_object_get(s, "type");
-    const char *k;
-    json_t *v;
-    if (ref) {
-        if (!json_is_string(ref)) {
-            sfail(c, CV_EINVAL, "$ref must be a string");
-            goto done;
-        }
-        bool others = false;
-        json_object_foreach((json_t *)s, k, v) others |= strcmp(k, "$ref") && !is_annotation(k);
-        if (others) {
-            /* 2019+: $ref applies beside the other keywords: compile as allOf */
-            json_t *syn = json_object();
-            json_array_append_new(c->owned, syn);
-            json_t *rest = json_object();
-            json_object_foreach((json_t *)s, k, v) if (strcmp(k, "$ref")) json_object_set(rest, k, v);
-            json_object_set_new(syn, "allOf", json_pack("[{s:O},o]", "$ref", ref, rest));
-            out = value_impl(c, syn, raw, term);
-            goto done;
-        }
-        const json_t *t = resolve_ref(c, json_string_value(ref));
-        if (!t)
-            goto done;
-        if (raw) {
-            out = value_impl(c, t, raw, term);
-            goto done;
-        }
-        int r = memo_find(c, t);
-        if (r < 0) {
-            char name[96];
-            snprintf(name, sizeof name, "ref:%.80s", json_string_value(ref));
-            r = gb_rule_new(b, name);
-            memo_add(c, t, r);
-            gb_rule_set(b, r, value_impl(c, t, false, NULL));
-        }
-        out = gx_call(b, r);
-        goto done;
-    }
-    if (json_object_get(s, "allOf")) {
-        if (!json_is_array(json_object_get(s, "allOf"))) {
-            sfail(c, CV_EINVAL, "allOf must be an array");
-            goto done;
-        }
-        out = value_impl(c, merge_all_of(c, s), raw, term);
-        goto done;
-    }
-    if (json_object_get(s, "not"))
-        warn(c, "not is not enforced");
-    if (json_object_get(s, "if") || json_object_get(s, "then") || json_object_get(s, "else"))
-        warn(c, "if/then/else is not enforced");
-    const json_t *any = json_object_get(s, "anyOf");
-    const json_t *one = json_object_get(s, "oneOf");
-    if (any || one) {
-        const json_t *arr = any ? any : one;
-        if (!json_is_array(arr) || json_array_size(arr) == 0) {
-            sfail(c, CV_EINVAL, "%s must be a non-empty array", any ? "anyOf" : "oneOf");
-            goto done;
-        }
-        if (json_array_size(arr) > CV_MAX_GRAMMAR_ALTS) {
-            sfail(c, CV_ELIMIT, "%zu alternatives, limit CV_MAX_GRAMMAR_ALTS = %d", json_array_size(arr),
-                  CV_MAX_GRAMMAR_ALTS);
-            goto done;
-        }
-        if (one && !branches_disjoint(one))
-            warn(c, "oneOf is compiled as anyOf (a value may match several branches)");
-        if (any && one)
-            warn(c, "oneOf beside anyOf is not enforced");
-        /* sibling keywords apply to every branch */
-        json_t *rest = json_object();
-        json_object_foreach((json_t *)s, k, v) if (strcmp(k, "anyOf") && strcmp(k, "oneOf")) json_object_set(rest, k, v);
-        bool has_rest = false;
-        json_object_foreach(rest, k, v) has_rest |= !is_annotation(k);
-        json_array_append_new(c->owned, rest);
-        gx_list alts = { 0 };
-        size_t i;
-        json_t *br;
-        json_array_foreach(arr, i, br) {
-            char seg[32];
-            snprintf(seg, sizeof seg, "%s/%zu", any ? "anyOf" : "oneOf", i);
-            size_t save = path_push(c, seg);
-            if (has_rest) {
-                json_t *syn = json_pack("{s:[O,O]}", "allOf", rest, br);
-                json_array_append_new(c->owned, syn);
-                gxl_push(b, &alts, value_impl(c, syn, raw, term));
-            } else {
-                gxl_push(b, &alts, value_impl(c, br, raw, term));
-            }
-            path_pop(c, save);
-        }
-        out = gx_alt(b, alts.n, alts.v);
-        free(alts.v);
-        goto done;
-    }
-    const json_t *en = json_object_get(s, "enum");
-    const json_t *cn = json_object_get(s, "const");
-    if (en || cn) {
-        if (en && (!json_is_array(en) || json_array_size(en) > CV_MAX_GRAMMAR_ALTS)) {
-            sfail(c, json_is_array(en) ? CV_ELIMIT : CV_EINVAL, "enum must be an array of at most %d values",
-                  CV_MAX_GRAMMAR_ALTS);
-            goto done;
-        }
-        gx_list alts = { 0 };
-        size_t i;
-        json_t *ev;
-        json_t *one_c = json_array();
-        json_array_append(one_c, (json_t *)cn);
-        json_array_foreach(cn ? one_c : en, i, ev) {
-            if (!type_allows(type, json_type_of(ev)))
-                continue;
-            if (raw && json_is_string(ev))
-                gxl_push(b, &alts, gx_litz(b, json_string_value(ev)));
-            else
-                gxl_push(b, &alts, json_lit(c, ev));
-        }
-        json_decref(one_c);
-        if (alts.n == 0)
-            sfail(c, CV_EINVAL, "no enum/const value matches the schema's type");
-        out = gx_alt(b, alts.n, alts.v);
-        free(alts.v);
-        goto done;
-    }
     bool nullable = json_is_true(json_object_get(s, "nullable"));
-    if (type) {
-        gx_list alts = { 0 };
-        if (json_is_string(type)) {
-            gxl_push(b, &alts, typed(c, s, json_string_value(type), raw, term));
-        } else if (json_is_array(type)) {
-            size_t i;
-            json_t *t;
-            json_array_foreach(type, i, t) {
-                if (!json_is_string(t)) {
-                    sfail(c, CV_EINVAL, "type entries must be strings");
-                    break;
-                }
-                gxl_push(b, &alts, typed(c, s, json_string_value(t), raw, term));
-            }
-        } else {
-            sfail(c, CV_EINVAL, "type must be a string or an array of strings");
-        }
-        if (nullable)
-            gxl_push(b, &alts, gx_litz(b, "null"));
-        out = gx_alt(b, alts.n, alts.v);
-        free(alts.v);
-        goto done;
+    if (ref) {
+        out = ref_value(c, s, ref, raw, term);
+    } else if (all && !json_is_array(all)) {
+        sfail(c, CV_EINVAL, "allOf must be an array");
+        out = NULL;
+    } else if (all) {
+        out = value_impl(c, merge_all_of(c, s), raw, term);
+    } else {
+        if (json_object_get(s, "not"))
+            warn(c, "not is not enforced");
+        if (json_object_get(s, "if") || json_object_get(s, "then") || json_object_get(s, "else"))
+            warn(c, "if/then/else is not enforced");
+        if (any || one)
+            out = any_of_value(c, s, any, one, raw, term);
+        else if (en || cn)
+            out = enum_value(c, type, en, cn, raw);
+        else if (type)
+            out = type_value(c, s, type, nullable, raw, term);
+        else
+            out = inferred_value(c, s, nullable, raw, term);
     }
-    /* no type: infer it from the keywords present */
-    {
-        static const char *const obj_kw[] = { "properties", "required", "additionalProperties", "propertyNames",
-                                               "minProperties", "maxProperties", "patternProperties" };
-        static const char *const arr_kw[] = { "items", "prefixItems", "minItems", "maxItems", "additionalItems" };
-        static const char *const str_kw[] = { "minLength", "maxLength", "pattern", "format" };
-        static const char *const num_kw[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                              "multipleOf" };
-        bool o = false, a = false, st = false, nm = false;
-        for (size_t i = 0; i < CV_ARRAY_LEN(obj_kw); i++) o |= json_object_get(s, obj_kw[i]) != NULL;
-        for (size_t i = 0; i < CV_ARRAY_LEN(arr_kw); i++) a |= json_object_get(s, arr_kw[i]) != NULL;
-        for (size_t i = 0; i < CV_ARRAY_LEN(str_kw); i++) st |= json_object_get(s, str_kw[i]) != NULL;
-        for (size_t i = 0; i < CV_ARRAY_LEN(num_kw); i++) nm |= json_object_get(s, num_kw[i]) != NULL;
-        gx_list alts = { 0 };
-        if (o) gxl_push(b, &alts, typed(c, s, "object", raw, term));
-        if (a) gxl_push(b, &alts, typed(c, s, "array", raw, term));
-        if (st) gxl_push(b, &alts, typed(c, s, "string", raw, term));
-        if (nm) gxl_push(b, &alts, typed(c, s, "number", raw, term));
-        if (alts.n == 0) {
-            bool known = true;
-            json_object_foreach((json_t *)s, k, v) if (!is_annotation(k) && strcmp(k, "nullable") && strcmp(k, "not") &&
-                                                       strcmp(k, "if") && strcmp(k, "then") && strcmp(k, "else")) {
-                warn(c, "keyword '%s' is not enforced", k);
-                known = false;
-            }
-            (void)known;
-            gxl_push(b, &alts, raw ? gx_until(b, term, strlen(term)) : any_value(c));
-        }
-        if (nullable)
-            gxl_push(b, &alts, gx_litz(b, "null"));
-        out = gx_alt(b, alts.n, alts.v);
-        free(alts.v);
-    }
-done:
     c->depth--;
     return out ? out : gx_none(b);
 }

@@ -39,7 +39,7 @@ typedef struct cv_grammar_opts {
      * then looser than the schema there, never stricter). May be NULL: the
      * lines then go to cv_warn. */
     cv_buf *warnings;
-    /* Reasoning models (added for the server's wiring, issue 8): as in
+    /* Reasoning models: as in
      * cv_grammar_tools_opts below, a reasoning block may come before the
      * document: "think_open ... think_close" when think_open is set (the
      * block is then optional), or, when only think_close is set, the output

@@ -16,11 +16,10 @@
  * Text is not this layer's business: stop strings, detokenization and
  * tool-call parsing happen above, on the events' token ids.
  *
- * History: the first implementation (sched_serial.c, the engine engineer's)
- * ran requests one at a time; issue 7 replaced its internals behind the same
- * submit/next/cancel/release calls and added, without changing their
- * meaning: the config fields below the first two, the per-request sampling
- * hook, statistics, /v1/status and /metrics renderers, and the cache file. */
+ * Files: sched.c (lifecycle, submit and events, statistics and status),
+ * sched_step.c (one step: admission, batch, forward, sampling), radix.c
+ * (the prefix tree), draft.c (prompt-lookup drafts), cache_file.c (the
+ * file the tree is saved to); their shared state is in sched_int.h. */
 #ifndef CV_SCHED_H
 #define CV_SCHED_H
 
@@ -30,8 +29,8 @@
 typedef struct cv_sched cv_sched;
 typedef struct cv_sched_req cv_sched_req; /* one submitted request */
 
-/* A per-request sampling hook: the slot for constrained decoding (issue 8,
- * src/grammar/). choose runs on the engine thread for every token of its
+/* A per-request sampling hook: the slot constrained decoding plugs into
+ * (server/constrain.h, over src/grammar/). choose runs on the engine thread for every token of its
  * request, with the raw logits [n_vocab] of that request's row (not to be
  * modified) and the request's own sampler; it picks the token (typically by
  * masking a copy of the logits and calling cv_sampler_sample on it) and
@@ -55,7 +54,6 @@ typedef struct cv_sched_params {
     int32_t n_stop_tokens;
     int32_t n_top_logprobs; /* 0: none; else the top-N alternatives per token (<= CV_MAX_TOP_LOGPROBS) */
     bool logprobs;          /* report the chosen token's logprob */
-    /* Added with issue 7: */
     const cv_sched_hook *hook; /* NULL: plain sampling; the table must outlive the request */
     void *hook_ud;             /* owned by the request once submit succeeds (hook->destroy frees it) */
 } cv_sched_params;
@@ -93,12 +91,12 @@ typedef struct cv_sched_event {
     cv_err err;           /* ERROR */
 } cv_sched_event;
 
-/* ---- lifecycle (added with the serial scheduler) ---- */
+/* ---- lifecycle ---- */
 
 typedef struct cv_sched_config {
     int32_t queue_max; /* requests waiting for the engine at most; <= 0: CV_MAX_SCHED_QUEUE */
     uint64_t seed;     /* seeds the seeds drawn for requests without one; 0: from the clock */
-    /* Added with issue 7 (zero means the default): */
+    /* Zero means the default for each of these: */
     int32_t batch_tokens;   /* tokens per step (decode + prefill chunks); <= 0: CV_SCHED_BATCH_TOKENS_DEFAULT,
                              * clamped to the engine's n_batch */
     bool no_prefix_cache;   /* no lookups, no tree: every prompt is computed (benchmarks, tests) */
@@ -147,11 +145,9 @@ void cv_sched_cancel(cv_sched_req *r);
 /* Drops the caller's reference (cancelling it if still running). */
 void cv_sched_release(cv_sched_req *r);
 
-/* ---- statistics and status (added with issue 7) ---- */
+/* ---- statistics and status ---- */
 
-/* Load and totals, for health checks, metrics and /v1/status. The first
- * seven fields came with the serial scheduler (the engine engineer's
- * cv_sched_get_stats); the rest with issue 7. */
+/* Load and totals, for health checks, metrics and /v1/status. */
 typedef struct cv_sched_stats {
     int32_t queue_depth;      /* submitted, not yet running */
     int32_t running;          /* requests being generated */
@@ -160,7 +156,6 @@ typedef struct cv_sched_stats {
     int64_t n_requests;       /* finished since creation (any reason) */
     int64_t n_tokens_prompt;  /* prompt tokens computed since creation (recompute after preemption included) */
     int64_t n_tokens_generated;
-    /* Added with issue 7: */
     int64_t kv_blocks;        /* the engine's pool */
     int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not) */
     int64_t steps;            /* forward calls */
@@ -170,7 +165,7 @@ typedef struct cv_sched_stats {
     int64_t lookups, hits;    /* admissions that searched the tree / found a block */
     int64_t evictions;        /* tree blocks evicted (LRU) */
     int64_t file_blocks_loaded;
-    /* Added with speculative decoding: */
+    /* Speculative decoding: */
     int64_t draft_tokens;     /* drafted tokens verified */
     int64_t draft_accepted;   /* of those, the ones the sampler chose (each saved a step) */
     int64_t draft_declined;   /* drafted but not verified: too deep in the context for their chance */
@@ -193,7 +188,7 @@ json_t *cv_sched_status(cv_sched *s);
  * corvid_prefix_cache_*). Thread-safe. */
 void cv_sched_metrics(cv_sched *s, cv_buf *out);
 
-/* ---- sizing and the cache file (added with issue 7) ---- */
+/* ---- sizing and the cache file ---- */
 
 /* KV positions that kv_bytes of memory hold for model m with KV element
  * type kv_type (CV_GGML_F32 / F16 / Q8_0), rounded down to whole blocks. */

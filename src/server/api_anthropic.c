@@ -31,40 +31,11 @@
 
 /* ---- request ---- */
 
-/* Text of a block array (or a string) joined by newlines; non-text blocks
- * other than the ones a caller handles are refused or skipped. */
-static int blocks_text(json_t *c, const char *what, cv_buf *out, cv_err *err)
-{
-    if (json_is_string(c)) {
-        cv_buf_append(out, json_string_value(c), json_string_length(c));
-        return 0;
-    }
-    if (!c || json_is_null(c))
-        return 0;
-    if (!json_is_array(c))
-        return cv_err_set(err, CV_EINVAL, "'%s' must be a string or an array of content blocks", what);
-    size_t i;
-    json_t *b;
-    json_array_foreach(c, i, b) {
-        const char *type = NULL;
-        if (!json_is_object(b) || cv_json_get_str(b, "type", NULL, &type, NULL) || !type)
-            return cv_err_set(err, CV_EINVAL, "'%s[%zu]' must be a content block with a 'type'", what, i);
-        if (!strcmp(type, "text")) {
-            json_t *t = json_object_get(b, "text");
-            if (!json_is_string(t))
-                return cv_err_set(err, CV_EINVAL, "'%s[%zu].text' must be a string", what, i);
-            if (out->len)
-                cv_buf_putc(out, '\n');
-            cv_buf_append(out, json_string_value(t), json_string_length(t));
-        } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
-            return cv_err_set(err, CV_EUNSUPPORTED,
-                              "'%s[%zu]' is an %s block: this server takes text only (no vision yet)", what, i, type);
-        } else {
-            cv_debug("anthropic: skipping a '%s' block in %s", type, what);
-        }
-    }
-    return 0;
-}
+/* Text blocks are kept; image and document blocks are refused (no vision
+ * yet); the rest (tool_use in a user turn, redacted thinking, ...) skipped. */
+static const char *const text_blocks[] = { "text", NULL };
+static const char *const media_blocks[] = { "image", "document", NULL };
+static const cv_req_parts anth_blocks = { "content block", text_blocks, media_blocks };
 
 static void append_system(cv_buf *sys, cv_str text)
 {
@@ -126,7 +97,7 @@ static int user_message(json_t *c, const char *what, json_t *msgs, cv_err *err)
                 cv_buf_free(&text);
                 return cv_err_set(err, CV_EINVAL, "'%s.content[%zu].tool_use_id' must be a string", what, i);
             }
-            if (blocks_text(json_object_get(b, "content"), w2, &r, err)) {
+            if (cv_req_content_text(json_object_get(b, "content"), w2, &anth_blocks, &r, err)) {
                 cv_buf_free(&r);
                 cv_buf_free(&text);
                 return err ? err->code : CV_EINVAL;
@@ -136,9 +107,9 @@ static int user_message(json_t *c, const char *what, json_t *msgs, cv_err *err)
             cv_buf_free(&r);
             continue;
         }
-        json_t *one = json_pack("[O]", b);
-        int rc = blocks_text(one, what, &text, err);
-        json_decref(one);
+        char w2[64];
+        snprintf(w2, sizeof w2, "%s.content", what);
+        int rc = cv_req_part_text(b, w2, i, &anth_blocks, &text, err);
         if (rc) {
             cv_buf_free(&text);
             return rc;
@@ -195,8 +166,7 @@ static int assistant_message(json_t *c, const char *what, json_t *msgs, cv_err *
                 goto done;
             }
             json_t *args = json_is_object(input) ? json_deep_copy(input) : json_object();
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:o}}", "id", id, "type", "function",
-                                                   "function", "name", name, "arguments", args));
+            json_array_append_new(calls, cv_req_call(id, name, args));
         } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
             rc = cv_err_set(err, CV_EUNSUPPORTED, "'%s.content[%zu]' is an %s block: text only", what, i, type);
             goto done;
@@ -219,43 +189,10 @@ done:
     return rc;
 }
 
-static int parse_tools(json_t *tools, cv_chat_request *r, cv_err *err)
-{
-    if (!tools || json_is_null(tools))
-        return 0;
-    if (!json_is_array(tools))
-        return cv_err_set(err, CV_EINVAL, "'tools' must be an array");
-    if (json_array_size(tools) > CV_MAX_TOOLS)
-        return cv_err_set(err, CV_ELIMIT, "%zu tools is over the limit of %d", json_array_size(tools), CV_MAX_TOOLS);
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        const char *type = NULL, *name = NULL, *desc = NULL;
-        if (!json_is_object(t) || cv_json_get_str(t, "type", NULL, &type, NULL))
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu]' must be an object", i);
-        if (type && strcmp(type, "custom")) {
-            /* Anthropic-hosted tools (web_search_*, bash_*, text_editor_*). */
-            cv_info("anthropic: ignoring tools[%zu] of type '%.40s' (hosted tools are not served)", i, type);
-            continue;
-        }
-        if (cv_json_get_str(t, "name", NULL, &name, NULL) || !name || !*name)
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu].name' must be a non-empty string", i);
-        if (cv_json_get_str(t, "description", NULL, &desc, NULL))
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu].description' must be a string", i);
-        json_t *schema = json_object_get(t, "input_schema");
-        if (schema && !json_is_object(schema) && !json_is_null(schema))
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu].input_schema' must be a JSON Schema object", i);
-        json_t *f = json_object();
-        json_object_set_new(f, "name", json_string(name));
-        if (desc)
-            json_object_set_new(f, "description", json_string(desc));
-        json_object_set_new(f, "parameters", json_is_object(schema)
-                                                 ? json_incref(schema)
-                                                 : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-        json_array_append_new(r->tools, json_pack("{s:s, s:o}", "type", "function", "function", f));
-    }
-    return 0;
-}
+/* Client tools are "custom" (or untyped) and carry their definition at the
+ * top level; hosted tools (web_search_*, bash_*, text_editor_*) are not
+ * served. */
+static const cv_req_tool_spec anth_tools = { "anthropic", "custom", NULL, "input_schema" };
 
 static int parse_tool_choice(json_t *tc, cv_chat_request *r, cv_err *err)
 {
@@ -321,11 +258,15 @@ static int parse_thinking(json_t *b, cv_chat_request *r, cv_err *err)
     return 0;
 }
 
+static const cv_req_field anth_fields[] = {
+    CV_REQ_FIELD("max_tokens", CV_REQ_I32, 1, INT32_MAX, max_tokens),
+    CV_REQ_FIELD("temperature", CV_REQ_F32, 0, 1, sample.temperature),
+    CV_REQ_FIELD("top_p", CV_REQ_F32, 0, 1, sample.top_p),
+    CV_REQ_FIELD("top_k", CV_REQ_I32, 0, 1 << 20, sample.top_k),
+};
+
 int cv_anthropic_parse(json_t *b, bool count_only, cv_chat_request *r, cv_err *err)
 {
-    double d;
-    int64_t x;
-    bool has;
     int rc = 0;
     cv_buf sys = { 0 };
     const char *model = NULL;
@@ -363,7 +304,7 @@ int cv_anthropic_parse(json_t *b, bool count_only, cv_chat_request *r, cv_err *e
             /* Claude Code's mid-conversation system message: folded into the
              * system prompt so templates that allow one system turn work. */
             cv_buf t = { 0 };
-            rc = blocks_text(c, what, &t, err);
+            rc = cv_req_content_text(c, what, &anth_blocks, &t, err);
             if (!rc)
                 append_system(&sys, (cv_str){ t.data ? t.data : "", t.len });
             cv_buf_free(&t);
@@ -381,25 +322,11 @@ int cv_anthropic_parse(json_t *b, bool count_only, cv_chat_request *r, cv_err *e
                                                  json_stringn(sys.data, sys.len)));
     json_array_extend(r->messages, conv);
     json_decref(conv);
-    if ((rc = parse_tools(json_object_get(b, "tools"), r, err)) ||
+    if ((rc = cv_req_tools(r, json_object_get(b, "tools"), &anth_tools, err)) ||
         (rc = parse_tool_choice(json_object_get(b, "tool_choice"), r, err)) || (rc = parse_thinking(b, r, err)))
         goto done;
-    if ((rc = cv_req_int(b, "max_tokens", 1, INT32_MAX, &x, &has, err)))
+    if ((rc = cv_req_fields(b, anth_fields, CV_ARRAY_LEN(anth_fields), r, err)))
         goto done;
-    if (has)
-        r->max_tokens = (int32_t)x;
-    if ((rc = cv_req_num(b, "temperature", 0, 1, &d, &has, err)))
-        goto done;
-    if (has)
-        r->sample.temperature = (float)d;
-    if ((rc = cv_req_num(b, "top_p", 0, 1, &d, &has, err)))
-        goto done;
-    if (has)
-        r->sample.top_p = (float)d;
-    if ((rc = cv_req_int(b, "top_k", 0, 1 << 20, &x, &has, err)))
-        goto done;
-    if (has)
-        r->sample.top_k = (int32_t)x;
     if ((rc = cv_req_stops(r, json_object_get(b, "stop_sequences"), "stop_sequences", err)))
         goto done;
     if ((rc = cv_json_get_bool(b, "stream", NULL, &r->stream, err)))
@@ -429,12 +356,6 @@ void *cv_enc_anthropic_new(bool stream)
     e->index = -1;
     e->content = json_array();
     return e;
-}
-
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
 }
 
 static const char *stop_reason(cv_gen *g)
@@ -484,7 +405,7 @@ static void anth_begin(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "id", json_string(cv_gen_id(g)));
     json_object_set_new(msg, "type", json_string("message"));
     json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(msg, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(msg, "content", json_array());
     json_object_set_new(msg, "stop_reason", json_null());
     json_object_set_new(msg, "stop_sequence", json_null());
@@ -513,12 +434,9 @@ static void add_text(enc_anth *e, const char *type, const char *field, cv_str te
 static void anth_event(void *ud, cv_gen *g, const cv_chat_event *ev, cv_buf *out)
 {
     enc_anth *e = ud;
-    cv_call *call = NULL;
-    if (ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END) {
-        call = cv_calls_at(&e->calls, cv_gen_server(g), ev, "toolu_");
-        if (!call)
-            return;
-    }
+    cv_call *call = cv_event_is_tool(ev) ? cv_calls_at(&e->calls, cv_gen_server(g), ev, "toolu_") : NULL;
+    if (cv_event_is_tool(ev) && !call)
+        return;
     if (!e->stream) {
         switch (ev->type) {
         case CV_CHAT_CONTENT: add_text(e, "text", "text", ev->text); break;
@@ -596,7 +514,7 @@ static void anth_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "id", json_string(cv_gen_id(g)));
     json_object_set_new(msg, "type", json_string("message"));
     json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(msg, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set(msg, "content", e->content);
     json_object_set_new(msg, "stop_reason", json_string(stop_reason(g)));
     json_object_set_new(msg, "stop_sequence", seq ? cv_json_strz(seq) : json_null());
@@ -631,42 +549,22 @@ static void anth_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_anthropic = { anth_begin, anth_event, anth_finish, anth_error, anth_keepalive, anth_destroy };
+const cv_gen_enc cv_enc_anthropic = {
+    .id_prefix = "msg_",
+    .create = cv_enc_anthropic_new,
+    .begin = anth_begin,
+    .event = anth_event,
+    .finish = anth_finish,
+    .error = anth_error,
+    .keepalive = anth_keepalive,
+    .destroy = anth_destroy,
+};
 
-/* ---- handlers ---- */
-
-static cv_chat_request *parse_or_reply(cv_http_req *hr, cv_reply *rep, bool count_only)
-{
-    cv_err err = { 0 };
-    json_t *b;
-    if (cv_http_body_json(hr, &b, &err)) {
-        cv_reply_err(rep, CV_WIRE_ANTHROPIC, &err);
-        return NULL;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_anthropic_parse(b, count_only, r, &err);
-    json_decref(b);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_ANTHROPIC, &err);
-        return NULL;
-    }
-    return r;
-}
-
-int cv_api_anthropic_messages(cv_http_req *hr, cv_reply *rep)
-{
-    cv_chat_request *r = parse_or_reply(hr, rep, false);
-    if (!r)
-        return CV_EINVAL;
-    return cv_serve_gen(hr, rep, CV_WIRE_ANTHROPIC, r, &cv_enc_anthropic, cv_enc_anthropic_new(r->stream), "msg_");
-}
+/* ---- count_tokens ---- */
 
 int cv_api_anthropic_count_tokens(cv_http_req *hr, cv_reply *rep)
 {
-    cv_chat_request *r = parse_or_reply(hr, rep, true);
+    cv_chat_request *r = cv_api_request_or_reply(hr, rep, NULL);
     if (!r)
         return CV_EINVAL;
     const cv_server_backend *be = hr->srv->be;

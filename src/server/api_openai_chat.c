@@ -22,50 +22,22 @@
 
 /* ---- request ---- */
 
-/* Content as a string: text parts joined by newlines (OpenAI concatenates the
- * parts; a newline keeps words apart). Non-text parts are refused until
+/* Chat content parts: text ones only; anything else is refused until
  * vision exists. */
+static const char *const text_parts[] = { "text", "input_text", "output_text", NULL };
+static const cv_req_parts chat_parts = { "content part", text_parts, NULL };
+
+/* Content as a string: text parts joined by newlines (OpenAI concatenates the
+ * parts; a newline keeps words apart); *out NULL for null content. */
 static int content_text(json_t *c, const char *what, json_t **out, cv_err *err)
 {
     *out = NULL;
     if (!c || json_is_null(c))
         return 0;
-    if (json_is_string(c)) {
-        *out = json_incref(c);
-        return 0;
-    }
-    if (!json_is_array(c))
-        return cv_err_set(err, CV_EINVAL, "'%s.content' must be a string, an array of content parts or null", what);
-    cv_buf b = { 0 };
-    size_t i;
-    json_t *p;
-    json_array_foreach(c, i, p) {
-        const char *type = NULL;
-        if (!json_is_object(p) || cv_json_get_str(p, "type", NULL, &type, NULL) || !type) {
-            cv_buf_free(&b);
-            return cv_err_set(err, CV_EINVAL, "'%s.content[%zu]' must be an object with a 'type'", what, i);
-        }
-        if (strcmp(type, "text") && strcmp(type, "input_text") && strcmp(type, "output_text")) {
-            cv_buf_free(&b);
-            return cv_err_set(err, CV_EUNSUPPORTED,
-                              "'%s.content[%zu]' has type '%.40s': this server takes text only (no image, audio or "
-                              "file input yet)",
-                              what, i, type);
-        }
-        json_t *t = json_object_get(p, "text");
-        if (!json_is_string(t)) {
-            cv_buf_free(&b);
-            return cv_err_set(err, CV_EINVAL, "'%s.content[%zu].text' must be a string", what, i);
-        }
-        if (b.len)
-            cv_buf_putc(&b, '\n');
-        cv_buf_append(&b, json_string_value(t), json_string_length(t));
-    }
-    *out = json_stringn(b.data ? b.data : "", b.len);
-    cv_buf_free(&b);
-    if (!*out)
-        return cv_err_set(err, CV_EINVAL, "'%s.content' is not valid UTF-8", what);
-    return 0;
+    char w[64];
+    snprintf(w, sizeof w, "%s.content", what);
+    *out = cv_req_content_json(c, w, &chat_parts, err);
+    return *out ? 0 : err ? err->code : CV_EINVAL;
 }
 
 static int tool_calls(json_t *tc, const char *what, json_t *msg, cv_err *err)
@@ -98,9 +70,7 @@ static int tool_calls(json_t *tc, const char *what, json_t *msg, cv_err *err)
             json_decref(calls);
             return cv_err_set(err, CV_EINVAL, "'%s.tool_calls[%zu].function.arguments' must be a string", what, i);
         }
-        json_t *f = json_pack("{s:s, s:o}", "name", name, "arguments", obj);
-        json_t *call = json_pack("{s:s, s:s, s:o}", "id", id ? id : "", "type", "function", "function", f);
-        json_array_append_new(calls, call);
+        json_array_append_new(calls, cv_req_call(id, name, obj));
     }
     json_object_set_new(msg, "tool_calls", calls);
     return 0;
@@ -174,56 +144,15 @@ static int parse_messages(json_t *msgs, cv_chat_request *r, cv_err *err)
     return 0;
 }
 
-static int parse_tools(json_t *tools, cv_chat_request *r, cv_err *err)
-{
-    if (!tools || json_is_null(tools))
-        return 0;
-    if (!json_is_array(tools))
-        return cv_err_set(err, CV_EINVAL, "'tools' must be an array");
-    if (json_array_size(tools) > CV_MAX_TOOLS)
-        return cv_err_set(err, CV_ELIMIT, "%zu tools is over the limit of %d", json_array_size(tools), CV_MAX_TOOLS);
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        const char *type = NULL, *name = NULL;
-        json_t *fn = json_object_get(t, "function");
-        if (!json_is_object(t) || cv_json_get_str(t, "type", NULL, &type, NULL))
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu]' must be an object with a string 'type'", i);
-        if (type && strcmp(type, "function")) {
-            cv_info("chat: ignoring tools[%zu] of type '%.40s' (only function tools are served)", i, type);
-            continue;
-        }
-        if (!json_is_object(fn) || cv_json_get_str(fn, "name", NULL, &name, NULL) || !name || !*name)
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu].function.name' must be a non-empty string", i);
-        json_t *params = json_object_get(fn, "parameters");
-        if (params && !json_is_object(params) && !json_is_null(params))
-            return cv_err_set(err, CV_EINVAL, "'tools[%zu].function.parameters' must be a JSON Schema object", i);
-        json_t *f = json_object();
-        json_object_set_new(f, "name", json_string(name));
-        json_t *desc = json_object_get(fn, "description");
-        if (json_is_string(desc))
-            json_object_set(f, "description", desc);
-        json_object_set_new(f, "parameters", json_is_object(params)
-                                                 ? json_incref(params)
-                                                 : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-        json_array_append_new(r->tools, json_pack("{s:s, s:o}", "type", "function", "function", f));
-    }
-    return 0;
-}
+/* Function tools keep their definition under "function". */
+static const cv_req_tool_spec chat_tools = { "chat", "function", "function", "parameters" };
 
 static int parse_tool_choice(json_t *tc, cv_chat_request *r, cv_err *err)
 {
     if (!tc || json_is_null(tc))
         return 0;
-    if (json_is_string(tc)) {
-        const char *s = json_string_value(tc);
-        if (!strcmp(s, "auto")) r->tool_choice = CV_TOOL_CHOICE_AUTO;
-        else if (!strcmp(s, "none")) r->tool_choice = CV_TOOL_CHOICE_NONE;
-        else if (!strcmp(s, "required")) r->tool_choice = CV_TOOL_CHOICE_REQUIRED;
-        else
-            return cv_err_set(err, CV_EINVAL, "'tool_choice' is '%.40s', must be auto, none, required or an object", s);
-        return 0;
-    }
+    if (json_is_string(tc))
+        return cv_req_tool_choice_word(json_string_value(tc), r, err);
     json_t *fn = json_object_get(tc, "function");
     const char *name = NULL;
     if (!json_is_object(tc) || !json_is_object(fn) || cv_json_get_str(fn, "name", NULL, &name, NULL) || !name)
@@ -233,10 +162,22 @@ static int parse_tool_choice(json_t *tc, cv_chat_request *r, cv_err *err)
     return 0;
 }
 
+static const cv_req_field openai_sampling[] = {
+    CV_REQ_FIELD("temperature", CV_REQ_F32, 0, 2, sample.temperature),
+    CV_REQ_FIELD("top_p", CV_REQ_F32, 0, 1, sample.top_p),
+    CV_REQ_FIELD("min_p", CV_REQ_F32, 0, 1, sample.min_p),
+    CV_REQ_FIELD("top_k", CV_REQ_I32, -1, 1 << 20, sample.top_k),
+    CV_REQ_FIELD("presence_penalty", CV_REQ_F32, -2, 2, sample.presence_penalty),
+    CV_REQ_FIELD("frequency_penalty", CV_REQ_F32, -2, 2, sample.frequency_penalty),
+    CV_REQ_FIELD("repetition_penalty", CV_REQ_F32, 0, 10, sample.repeat_penalty),
+};
+static const cv_req_field chat_fields[] = {
+    CV_REQ_FIELD("top_logprobs", CV_REQ_I32, 0, CV_MAX_TOP_LOGPROBS, top_logprobs),
+};
+
 /* Sampling, limits and switches shared by chat and legacy completions. */
 int cv_openai_sampling(json_t *b, cv_chat_request *r, cv_err *err)
 {
-    double d;
     int64_t x;
     bool has;
     const char *model = NULL;
@@ -257,20 +198,8 @@ int cv_openai_sampling(json_t *b, cv_chat_request *r, cv_err *err)
         return CV_EINVAL;
     if (has)
         r->max_tokens = (int32_t)x;
-    if (cv_req_num(b, "temperature", 0, 2, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.temperature = (float)d;
-    if (cv_req_num(b, "top_p", 0, 1, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.top_p = (float)d;
-    if (cv_req_num(b, "min_p", 0, 1, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.min_p = (float)d;
-    if (cv_req_int(b, "top_k", -1, 1 << 20, &x, &has, err)) return CV_EINVAL;
-    if (has) r->sample.top_k = (int32_t)x;
-    if (cv_req_num(b, "presence_penalty", -2, 2, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.presence_penalty = (float)d;
-    if (cv_req_num(b, "frequency_penalty", -2, 2, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.frequency_penalty = (float)d;
-    if (cv_req_num(b, "repetition_penalty", 0, 10, &d, &has, err)) return CV_EINVAL;
-    if (has) r->sample.repeat_penalty = (float)d;
+    if (cv_req_fields(b, openai_sampling, CV_ARRAY_LEN(openai_sampling), r, err))
+        return CV_EINVAL;
     if (cv_req_int(b, "seed", INT64_MIN, INT64_MAX, &x, &has, err)) return CV_EINVAL;
     if (has) {
         r->sample.seed = (uint64_t)x;
@@ -309,11 +238,9 @@ int cv_openai_sampling(json_t *b, cv_chat_request *r, cv_err *err)
 
 int cv_openai_chat_parse(json_t *b, cv_chat_request *r, cv_err *err)
 {
-    int64_t x;
-    bool has;
     if (parse_messages(json_object_get(b, "messages"), r, err))
         return err ? err->code : CV_EINVAL;
-    if (parse_tools(json_object_get(b, "tools"), r, err))
+    if (cv_req_tools(r, json_object_get(b, "tools"), &chat_tools, err))
         return err ? err->code : CV_EINVAL;
     if (parse_tool_choice(json_object_get(b, "tool_choice"), r, err))
         return CV_EINVAL;
@@ -323,10 +250,8 @@ int cv_openai_chat_parse(json_t *b, cv_chat_request *r, cv_err *err)
         return err ? err->code : CV_EINVAL;
     if (cv_json_get_bool(b, "logprobs", NULL, &r->logprobs, err))
         return CV_EINVAL;
-    if (cv_req_int(b, "top_logprobs", 0, CV_MAX_TOP_LOGPROBS, &x, &has, err))
+    if (cv_req_fields(b, chat_fields, CV_ARRAY_LEN(chat_fields), r, err))
         return CV_EINVAL;
-    if (has)
-        r->top_logprobs = (int32_t)x;
     json_t *rf = json_object_get(b, "response_format");
     if (rf && !json_is_null(rf)) {
         const char *type = NULL;
@@ -377,12 +302,6 @@ void *cv_enc_openai_chat_new(bool stream)
     return e;
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static json_t *chunk(cv_gen *g, json_t *delta, const char *finish)
 {
     json_t *choice = json_object();
@@ -395,7 +314,7 @@ static json_t *chunk(cv_gen *g, json_t *delta, const char *finish)
     json_object_set_new(c, "id", json_string(cv_gen_id(g)));
     json_object_set_new(c, "object", json_string("chat.completion.chunk"));
     json_object_set_new(c, "created", json_integer(cv_gen_created(g)));
-    json_object_set_new(c, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(c, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(c, "system_fingerprint", json_string("corvid"));
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     return c;
@@ -428,12 +347,9 @@ static void chat_begin(void *ud, cv_gen *g, cv_buf *out)
 static void chat_event(void *ud, cv_gen *g, const cv_chat_event *ev, cv_buf *out)
 {
     enc_chat *e = ud;
-    cv_call *call = NULL;
-    if (ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END) {
-        call = cv_calls_at(&e->calls, cv_gen_server(g), ev, "call_");
-        if (!call)
-            return;
-    }
+    cv_call *call = cv_event_is_tool(ev) ? cv_calls_at(&e->calls, cv_gen_server(g), ev, "call_") : NULL;
+    if (cv_event_is_tool(ev) && !call)
+        return;
     if (!e->stream) {
         switch (ev->type) {
         case CV_CHAT_CONTENT: cv_buf_put_str(&e->content, ev->text); break;
@@ -493,16 +409,8 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(msg, "content", only_calls ? json_null() : cv_json_str(e->content.data, e->content.len));
     if (e->reasoning.len)
         json_object_set_new(msg, "reasoning_content", cv_json_str(e->reasoning.data, e->reasoning.len));
-    if (e->calls.n) {
-        json_t *calls = json_array();
-        for (int i = 0; i < e->calls.n; i++) {
-            cv_call *c = &e->calls.v[i];
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function",
-                                                   "function", "name", cv_json_strz(c->name), "arguments",
-                                                   cv_json_str(c->args.data, c->args.len)));
-        }
-        json_object_set_new(msg, "tool_calls", calls);
-    }
+    if (e->calls.n)
+        json_object_set_new(msg, "tool_calls", cv_calls_json(&e->calls, false));
     json_object_set_new(msg, "refusal", json_null());
     json_t *choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs",
                                e->logprobs ? json_pack("{s:O, s:n}", "content", e->logprobs, "refusal") : json_null(),
@@ -511,7 +419,7 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_object_set_new(resp, "id", json_string(cv_gen_id(g)));
     json_object_set_new(resp, "object", json_string("chat.completion"));
     json_object_set_new(resp, "created", json_integer(cv_gen_created(g)));
-    json_object_set_new(resp, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(resp, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(resp, "system_fingerprint", json_string("corvid"));
     json_object_set_new(resp, "choices", json_pack("[o]", choice));
     json_object_set_new(resp, "usage", usage(g));
@@ -519,12 +427,11 @@ static void chat_finish(void *ud, cv_gen *g, cv_buf *out)
     json_decref(resp);
 }
 
-static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
+void cv_openai_error(bool stream, const cv_err *err, cv_buf *out)
 {
-    enc_chat *e = ud;
     cv_buf body = { 0 };
     cv_wire_error_body(CV_WIRE_OPENAI, err->code ? err->code : CV_SE_INTERNAL, err->msg, NULL, &body);
-    if (e->stream) {
+    if (stream) {
         /* The openai SDK raises APIError for a chunk carrying "error". */
         cv_buf_puts(out, "data: ");
         cv_buf_append(out, body.data, body.len);
@@ -533,6 +440,11 @@ static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
         cv_buf_append(out, body.data, body.len);
     }
     cv_buf_free(&body);
+}
+
+static void chat_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
+{
+    cv_openai_error(((enc_chat *)ud)->stream, err, out);
 }
 
 static void chat_keepalive(void *ud, cv_gen *g, cv_buf *out)
@@ -552,26 +464,13 @@ static void chat_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_openai_chat = { chat_begin, chat_event, chat_finish, chat_error, chat_keepalive, chat_destroy };
-
-int cv_api_openai_chat(cv_http_req *hr, cv_reply *rep)
-{
-    cv_err err = { 0 };
-    json_t *body;
-    if (cv_http_body_json(hr, &body, &err)) {
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return err.code;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_openai_chat_parse(body, r, &err);
-    json_decref(body);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return rc;
-    }
-    return cv_serve_gen(hr, rep, CV_WIRE_OPENAI, r, &cv_enc_openai_chat, cv_enc_openai_chat_new(r->stream),
-                        "chatcmpl-");
-}
+const cv_gen_enc cv_enc_openai_chat = {
+    .id_prefix = "chatcmpl-",
+    .create = cv_enc_openai_chat_new,
+    .begin = chat_begin,
+    .event = chat_event,
+    .finish = chat_finish,
+    .error = chat_error,
+    .keepalive = chat_keepalive,
+    .destroy = chat_destroy,
+};

@@ -108,12 +108,6 @@ static json_t *legacy_logprobs(enc_cmpl *e, json_t *entries, json_t *into)
     return into;
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static json_t *body(cv_gen *g, const char *text, size_t len, json_t *lp, const char *finish)
 {
     json_t *choice = json_pack("{s:o, s:i, s:o, s:o}", "text", cv_json_str(text, len), "index", 0, "logprobs",
@@ -122,7 +116,7 @@ static json_t *body(cv_gen *g, const char *text, size_t len, json_t *lp, const c
     json_object_set_new(c, "id", json_string(cv_gen_id(g)));
     json_object_set_new(c, "object", json_string("text_completion"));
     json_object_set_new(c, "created", json_integer(cv_gen_created(g)));
-    json_object_set_new(c, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(c, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(c, "system_fingerprint", json_string("corvid"));
     json_object_set_new(c, "choices", json_pack("[o]", choice));
     return c;
@@ -203,17 +197,7 @@ static void cmpl_finish(void *ud, cv_gen *g, cv_buf *out)
 
 static void cmpl_error(void *ud, cv_gen *g, const cv_err *err, cv_buf *out)
 {
-    enc_cmpl *e = ud;
-    cv_buf b = { 0 };
-    cv_wire_error_body(CV_WIRE_OPENAI, err->code ? err->code : CV_SE_INTERNAL, err->msg, NULL, &b);
-    if (e->stream) {
-        cv_buf_puts(out, "data: ");
-        cv_buf_append(out, b.data, b.len);
-        cv_buf_puts(out, "\n\ndata: [DONE]\n\n");
-    } else {
-        cv_buf_append(out, b.data, b.len);
-    }
-    cv_buf_free(&b);
+    cv_openai_error(((enc_cmpl *)ud)->stream, err, out);
 }
 
 static void cmpl_keepalive(void *ud, cv_gen *g, cv_buf *out)
@@ -230,27 +214,13 @@ static void cmpl_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_openai_completions = { cmpl_begin, cmpl_event, cmpl_finish, cmpl_error, cmpl_keepalive,
-                                               cmpl_destroy };
-
-int cv_api_openai_completions(cv_http_req *hr, cv_reply *rep)
-{
-    cv_err err = { 0 };
-    json_t *b;
-    if (cv_http_body_json(hr, &b, &err)) {
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return err.code;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_openai_completions_parse(b, r, &err);
-    json_decref(b);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return rc;
-    }
-    return cv_serve_gen(hr, rep, CV_WIRE_OPENAI, r, &cv_enc_openai_completions,
-                        cv_enc_openai_completions_new(r->stream), "cmpl-");
-}
+const cv_gen_enc cv_enc_openai_completions = {
+    .id_prefix = "cmpl-",
+    .create = cv_enc_openai_completions_new,
+    .begin = cmpl_begin,
+    .event = cmpl_event,
+    .finish = cmpl_finish,
+    .error = cmpl_error,
+    .keepalive = cmpl_keepalive,
+    .destroy = cmpl_destroy,
+};

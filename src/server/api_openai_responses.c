@@ -31,44 +31,19 @@
 
 /* ---- request ---- */
 
+static const char *const text_parts[] = { "input_text", "output_text", "text", NULL };
+static const char *const media_parts[] = { "input_image", "input_file", "input_audio", NULL };
+static const cv_req_parts resp_parts = { "content part", text_parts, media_parts };
+
+/* An item's content or output as one string; unlike a chat message's, it
+ * must be there. */
 static int parts_text(json_t *c, const char *what, json_t **out, cv_err *err)
 {
     *out = NULL;
-    if (json_is_string(c)) {
-        *out = json_incref(c);
-        return 0;
-    }
-    if (!json_is_array(c))
+    if (!json_is_string(c) && !json_is_array(c))
         return cv_err_set(err, CV_EINVAL, "'%s' must be a string or an array of content parts", what);
-    cv_buf b = { 0 };
-    size_t i;
-    json_t *p;
-    json_array_foreach(c, i, p) {
-        const char *type = NULL;
-        if (!json_is_object(p) || cv_json_get_str(p, "type", NULL, &type, NULL) || !type) {
-            cv_buf_free(&b);
-            return cv_err_set(err, CV_EINVAL, "'%s[%zu]' must be an object with a 'type'", what, i);
-        }
-        if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
-            json_t *t = json_object_get(p, "text");
-            if (!json_is_string(t)) {
-                cv_buf_free(&b);
-                return cv_err_set(err, CV_EINVAL, "'%s[%zu].text' must be a string", what, i);
-            }
-            if (b.len)
-                cv_buf_putc(&b, '\n');
-            cv_buf_append(&b, json_string_value(t), json_string_length(t));
-        } else if (!strcmp(type, "input_image") || !strcmp(type, "input_file") || !strcmp(type, "input_audio")) {
-            cv_buf_free(&b);
-            return cv_err_set(err, CV_EUNSUPPORTED, "'%s[%zu]' has type '%s': this server takes text only", what, i,
-                              type);
-        } else {
-            cv_debug("responses: skipping a '%s' part in %s", type, what);
-        }
-    }
-    *out = json_stringn(b.data ? b.data : "", b.len);
-    cv_buf_free(&b);
-    return 0;
+    *out = cv_req_content_json(c, what, &resp_parts, err);
+    return *out ? 0 : err ? err->code : CV_EINVAL;
 }
 
 /* The assistant message function calls and reasoning attach to: the last
@@ -157,9 +132,7 @@ static int input_items(json_t *input, json_t *msgs, cv_err *err)
                 calls = json_array();
                 json_object_set_new(m, "tool_calls", calls);
             }
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:o}}", "id", call_id ? call_id : "", "type",
-                                                   "function", "function", "name", name, "arguments",
-                                                   cv_req_args_object(args, args ? strlen(args) : 0)));
+            json_array_append_new(calls, cv_req_call(call_id, name, cv_req_args_object(args, args ? strlen(args) : 0)));
         } else if (!strcmp(type, "function_call_output")) {
             const char *call_id = NULL;
             json_t *output;
@@ -196,45 +169,20 @@ static int input_items(json_t *input, json_t *msgs, cv_err *err)
     return rc;
 }
 
-static int add_function(json_t *t, const char *what, cv_chat_request *r, cv_err *err)
-{
-    const char *name = NULL, *desc = NULL;
-    if (cv_json_get_str(t, "name", NULL, &name, NULL) || !name || !*name)
-        return cv_err_set(err, CV_EINVAL, "'%s.name' must be a non-empty string", what);
-    if (cv_json_get_str(t, "description", NULL, &desc, NULL))
-        return cv_err_set(err, CV_EINVAL, "'%s.description' must be a string", what);
-    json_t *params = json_object_get(t, "parameters");
-    if (params && !json_is_object(params) && !json_is_null(params))
-        return cv_err_set(err, CV_EINVAL, "'%s.parameters' must be a JSON Schema object", what);
-    if (json_array_size(r->tools) >= CV_MAX_TOOLS)
-        return cv_err_set(err, CV_ELIMIT, "more than %d tools", CV_MAX_TOOLS);
-    json_t *f = json_object();
-    json_object_set_new(f, "name", json_string(name));
-    if (desc)
-        json_object_set_new(f, "description", json_string(desc));
-    json_object_set_new(f, "parameters", json_is_object(params)
-                                             ? json_incref(params)
-                                             : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-    json_array_append_new(r->tools, json_pack("{s:s, s:o}", "type", "function", "function", f));
-    return 0;
-}
-
 static int parse_tools(json_t *tools, cv_chat_request *r, cv_err *err)
 {
-    if (!tools || json_is_null(tools))
-        return 0;
-    if (!json_is_array(tools))
-        return cv_err_set(err, CV_EINVAL, "'tools' must be an array");
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
+    size_t n;
+    if (cv_req_tools_array(tools, &n, err))
+        return err ? err->code : CV_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(tools, i);
         char what[48];
         snprintf(what, sizeof what, "tools[%zu]", i);
         const char *type = NULL;
         if (!json_is_object(t) || cv_json_get_str(t, "type", NULL, &type, NULL) || !type)
             return cv_err_set(err, CV_EINVAL, "'%s' must be an object with a string 'type'", what);
         if (!strcmp(type, "function")) {
-            if (add_function(t, what, r, err))
+            if (cv_req_add_tool(r, t, what, "parameters", err))
                 return err ? err->code : CV_EINVAL;
         } else if (!strcmp(type, "namespace")) {
             /* Codex groups tools in namespaces; the model sees them flat. */
@@ -247,7 +195,7 @@ static int parse_tools(json_t *tools, cv_chat_request *r, cv_err *err)
                 snprintf(w2, sizeof w2, "%s.tools[%zu]", what, k);
                 if (!json_is_object(f) || cv_json_get_str(f, "type", NULL, &ft, NULL) || (ft && strcmp(ft, "function")))
                     continue;
-                if (add_function(f, w2, r, err))
+                if (cv_req_add_tool(r, f, w2, "parameters", err))
                     return err ? err->code : CV_EINVAL;
             }
         } else {
@@ -257,9 +205,14 @@ static int parse_tools(json_t *tools, cv_chat_request *r, cv_err *err)
     return 0;
 }
 
+static const cv_req_field resp_fields[] = {
+    CV_REQ_FIELD("max_output_tokens", CV_REQ_I32, 1, INT32_MAX, max_tokens),
+    CV_REQ_FIELD("temperature", CV_REQ_F32, 0, 2, sample.temperature),
+    CV_REQ_FIELD("top_p", CV_REQ_F32, 0, 1, sample.top_p),
+};
+
 int cv_openai_responses_parse(json_t *b, cv_resp_store *store, cv_chat_request *r, cv_err *err)
 {
-    double d;
     int64_t x;
     bool has;
     const char *model = NULL, *instructions = NULL, *prev = NULL;
@@ -292,11 +245,8 @@ int cv_openai_responses_parse(json_t *b, cv_resp_store *store, cv_chat_request *
         return err ? err->code : CV_EINVAL;
     json_t *tc = json_object_get(b, "tool_choice");
     if (json_is_string(tc)) {
-        const char *s = json_string_value(tc);
-        if (!strcmp(s, "auto")) r->tool_choice = CV_TOOL_CHOICE_AUTO;
-        else if (!strcmp(s, "none")) r->tool_choice = CV_TOOL_CHOICE_NONE;
-        else if (!strcmp(s, "required")) r->tool_choice = CV_TOOL_CHOICE_REQUIRED;
-        else return cv_err_set(err, CV_EINVAL, "'tool_choice' is '%.40s', must be auto, none, required or an object", s);
+        if (cv_req_tool_choice_word(json_string_value(tc), r, err))
+            return CV_EINVAL;
     } else if (json_is_object(tc)) {
         const char *name = NULL;
         if (cv_json_get_str(tc, "name", NULL, &name, NULL) || !name)
@@ -321,18 +271,9 @@ int cv_openai_responses_parse(json_t *b, cv_resp_store *store, cv_chat_request *
             r->reasoning_effort = cv_xstrdup(effort);
         }
     }
-    if (cv_req_int(b, "max_output_tokens", 1, INT32_MAX, &x, &has, err))
+    if (cv_req_fields(b, resp_fields, CV_ARRAY_LEN(resp_fields), r, err))
         return CV_EINVAL;
-    if (has)
-        r->max_tokens = (int32_t)x;
-    if (cv_req_num(b, "temperature", 0, 2, &d, &has, err))
-        return CV_EINVAL;
-    if (has)
-        r->sample.temperature = (float)d;
-    if (cv_req_num(b, "top_p", 0, 1, &d, &has, err))
-        return CV_EINVAL;
-    if (has)
-        r->sample.top_p = (float)d;
+    /* Checked, not served: Responses logprobs are not implemented. */
     if (cv_req_int(b, "top_logprobs", 0, CV_MAX_TOP_LOGPROBS, &x, &has, err))
         return CV_EINVAL;
     json_t *text = json_object_get(b, "text");
@@ -387,12 +328,6 @@ static void event(enc_resp *e, cv_buf *out, const char *type, json_t *data)
     cv_sse(out, type, v);
 }
 
-static const char *model_name(cv_gen *g)
-{
-    const cv_chat_request *r = cv_gen_request(g);
-    return r->model && *r->model ? r->model : cv_gen_server(g)->be->model_id;
-}
-
 static json_t *response_obj(enc_resp *e, cv_gen *g, const char *status)
 {
     const cv_chat_request *r = cv_gen_request(g);
@@ -404,7 +339,7 @@ static json_t *response_obj(enc_resp *e, cv_gen *g, const char *status)
     json_object_set_new(o, "error", json_null());
     json_object_set_new(o, "incomplete_details",
                         !strcmp(status, "incomplete") ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
-    json_object_set_new(o, "model", cv_json_strz(model_name(g)));
+    json_object_set_new(o, "model", cv_json_strz(cv_gen_model(g)));
     json_object_set_new(o, "output", !strcmp(status, "in_progress") ? json_array() : json_copy(e->output));
     json_object_set_new(o, "parallel_tool_calls", json_boolean(r->parallel_tool_calls));
     json_object_set_new(o, "temperature", json_real(r->sample.temperature));
@@ -589,16 +524,8 @@ static void store_conversation(enc_resp *e, cv_gen *g)
                           cv_json_str(e->all_content.data, e->all_content.len));
     if (e->all_reasoning.len)
         json_object_set_new(m, "reasoning_content", cv_json_str(e->all_reasoning.data, e->all_reasoning.len));
-    if (e->calls.n) {
-        json_t *calls = json_array();
-        for (int i = 0; i < e->calls.n; i++) {
-            cv_call *c = &e->calls.v[i];
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function",
-                                                   "function", "name", cv_json_strz(c->name), "arguments",
-                                                   cv_req_args_object(c->args.data, c->args.len)));
-        }
-        json_object_set_new(m, "tool_calls", calls);
-    }
+    if (e->calls.n)
+        json_object_set_new(m, "tool_calls", cv_calls_json(&e->calls, true));
     json_t *conv = json_copy(e->conversation);
     json_array_append_new(conv, m);
     cv_resp_store_put(cv_gen_server(g)->store, cv_gen_id(g), conv);
@@ -652,38 +579,30 @@ static void resp_destroy(void *ud)
     free(e);
 }
 
-const cv_gen_enc cv_enc_openai_responses = { resp_begin, resp_event, resp_finish, resp_error, resp_keepalive,
-                                             resp_destroy };
-
-int cv_api_openai_responses(cv_http_req *hr, cv_reply *rep)
+/* The store flag and the conversation to store: this request's messages
+ * without its instructions (a later previous_response_id brings its own). */
+static int resp_create_for(const cv_http_req *hr, json_t *body, const cv_chat_request *r, void **ud, cv_err *err)
 {
-    cv_err err = { 0 };
-    json_t *b;
-    if (cv_http_body_json(hr, &b, &err)) {
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return err.code;
-    }
-    cv_chat_request *r = cv_xmalloc(sizeof *r);
-    cv_chat_request_init(r);
-    int rc = cv_openai_responses_parse(b, hr->srv->store, r, &err);
     bool store = true;
-    if (!rc)
-        rc = cv_json_get_bool(b, "store", NULL, &store, &err);
+    if (cv_json_get_bool(body, "store", NULL, &store, err))
+        return CV_EINVAL;
     const char *instructions = NULL;
-    cv_json_get_str(b, "instructions", NULL, &instructions, NULL);
-    bool has_instructions = instructions && *instructions;
-    json_decref(b);
-    if (rc) {
-        cv_chat_request_fini(r);
-        free(r);
-        cv_reply_err(rep, CV_WIRE_OPENAI, &err);
-        return rc;
-    }
-    /* The stored conversation leaves out this request's instructions. */
+    cv_json_get_str(body, "instructions", NULL, &instructions, NULL);
     json_t *conv = json_copy(r->messages);
-    if (has_instructions)
+    if (instructions && *instructions)
         json_array_remove(conv, 0);
-    void *ud = cv_enc_openai_responses_new(r->stream, conv, store);
+    *ud = cv_enc_openai_responses_new(r->stream, conv, store);
     json_decref(conv);
-    return cv_serve_gen(hr, rep, CV_WIRE_OPENAI, r, &cv_enc_openai_responses, ud, "resp_");
+    return 0;
 }
+
+const cv_gen_enc cv_enc_openai_responses = {
+    .id_prefix = "resp_",
+    .create_for = resp_create_for,
+    .begin = resp_begin,
+    .event = resp_event,
+    .finish = resp_finish,
+    .error = resp_error,
+    .keepalive = resp_keepalive,
+    .destroy = resp_destroy,
+};

@@ -1,4 +1,4 @@
-/* constrain.c — constrained decoding wired into generation (issue 8): turns
+/* constrain.c — constrained decoding wired into generation (constrain.h): turns
  * a request's response_format / forced tool_choice into a grammar
  * (src/grammar/), and a grammar into the scheduler's per-request sampling
  * hook. It owns, per model, the grammar vocabulary (the tokenizer's pieces as

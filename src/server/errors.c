@@ -27,8 +27,8 @@ static const wire_err openai_errors[] = {
     { CV_SE_TIMEOUT, 408, "invalid_request_error", "request_timeout" },
     { CV_SE_TOO_LARGE, 413, "invalid_request_error", "request_too_large" },
     /* A full scheduler queue: OpenAI's documented "overloaded, try again
-     * later" is 503 (429 is its per-key rate limit); issue 7 asks for 503
-     * with Retry-After (http.c adds the header). */
+     * later" is 503 (429 is its per-key rate limit), with Retry-After
+     * (http.c adds the header) so clients back off and retry. */
     { CV_EBUSY, 503, "server_error", "server_overloaded" },
     { CV_SE_UNAVAILABLE, 503, "server_error", "service_unavailable" },
     { CV_ECANCELED, 499, "invalid_request_error", "canceled" },

@@ -12,6 +12,10 @@
  * keep-alive interval. Cancellation (client gone, server stopping, a stop string
  * hit) goes to the scheduler, which stops the sequence at its next step.
  *
+ * Every generating route is served by one handler here (cv_api_generate):
+ * the route row's parse turns the body into the neutral request, its
+ * encoder makes the wire's state, and the pump does the rest.
+ *
  * Thread: a cv_gen belongs to the one HTTP thread serving its request. */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +53,7 @@ struct cv_gen {
 const cv_chat_request *cv_gen_request(const cv_gen *g) { return g->req; }
 cv_server *cv_gen_server(const cv_gen *g) { return g->srv; }
 const char *cv_gen_id(const cv_gen *g) { return g->id; }
+const char *cv_gen_model(const cv_gen *g) { return g->req->model && *g->req->model ? g->req->model : g->be->model_id; }
 void cv_gen_set_id(cv_gen *g, const char *id) { snprintf(g->id, sizeof g->id, "%s", id); }
 int64_t cv_gen_created(const cv_gen *g) { return g->created; }
 int32_t cv_gen_n_prompt(const cv_gen *g) { return g->n_prompt; }
@@ -436,18 +441,63 @@ int cv_gen_run(cv_gen *g, int fd, cv_buf *out)
     return rc;
 }
 
-int cv_serve_gen(cv_http_req *hr, cv_reply *rep, cv_wire w, cv_chat_request *r, const cv_gen_enc *enc, void *ud,
-                 const char *id_prefix)
+/* ---- the generic API handler ---- */
+
+cv_chat_request *cv_api_request_or_reply(cv_http_req *hr, cv_reply *rep, json_t **body)
 {
     cv_err err = { 0 };
-    cv_gen *g;
+    json_t *b;
+    if (body)
+        *body = NULL;
+    if (cv_http_body_json(hr, &b, &err)) {
+        cv_reply_err(rep, hr->route->wire, &err);
+        return NULL;
+    }
+    cv_chat_request *r = cv_xmalloc(sizeof *r);
+    cv_chat_request_init(r);
+    if (hr->route->parse(hr, b, r, &err)) {
+        json_decref(b);
+        cv_chat_request_fini(r);
+        free(r);
+        cv_reply_err(rep, hr->route->wire, &err);
+        return NULL;
+    }
+    if (body)
+        *body = b;
+    else
+        json_decref(b);
+    return r;
+}
+
+int cv_api_generate(cv_http_req *hr, cv_reply *rep)
+{
+    const cv_route *rt = hr->route;
+    json_t *body;
+    cv_chat_request *r = cv_api_request_or_reply(hr, rep, &body);
+    if (!r)
+        return CV_EINVAL;
+    cv_err err = { 0 };
+    void *ud = NULL;
+    int rc = 0;
+    if (rt->enc->create_for)
+        rc = rt->enc->create_for(hr, body, r, &ud, &err);
+    else
+        ud = rt->enc->create(r->stream);
+    json_decref(body);
+    if (rc) {
+        cv_chat_request_fini(r);
+        free(r);
+        cv_reply_err(rep, rt->wire, &err);
+        return rc;
+    }
     bool stream = r->stream;
-    if (cv_gen_start(hr->srv, r, enc, ud, &g, &err)) {
-        cv_reply_err(rep, w, &err);
+    cv_gen *g;
+    if (cv_gen_start(hr->srv, r, rt->enc, ud, &g, &err)) {
+        cv_reply_err(rep, rt->wire, &err);
         return err.code;
     }
     char id[48];
-    cv_server_new_id(hr->srv, id_prefix, id);
+    cv_server_new_id(hr->srv, rt->enc->id_prefix, id);
     cv_gen_set_id(g, id);
     if (stream) {
         rep->status = 200;
@@ -455,8 +505,8 @@ int cv_serve_gen(cv_http_req *hr, cv_reply *rep, cv_wire w, cv_chat_request *r, 
         rep->stream = cv_gen_stream(g);
         return 0;
     }
-    int rc = cv_gen_run(g, hr->fd, &rep->body);
+    rc = cv_gen_run(g, hr->fd, &rep->body);
     rep->content_type = "application/json";
-    rep->status = rc == 0 ? 200 : cv_wire_status(w, rc);
+    rep->status = rc == 0 ? 200 : cv_wire_status(rt->wire, rc);
     return rc;
 }

@@ -383,7 +383,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body_len = cr->body.len,
         .conn = c,
         .fd = ci ? ci->connect_fd : -1,
-        .route_index = cr->route,
+        .route = rt,
     };
     cv_reply rep = { .status = 200 };
     rt->fn(&req, &rep);

@@ -1,9 +1,10 @@
 /* server — the face of the server layer: corvid's HTTP front door. It speaks
  * three wire APIs (OpenAI chat/completions/responses, Anthropic messages) plus
  * models, health and metrics over libmicrohttpd, and translates every request
- * into ONE neutral request (cv_chat_request) that goes down the one data path
- * (DESIGN.md): render → tokenize → scheduler → detokenize → stop strings →
- * output parser → neutral events → the wire's SSE or JSON.
+ * into ONE neutral request (cv_chat_request, chat/chat_request.h) that goes
+ * down the one data path (DESIGN.md): render → tokenize → scheduler →
+ * detokenize → stop strings → output parser → neutral events → the wire's
+ * SSE or JSON. Constrained decoding has its own face, server/constrain.h.
  *
  * The model is reached through cv_server_backend, a small table of functions:
  * the server never learns how the prompt is rendered or the tokens produced.
@@ -25,61 +26,6 @@
 #include "chat/chat.h"
 #include "engine/engine.h"
 #include "sched/sched.h"
-
-/* ---- the neutral request ---- */
-
-typedef enum cv_tool_choice {
-    CV_TOOL_CHOICE_AUTO,     /* the model decides */
-    CV_TOOL_CHOICE_NONE,     /* no tool calls */
-    CV_TOOL_CHOICE_REQUIRED, /* at least one call (Anthropic "any") */
-    CV_TOOL_CHOICE_NAMED,    /* a call to tool_choice_name */
-} cv_tool_choice;
-
-/* Thinking switch as the wires express it; templates read it as
- * enable_thinking (Qwen3 and others) or a reasoning-effort kwarg. */
-typedef enum cv_thinking {
-    CV_THINKING_DEFAULT = -1, /* the template's own default */
-    CV_THINKING_OFF = 0,
-    CV_THINKING_ON = 1,
-} cv_thinking;
-
-/* What every wire file fills and nothing below the wire files sees the wire
- * of. All pointers are owned by the request and freed by
- * cv_chat_request_fini. */
-typedef struct cv_chat_request {
-    json_t *messages;        /* chat.h shape (array) */
-    json_t *tools;           /* chat.h shape (array, maybe empty) */
-    cv_tool_choice tool_choice;
-    char *tool_choice_name;  /* CV_TOOL_CHOICE_NAMED */
-    bool parallel_tool_calls;
-    cv_sample_params sample; /* logit_bias points at logit_bias below */
-    cv_logit_bias *logit_bias;
-    int32_t max_tokens;      /* 0: as many as the context allows */
-    char **stop;             /* stop strings (NUL-free UTF-8) */
-    int n_stop;
-    bool logprobs;
-    int32_t top_logprobs;
-    json_t *response_format; /* {"type":"json_object"|"json_schema",...} or NULL */
-    cv_thinking thinking;
-    char *reasoning_effort;  /* "low" | "medium" | "high" | NULL */
-    int32_t thinking_budget; /* tokens; 0: none given */
-    json_t *template_kwargs; /* object merged into the template's variables, or NULL */
-    bool stream;
-    bool include_usage;      /* OpenAI stream_options.include_usage */
-    char *model;             /* as the client asked; any name is served */
-    /* Legacy completions: a raw prompt instead of messages. */
-    bool raw;
-    cv_buf prompt_text;      /* raw text prompt (raw && !prompt_ids) */
-    int32_t *prompt_ids;     /* raw token prompt, or NULL */
-    int32_t n_prompt_ids;
-    bool echo;
-} cv_chat_request;
-
-void cv_chat_request_init(cv_chat_request *r);
-void cv_chat_request_fini(cv_chat_request *r);
-/* Appends a stop string (copied); fails with CV_ELIMIT past CV_MAX_STOP_STRINGS
- * or CV_EINVAL for an empty or over-long string. */
-int cv_chat_request_add_stop(cv_chat_request *r, const char *s, size_t len, cv_err *err);
 
 /* ---- the model behind the server ---- */
 
@@ -144,10 +90,10 @@ typedef struct cv_server_backend {
     void (*cancel)(cv_sched_req *r);
     void (*release)(cv_sched_req *r);
     void (*load)(void *ctx, cv_server_load *out);
-    /* Added with the scheduler (issue 7); NULL: not available. status gives
-     * the body of GET /v1/status (running and waiting requests, prefix-cache
-     * and KV figures: cv_sched_status), which the caller decrefs; metrics
-     * appends Prometheus lines to /metrics (cv_sched_metrics). */
+    /* Optional (NULL: not available). status gives the body of GET
+     * /v1/status (running and waiting requests, prefix-cache and KV
+     * figures: cv_sched_status), which the caller decrefs; metrics appends
+     * Prometheus lines to /metrics (cv_sched_metrics). */
     json_t *(*status)(void *ctx);
     void (*metrics)(void *ctx, cv_buf *out);
 } cv_server_backend;
@@ -196,74 +142,6 @@ void *cv_server_parser_create(const cv_tc_format *f, const cv_chat_request *req,
 void cv_server_parser_feed(void *p, cv_str text);
 void cv_server_parser_finish(void *p);
 void cv_server_parser_destroy(void *p);
-
-/* ---- constrained decoding (constrain.c, issue 8) ----
- * response_format (json_object, json_schema), a forced tool_choice
- * (required / named, Anthropic any / tool) and, optionally, tool_choice auto
- * become a grammar (src/grammar/) enforced token by token through the
- * scheduler's sampling hook. One cv_constrain per model: it builds the
- * grammar vocabulary at the first constrained request and caches compiled
- * grammars (CV_MAX_GRAMMAR_CACHE, least recently used out). Thread-safe. */
-
-typedef struct cv_constrain cv_constrain;
-
-typedef struct cv_constrain_opts {
-    /* The model's tool-call syntax (cv_tc_format_name); tool grammars exist
-     * for hermes, qwen3_coder_xml, llama3_json, mistral_v11 and
-     * mistral_pre_v11, other syntaxes leave tool_choice unenforced. */
-    const char *syntax;
-    /* The model may open a <think> block on its own (its template knows
-     * one): grammars then allow "<think>...</think>" first, unless the
-     * request switched thinking off. */
-    bool reasoning;
-    /* tool_choice auto with tools: free text until the syntax's call marker,
-     * then the call's grammar (`corvid serve --grammar-lazy`). */
-    bool lazy;
-} cv_constrain_opts;
-
-/* tok is borrowed and must outlive the object. Fails only without a tokenizer. */
-struct cv_tok;
-int cv_constrain_create(const struct cv_tok *tok, const cv_constrain_opts *o, cv_constrain **out, cv_err *err);
-/* After every request using it has ended. */
-void cv_constrain_destroy(cv_constrain *c);
-
-/* The sampling hook for one constrained generation of a request: *hook_ud
- * is NULL (and 0 returned) when the request asks for nothing to enforce.
- * opener is encode_chat's (generation starts inside reasoning when it is
- * not empty); max_tokens the scheduler's limit for the request (the budget
- * rule ends the output complete within it). Errors are the request's
- * (400): a schema corvid cannot compile (CV_EUNSUPPORTED, CV_EINVAL,
- * CV_ELIMIT, the message naming the construct and its JSON pointer), a
- * named tool that is not among the tools, a forced tool_choice without
- * tools (CV_EINVAL). Hand hook_ud with cv_constrain_hook to the scheduler,
- * which then owns it. */
-int cv_constrain_for_request(cv_constrain *c, const cv_chat_request *req, cv_str opener, int32_t max_tokens,
-                             void **hook_ud, cv_err *err);
-/* The same for one JSON Schema document (`corvid run --json-schema`). */
-int cv_constrain_for_schema(cv_constrain *c, const json_t *schema, cv_str opener, int32_t max_tokens,
-                            void **hook_ud, cv_err *err);
-extern const cv_sched_hook cv_constrain_hook;
-
-/* What one hook did (logs, tests, `corvid bench`). */
-typedef struct cv_constrain_stats {
-    int64_t n_tokens;   /* tokens chosen */
-    int64_t n_masked;   /* of which the first draw was refused and the full mask computed */
-    int64_t n_budget;   /* of which under the max_tokens budget rule */
-    uint64_t ns;        /* time in the hook */
-    uint64_t ns_grammar; /* of which in the grammar (the hook less the sampler) */
-    uint64_t ns_mask;    /* of which in full masks (cv_grammar_state_mask) */
-    uint64_t ns_budget;  /* of which in budget masks (cv_grammar_state_mask_budget) */
-} cv_constrain_stats;
-void cv_constrain_hook_stats(const void *hook_ud, cv_constrain_stats *out);
-/* The output so far is complete (the grammar could end here). */
-bool cv_constrain_hook_done(const void *hook_ud);
-
-typedef struct cv_constrain_info {
-    int n_cached;          /* grammars in the cache */
-    int64_t hits, misses;  /* lookups */
-    bool vocab_built;
-} cv_constrain_info;
-void cv_constrain_get_info(cv_constrain *c, cv_constrain_info *out);
 
 /* ---- the server ---- */
 

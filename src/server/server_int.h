@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "server/constrain.h"
 #include "server/server.h"
 
 /* ---- wires and errors ---- */
@@ -41,6 +42,8 @@ const char *cv_wire_error_type(cv_wire w, int code);
 
 typedef struct cv_server cv_server;
 typedef struct cv_stream cv_stream;
+typedef struct cv_route cv_route;
+typedef struct cv_gen_enc cv_gen_enc;
 
 /* A streaming body: pull appends bytes to out, blocking at most wait_ms
  * (it returns with nothing appended when that passes). Returns 0 while more
@@ -67,7 +70,7 @@ typedef struct cv_http_req {
     size_t body_len;
     void *conn;       /* struct MHD_Connection */
     int fd;           /* the client socket, for hang-up detection */
-    int route_index;
+    const cv_route *route; /* the row that matched */
 } cv_http_req;
 
 /* A request header (case-insensitive name) or query argument; NULL when absent. */
@@ -91,19 +94,37 @@ static inline void cv_reply_err(cv_reply *rep, cv_wire w, const cv_err *e)
 int cv_http_body_json(const cv_http_req *r, json_t **out, cv_err *err);
 
 typedef int (*cv_route_fn)(cv_http_req *req, cv_reply *rep);
+/* A wire's request body → the neutral request. Fails with err naming the
+ * field (the route's wire shapes the 4xx). */
+typedef int (*cv_api_parse_fn)(const cv_http_req *req, json_t *body, cv_chat_request *r, cv_err *err);
 
-typedef struct cv_route {
-    const char *method;   /* "GET", "POST" */
-    const char *path;     /* exact path, or a prefix when prefix is true */
+/* One row of the route table (routes.c). A generating API is a row with
+ * parse and enc, served by cv_api_generate; a row of its own (probes,
+ * models, count_tokens) names only fn and may still use parse. */
+struct cv_route {
+    const char *method;     /* "GET", "POST" */
+    const char *path;       /* exact path, or a prefix when prefix is true */
     bool prefix;
-    cv_wire wire;         /* error shape for this route */
-    bool open;            /* served without the API key */
+    cv_wire wire;           /* error shape for this route */
+    bool open;              /* served without the API key */
     cv_route_fn fn;
-    const char *name;     /* metrics label */
-} cv_route;
+    const char *name;       /* metrics label */
+    cv_api_parse_fn parse;  /* body → neutral request, or NULL */
+    const cv_gen_enc *enc;  /* neutral events → the wire, or NULL */
+};
 
 extern const cv_route cv_routes[];
 extern const int cv_n_routes;
+
+/* The one handler of every generating API: the body parsed by the route's
+ * parse, the encoder's state made by its enc, then a stream (r->stream) or
+ * the whole JSON; every failure answered in the route's wire shape. */
+int cv_api_generate(cv_http_req *req, cv_reply *rep);
+/* The first half of cv_api_generate for rows that answer themselves
+ * (count_tokens): a heap request parsed by the route's parse (free it with
+ * cv_chat_request_fini and free), or NULL with the error already in rep.
+ * body (may be NULL) receives the parsed body (caller decrefs). */
+cv_chat_request *cv_api_request_or_reply(cv_http_req *req, cv_reply *rep, json_t **body);
 
 /* ---- metrics ---- */
 
@@ -194,19 +215,25 @@ void cv_stop_flush(cv_stop *s, cv_buf *out);
 
 typedef struct cv_gen cv_gen;
 
-/* One wire's encoder: gen.c calls these in order — begin once, event per
- * parser event, logprobs per generated token when asked, then finish or
- * error once; keepalive whenever nothing was sent for the keep-alive
- * interval. Each appends its bytes (SSE frames, or for non-streaming the
- * whole JSON at finish) to out. */
-typedef struct cv_gen_enc {
+/* One wire's encoder: its state for one parsed request comes from create
+ * (given whether the request streams), or from create_for when the encoder
+ * reads more of the request (Responses: the store flag in body and the
+ * conversation to store; its failures are the request's 4xx). Then gen.c
+ * calls the rest in order — begin once, event per parser event, logprobs
+ * per generated token when asked, then finish or error once; keepalive
+ * whenever nothing was sent for the keep-alive interval. Each appends its
+ * bytes (SSE frames, or for non-streaming the whole JSON at finish) to out. */
+struct cv_gen_enc {
+    const char *id_prefix; /* of the response ids: "chatcmpl-", "msg_", ... */
+    void *(*create)(bool stream);
+    int (*create_for)(const cv_http_req *req, json_t *body, const cv_chat_request *r, void **ud, cv_err *err);
     void (*begin)(void *ud, cv_gen *g, cv_buf *out);
     void (*event)(void *ud, cv_gen *g, const cv_chat_event *ev, cv_buf *out);
     void (*finish)(void *ud, cv_gen *g, cv_buf *out);
     void (*error)(void *ud, cv_gen *g, const cv_err *e, cv_buf *out);
     void (*keepalive)(void *ud, cv_gen *g, cv_buf *out);
     void (*destroy)(void *ud);
-} cv_gen_enc;
+};
 
 /* Why generation ended, as the wires distinguish it. */
 typedef enum cv_gen_finish {
@@ -244,6 +271,8 @@ int cv_gen_run(cv_gen *g, int fd, cv_buf *out);
 
 const cv_chat_request *cv_gen_request(const cv_gen *g);
 cv_server *cv_gen_server(const cv_gen *g);
+/* The model name a response carries: the one the client asked for, else the served one. */
+const char *cv_gen_model(const cv_gen *g);
 const char *cv_gen_id(const cv_gen *g);        /* the response id the wire made */
 void cv_gen_set_id(cv_gen *g, const char *id);
 int64_t cv_gen_created(const cv_gen *g);
@@ -267,6 +296,67 @@ int cv_req_num(json_t *obj, const char *key, double lo, double hi, double *out, 
 int cv_req_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present, cv_err *err);
 /* Stop strings: a string or an array of strings. */
 int cv_req_stops(cv_chat_request *r, json_t *v, const char *what, cv_err *err);
+
+/* One number member of a request that lands in a cv_chat_request field:
+ * set only when the member is present (and not null), range-checked as
+ * cv_req_num / cv_req_int do. A wire lists its fields in a table, in the
+ * order their errors are reported. */
+typedef enum cv_req_kind {
+    CV_REQ_F32, /* a float field (temperature, top_p, penalties) */
+    CV_REQ_I32, /* an int32_t field (top_k, max_tokens, top_logprobs) */
+} cv_req_kind;
+typedef struct cv_req_field {
+    const char *key;
+    cv_req_kind kind;
+    double lo, hi;
+    size_t offset; /* offsetof(cv_chat_request, ...) */
+} cv_req_field;
+#define CV_REQ_FIELD(key, kind, lo, hi, field) { key, kind, lo, hi, offsetof(cv_chat_request, field) }
+int cv_req_fields(json_t *obj, const cv_req_field *f, size_t n, cv_chat_request *r, cv_err *err);
+
+/* How a wire spells content: the part (block) types whose "text" is kept,
+ * and the media types it refuses (NULL: every other type is refused; else
+ * the rest are skipped, logged at debug). */
+typedef struct cv_req_parts {
+    const char *noun;                /* "content part" | "content block", for messages */
+    const char *const *text_types;   /* NULL-terminated */
+    const char *const *media_types;  /* NULL-terminated, or NULL */
+} cv_req_parts;
+/* One part c (the i-th of what) appended to out: its text after a newline
+ * when out is not empty (the parts of one message are joined so words stay
+ * apart). CV_EINVAL for a malformed part, CV_EUNSUPPORTED for media. */
+int cv_req_part_text(json_t *p, const char *what, size_t i, const cv_req_parts *k, cv_buf *out, cv_err *err);
+/* Content c (a string, an array of parts, or null / absent: nothing) of
+ * what appended to out, parts joined as above. */
+int cv_req_content_text(json_t *c, const char *what, const cv_req_parts *k, cv_buf *out, cv_err *err);
+
+/* The same as a JSON string (new reference; "" for null content), or NULL
+ * with err filled. */
+json_t *cv_req_content_json(json_t *c, const char *what, const cv_req_parts *k, cv_err *err);
+/* The tools array of a request: NULL / null (0, *n = 0), or an array of at
+ * most CV_MAX_TOOLS; *n its length. */
+int cv_req_tools_array(json_t *tools, size_t *n, cv_err *err);
+/* Appends one function tool to r->tools in the neutral shape (chat.h) from
+ * def's string 'name' (non-empty), optional string 'description' and the
+ * JSON Schema object under params_key (absent or null: no parameters). what
+ * names def in errors ("tools[3].function"). CV_ELIMIT past CV_MAX_TOOLS. */
+int cv_req_add_tool(cv_chat_request *r, json_t *def, const char *what, const char *params_key, cv_err *err);
+/* How a wire lists its tools: the type it serves (an untyped tool is that
+ * type; others are skipped with a log line), where a served tool keeps its
+ * definition (a member, or NULL: the tool itself) and its schema. */
+typedef struct cv_req_tool_spec {
+    const char *wire;       /* for the log line */
+    const char *served_type;
+    const char *def_key;
+    const char *params_key;
+} cv_req_tool_spec;
+/* The tools member of a request (cv_req_tools_array) appended to r->tools. */
+int cv_req_tools(cv_chat_request *r, json_t *tools, const cv_req_tool_spec *spec, cv_err *err);
+/* tool_choice as a word: auto, none or required (OpenAI chat and Responses). */
+int cv_req_tool_choice_word(const char *s, cv_chat_request *r, cv_err *err);
+/* A tool call in the neutral shape: {id, type:"function", function:{name,
+ * arguments}}; args (an object) is consumed. New reference. */
+json_t *cv_req_call(const char *id, const char *name, json_t *args);
 /* Arguments JSON string → object for the neutral shape (chat.h): invalid or
  * non-object JSON is kept as {} plus a warning, since templates iterate it.
  * New reference. */
@@ -310,19 +400,17 @@ typedef struct cv_calls {
  * id is kept when it gave one). NULL for an index past CV_MAX_TOOL_CALLS. */
 cv_call *cv_calls_at(cv_calls *c, cv_server *srv, const cv_chat_event *ev, const char *prefix);
 void cv_calls_free(cv_calls *c);
-
-/* Serves a generation: starts it (owning r and ud, even on failure) and
- * replies with an SSE stream when r->stream, else runs it to the end and
- * replies with the encoder's JSON. id_prefix names the response id. */
-int cv_serve_gen(cv_http_req *hr, cv_reply *rep, cv_wire w, cv_chat_request *r, const cv_gen_enc *enc, void *ud,
-                 const char *id_prefix);
+/* The calls in the neutral shape (cv_req_call), arguments as the JSON text
+ * generated (objects false: OpenAI's wire) or parsed into objects (true: a
+ * stored conversation). New reference. */
+json_t *cv_calls_json(const cv_calls *c, bool objects);
+static inline bool cv_event_is_tool(const cv_chat_event *ev)
+{
+    return ev->type == CV_CHAT_TOOL_BEGIN || ev->type == CV_CHAT_TOOL_ARGS || ev->type == CV_CHAT_TOOL_END;
+}
 
 /* ---- route handlers (one wire file each) ---- */
 
-int cv_api_openai_chat(cv_http_req *req, cv_reply *rep);
-int cv_api_openai_completions(cv_http_req *req, cv_reply *rep);
-int cv_api_openai_responses(cv_http_req *req, cv_reply *rep);
-int cv_api_anthropic_messages(cv_http_req *req, cv_reply *rep);
 int cv_api_anthropic_count_tokens(cv_http_req *req, cv_reply *rep);
 int cv_api_models_list(cv_http_req *req, cv_reply *rep);
 int cv_api_models_get(cv_http_req *req, cv_reply *rep);
@@ -335,8 +423,13 @@ int cv_api_status(cv_http_req *req, cv_reply *rep);
 
 /* Sampling, limits and switches shared by OpenAI chat and completions. */
 int cv_openai_sampling(json_t *body, cv_chat_request *r, cv_err *err);
+/* A failure once generation has started, as OpenAI chat and completions
+ * send it: in a stream a data frame carrying "error" (the openai SDK raises
+ * APIError for it) then [DONE]; else the error body. */
+void cv_openai_error(bool stream, const cv_err *err, cv_buf *out);
 
-/* Translators, exposed for the unit tests (request fixtures → neutral). */
+/* Translators (request bodies → neutral), called by the route table's parse
+ * functions and by the unit tests. */
 int cv_openai_chat_parse(json_t *body, cv_chat_request *r, cv_err *err);
 int cv_openai_completions_parse(json_t *body, cv_chat_request *r, cv_err *err);
 int cv_openai_responses_parse(json_t *body, cv_resp_store *store, cv_chat_request *r, cv_err *err);

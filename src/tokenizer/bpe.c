@@ -23,52 +23,7 @@ typedef struct bsym {
     int32_t prev, next; /* -1 at the ends */
 } bsym;
 
-typedef struct bcand {
-    int32_t rank;
-    int32_t pos;   /* left symbol; its index is stable across merges */
-    int32_t left, right;
-} bcand;
-
-static inline bool cand_less(const bcand *a, const bcand *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
-}
-
-static void heap_push(bcand *h, size_t *n, bcand c)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(&c, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-}
-
-static bcand heap_pop(bcand *h, size_t *n)
-{
-    bcand top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, b = i;
-        const bcand *best = &last;
-        if (l < m && cand_less(&h[l], best))
-            b = l, best = &h[l];
-        if (r < m && cand_less(&h[r], best))
-            b = r;
-        if (b == i)
-            break;
-        h[i] = h[b];
-        i = b;
-    }
-    if (m > 0)
-        h[i] = last;
-    return top;
-}
-
-static void try_pair(const cv_tok *t, bsym *sym, int32_t pos, bcand *heap, size_t *nh, size_t *work)
+static void try_pair(const cv_tok *t, bsym *sym, int32_t pos, tok_cand *heap, size_t *nh, size_t *work)
 {
     if (pos < 0)
         return;
@@ -78,7 +33,7 @@ static void try_pair(const cv_tok *t, bsym *sym, int32_t pos, bcand *heap, size_
     ++*work;
     const tok_pair_slot *m = tok_pair_get(&t->merges, sym[pos].id, sym[nx].id);
     if (m)
-        heap_push(heap, nh, (bcand){ m->rank, pos, sym[pos].id, sym[nx].id });
+        tok_heap_push(heap, nh, (tok_cand){ (uint32_t)m->rank, pos, sym[pos].id, sym[nx].id });
 }
 
 static void push_byte(const cv_tok *t, unsigned char b, cv_tok_ids *out)
@@ -167,25 +122,25 @@ static void bpe_merge(const cv_tok *t, tok_scratch *s, const char *p, size_t n, 
         sym[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     /* Each merge adds at most two candidates to the n - 1 initial ones. */
-    bcand *heap = tok_grow(&s->heap, &s->heap_cap, 3 * n, sizeof(bcand));
+    tok_cand *heap = tok_grow(&s->heap, &s->heap_cap, 3 * n, sizeof(tok_cand));
     size_t nh = 0;
     for (int32_t i = 0; i + 1 < (int32_t)n; i++)
         try_pair(t, sym, i, heap, &nh, &s->work);
     while (nh > 0) {
-        bcand c = heap_pop(heap, &nh);
+        tok_cand c = tok_heap_pop(heap, &nh);
         s->work++;
-        int32_t nx = sym[c.pos].next;
+        int32_t pos = c.pos, nx = sym[pos].next;
         /* Stale: one side merged since this candidate was pushed. */
-        if (sym[c.pos].id != c.left || nx < 0 || sym[nx].id != c.right)
+        if (sym[pos].id != c.x || nx < 0 || sym[nx].id != c.y)
             continue;
-        const tok_pair_slot *m = tok_pair_get(&t->merges, c.left, c.right);
-        sym[c.pos].id = m->id;
-        sym[c.pos].next = sym[nx].next;
+        const tok_pair_slot *m = tok_pair_get(&t->merges, c.x, c.y);
+        sym[pos].id = m->id;
+        sym[pos].next = sym[nx].next;
         if (sym[nx].next >= 0)
-            sym[sym[nx].next].prev = c.pos;
+            sym[sym[nx].next].prev = pos;
         sym[nx].id = -2; /* dead */
-        try_pair(t, sym, sym[c.pos].prev, heap, &nh, &s->work);
-        try_pair(t, sym, c.pos, heap, &nh, &s->work);
+        try_pair(t, sym, sym[pos].prev, heap, &nh, &s->work);
+        try_pair(t, sym, pos, heap, &nh, &s->work);
     }
     for (int32_t i = 0; i >= 0; i = sym[i].next) {
         if (sym[i].id >= 0)

@@ -158,78 +158,104 @@ static int32_t find_text(const vocab_build *vb, const char *z)
     return -1;
 }
 
-int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
+/* ---- the import, phase by phase ---- */
+
+/* Everything one import holds; freed by import_fini whatever phase failed. */
+typedef struct hf_import {
+    char tj[4096], tc[4096]; /* tokenizer.json and tokenizer_config.json */
+    json_t *root, *cfg;
+    json_t *model;
+    bool wordpiece;
+    vocab_build vb;
+    cv_str *merges;
+    char **merge_owned;      /* merges rebuilt from ["a", "b"] pairs */
+    size_t n_merges;
+    cv_gguf_writer *w;
+} hf_import;
+
+static void import_fini(hf_import *im)
 {
-    char tj[4096], tc[4096];
+    if (im->merge_owned)
+        for (size_t i = 0; i < im->n_merges; i++)
+            free(im->merge_owned[i]);
+    free(im->merge_owned);
+    free(im->merges);
+    for (int64_t i = 0; i < im->vb.n_owned; i++)
+        free(im->vb.owned[i]);
+    free(im->vb.owned);
+    free(im->vb.text);
+    free(im->vb.type);
+    cv_gguf_writer_destroy(im->w);
+    json_decref(im->root);
+    json_decref(im->cfg);
+}
+
+/* path is a folder or its tokenizer.json; tokenizer_config.json beside it
+ * is optional. Checks the model type. */
+static int read_files(hf_import *im, const char *path, cv_err *err)
+{
     if (is_dir(path)) {
-        snprintf(tj, sizeof tj, "%s/tokenizer.json", path);
-        snprintf(tc, sizeof tc, "%s/tokenizer_config.json", path);
+        snprintf(im->tj, sizeof im->tj, "%s/tokenizer.json", path);
+        snprintf(im->tc, sizeof im->tc, "%s/tokenizer_config.json", path);
     } else {
-        snprintf(tj, sizeof tj, "%s", path);
+        snprintf(im->tj, sizeof im->tj, "%s", path);
         const char *slash = strrchr(path, '/');
         int dl = slash ? (int)(slash - path) : 1;
-        snprintf(tc, sizeof tc, "%.*s/tokenizer_config.json", dl, slash ? path : ".");
+        snprintf(im->tc, sizeof im->tc, "%.*s/tokenizer_config.json", dl, slash ? path : ".");
     }
-    json_t *root = NULL, *cfg = NULL;
-    vocab_build vb = { 0 };
-    cv_gguf_writer *w = NULL;
-    cv_str *merges = NULL;
-    char **merge_owned = NULL;
-    size_t n_merges = 0;
     int rc;
-    if ((rc = read_json(tj, false, &root, err)) != 0)
-        goto fail;
-    if (exists(tc) && (rc = read_json(tc, true, &cfg, err)) != 0)
-        goto fail;
-    if (!cfg)
-        cfg = json_object();
+    if ((rc = read_json(im->tj, false, &im->root, err)) != 0)
+        return rc;
+    if (exists(im->tc) && (rc = read_json(im->tc, true, &im->cfg, err)) != 0)
+        return rc;
+    if (!im->cfg)
+        im->cfg = json_object();
+    im->model = json_object_get(im->root, "model");
+    const char *mtype = json_string_value(json_object_get(im->model, "type"));
+    if (!mtype || !json_is_object(json_object_get(im->model, "vocab")))
+        return cv_err_set(err, CV_EINVAL, "%s: model.type or model.vocab is missing", im->tj);
+    im->wordpiece = !strcmp(mtype, "WordPiece");
+    if (strcmp(mtype, "BPE") && !im->wordpiece)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: model type \"%s\" is not supported (BPE, WordPiece)", im->tj,
+                          mtype);
+    return 0;
+}
 
-    json_t *model = json_object_get(root, "model");
-    const char *mtype = json_string_value(json_object_get(model, "type"));
-    json_t *vocab = json_object_get(model, "vocab");
-    if (!mtype || !json_is_object(vocab)) {
-        rc = cv_err_set(err, CV_EINVAL, "%s: model.type or model.vocab is missing", tj);
-        goto fail;
-    }
-    bool wordpiece = !strcmp(mtype, "WordPiece");
-    if (strcmp(mtype, "BPE") && !wordpiece) {
-        rc = cv_err_set(err, CV_EUNSUPPORTED, "%s: model type \"%s\" is not supported (BPE, WordPiece)", tj, mtype);
-        goto fail;
-    }
-
-    /* ids: the vocabulary and the added tokens together */
+/* Every id's text and type: the vocabulary and the added tokens together,
+ * WordPiece pieces respelled as llama.cpp does, holes as [PAD<id>]. */
+static int build_vocab(hf_import *im, cv_err *err)
+{
+    vocab_build *vb = &im->vb;
+    json_t *vocab = json_object_get(im->model, "vocab");
     int64_t max_id = -1;
     const char *key;
     json_t *val;
     json_object_foreach(vocab, key, val)
     {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= CV_MAX_TOK_VOCAB) {
-            rc = cv_err_set(err, CV_EINVAL, "%s: vocab entry \"%.40s\" has id outside [0, %u)", tj, key, CV_MAX_TOK_VOCAB);
-            goto fail;
-        }
+        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= CV_MAX_TOK_VOCAB)
+            return cv_err_set(err, CV_EINVAL, "%s: vocab entry \"%.40s\" has id outside [0, %u)", im->tj, key,
+                              CV_MAX_TOK_VOCAB);
         max_id = CV_MAX(max_id, json_integer_value(val));
     }
-    json_t *added = json_object_get(root, "added_tokens");
+    json_t *added = json_object_get(im->root, "added_tokens");
     size_t ai;
     json_t *at;
     json_array_foreach(added, ai, at)
     {
         json_int_t id = json_integer_value(json_object_get(at, "id"));
-        if (id < 0 || id >= CV_MAX_TOK_VOCAB || !json_is_string(json_object_get(at, "content"))) {
-            rc = cv_err_set(err, CV_EINVAL, "%s: added_tokens[%zu] has a bad id or content", tj, ai);
-            goto fail;
-        }
+        if (id < 0 || id >= CV_MAX_TOK_VOCAB || !json_is_string(json_object_get(at, "content")))
+            return cv_err_set(err, CV_EINVAL, "%s: added_tokens[%zu] has a bad id or content", im->tj, ai);
         max_id = CV_MAX(max_id, id);
     }
-    vb.n = max_id + 1;
-    vb.text = cv_xcalloc((size_t)vb.n, sizeof(cv_str));
-    vb.type = cv_xcalloc((size_t)vb.n, sizeof(int32_t));
-    vb.owned = cv_xcalloc((size_t)vb.n * 2 + 1, sizeof(char *));
+    vb->n = max_id + 1;
+    vb->text = cv_xcalloc((size_t)vb->n, sizeof(cv_str));
+    vb->type = cv_xcalloc((size_t)vb->n, sizeof(int32_t));
+    vb->owned = cv_xcalloc((size_t)vb->n * 2 + 1, sizeof(char *));
     json_object_foreach(vocab, key, val)
     {
         int64_t id = json_integer_value(val);
         const char *k = key;
-        if (wordpiece) {
+        if (im->wordpiece) {
             /* llama.cpp's spelling: "##x" -> "x", a word start gets ▁ */
             char *s;
             if (!strncmp(key, "##", 2))
@@ -241,91 +267,94 @@ int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
                 memcpy(s, "\xE2\x96\x81", 3);
                 strcpy(s + 3, key);
             }
-            k = own(&vb, s);
+            k = own(vb, s);
         }
-        vb.text[id] = cv_str_of(k);
-        vb.type[id] = CV_TOKTYPE_NORMAL;
+        vb->text[id] = cv_str_of(k);
+        vb->type[id] = CV_TOKTYPE_NORMAL;
     }
     json_array_foreach(added, ai, at)
     {
         json_int_t id = json_integer_value(json_object_get(at, "id"));
-        vb.text[id] = cv_str_of(json_string_value(json_object_get(at, "content")));
-        vb.type[id] = json_is_true(json_object_get(at, "special")) ? CV_TOKTYPE_CONTROL : CV_TOKTYPE_USER_DEFINED;
+        vb->text[id] = cv_str_of(json_string_value(json_object_get(at, "content")));
+        vb->type[id] = json_is_true(json_object_get(at, "special")) ? CV_TOKTYPE_CONTROL : CV_TOKTYPE_USER_DEFINED;
     }
-    for (int64_t i = 0; i < vb.n; i++) {
-        if (vb.type[i] == 0) {
+    for (int64_t i = 0; i < vb->n; i++) {
+        if (vb->type[i] == 0) {
             char *s = cv_xmalloc(32);
             snprintf(s, 32, "[PAD%lld]", (long long)i);
-            vb.text[i] = cv_str_of(own(&vb, s));
-            vb.type[i] = CV_TOKTYPE_UNUSED;
+            vb->text[i] = cv_str_of(own(vb, s));
+            vb->type[i] = CV_TOKTYPE_UNUSED;
         }
     }
+    return 0;
+}
 
-    w = cv_gguf_writer_create();
-    const char *name = strrchr(path, '/');
-    cv_gguf_writer_set_str(w, "general.name", cv_str_of(name && name[1] ? name + 1 : path));
+/* The model and pre-tokenizer keys: bert for WordPiece; for byte-level
+ * BPE, the pre-tokenizer recognised from its regexes, and the merges. */
+static int model_keys(hf_import *im, cv_err *err)
+{
+    if (im->wordpiece) {
+        cv_gguf_writer_set_str(im->w, "tokenizer.ggml.model", CV_STR("bert"));
+        cv_gguf_writer_set_str(im->w, "tokenizer.ggml.pre", CV_STR("default"));
+        return 0;
+    }
+    pre_list pl = { 0 };
+    int rc;
+    if ((rc = walk_pre(json_object_get(im->root, "pre_tokenizer"), &pl, err)) != 0) {
+        cv_err_prefix(err, "%s: ", im->tj);
+        return rc;
+    }
+    if (!pl.byte_level)
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "%s: only byte-level BPE tokenizer.json files are supported (SentencePiece-style BPE "
+                          "comes from GGUF files)", im->tj);
+    const tok_pre_def *d = tok_pre_match(pl.rx, pl.n);
+    if (!d)
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "%s: the pre-tokenizer (%d regexes, first \"%.80s\") is not one corvid knows", im->tj, pl.n,
+                          pl.n ? pl.rx[0] : "");
+    char pre[64];
+    const char *sp = strchr(d->names, ' ');
+    snprintf(pre, sizeof pre, "%.*s", sp ? (int)(sp - d->names) : (int)strlen(d->names), d->names);
+    bool ig = json_is_true(json_object_get(im->model, "ignore_merges"));
+    if (ig != d->ignore_merges)
+        cv_warn("import: %s says ignore_merges=%d but pre-tokenizer %s implies %d; using %d", im->tj, ig, pre,
+                d->ignore_merges, d->ignore_merges);
+    const char *norm = json_string_value(json_object_get(json_object_get(im->root, "normalizer"), "type"));
+    bool nfc = norm && !strcmp(norm, "NFC");
+    if (nfc != (d->norm == TOK_NORM_NFC))
+        cv_warn("import: %s normalizer %s differs from what pre-tokenizer %s applies", im->tj, norm ? norm : "none",
+                pre);
+    cv_gguf_writer_set_str(im->w, "tokenizer.ggml.model", CV_STR("gpt2"));
+    cv_gguf_writer_set_str(im->w, "tokenizer.ggml.pre", cv_str_of(pre));
 
-    if (wordpiece) {
-        cv_gguf_writer_set_str(w, "tokenizer.ggml.model", CV_STR("bert"));
-        cv_gguf_writer_set_str(w, "tokenizer.ggml.pre", CV_STR("default"));
-    } else {
-        pre_list pl = { 0 };
-        if ((rc = walk_pre(json_object_get(root, "pre_tokenizer"), &pl, err)) != 0) {
-            cv_err_prefix(err, "%s: ", tj);
-            goto fail;
-        }
-        if (!pl.byte_level) {
-            rc = cv_err_set(err, CV_EUNSUPPORTED,
-                            "%s: only byte-level BPE tokenizer.json files are supported (SentencePiece-style BPE "
-                            "comes from GGUF files)", tj);
-            goto fail;
-        }
-        const tok_pre_def *d = tok_pre_match(pl.rx, pl.n);
-        if (!d) {
-            rc = cv_err_set(err, CV_EUNSUPPORTED, "%s: the pre-tokenizer (%d regexes, first \"%.80s\") is not one corvid knows",
-                            tj, pl.n, pl.n ? pl.rx[0] : "");
-            goto fail;
-        }
-        char pre[64];
-        const char *sp = strchr(d->names, ' ');
-        snprintf(pre, sizeof pre, "%.*s", sp ? (int)(sp - d->names) : (int)strlen(d->names), d->names);
-        bool im = json_is_true(json_object_get(model, "ignore_merges"));
-        if (im != d->ignore_merges)
-            cv_warn("import: %s says ignore_merges=%d but pre-tokenizer %s implies %d; using %d", tj, im, pre,
-                    d->ignore_merges, d->ignore_merges);
-        const char *norm = json_string_value(json_object_get(json_object_get(root, "normalizer"), "type"));
-        bool nfc = norm && !strcmp(norm, "NFC");
-        if (nfc != (d->norm == TOK_NORM_NFC))
-            cv_warn("import: %s normalizer %s differs from what pre-tokenizer %s applies", tj, norm ? norm : "none", pre);
-        cv_gguf_writer_set_str(w, "tokenizer.ggml.model", CV_STR("gpt2"));
-        cv_gguf_writer_set_str(w, "tokenizer.ggml.pre", cv_str_of(pre));
-
-        json_t *jm = json_object_get(model, "merges");
-        n_merges = json_array_size(jm);
-        merges = cv_xcalloc(n_merges + 1, sizeof(cv_str));
-        merge_owned = cv_xcalloc(n_merges + 1, sizeof(char *));
-        for (size_t i = 0; i < n_merges; i++) {
-            json_t *m = json_array_get(jm, i);
-            if (json_is_string(m)) {
-                merges[i] = cv_str_of(json_string_value(m));
-            } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                       json_is_string(json_array_get(m, 1))) {
-                cv_buf b = { 0 };
-                cv_buf_printf(&b, "%s %s", json_string_value(json_array_get(m, 0)), json_string_value(json_array_get(m, 1)));
-                merge_owned[i] = cv_buf_steal(&b);
-                merges[i] = cv_str_of(merge_owned[i]);
-            } else {
-                rc = cv_err_set(err, CV_EINVAL, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", tj, i);
-                goto fail;
-            }
+    json_t *jm = json_object_get(im->model, "merges");
+    im->n_merges = json_array_size(jm);
+    im->merges = cv_xcalloc(im->n_merges + 1, sizeof(cv_str));
+    im->merge_owned = cv_xcalloc(im->n_merges + 1, sizeof(char *));
+    for (size_t i = 0; i < im->n_merges; i++) {
+        json_t *m = json_array_get(jm, i);
+        if (json_is_string(m)) {
+            im->merges[i] = cv_str_of(json_string_value(m));
+        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
+            cv_buf b = { 0 };
+            cv_buf_printf(&b, "%s %s", json_string_value(json_array_get(m, 0)), json_string_value(json_array_get(m, 1)));
+            im->merge_owned[i] = cv_buf_steal(&b);
+            im->merges[i] = cv_str_of(im->merge_owned[i]);
+        } else {
+            return cv_err_set(err, CV_EINVAL, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", im->tj,
+                              i);
         }
     }
-    cv_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (uint64_t)vb.n, vb.text);
-    cv_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CV_GGUF_INT32, (uint64_t)vb.n, vb.type);
-    if (merges)
-        cv_gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", n_merges, merges);
+    return 0;
+}
 
-    struct {
+/* From tokenizer_config.json (and the post-processor): the special token
+ * ids, add_bos / add_eos, and the chat template. */
+static void config_keys(hf_import *im)
+{
+    static const struct {
         const char *cfg_key, *gguf_key;
     } specials[] = {
         { "bos_token", "tokenizer.ggml.bos_token_id" },
@@ -336,19 +365,20 @@ int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
         { "cls_token", "tokenizer.ggml.cls_token_id" },
         { "mask_token", "tokenizer.ggml.mask_token_id" },
     };
+    cv_gguf_writer *w = im->w;
     for (size_t i = 0; i < CV_ARRAY_LEN(specials); i++) {
-        int32_t id = find_text(&vb, config_token(cfg, specials[i].cfg_key));
+        int32_t id = find_text(&im->vb, config_token(im->cfg, specials[i].cfg_key));
         if (id >= 0)
             cv_gguf_writer_set_u32(w, specials[i].gguf_key, (uint32_t)id);
     }
-    json_t *ab = json_object_get(cfg, "add_bos_token");
+    json_t *ab = json_object_get(im->cfg, "add_bos_token");
     bool add_bos = false;
     if (json_is_boolean(ab)) {
         add_bos = json_is_true(ab);
     } else {
         /* TemplateProcessing whose single-sequence template starts with a
          * special token: the tokenizer prepends BOS itself. */
-        json_t *pp = json_object_get(root, "post_processor");
+        json_t *pp = json_object_get(im->root, "post_processor");
         json_t *single = json_object_get(pp, "single");
         if (!single && json_is_array(json_object_get(pp, "processors"))) {
             size_t k;
@@ -359,11 +389,11 @@ int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
         }
         add_bos = json_object_get(json_array_get(single, 0), "SpecialToken") != NULL;
     }
-    if (wordpiece && !json_is_boolean(ab))
+    if (im->wordpiece && !json_is_boolean(ab))
         add_bos = true;
     cv_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
-    cv_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(json_object_get(cfg, "add_eos_token")));
-    json_t *ct = json_object_get(cfg, "chat_template");
+    cv_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(json_object_get(im->cfg, "add_eos_token")));
+    json_t *ct = json_object_get(im->cfg, "chat_template");
     if (json_is_array(ct)) {
         size_t k;
         json_t *e;
@@ -375,21 +405,26 @@ int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
     }
     if (json_is_string(ct))
         cv_gguf_writer_set_str(w, "tokenizer.chat_template", cv_str_of(json_string_value(ct)));
+}
 
-    rc = cv_gguf_writer_write(w, out_path, err);
-fail:
-    if (merge_owned)
-        for (size_t i = 0; i < n_merges; i++)
-            free(merge_owned[i]);
-    free(merge_owned);
-    free(merges);
-    for (int64_t i = 0; i < vb.n_owned; i++)
-        free(vb.owned[i]);
-    free(vb.owned);
-    free(vb.text);
-    free(vb.type);
-    cv_gguf_writer_destroy(w);
-    json_decref(root);
-    json_decref(cfg);
+int cv_tok_import_hf(const char *path, const char *out_path, cv_err *err)
+{
+    hf_import im = { 0 };
+    int rc;
+    if ((rc = read_files(&im, path, err)) || (rc = build_vocab(&im, err)))
+        goto done;
+    im.w = cv_gguf_writer_create();
+    const char *name = strrchr(path, '/');
+    cv_gguf_writer_set_str(im.w, "general.name", cv_str_of(name && name[1] ? name + 1 : path));
+    if ((rc = model_keys(&im, err)))
+        goto done;
+    cv_gguf_writer_set_str_arr(im.w, "tokenizer.ggml.tokens", (uint64_t)im.vb.n, im.vb.text);
+    cv_gguf_writer_set_arr(im.w, "tokenizer.ggml.token_type", CV_GGUF_INT32, (uint64_t)im.vb.n, im.vb.type);
+    if (im.merges)
+        cv_gguf_writer_set_str_arr(im.w, "tokenizer.ggml.merges", im.n_merges, im.merges);
+    config_keys(&im);
+    rc = cv_gguf_writer_write(im.w, out_path, err);
+done:
+    import_fini(&im);
     return rc;
 }

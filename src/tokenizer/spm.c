@@ -15,51 +15,6 @@ typedef struct ssym {
     int32_t prev, next;
 } ssym;
 
-typedef struct scand {
-    float score;
-    int32_t left, right;
-    uint32_t len; /* len of the merged span, to spot stale candidates */
-} scand;
-
-static inline bool cand_before(const scand *a, const scand *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(scand *h, size_t *n, scand c)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_before(&c, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-}
-
-static scand heap_pop(scand *h, size_t *n)
-{
-    scand top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, b = i;
-        const scand *best = &last;
-        if (l < m && cand_before(&h[l], best))
-            b = l, best = &h[l];
-        if (r < m && cand_before(&h[r], best))
-            b = r;
-        if (b == i)
-            break;
-        h[i] = h[b];
-        i = b;
-    }
-    if (m > 0)
-        h[i] = last;
-    return top;
-}
-
 static int32_t piece_id(const cv_tok *t, const char *p, size_t n)
 {
     if (n > t->max_token_len)
@@ -71,7 +26,8 @@ static int32_t piece_id(const cv_tok *t, const char *p, size_t n)
     return ty == CV_TOKTYPE_NORMAL || ty == CV_TOKTYPE_USER_DEFINED ? id : -1;
 }
 
-static void try_pair(const cv_tok *t, const char *w, ssym *sym, int32_t left, scand *heap, size_t *nh, size_t *work)
+static void try_pair(const cv_tok *t, const char *w, ssym *sym, int32_t left, tok_cand *heap, size_t *nh,
+                     size_t *work)
 {
     if (left < 0)
         return;
@@ -82,7 +38,7 @@ static void try_pair(const cv_tok *t, const char *w, ssym *sym, int32_t left, sc
     ++*work;
     int32_t id = piece_id(t, w + sym[left].start, len);
     if (id >= 0)
-        heap_push(heap, nh, (scand){ t->score[id], left, right, len });
+        tok_heap_push(heap, nh, (tok_cand){ tok_score_priority(t->score[id]), left, right, (int32_t)len });
 }
 
 void tok_spm_text(const cv_tok *t, tok_scratch *s, const char *p, size_t n, bool add_prefix, cv_tok_ids *out)
@@ -116,23 +72,25 @@ void tok_spm_text(const cv_tok *t, tok_scratch *s, const char *p, size_t n, bool
         ns++;
         i += (size_t)l;
     }
-    scand *heap = tok_grow(&s->heap, &s->heap_cap, 3 * (size_t)ns, sizeof(scand));
+    tok_cand *heap = tok_grow(&s->heap, &s->heap_cap, 3 * (size_t)ns, sizeof(tok_cand));
     size_t nh = 0;
     for (int32_t i = 0; i + 1 < ns; i++)
         try_pair(t, w->data, sym, i, heap, &nh, &s->work);
     while (nh > 0) {
-        scand c = heap_pop(heap, &nh);
+        tok_cand c = tok_heap_pop(heap, &nh);
         s->work++;
-        ssym *l = &sym[c.left], *r = &sym[c.right];
-        if (l->len == 0 || r->len == 0 || l->next != c.right || l->len + r->len != c.len)
+        int32_t left = c.pos, right = c.x;
+        ssym *l = &sym[left], *r = &sym[right];
+        /* Stale: either side merged since this candidate was pushed. */
+        if (l->len == 0 || r->len == 0 || l->next != right || l->len + r->len != (uint32_t)c.y)
             continue;
         l->len += r->len;
         r->len = 0;
         l->next = r->next;
         if (r->next >= 0)
-            sym[r->next].prev = c.left;
+            sym[r->next].prev = left;
         try_pair(t, w->data, sym, l->prev, heap, &nh, &s->work);
-        try_pair(t, w->data, sym, c.left, heap, &nh, &s->work);
+        try_pair(t, w->data, sym, left, heap, &nh, &s->work);
     }
     for (int32_t i = 0; i >= 0; i = sym[i].next) {
         const char *sp = w->data + sym[i].start;

@@ -243,53 +243,51 @@ static void build_eog(cv_tok *t)
     t->n_eog = k;
 }
 
-/* ---- load ---- */
+/* ---- load, phase by phase ---- */
 
-int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
+/* tokenizer.ggml.model: which of the three tokenizers this is. */
+static int load_kind(cv_tok *t, const cv_gguf *g, cv_err *err)
 {
-    *out = NULL;
-    cv_tok *t = cv_xcalloc(1, sizeof *t);
-    int rc;
     cv_str model;
-    if ((rc = cv_gguf_get_str(g, "tokenizer.ggml.model", &model, err)) != 0) {
-        if (rc == CV_ENOTFOUND)
-            rc = cv_err_set(err, CV_ENOTFOUND, "%s has no vocabulary (key tokenizer.ggml.model is absent)",
-                            cv_gguf_path(g));
-        goto fail;
-    }
+    int rc = cv_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    if (rc == CV_ENOTFOUND)
+        return cv_err_set(err, CV_ENOTFOUND, "%s has no vocabulary (key tokenizer.ggml.model is absent)",
+                          cv_gguf_path(g));
+    if (rc)
+        return rc;
     if (cv_str_eqz(model, "llama"))
         t->kind = CV_TOK_SPM;
     else if (cv_str_eqz(model, "gpt2"))
         t->kind = CV_TOK_BPE;
     else if (cv_str_eqz(model, "bert"))
         t->kind = CV_TOK_WPM;
-    else {
-        rc = cv_err_set(err, CV_EUNSUPPORTED,
-                        "tokenizer.ggml.model = \"%.*s\" is not supported (known: llama, gpt2, bert)",
-                        (int)CV_MIN(model.len, 64), model.ptr);
-        goto fail;
-    }
+    else
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "tokenizer.ggml.model = \"%.*s\" is not supported (known: llama, gpt2, bert)",
+                          (int)CV_MIN(model.len, 64), model.ptr);
+    return 0;
+}
 
+/* The token texts (copied into one blob), scores and types, each array
+ * checked against the vocabulary's size; then the text -> id map. */
+static int load_tokens(cv_tok *t, const cv_gguf *g, cv_err *err)
+{
     const cv_gguf_value *toks;
-    if ((rc = cv_gguf_get_arr(g, "tokenizer.ggml.tokens", CV_GGUF_STRING, &toks, err)) != 0) {
-        if (rc == CV_ENOTFOUND)
-            rc = CV_CORRUPT(err, "%s: tokenizer.ggml.tokens is absent", cv_gguf_path(g));
-        goto fail;
-    }
-    if (toks->arr.n == 0 || toks->arr.n > CV_MAX_TOK_VOCAB) {
-        rc = cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.tokens has %llu entries, must be in [1, %u]",
-                        (unsigned long long)toks->arr.n, CV_MAX_TOK_VOCAB);
-        goto fail;
-    }
+    int rc = cv_gguf_get_arr(g, "tokenizer.ggml.tokens", CV_GGUF_STRING, &toks, err);
+    if (rc == CV_ENOTFOUND)
+        return CV_CORRUPT(err, "%s: tokenizer.ggml.tokens is absent", cv_gguf_path(g));
+    if (rc)
+        return rc;
+    if (toks->arr.n == 0 || toks->arr.n > CV_MAX_TOK_VOCAB)
+        return cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.tokens has %llu entries, must be in [1, %u]",
+                          (unsigned long long)toks->arr.n, CV_MAX_TOK_VOCAB);
     int32_t n = (int32_t)toks->arr.n;
     t->n_vocab = n;
     size_t blob_bytes = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (toks->arr.strs[i].len > CV_MAX_TOK_TEXT) {
-            rc = cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.tokens[%d] is %zu bytes long, at most %u allowed", i,
-                            toks->arr.strs[i].len, CV_MAX_TOK_TEXT);
-            goto fail;
-        }
+        if (toks->arr.strs[i].len > CV_MAX_TOK_TEXT)
+            return cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.tokens[%d] is %zu bytes long, at most %u allowed", i,
+                              toks->arr.strs[i].len, CV_MAX_TOK_TEXT);
         blob_bytes += toks->arr.strs[i].len + 1;
     }
     t->blob = cv_xmalloc(blob_bytes);
@@ -309,22 +307,18 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
     const cv_gguf_value *arr;
     rc = cv_gguf_get_arr(g, "tokenizer.ggml.scores", -1, &arr, err);
     if (rc == 0) {
-        if (arr->arr.n != (uint64_t)n || (arr->arr.type != CV_GGUF_FLOAT32 && arr->arr.type != CV_GGUF_FLOAT64)) {
-            rc = CV_CORRUPT(err, "tokenizer.ggml.scores has %llu %s entries, must be %d floats",
-                            (unsigned long long)arr->arr.n, cv_gguf_type_name(arr->arr.type), n);
-            goto fail;
-        }
+        if (arr->arr.n != (uint64_t)n || (arr->arr.type != CV_GGUF_FLOAT32 && arr->arr.type != CV_GGUF_FLOAT64))
+            return CV_CORRUPT(err, "tokenizer.ggml.scores has %llu %s entries, must be %d floats",
+                              (unsigned long long)arr->arr.n, cv_gguf_type_name(arr->arr.type), n);
         for (int32_t i = 0; i < n; i++)
             t->score[i] = (float)cv_gguf_arr_float(arr, (uint64_t)i);
     } else if (rc != CV_ENOTFOUND)
-        goto fail;
+        return rc;
     rc = cv_gguf_get_arr(g, "tokenizer.ggml.token_type", -1, &arr, err);
     if (rc == 0) {
-        if (arr->arr.n != (uint64_t)n || arr->arr.type > CV_GGUF_INT32) {
-            rc = CV_CORRUPT(err, "tokenizer.ggml.token_type has %llu %s entries, must be %d integers",
-                            (unsigned long long)arr->arr.n, cv_gguf_type_name(arr->arr.type), n);
-            goto fail;
-        }
+        if (arr->arr.n != (uint64_t)n || arr->arr.type > CV_GGUF_INT32)
+            return CV_CORRUPT(err, "tokenizer.ggml.token_type has %llu %s entries, must be %d integers",
+                              (unsigned long long)arr->arr.n, cv_gguf_type_name(arr->arr.type), n);
         for (int32_t i = 0; i < n; i++) {
             int64_t ty = cv_gguf_arr_int(arr, (uint64_t)i);
             /* An unknown type is treated as NORMAL: it can only make a token
@@ -332,13 +326,18 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
             t->type[i] = (uint8_t)(ty >= CV_TOKTYPE_NORMAL && ty <= CV_TOKTYPE_BYTE ? ty : CV_TOKTYPE_NORMAL);
         }
     } else if (rc != CV_ENOTFOUND)
-        goto fail;
+        return rc;
     cv_err_clear(err);
-
     map_build(t);
+    return 0;
+}
 
-    /* pre-tokenizer and per-family defaults (llama.cpp's, so files that
-     * rely on them behave the same) */
+/* The pre-tokenizer's name, the special ids and add_* flags with the
+ * per-family defaults (llama.cpp's, so files that rely on them behave the
+ * same), and the end-of-turn / end-of-generation sets. */
+static void load_specials(cv_tok *t, const cv_gguf *g)
+{
+    int32_t n = t->n_vocab;
     cv_str pre = CV_STR("default");
     if (cv_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL) != 0)
         pre = CV_STR("default");
@@ -376,7 +375,12 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
         }
     }
     build_eog(t);
+}
 
+/* The byte tables (byte-level characters both ways, each byte's token) and
+ * the trie of added tokens the special-token pass matches. */
+static void build_tables(cv_tok *t)
+{
     for (int i = 0; i < 324; i++)
         t->cp_byte[i] = -1;
     for (int b = 0; b < 256; b++) {
@@ -385,7 +389,7 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
         t->byte_chars[b] = (cv_str){ t->byte_chars_buf + 2 * b, (size_t)l };
         t->cp_byte[cp] = (int16_t)b;
     }
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < t->n_vocab; i++)
         t->max_token_len = CV_MAX(t->max_token_len, t->text[i].len);
     for (int b = 0; b < 256; b++) {
         char tmp[8];
@@ -399,37 +403,48 @@ int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
          * USER_DEFINED "ü" that means the character, not byte 0xFC */
         t->byte_id[b] = id >= 0 && (t->type[id] == CV_TOKTYPE_NORMAL || t->type[id] == CV_TOKTYPE_BYTE) ? id : -1;
     }
-
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < t->n_vocab; i++)
         if ((t->type[i] == CV_TOKTYPE_CONTROL || t->type[i] == CV_TOKTYPE_USER_DEFINED) && t->text[i].len > 0)
             trie_add(&t->added, t->text[i], i);
+}
 
-    if (t->kind == CV_TOK_BPE) {
-        rc = cv_gguf_get_arr(g, "tokenizer.ggml.merges", CV_GGUF_STRING, &arr, err);
-        if (rc == 0) {
-            if (arr->arr.n > CV_MAX_GGUF_ARRAY) {
-                rc = cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.merges has %llu entries, at most %u allowed",
-                                (unsigned long long)arr->arr.n, CV_MAX_GGUF_ARRAY);
-                goto fail;
-            }
-            if ((rc = load_merges(t, arr, err)) != 0)
-                goto fail;
-        } else if (rc != CV_ENOTFOUND)
-            goto fail;
-        cv_err_clear(err);
-        t->pre = tok_pre_find(t->pre_name);
-        if (!t->pre) {
-            rc = cv_err_set(err, CV_EUNSUPPORTED,
-                            "tokenizer.ggml.pre = \"%s\" is not a pre-tokenizer corvid knows (known: gpt-2, llama-bpe, "
-                            "qwen2, deepseek-llm, deepseek-coder, deepseek-v3, starcoder, falcon, mpt, refact, gpt-4o, ...)",
-                            t->pre_name);
-            goto fail;
-        }
-        t->ignore_merges = t->pre->ignore_merges;
-        t->norm = t->pre->norm;
-        if ((rc = tok_pre_compile(t, err)) != 0)
-            goto fail;
-    }
+/* Byte-level BPE only: the merges and the pre-tokenizer named by
+ * tokenizer.ggml.pre, compiled. */
+static int load_bpe(cv_tok *t, const cv_gguf *g, cv_err *err)
+{
+    const cv_gguf_value *arr;
+    int rc = cv_gguf_get_arr(g, "tokenizer.ggml.merges", CV_GGUF_STRING, &arr, err);
+    if (rc == 0) {
+        if (arr->arr.n > CV_MAX_GGUF_ARRAY)
+            return cv_err_set(err, CV_ELIMIT, "tokenizer.ggml.merges has %llu entries, at most %u allowed",
+                              (unsigned long long)arr->arr.n, CV_MAX_GGUF_ARRAY);
+        if ((rc = load_merges(t, arr, err)) != 0)
+            return rc;
+    } else if (rc != CV_ENOTFOUND)
+        return rc;
+    cv_err_clear(err);
+    t->pre = tok_pre_find(t->pre_name);
+    if (!t->pre)
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "tokenizer.ggml.pre = \"%s\" is not a pre-tokenizer corvid knows (known: gpt-2, llama-bpe, "
+                          "qwen2, deepseek-llm, deepseek-coder, deepseek-v3, starcoder, falcon, mpt, refact, gpt-4o, ...)",
+                          t->pre_name);
+    t->ignore_merges = t->pre->ignore_merges;
+    t->norm = t->pre->norm;
+    return tok_pre_compile(t, err);
+}
+
+int cv_tok_load(const cv_gguf *g, cv_tok **out, cv_err *err)
+{
+    *out = NULL;
+    cv_tok *t = cv_xcalloc(1, sizeof *t);
+    int rc;
+    if ((rc = load_kind(t, g, err)) || (rc = load_tokens(t, g, err)))
+        goto fail;
+    load_specials(t, g);
+    build_tables(t);
+    if (t->kind == CV_TOK_BPE && (rc = load_bpe(t, g, err)))
+        goto fail;
     *out = t;
     return 0;
 fail:

@@ -29,6 +29,18 @@ TEST(json_string_escapes_controls_and_replaces_bad_utf8)
     cv_buf_free(&b);
 }
 
+TEST(json_chars_escape_non_ascii_as_python_ensure_ascii_does_when_asked)
+{
+    cv_buf b = { 0 };
+    const char in[] = "\x1f\t\xC3\xA9\xF0\x9F\x98\x80\xFF";
+    cv_buf_put_json_chars(&b, in, sizeof in - 1, true); /* json.dumps(s, ensure_ascii=True) without the quotes */
+    CHECK_EQ_STR(b.data, "\\u001f\\t\\u00e9\\ud83d\\ude00\\ufffd");
+    cv_buf_reset(&b);
+    cv_buf_put_json_chars(&b, in, sizeof in - 1, false);
+    CHECK_EQ_STR(b.data, "\\u001f\\t\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBD");
+    cv_buf_free(&b);
+}
+
 TEST(utf8_rejects_overlongs_surrogates_and_out_of_range)
 {
     uint32_t cp;
@@ -141,6 +153,7 @@ int main(void)
 {
     RUN(buf_appends_and_stays_nul_terminated);
     RUN(json_string_escapes_controls_and_replaces_bad_utf8);
+    RUN(json_chars_escape_non_ascii_as_python_ensure_ascii_does_when_asked);
     RUN(utf8_rejects_overlongs_surrogates_and_out_of_range);
     RUN(utf8_complete_prefix_holds_only_a_cut_sequence);
     RUN(rng_is_deterministic_for_a_seed);

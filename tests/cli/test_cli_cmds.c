@@ -41,6 +41,45 @@ static char hub_url[64];
 
 #define CORVID(...) ((const char *const[]){ CV_CORVID_BIN, __VA_ARGS__, NULL })
 
+/* ---- every command of the table ---- */
+
+/* Walks the command table as `corvid help` prints it, so a new command is
+ * covered the day it gets a row: its --help exits 0 with its usage (the
+ * same text `corvid help NAME` prints), and an unknown flag exits 2 naming
+ * the flag, with the usage. */
+TEST(every_command_prints_its_usage_for_help_and_rejects_an_unknown_flag)
+{
+    proc_out po;
+    run(CORVID("help"), NULL, &po);
+    CHECK_EQ_INT(po.status, 0);
+    const char *p = po.out.data ? strstr(po.out.data, "commands:\n") : NULL;
+    CHECK(p != NULL);
+    int n = 0;
+    for (p = p ? strchr(p, '\n') + 1 : NULL; p && p[0] == ' ' && p[1] == ' ' && p[2] != ' '; p = strchr(p, '\n') + 1) {
+        char name[64], want[96];
+        if (sscanf(p, " %63s", name) != 1)
+            break;
+        n++;
+        snprintf(want, sizeof want, "usage: corvid %s", name);
+        proc_out h, h2, bad;
+        run(CORVID(name, "--help"), NULL, &h);
+        CHECK_MSG(h.status == 0 && h.out.data && strstr(h.out.data, want), "%s --help: exit %d, %.300s", name, h.status,
+                  h.out.data ? h.out.data : h.err.data);
+        run(CORVID("help", name), NULL, &h2);
+        CHECK_MSG(h2.status == 0 && h.out.data && h2.out.data && !strcmp(h.out.data, h2.out.data),
+                  "corvid help %s differs from %s --help", name, name);
+        run(CORVID(name, "--no-such-flag"), NULL, &bad);
+        CHECK_MSG(bad.status == 2 && bad.err.data && strstr(bad.err.data, "unknown flag '--no-such-flag'") &&
+                      strstr(bad.err.data, want),
+                  "%s --no-such-flag: exit %d, %.300s", name, bad.status, bad.err.data ? bad.err.data : "");
+        proc_out_free(&h);
+        proc_out_free(&h2);
+        proc_out_free(&bad);
+    }
+    CHECK_MSG(n >= 20, "corvid help listed %d commands", n);
+    proc_out_free(&po);
+}
+
 /* ---- pull ---- */
 
 TEST(pull_on_a_terminal_draws_a_bar_and_prints_the_path)
@@ -185,8 +224,8 @@ TEST(ls_shows_each_model_with_what_its_header_says)
             CHECK_EQ_STR(state, "ok");
             CHECK_EQ_STR(json_string_value(json_object_get(e, "quant")), "Q8_0");
             CHECK_EQ_STR(json_string_value(json_object_get(e, "arch")), "qwen3");
-            CHECK_EQ_INT(json_integer_value(json_object_get(e, "context")), 2048);
-            CHECK(json_integer_value(json_object_get(e, "params")) > 1000000);
+            CHECK_EQ_INT(JSON_INT(e, "context"), 2048);
+            CHECK(JSON_INT(e, "params") > 1000000);
         } else if (!strcmp(name, "org/repo/broken-Q4_0")) {
             seen++;
             CHECK_EQ_STR(state, "invalid");
@@ -194,7 +233,7 @@ TEST(ls_shows_each_model_with_what_its_header_says)
         } else if (!strcmp(name, "org/repo/half-Q4_0")) {
             seen++;
             CHECK_EQ_STR(state, "partial");
-            CHECK_EQ_INT(json_integer_value(json_object_get(e, "total")), (json_int_t)q4.len);
+            CHECK_EQ_INT(JSON_INT(e, "total"), (json_int_t)q4.len);
         }
     }
     CHECK_EQ_INT(seen, 3);
@@ -334,9 +373,9 @@ TEST(launch_configures_every_client_for_the_running_server_and_execs_it)
         CHECK_MSG(r != NULL, "%s: the client did not run", clients[i]);
         if (r) {
             json_t *req = json_object_get(r, "request");
-            CHECK_MSG(json_integer_value(json_object_get(req, "status")) == 200, "%s: request %s -> %lld: %s",
+            CHECK_MSG(JSON_INT(req, "status") == 200, "%s: request %s -> %lld: %s",
                       clients[i], json_string_value(json_object_get(req, "url")),
-                      (long long)json_integer_value(json_object_get(req, "status")),
+                      (long long)JSON_INT(req, "status"),
                       json_string_value(json_object_get(req, "body")));
             /* The user's arguments come last, unchanged. */
             json_t *av = json_object_get(r, "argv");
@@ -362,7 +401,7 @@ TEST(launch_configures_every_client_for_the_running_server_and_execs_it)
     run(CORVID("launch", "openai-sdk", "--port", port, "--", prog), env, &po);
     CHECK_MSG(po.status == 0, "openai-sdk: %s", po.err.data);
     json_t *r = read_report();
-    CHECK(r && json_integer_value(json_object_get(json_object_get(r, "request"), "status")) == 200);
+    CHECK(r && JSON_INT(json_object_get(r, "request"), "status") == 200);
     json_decref(r);
     proc_out_free(&po);
     unlink(report);
@@ -443,7 +482,7 @@ TEST(launch_starts_corvid_serve_when_none_listens)
     if (po.status == 0) {
         /* serve loaded it: the client talked to the server launch started. */
         json_t *r = read_report();
-        CHECK(r && json_integer_value(json_object_get(json_object_get(r, "request"), "status")) == 200);
+        CHECK(r && JSON_INT(json_object_get(r, "request"), "status") == 200);
         CHECK_EQ_STR(rep_env(r, "OPENAI_MODEL"), "tiny-qwen3-Q4_K_M");
         json_decref(r);
         cv_buf b = { 0 };
@@ -498,6 +537,7 @@ int main(void)
     }
     snprintf(hub_url, sizeof hub_url, "http://127.0.0.1:%d", hub_fake_port(hub));
 
+    RUN(every_command_prints_its_usage_for_help_and_rejects_an_unknown_flag);
     RUN(pull_on_a_terminal_draws_a_bar_and_prints_the_path);
     RUN(pull_on_a_pipe_prints_plain_lines_and_only_the_path_on_stdout);
     RUN(pull_failures_exit_1_with_the_reason_and_usage_errors_exit_2);

@@ -558,8 +558,8 @@ TEST(client_setups_carry_the_details_clients_md_records)
     CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(prov, "options"), "baseURL")),
                  "http://127.0.0.1:8123/v1");
     json_t *lim = json_object_get(json_object_get(json_object_get(prov, "models"), "qwen3-0.6b"), "limit");
-    CHECK_EQ_INT(json_integer_value(json_object_get(lim, "context")), 32768);
-    CHECK_EQ_INT(json_integer_value(json_object_get(lim, "output")), 4096);
+    CHECK_EQ_INT(JSON_INT(lim, "context"), 32768);
+    CHECK_EQ_INT(JSON_INT(lim, "output"), 4096);
     CHECK_EQ_STR(json_string_value(json_object_get(j, "model")), "corvid/qwen3-0.6b");
     CHECK_EQ_STR(json_string_value(json_object_get(j, "small_model")), "corvid/qwen3-0.6b");
     json_decref(j);

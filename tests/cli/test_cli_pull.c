@@ -206,7 +206,7 @@ TEST(interrupted_pull_keeps_the_partial_and_the_next_pull_resumes_it)
     cv_buf m = { 0 };
     CHECK(cv_read_file(meta, &m, 1 << 16, NULL) == 0);
     json_t *j = cv_json_parse(m.data, m.len, NULL);
-    CHECK(j && json_integer_value(json_object_get(j, "total")) == (json_int_t)q4.len);
+    CHECK(j && JSON_INT(j, "total") == (json_int_t)q4.len);
     json_decref(j);
     cv_buf_free(&m);
     /* `corvid ls` sees the partial with its target size. */

@@ -216,11 +216,8 @@ TEST(scalar_tile_matches_a_plain_softmax)
 
 TEST(avx2_tile_matches_a_plain_softmax)
 {
-    if (!cv_isa_supported(CV_ISA_AVX2)) {
-        printf("  (no AVX2 on this CPU: skipped)\n");
-        CHECK(1);
-        return;
-    }
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        TEST_SKIP("no AVX2 on this CPU");
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
         if (cases[i].hd % 8 == 0)
             run_case(&cases[i], true);

@@ -108,15 +108,15 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
         CHECK_MSG(j != NULL, "bench --json: %s", err.msg);
         if (!j)
             continue;
-        CHECK(json_number_value(json_object_get(json_object_get(j, "prefill"), "tok_s")) > 0);
-        CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "prefill"), "depth")), 0);
+        CHECK(JSON_NUM(json_object_get(j, "prefill"), "tok_s") > 0);
+        CHECK_EQ_INT(JSON_INT(json_object_get(j, "prefill"), "depth"), 0);
         json_t *dec = json_object_get(j, "decode");
         CHECK_EQ_INT(json_array_size(dec), 2);
-        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(dec, 1), "batch")), 3);
+        CHECK_EQ_INT(JSON_INT(json_array_get(dec, 1), "batch"), 3);
         /* every decode case: the step's time and its attention part; no
          * ceiling fractions when the probes were skipped */
         const json_t *d0 = json_array_get(dec, 0);
-        CHECK(json_number_value(json_object_get(d0, "step_ms")) > 0);
+        CHECK(JSON_NUM(d0, "step_ms") > 0);
         CHECK(json_is_number(json_object_get(d0, "attention_ms")));
         CHECK(json_is_null(json_object_get(d0, "frac_bandwidth")));
         CHECK(json_is_null(json_object_get(json_object_get(j, "prefill"), "frac_int8_peak")));

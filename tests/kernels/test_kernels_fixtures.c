@@ -104,8 +104,8 @@ static void check_dequant(const char *model, const char *name, const cv_gguf_ten
     const int64_t n = t->ne[0] * (int64_t)(t->n_bytes / cv_ggml_row_bytes(t->type, t->ne[0]));
     float *y = malloc((size_t)n * sizeof *y);
     const char *want = json_string_value(json_object_get(ex, "sha256_f32le"));
-    const double want_sum = json_number_value(json_object_get(ex, "sum"));
-    const double want_abs = json_number_value(json_object_get(ex, "sum_abs"));
+    const double want_sum = JSON_NUM(ex, "sum");
+    const double want_abs = JSON_NUM(ex, "sum_abs");
     for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
         if (!cv_isa_supported(isa))
             continue;

@@ -312,13 +312,13 @@ TEST(cancelling_one_of_8_streams_frees_its_blocks_and_the_others_finish_unchange
     size_t i;
     json_t *v;
     json_array_foreach(running, i, v) {
-        held += (json_integer_value(json_object_get(v, "kv_positions")) + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+        held += (JSON_INT(v, "kv_positions") + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
         CHECK_EQ_STR(json_string_value(json_object_get(v, "phase")), "decode");
-        CHECK(json_integer_value(json_object_get(v, "generated_tokens")) >= 1);
-        CHECK(json_real_value(json_object_get(v, "tokens_per_second")) >= 0);
+        CHECK(JSON_INT(v, "generated_tokens") >= 1);
+        CHECK(JSON_NUM(v, "tokens_per_second") >= 0);
     }
     json_t *kv = json_object_get(stj, "kv");
-    int64_t used = json_integer_value(json_object_get(kv, "blocks")) - json_integer_value(json_object_get(kv, "free"));
+    int64_t used = JSON_INT(kv, "blocks") - JSON_INT(kv, "free");
     CHECK_MSG(held == used, "status: running sequences hold %lld blocks, the pool has %lld in use", (long long)held,
               (long long)used);
     CHECK(json_array_size(running) <= N - 1);
@@ -372,7 +372,7 @@ TEST(a_full_queue_refuses_at_once_and_status_lists_the_waiting)
     json_t *waiting = json_object_get(stj, "waiting");
     CHECK(json_array_size(waiting) >= 2 && json_array_size(waiting) <= 4);
     CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(waiting, 0), "phase")), "waiting");
-    CHECK_EQ_INT((int)json_integer_value(json_object_get(json_object_get(stj, "totals"), "refused_busy")), refused);
+    CHECK_EQ_INT((int)JSON_INT(json_object_get(stj, "totals"), "refused_busy"), refused);
     json_decref(stj);
     cv_buf m = { 0 };
     cv_sched_metrics(r.s, &m);

@@ -182,7 +182,7 @@ TEST(the_cache_file_survives_a_restart_and_the_first_request_hits)
     json_t *status = cv_sched_status(r.s);
     json_t *cache = json_object_get(status, "cache");
     CHECK(strstr(json_string_value(json_object_get(cache, "file")), ".cvkv") != NULL);
-    CHECK_EQ_INT((int)json_integer_value(json_object_get(cache, "file_blocks_loaded")), (int)saved);
+    CHECK_EQ_INT((int)JSON_INT(cache, "file_blocks_loaded"), (int)saved);
     json_decref(status);
     rig_close(&r);
     CHECK(restart_and_serve("intact file", false, true) > 0);

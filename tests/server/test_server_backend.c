@@ -254,9 +254,9 @@ TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
               fr ? fr : "(none)");
     CHECK_EQ_STR(jstr(msg, "role"), "assistant");
     json_t *usage = json_object_get(v, "usage");
-    CHECK(json_integer_value(json_object_get(usage, "prompt_tokens")) > 20);
-    CHECK(json_integer_value(json_object_get(usage, "completion_tokens")) >= 1);
-    CHECK(json_integer_value(json_object_get(usage, "completion_tokens")) <= 12);
+    CHECK(JSON_INT(usage, "prompt_tokens") > 20);
+    CHECK(JSON_INT(usage, "completion_tokens") >= 1);
+    CHECK(JSON_INT(usage, "completion_tokens") <= 12);
     size_t i;
     json_t *tc;
     json_array_foreach(json_object_get(msg, "tool_calls"), i, tc) {
@@ -301,7 +301,7 @@ TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
                             "get_weather", "parameters", "type", "object", "properties"));
     CHECK_EQ_STR(jstr(v, "object"), "response");
     CHECK(json_array_size(json_object_get(v, "output")) >= 1);
-    CHECK(json_integer_value(json_object_get(json_object_get(v, "usage"), "input_tokens")) > 20);
+    CHECK(JSON_INT(json_object_get(v, "usage"), "input_tokens") > 20);
     json_decref(v);
     frames = post_sse(&S, "/v1/responses",
                       json_pack("{s:s, s:s, s:i, s:b, s:[{s:s, s:s, s:{s:s, s:{}}}]}", "model", "qwq", "input", USER,
@@ -312,8 +312,7 @@ TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
     const char *last = jstr(f, "type");
     CHECK_MSG(last && (!strcmp(last, "response.completed") || !strcmp(last, "response.incomplete")),
               "the responses stream ended with %s", last ? last : "(none)");
-    CHECK(json_integer_value(json_object_get(json_object_get(json_object_get(f, "response"), "usage"), "input_tokens")) >
-          20);
+    CHECK(JSON_INT(json_object_get(json_object_get(f, "response"), "usage"), "input_tokens") > 20);
     json_decref(frames);
 
     /* Anthropic messages */
@@ -326,7 +325,7 @@ TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
     const char *sr = jstr(v, "stop_reason");
     CHECK_MSG(sr && (!strcmp(sr, "end_turn") || !strcmp(sr, "max_tokens") || !strcmp(sr, "tool_use")),
               "stop_reason %s", sr ? sr : "(none)");
-    CHECK(json_integer_value(json_object_get(json_object_get(v, "usage"), "input_tokens")) > 20);
+    CHECK(JSON_INT(json_object_get(v, "usage"), "input_tokens") > 20);
     json_decref(v);
     frames = post_sse(&S, "/v1/messages",
                       json_pack("{s:s, s:i, s:b, s:[{s:s, s:s}], s:O}", "model", "claude-x", "max_tokens", 12,
@@ -381,8 +380,8 @@ TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on
     json_t *off = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 0));
     json_t *m_on = json_object_get(json_array_get(json_object_get(on, "choices"), 0), "message");
     json_t *m_off = json_object_get(json_array_get(json_object_get(off, "choices"), 0), "message");
-    int64_t g_on = json_integer_value(json_object_get(json_object_get(on, "usage"), "completion_tokens"));
-    int64_t g_off = json_integer_value(json_object_get(json_object_get(off, "usage"), "completion_tokens"));
+    int64_t g_on = JSON_INT(json_object_get(on, "usage"), "completion_tokens");
+    int64_t g_off = JSON_INT(json_object_get(off, "usage"), "completion_tokens");
     const char *r_on = jstr(m_on, "reasoning_content"), *c_on = jstr(m_on, "content");
     const char *r_off = jstr(m_off, "reasoning_content"), *c_off = jstr(m_off, "content");
     /* Random weights may end at once (an end token): then there is nothing to place. */
@@ -409,14 +408,40 @@ static double metric(const char *text, const char *name)
     return -1;
 }
 
+/* Waits (at most 5 s) until every submitted request has finished and the
+ * scheduler took no step for 100 ms: a reply reaches its client before the
+ * engine thread's last step of it is done, and on a loaded machine that
+ * step may land between two reads of the figures below. */
+static void wait_idle(const served *s)
+{
+    int64_t last_steps = -1;
+    for (int i = 0; i < 50; i++) {
+        cv_buf out = { 0 };
+        http(s, "/v1/status", NULL, &out);
+        json_t *st = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
+        json_t *tot = json_object_get(st, "totals");
+        int64_t steps = json_integer_value(json_object_get(tot, "steps"));
+        bool idle = json_integer_value(json_object_get(tot, "submitted")) ==
+                        json_integer_value(json_object_get(tot, "finished")) &&
+                    steps == last_steps;
+        last_steps = steps;
+        json_decref(st);
+        cv_buf_free(&out);
+        if (idle)
+            return;
+        usleep(100 * 1000);
+    }
+}
+
 TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
 {
     cv_buf out = { 0 };
+    wait_idle(&S);
     CHECK_EQ_INT(http(&S, "/health", NULL, &out), 200);
     json_t *h = json_loadb(out.data, out.len, 0, NULL);
     CHECK(json_is_true(json_object_get(h, "model_loaded")));
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "queue_depth")), 0);
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "running")), 0);
+    CHECK_EQ_INT(JSON_INT(h, "queue_depth"), 0);
+    CHECK_EQ_INT(JSON_INT(h, "running"), 0);
     json_decref(h);
     cv_buf_reset(&out);
 
@@ -444,29 +469,28 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     json_t *tot = json_object_get(st, "totals"), *kv = json_object_get(st, "kv"), *cache = json_object_get(st, "cache");
     CHECK_EQ_STR(jstr(st, "object"), "status");
     CHECK(json_array_size(json_object_get(st, "running")) == 0);
-    CHECK(json_integer_value(json_object_get(tot, "finished")) >= 8); /* the requests of the tests above */
-    CHECK(json_integer_value(json_object_get(tot, "generated_tokens")) >= 8);
-    CHECK(json_integer_value(json_object_get(tot, "computed_tokens")) > 20);
-    CHECK_EQ_INT(json_integer_value(json_object_get(tot, "batch_tokens")), 64);
+    CHECK(JSON_INT(tot, "finished") >= 8); /* the requests of the tests above */
+    CHECK(JSON_INT(tot, "generated_tokens") >= 8);
+    CHECK(JSON_INT(tot, "computed_tokens") > 20);
+    CHECK_EQ_INT(JSON_INT(tot, "batch_tokens"), 64);
     /* 16 MiB of f32 KV for this shape: 2 layers x 2 x 4 heads x 32 x 4 bytes = 2 KiB a position */
-    CHECK_EQ_INT(json_integer_value(json_object_get(kv, "blocks")) * json_integer_value(json_object_get(kv, "block_positions")),
-                 8192);
-    CHECK(json_integer_value(json_object_get(kv, "used")) > 0); /* the prefix cache keeps finished prompts */
+    CHECK_EQ_INT(JSON_INT(kv, "blocks") * JSON_INT(kv, "block_positions"), 8192);
+    CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */
     CHECK(json_is_true(json_object_get(cache, "enabled")));
-    CHECK(json_integer_value(json_object_get(cache, "hits")) >= 1); /* USER was asked several times */
-    CHECK(json_integer_value(json_object_get(cache, "blocks_in_tree")) > 0);
-    int64_t kv_used = json_integer_value(json_object_get(kv, "used"));
-    int64_t hit_tokens = json_integer_value(json_object_get(cache, "hit_tokens"));
+    CHECK(JSON_INT(cache, "hits") >= 1); /* USER was asked several times */
+    CHECK(JSON_INT(cache, "blocks_in_tree") > 0);
+    int64_t kv_used = JSON_INT(kv, "used");
+    int64_t hit_tokens = JSON_INT(cache, "hit_tokens");
     /* speculation is on by default; what it drafted and had taken add up */
     json_t *spec = json_object_get(st, "speculation");
-    CHECK_EQ_INT(json_integer_value(json_object_get(spec, "max_draft_tokens")), CV_SCHED_DRAFT_DEFAULT);
-    int64_t drafted = json_integer_value(json_object_get(spec, "draft_tokens"));
-    int64_t taken = json_integer_value(json_object_get(spec, "accepted_tokens"));
+    CHECK_EQ_INT(JSON_INT(spec, "max_draft_tokens"), CV_SCHED_DRAFT_DEFAULT);
+    int64_t drafted = JSON_INT(spec, "draft_tokens");
+    int64_t taken = JSON_INT(spec, "accepted_tokens");
     CHECK(taken >= 0 && taken <= drafted);
-    int64_t declined = json_integer_value(json_object_get(spec, "declined_tokens"));
+    int64_t declined = JSON_INT(spec, "declined_tokens");
     CHECK(declined >= 0);
     /* decode steps were timed (the costs drafts are weighed by) */
-    CHECK(json_real_value(json_object_get(spec, "step_ms")) > 0);
+    CHECK(JSON_NUM(spec, "step_ms") > 0);
     CHECK(json_is_real(json_object_get(spec, "attention_ms_per_1k_positions")));
     json_decref(st);
     cv_buf_reset(&out);
@@ -496,14 +520,13 @@ static void ask(const served *s, const char *user, cv_buf *text, int64_t *cached
     cv_buf_reset(text);
     if (jstr(m, "content"))
         cv_buf_puts(text, jstr(m, "content"));
-    *cached = json_integer_value(
-        json_object_get(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    *cached = JSON_INT(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens");
     json_decref(v);
     if (cached_anthropic) {
         v = post_json(s, "/v1/messages",
                       json_pack("{s:s, s:i, s:[{s:s, s:s}]}", "model", "claude-x", "max_tokens", 4, "messages", "role",
                                 "user", "content", user));
-        *cached_anthropic = json_integer_value(json_object_get(json_object_get(v, "usage"), "cache_read_input_tokens"));
+        *cached_anthropic = JSON_INT(json_object_get(v, "usage"), "cache_read_input_tokens");
         json_decref(v);
     }
 }

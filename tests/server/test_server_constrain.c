@@ -13,6 +13,7 @@
 #include "chat/chat.h"
 #include "chat/chat_parse.h"
 #include "model/model.h"
+#include "server/constrain.h"
 #include "server/server.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"

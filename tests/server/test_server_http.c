@@ -205,6 +205,35 @@ TEST(unknown_paths_are_404_and_wrong_methods_405_in_the_wire_shape)
     resp_free(&r);
 }
 
+/* Every row of the route table (routes.c), so a new route is covered the
+ * day it is added: its own method is answered (a GET with 200, a POST of
+ * an empty object with the 400 its translator gives, in its wire's shape),
+ * and another method is 405 in its wire's shape. */
+TEST(every_route_answers_its_method_and_refuses_another_with_405_in_its_wire_shape)
+{
+    for (int i = 0; i < cv_n_routes; i++) {
+        const cv_route *rt = &cv_routes[i];
+        char path[128];
+        snprintf(path, sizeof path, "%s%s", rt->path, rt->prefix ? "fake-bytes" : "");
+        const char *const *auth = rt->wire == CV_WIRE_ANTHROPIC ? XKEY : BEARER;
+        bool (*shaped)(const resp *) = rt->wire == CV_WIRE_ANTHROPIC ? is_anthropic_error : is_openai_error;
+        bool get = !strcmp(rt->method, "GET");
+        resp r;
+        long st = http(rt->method, path, auth, get ? NULL : "{}", &r);
+        CHECK_MSG(st == (get ? 200 : 400), "%s %s: %ld, want %d", rt->method, path, st, get ? 200 : 400);
+        CHECK_MSG(get || shaped(&r), "%s %s: the 400 is not in the %s error shape: %.200s", rt->method, path,
+                  rt->wire == CV_WIRE_ANTHROPIC ? "Anthropic" : "OpenAI", r.body.data ? r.body.data : "");
+        resp_free(&r);
+        const char *wrong[] = { get ? "POST" : "GET", "DELETE" };
+        for (size_t k = 0; k < CV_ARRAY_LEN(wrong); k++) {
+            st = http(wrong[k], path, auth, NULL, &r);
+            CHECK_MSG(st == 405 && shaped(&r), "%s %s (a %s route): %ld %.200s", wrong[k], path, rt->method, st,
+                      r.body.data ? r.body.data : "");
+            resp_free(&r);
+        }
+    }
+}
+
 /* ---- hostile bodies ---- */
 
 typedef struct hostile {
@@ -425,7 +454,7 @@ TEST(count_tokens_answers_with_the_rendered_prompt_length)
     CHECK_EQ_INT(http("POST", "/v1/messages/count_tokens?beta=true", XKEY, b, &r), 200);
     json_t *v = json_loads(r.body.data, 0, NULL);
     /* "<|user|>foo\n<|assistant|>" in the fake's byte rendering */
-    CHECK_EQ_INT(json_integer_value(json_object_get(v, "input_tokens")), 25);
+    CHECK_EQ_INT(JSON_INT(v, "input_tokens"), 25);
     json_decref(v);
     resp_free(&r);
 }
@@ -602,6 +631,7 @@ int main(void)
     RUN(open_routes_answer_without_the_key);
     RUN(protected_routes_need_the_key_in_either_header_and_answer_401_in_their_wire_shape);
     RUN(unknown_paths_are_404_and_wrong_methods_405_in_the_wire_shape);
+    RUN(every_route_answers_its_method_and_refuses_another_with_405_in_its_wire_shape);
     RUN(hostile_bodies_get_400_in_the_wire_shape_and_the_server_keeps_serving);
     RUN(json_nested_ten_thousand_deep_is_refused_not_a_stack_overflow);
     RUN(ten_thousand_messages_are_refused_with_the_limit);

@@ -159,8 +159,7 @@ static int64_t ask(int port, cv_buf *text)
     const char *c = json_string_value(json_object_get(m, "content"));
     if (c)
         cv_buf_puts(text, c);
-    int64_t cached = json_integer_value(
-        json_object_get(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    int64_t cached = JSON_INT(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens");
     json_decref(v);
     return cached;
 }
@@ -187,9 +186,9 @@ TEST(a_restart_with_the_same_cache_dir_reports_cached_tokens_for_a_repeated_prom
         return;
     CHECK_EQ_INT(ask(port, &cold), 0);
     json_t *st = get(port, "/v1/status", NULL);
-    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "totals"), "batch_tokens")), 64);
+    CHECK_EQ_INT(JSON_INT(json_object_get(st, "totals"), "batch_tokens"), 64);
     /* 16 MiB of f16 KV (the default) at 1 KiB a position (tiny: 2 layers, 4 KV heads of 32) */
-    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 16384 / 16);
+    CHECK_EQ_INT(JSON_INT(json_object_get(st, "kv"), "blocks"), 16384 / 16);
     json_decref(st);
     CHECK_EQ_INT(stop(pid), 0);
     CHECK_EQ_INT(count_cache_files(), 1);
@@ -241,7 +240,7 @@ TEST(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers
     if (!pid)
         return;
     json_t *st = get(port, "/v1/status", NULL);
-    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks")), 8192 / 16);
+    CHECK_EQ_INT(JSON_INT(json_object_get(st, "kv"), "blocks"), 8192 / 16);
     json_decref(st);
     CHECK_EQ_INT(ask(port, &f32), 0);
     CHECK_EQ_INT(stop(pid), 0);
@@ -254,7 +253,7 @@ TEST(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers
     CHECK_MSG(pid, "corvid serve --kv-type q8_0 did not start");
     if (pid) {
         st = get(port, "/v1/status", NULL);
-        const json_int_t blocks = json_integer_value(json_object_get(json_object_get(st, "kv"), "blocks"));
+        const json_int_t blocks = JSON_INT(json_object_get(st, "kv"), "blocks");
         CHECK_MSG(blocks >= 512 * 31 / 10, "q8_0 KV in 16M: %lld blocks", (long long)blocks);
         CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(st, "kv"), "type")), "q8_0");
         json_decref(st);

@@ -408,7 +408,7 @@ TEST(openai_chat_stream_sends_role_reasoning_content_tool_deltas_finish_usage_do
             cv_buf_puts(&reasoning, json_string_value(json_object_get(d, "reasoning_content")));
         json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
         if (tc) {
-            CHECK_EQ_INT(json_integer_value(json_object_get(tc, "index")), 0);
+            CHECK_EQ_INT(JSON_INT(tc, "index"), 0);
             json_t *f = json_object_get(tc, "function");
             if (json_object_get(f, "name")) {
                 name = json_string_value(json_object_get(f, "name"));
@@ -429,8 +429,8 @@ TEST(openai_chat_stream_sends_role_reasoning_content_tool_deltas_finish_usage_do
     json_t *last = json_array_get(ev, n - 1);
     CHECK_EQ_INT(json_array_size(json_object_get(last, "choices")), 0);
     json_t *u = json_object_get(last, "usage");
-    CHECK(json_integer_value(json_object_get(u, "completion_tokens")) == (json_int_t)strlen(TOOL_REPLY) + 1);
-    CHECK(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")) > 0);
+    CHECK(JSON_INT(u, "completion_tokens") == (json_int_t)strlen(TOOL_REPLY) + 1);
+    CHECK(JSON_INT(json_object_get(u, "prompt_tokens_details"), "cached_tokens") > 0);
     cv_buf_free(&content);
     cv_buf_free(&reasoning);
     cv_buf_free(&args);
@@ -533,7 +533,7 @@ TEST(anthropic_json_has_thinking_text_and_tool_use_blocks_in_order)
     CHECK(json_object_get(tu, "_index") == NULL);
     CHECK_EQ_STR(json_string_value(json_object_get(v, "stop_reason")), "tool_use");
     json_t *u = json_object_get(v, "usage");
-    CHECK(json_integer_value(json_object_get(u, "cache_read_input_tokens")) > 0);
+    CHECK(JSON_INT(u, "cache_read_input_tokens") > 0);
     json_decref(v);
     free(out);
 }
@@ -551,7 +551,7 @@ TEST(responses_stream_items_follow_generation_order_with_sequence_numbers)
     CHECK(n > 10);
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(ev, i);
-        CHECK_EQ_INT(json_integer_value(json_object_get(e, "sequence_number")), (long long)i);
+        CHECK_EQ_INT(JSON_INT(e, "sequence_number"), (long long)i);
         CHECK_EQ_STR(json_string_value(json_array_get(names, i)), json_string_value(json_object_get(e, "type")));
     }
     CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(ev, 0), "type")), "response.created");

@@ -13,58 +13,11 @@
 
 #include "chat/jinja/jinja_int.h"
 
-/* Bytes that need attention in a JSON string: controls, '"', '\\', and (only
- * with ensure_ascii) bytes >= 0x80. The scan copies plain runs whole, since tool schemas
- * and long messages are mostly plain. */
-static bool plain_byte(unsigned char c, bool ensure_ascii)
-{
-    return c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || !ensure_ascii);
-}
-
 static void put_json_str(cv_buf *b, const char *s, size_t n, bool ensure_ascii)
 {
-    static const char hex[] = "0123456789abcdef";
     cv_buf_reserve(b, n + 2);
     cv_buf_putc(b, '"');
-    size_t i = 0;
-    while (i < n) {
-        size_t run = i;
-        while (i < n && plain_byte((unsigned char)s[i], ensure_ascii))
-            i++;
-        if (i > run)
-            cv_buf_append(b, s + run, i - run);
-        if (i >= n)
-            break;
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"': cv_buf_append(b, "\\\"", 2); break;
-        case '\\': cv_buf_append(b, "\\\\", 2); break;
-        case '\n': cv_buf_append(b, "\\n", 2); break;
-        case '\r': cv_buf_append(b, "\\r", 2); break;
-        case '\t': cv_buf_append(b, "\\t", 2); break;
-        case '\b': cv_buf_append(b, "\\b", 2); break;
-        case '\f': cv_buf_append(b, "\\f", 2); break;
-        default:
-            if (c < 0x20) {
-                char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-                cv_buf_append(b, u, 6);
-            } else { /* >= 0x80 with ensure_ascii */
-                uint32_t cp;
-                int k = cv_utf8_decode(s + i, n - i, &cp);
-                if (k < 0)
-                    k = 1;
-                if (cp >= 0x10000) {
-                    uint32_t v = cp - 0x10000;
-                    cv_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
-                } else {
-                    cv_buf_printf(b, "\\u%04x", cp);
-                }
-                i += (size_t)k;
-                continue;
-            }
-        }
-        i++;
-    }
+    cv_buf_put_json_chars(b, s, n, ensure_ascii);
     cv_buf_putc(b, '"');
 }
 

@@ -756,182 +756,243 @@ static void parse_params(parser *P, jnode *m)
     m->defs = nl_finish(P, &defs, &m->n_defs);
 }
 
+/* ---- statements: one function per tag, dispatched by the table below ----
+ * As Jinja2's Parser.parse_statement looks up parse_<tag>: each function is
+ * called with its tag name as the current token and returns the node with
+ * the whole statement consumed, its end tag included. */
+
+/* A block's body up to its end tag, which is consumed. */
+static jnode *body_until(parser *P, const char *end)
+{
+    const char *const ends[] = { end, NULL };
+    jnode *body = parse_body(P, ends);
+    expect_name(P, end);
+    expect_block_end(P);
+    return body;
+}
+
+/* The same for a body that break/continue cannot leave (macro, call block,
+ * generation): a loop around it is not theirs. */
+static jnode *scope_until(parser *P, const char *end)
+{
+    int saved_loop = P->loop_depth;
+    P->loop_depth = 0;
+    jnode *body = body_until(P, end);
+    P->loop_depth = saved_loop;
+    return body;
+}
+
+/* After if / for: an optional {% else %} body (NULL without one), then the
+ * end tag, consumed. */
+static jnode *else_until(parser *P, const char *end)
+{
+    jnode *body = NULL;
+    if (is_name(cur(P), "else")) {
+        next(P);
+        expect_block_end(P);
+        const char *const ends[] = { end, NULL };
+        body = parse_body(P, ends);
+    }
+    expect_name(P, end);
+    expect_block_end(P);
+    return body;
+}
+
+static jnode *parse_if(parser *P, jtok *t)
+{
+    next(P);
+    jnode *top = node(P, N_IF), *n = top;
+    n->a = parse_tuple(P, false, false, NULL, false);
+    expect_block_end(P);
+    static const char *const ends[] = { "elif", "else", "endif", NULL };
+    for (;;) {
+        n->b = parse_body(P, ends);
+        if (!is_name(cur(P), "elif"))
+            break;
+        next(P);
+        jnode *e = node(P, N_IF);
+        e->a = parse_tuple(P, false, false, NULL, false);
+        expect_block_end(P);
+        n->c = e;
+        n = e;
+    }
+    n->c = else_until(P, "endif");
+    return top;
+}
+
+static jnode *parse_for(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_FOR);
+    x->a = parse_assign_target(P, false, "in");
+    expect_name(P, "in");
+    x->b = parse_tuple(P, false, false, "recursive", false);
+    if (is_name(cur(P), "if")) {
+        next(P);
+        x->e = parse_expression(P, true);
+    }
+    if (is_name(cur(P), "recursive")) {
+        next(P);
+        x->flag = 1;
+    }
+    expect_block_end(P);
+    static const char *const ends[] = { "endfor", "else", NULL };
+    P->loop_depth++;
+    x->c = parse_body(P, ends);
+    P->loop_depth--;
+    x->d = else_until(P, "endfor");
+    return x;
+}
+
+/* {% set x = v %}, or the block form {% set x [| filters] %}...{% endset %}. */
+static jnode *parse_set(parser *P, jtok *t)
+{
+    next(P);
+    jnode *target = parse_assign_target(P, true, NULL);
+    jnode *x;
+    if (is_op(cur(P), OP_ASSIGN)) {
+        next(P);
+        x = node(P, N_SET);
+        x->a = target;
+        x->b = parse_tuple(P, false, true, NULL, false);
+        expect_block_end(P);
+        return x;
+    }
+    x = node(P, N_SETBLOCK);
+    x->a = target;
+    if (is_op(cur(P), OP_PIPE)) {
+        next(P);
+        parse_filters_only(P, x);
+    }
+    expect_block_end(P);
+    x->c = body_until(P, "endset");
+    return x;
+}
+
+/* A macro or call block: its body sees caller() and its own parameters. */
+static void macro_body(parser *P, jnode *x, const char *end)
+{
+    if (P->n_macro == (int)CV_ARRAY_LEN(P->macro_stack))
+        pfail(P, CV_ELIMIT, "macros nested deeper than %d", (int)CV_ARRAY_LEN(P->macro_stack));
+    P->macro_stack[P->n_macro++] = x;
+    x->c = scope_until(P, end);
+    P->n_macro--;
+}
+
+static jnode *parse_macro(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_MACRO);
+    if (cur(P)->type != TK_NAME)
+        pfail(P, CV_EINVAL, "expected a macro name, got %s", tok_desc(cur(P)));
+    x->name = dup_name(P, cur(P)->p, cur(P)->n);
+    x->name_len = cur(P)->n;
+    x->sym = intern(P, x->name);
+    next(P);
+    parse_params(P, x);
+    expect_block_end(P);
+    macro_body(P, x, "endmacro");
+    return x;
+}
+
+static jnode *parse_call_block(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_CALLBLOCK);
+    x->name = "caller";
+    if (is_op(cur(P), OP_LPAREN))
+        parse_params(P, x);
+    x->a = parse_expression(P, true);
+    if (x->a->kind != N_CALL)
+        pfail(P, CV_EINVAL, "expected a call after {%% call %%}");
+    expect_block_end(P);
+    macro_body(P, x, "endcall");
+    return x;
+}
+
+static jnode *parse_filter_block(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_FILTERBLOCK);
+    parse_filters_only(P, x);
+    expect_block_end(P);
+    x->c = body_until(P, "endfilter");
+    return x;
+}
+
+static jnode *parse_with(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_WITH);
+    nlist targets = { 0 }, vals = { 0 };
+    while (cur(P)->type != TK_BLOCK_END) {
+        if (targets.n)
+            expect_op(P, OP_COMMA, "','");
+        nl_push(&targets, parse_assign_target(P, false, NULL));
+        expect_op(P, OP_ASSIGN, "'='");
+        nl_push(&vals, parse_expression(P, true));
+    }
+    x->kids = nl_finish(P, &targets, &x->n_kids);
+    x->defs = nl_finish(P, &vals, &x->n_defs);
+    expect_block_end(P);
+    x->c = body_until(P, "endwith");
+    return x;
+}
+
+/* Hugging Face's {% generation %}: marks the assistant's own text. */
+static jnode *parse_generation(parser *P, jtok *t)
+{
+    next(P);
+    jnode *x = node(P, N_SCOPE);
+    expect_block_end(P);
+    x->c = scope_until(P, "endgeneration");
+    return x;
+}
+
+/* {% break %} and {% continue %} (the loopcontrols extension). */
+static jnode *parse_loop_control(parser *P, jtok *t)
+{
+    bool brk = is_name(t, "break");
+    jnode *x = node(P, brk ? N_BREAK : N_CONTINUE);
+    if (!P->loop_depth)
+        pfail(P, CV_EINVAL, "'%s' outside of a loop", brk ? "break" : "continue");
+    next(P);
+    expect_block_end(P);
+    return x;
+}
+
+static const struct {
+    const char *tag;
+    jnode *(*parse)(parser *P, jtok *t);
+} statements[] = {
+    { "if", parse_if },
+    { "for", parse_for },
+    { "set", parse_set },
+    { "macro", parse_macro },
+    { "call", parse_call_block },
+    { "filter", parse_filter_block },
+    { "with", parse_with },
+    { "generation", parse_generation },
+    { "break", parse_loop_control },
+    { "continue", parse_loop_control },
+};
+
 static jnode *parse_statement(parser *P)
 {
     jtok *t = cur(P);
     if (t->type != TK_NAME)
         pfail(P, CV_EINVAL, "expected a tag name after '{%%', got %s", tok_desc(t));
     DEEPER(P);
-    jnode *x;
-    if (is_name(t, "if")) {
-        next(P);
-        jnode *top = node(P, N_IF), *n = top;
-        n->a = parse_tuple(P, false, false, NULL, false);
-        expect_block_end(P);
-        static const char *const ends[] = { "elif", "else", "endif", NULL };
-        for (;;) {
-            n->b = parse_body(P, ends);
-            if (is_name(cur(P), "elif")) {
-                next(P);
-                jnode *e = node(P, N_IF);
-                e->a = parse_tuple(P, false, false, NULL, false);
-                expect_block_end(P);
-                n->c = e;
-                n = e;
-                continue;
-            }
-            if (is_name(cur(P), "else")) {
-                next(P);
-                expect_block_end(P);
-                static const char *const ends2[] = { "endif", NULL };
-                n->c = parse_body(P, ends2);
-            }
-            expect_name(P, "endif");
-            expect_block_end(P);
-            break;
+    for (size_t i = 0; i < CV_ARRAY_LEN(statements); i++) {
+        if (is_name(t, statements[i].tag)) {
+            jnode *x = statements[i].parse(P, t);
+            SHALLOWER(P);
+            return x;
         }
-        x = top;
-    } else if (is_name(t, "for")) {
-        next(P);
-        x = node(P, N_FOR);
-        x->a = parse_assign_target(P, false, "in");
-        expect_name(P, "in");
-        x->b = parse_tuple(P, false, false, "recursive", false);
-        if (is_name(cur(P), "if")) {
-            next(P);
-            x->e = parse_expression(P, true);
-        }
-        if (is_name(cur(P), "recursive")) {
-            next(P);
-            x->flag = 1;
-        }
-        expect_block_end(P);
-        static const char *const ends[] = { "endfor", "else", NULL };
-        P->loop_depth++;
-        x->c = parse_body(P, ends);
-        P->loop_depth--;
-        if (is_name(cur(P), "else")) {
-            next(P);
-            expect_block_end(P);
-            static const char *const ends2[] = { "endfor", NULL };
-            x->d = parse_body(P, ends2);
-        }
-        expect_name(P, "endfor");
-        expect_block_end(P);
-    } else if (is_name(t, "set")) {
-        next(P);
-        jnode *target = parse_assign_target(P, true, NULL);
-        if (is_op(cur(P), OP_ASSIGN)) {
-            next(P);
-            x = node(P, N_SET);
-            x->a = target;
-            x->b = parse_tuple(P, false, true, NULL, false);
-            expect_block_end(P);
-        } else {
-            x = node(P, N_SETBLOCK);
-            x->a = target;
-            if (is_op(cur(P), OP_PIPE)) {
-                next(P);
-                parse_filters_only(P, x);
-            }
-            expect_block_end(P);
-            static const char *const ends[] = { "endset", NULL };
-            x->c = parse_body(P, ends);
-            expect_name(P, "endset");
-            expect_block_end(P);
-        }
-    } else if (is_name(t, "macro")) {
-        next(P);
-        x = node(P, N_MACRO);
-        if (cur(P)->type != TK_NAME)
-            pfail(P, CV_EINVAL, "expected a macro name, got %s", tok_desc(cur(P)));
-        x->name = dup_name(P, cur(P)->p, cur(P)->n);
-        x->name_len = cur(P)->n;
-        x->sym = intern(P, x->name);
-        next(P);
-        parse_params(P, x);
-        expect_block_end(P);
-        if (P->n_macro == (int)CV_ARRAY_LEN(P->macro_stack))
-            pfail(P, CV_ELIMIT, "macros nested deeper than %d", (int)CV_ARRAY_LEN(P->macro_stack));
-        P->macro_stack[P->n_macro++] = x;
-        int saved_loop = P->loop_depth;
-        P->loop_depth = 0;
-        static const char *const ends[] = { "endmacro", NULL };
-        x->c = parse_body(P, ends);
-        P->loop_depth = saved_loop;
-        P->n_macro--;
-        expect_name(P, "endmacro");
-        expect_block_end(P);
-    } else if (is_name(t, "call")) {
-        next(P);
-        x = node(P, N_CALLBLOCK);
-        x->name = "caller";
-        if (is_op(cur(P), OP_LPAREN))
-            parse_params(P, x);
-        x->a = parse_expression(P, true);
-        if (x->a->kind != N_CALL)
-            pfail(P, CV_EINVAL, "expected a call after {%% call %%}");
-        expect_block_end(P);
-        P->macro_stack[P->n_macro++] = x;
-        int saved_loop = P->loop_depth;
-        P->loop_depth = 0;
-        static const char *const ends[] = { "endcall", NULL };
-        x->c = parse_body(P, ends);
-        P->loop_depth = saved_loop;
-        P->n_macro--;
-        expect_name(P, "endcall");
-        expect_block_end(P);
-    } else if (is_name(t, "filter")) {
-        next(P);
-        x = node(P, N_FILTERBLOCK);
-        parse_filters_only(P, x);
-        expect_block_end(P);
-        static const char *const ends[] = { "endfilter", NULL };
-        x->c = parse_body(P, ends);
-        expect_name(P, "endfilter");
-        expect_block_end(P);
-    } else if (is_name(t, "with")) {
-        next(P);
-        x = node(P, N_WITH);
-        nlist targets = { 0 }, vals = { 0 };
-        while (cur(P)->type != TK_BLOCK_END) {
-            if (targets.n)
-                expect_op(P, OP_COMMA, "','");
-            nl_push(&targets, parse_assign_target(P, false, NULL));
-            expect_op(P, OP_ASSIGN, "'='");
-            nl_push(&vals, parse_expression(P, true));
-        }
-        x->kids = nl_finish(P, &targets, &x->n_kids);
-        x->defs = nl_finish(P, &vals, &x->n_defs);
-        expect_block_end(P);
-        static const char *const ends[] = { "endwith", NULL };
-        x->c = parse_body(P, ends);
-        expect_name(P, "endwith");
-        expect_block_end(P);
-    } else if (is_name(t, "generation")) {
-        next(P);
-        x = node(P, N_SCOPE);
-        expect_block_end(P);
-        static const char *const ends[] = { "endgeneration", NULL };
-        int saved_loop = P->loop_depth;
-        P->loop_depth = 0;
-        x->c = parse_body(P, ends);
-        P->loop_depth = saved_loop;
-        expect_name(P, "endgeneration");
-        expect_block_end(P);
-    } else if (is_name(t, "break") || is_name(t, "continue")) {
-        x = node(P, is_name(t, "break") ? N_BREAK : N_CONTINUE);
-        if (!P->loop_depth)
-            pfail(P, CV_EINVAL, "'%s' outside of a loop", is_name(t, "break") ? "break" : "continue");
-        next(P);
-        expect_block_end(P);
-    } else {
-        char nm[64];
-        snprintf(nm, sizeof nm, "%.*s", (int)CV_MIN(t->n, 60u), t->p);
-        pfail(P, CV_EINVAL, "unknown or unsupported tag '%s'", nm);
     }
-    SHALLOWER(P);
-    return x;
+    char nm[64];
+    snprintf(nm, sizeof nm, "%.*s", (int)CV_MIN(t->n, 60u), t->p);
+    pfail(P, CV_EINVAL, "unknown or unsupported tag '%s'", nm);
 }
 
 /* Statements until `{% <one of ends> ...`; leaves the position at that name.

@@ -96,32 +96,7 @@ static void put_str_bytes(tc_json *j, const char *s, size_t n)
         return;
     }
     cv_buf *b = j->holding ? &j->held : j->out;
-    /* s holds valid UTF-8 here; only ASCII needs escaping. */
-    size_t i = 0;
-    while (i < n) {
-        size_t k = i;
-        while (k < n && (unsigned char)s[k] >= 0x20 && s[k] != '"' && s[k] != '\\')
-            k++;
-        if (k > i)
-            cv_buf_append(b, s + i, k - i);
-        if (k == n)
-            break;
-        unsigned char c = (unsigned char)s[k];
-        char e[8];
-        switch (c) {
-        case '"': cv_buf_append(b, "\\\"", 2); break;
-        case '\\': cv_buf_append(b, "\\\\", 2); break;
-        case '\n': cv_buf_append(b, "\\n", 2); break;
-        case '\r': cv_buf_append(b, "\\r", 2); break;
-        case '\t': cv_buf_append(b, "\\t", 2); break;
-        case '\b': cv_buf_append(b, "\\b", 2); break;
-        case '\f': cv_buf_append(b, "\\f", 2); break;
-        default:
-            snprintf(e, sizeof e, "\\u%04x", c);
-            cv_buf_append(b, e, 6);
-        }
-        i = k + 1;
-    }
+    cv_buf_put_json_chars(b, s, n, false); /* s holds valid UTF-8 here */
     if (j->holding && j->held.len > CV_TC_MAX_VALUE)
         give_up_hold(j);
 }
