@@ -177,6 +177,15 @@ typedef struct cv_sched_stats {
     /* What drafts are weighed by (seconds; 0 until measured): a decode step
      * besides attention, and attention per position a row attends. */
     double step_base_s, att_per_pos_s;
+    /* Added with sequence memory (issue 19; zero on a model without
+     * recurrent state): */
+    int64_t state_bytes;      /* one sequence's recurrent state */
+    int64_t snapshots;        /* snapshots of it held by the prefix tree */
+    int64_t snapshot_blocks;  /* KV blocks they take (of tree_blocks' pool, not counted in tree_blocks) */
+    int64_t snapshots_taken;  /* since creation */
+    int64_t snapshot_hits;    /* admissions that resumed from a snapshot */
+    int64_t draft_recomputed; /* positions recomputed after a partly taken draft (a state that cut back to
+                               * its checkpoint) */
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event
