@@ -2,7 +2,8 @@
  * GGUF block layouts (bit-exact with ggml's, each size pinned by a
  * static_assert), scalar helpers (half floats, rounding), the per-dtype
  * entry points the table in dtypes.c is built from, and the interface
- * between the generic matmul driver (matmul.c) and each dtype's tiles.
+ * between the matmul drivers (matmul.c, matmul_experts.c) and each dtype's
+ * tiles.
  *
  * Block layouts (all little-endian; `f16` is an IEEE half; QK_K = 256):
  *   q4_0  f16 d | u8 qs[16]            x[j] = (lo(qs[j]) - 8) d, x[j+16] = (hi(qs[j]) - 8) d
@@ -192,11 +193,34 @@ typedef struct cv_mm_impl {
     /* Bytes of one quantized activation row and the quantizer. */
     size_t (*act_row_bytes)(const cv_wmat *w);
     void (*quant_act)(const cv_wmat *w, const float *x, void *dst);
-    /* Y for row groups [g0, g1) and tokens [t0, t1). */
+    /* Y for row groups [g0, g1) and tokens [t0, t1): writes exactly
+     * y[t * ldy + o] for those tokens and the rows o < n_out of those
+     * groups. Each output's bits depend only on its weight row and its
+     * token's activation row, never on which other tokens or groups share
+     * the call (cv_matmul_experts runs an expert's routed rows as one batch
+     * and promises the bits of each row alone). */
     void (*run)(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
 } cv_mm_impl;
 
 /* The AVX2 implementation for a weight type, or NULL (matmul_avx2.c). */
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type);
+
+/* ---- driver policy shared by cv_matmul and cv_matmul_experts ---- */
+
+/* Quantizing a row is ~1 us per 2k values: below this many values in all
+ * (a decode step, a small batch) waking the pool costs more than it saves,
+ * so the caller's thread quantizes them alone. */
+#define CV_MM_QUANT_INLINE_VALUES 32768
+/* Work items per thread of a matmul's compute job (taken from one counter):
+ * enough that a thread which loses its core delays the job by one short
+ * item, few enough that each item streams a long slice of weights. */
+#define CV_MM_CHUNKS_PER_THREAD 8
+
+/* The largest act_row_bytes any weight type's implementation, on any ISA
+ * this CPU runs, needs for a row of at most n_in values (every activation
+ * layout grows with n_in: levels per value plus numbers per block, so the
+ * widest row at n_in bounds all shorter ones). Sizes scratch that must fit
+ * whatever type a later matmul brings (cv_mm_ws). */
+size_t cv_mm_act_row_bytes_max(int64_t n_in);
 
 #endif
