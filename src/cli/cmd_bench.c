@@ -106,11 +106,9 @@ static int fill_range(cv_engine *e, int32_t seq, int32_t from, int32_t n, int32_
 }
 
 /* One forward call over n tokens of seq after its depth tokens, which it
- * then forgets (back to a checkpoint at depth: a recurrent state cannot be
- * cut back otherwise). */
+ * then forgets. */
 static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, double *secs, phase *ph, cv_err *err)
 {
-    cv_engine_seq_checkpoint(e, seq);
     double t0 = cv_now_s();
     int rc = fill_range(e, seq, depth, depth + n, n, err);
     *secs = cv_now_s() - t0;
