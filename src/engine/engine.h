@@ -174,6 +174,15 @@ typedef struct cv_mem_info {
     int32_t snapshot_blocks; /* group-0 blocks one snapshot takes (it lives in that pool, so the
                               * memory budget counts it); 0 when state_bytes is 0 */
     int64_t max_positions;   /* positions one sequence could hold with every block to itself */
+    /* How a sequence's bits depend on the way its positions are split into
+     * forward calls (the scheduler's exactness rests on these): calls that
+     * split it only at multiples of split_align compute the same bits
+     * however they split it (1: anywhere; a Gated DeltaNet layer's prefill
+     * works in chunks of 64 positions), and a run of at most step_run of
+     * its tokens in one call gives the bits of one call per token, as
+     * decoding does (INT32_MAX: any run). */
+    int32_t split_align;
+    int32_t step_run;
 } cv_mem_info;
 
 void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out);

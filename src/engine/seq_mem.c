@@ -403,4 +403,7 @@ void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
     out->state_bytes = e->state_bytes;
     out->snapshot_blocks = e->snap_blocks;
     out->max_positions = (int64_t)e->kv.n_blocks * CV_KV_BLOCK;
+    /* attention and the FFNs compute every row on its own: any split is exact */
+    out->split_align = 1;
+    out->step_run = INT32_MAX;
 }

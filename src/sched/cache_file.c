@@ -66,6 +66,9 @@
 #define SEED_BLOCK 0x6b76626c6f636b0aull
 #define SEED_SUM 0x6b7673756d6d6172ull
 #define SEED_SNAPS 0x6b76736e6170730aull
+/* Positions the load-time check recomputes at most on a model with
+ * recurrent state (the path to a snapshot: a few ms on a small model). */
+#define CHECK_MAX 1024
 
 typedef struct file_header {
     char magic[8];
@@ -373,60 +376,107 @@ out:
 
 /* ---- loading ---- */
 
-/* Recomputes the first block of up to two first-level nodes and compares
- * their bytes with the file's, and the state at that block's end with the
- * node's snapshot when the file has one (snaps[i]: node i's snapshot data,
- * NULL if none): the same model, format and kernels give the same bytes
- * (the forward pass is row-for-row exact), anything else does not. */
-static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
-                          const char *const *snaps, size_t state_bytes, cv_err *err)
+/* Feeds tok[0..n) to a fresh sequence in calls that end on multiples of
+ * the engine's split grid (as the scheduler's prefill chunks do) and
+ * compares its first n / CV_KV_BLOCK blocks with want[0..) (block indices
+ * into the file's data) and, when snap is not NULL, its state at n with
+ * it. */
+static int recompute(cv_engine *e, const int32_t *tok, int32_t n, const uint32_t *want, const char *blocks,
+                     size_t block_bytes, const char *snap, size_t state_bytes, cv_err *err)
 {
-    const cv_engine_params *ep = cv_engine_params_get(e);
-    int checked = 0;
-    for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
-        const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
-        if (row[0] != NO_PARENT)
-            continue;
-        int32_t seq, tok[CV_KV_BLOCK], pos[CV_KV_BLOCK], sq[CV_KV_BLOCK];
-        memcpy(tok, row + 1, sizeof tok);
-        if (cv_engine_seq_open(e, &seq, NULL))
-            return cv_err_set(err, CV_EBUSY, "no sequence slot is free to check the cache file");
-        int rc = 0;
-        for (int32_t at = 0; at < CV_KV_BLOCK && rc == 0;) {
-            int32_t n = CV_MIN(CV_KV_BLOCK - at, ep->n_batch);
-            for (int32_t k = 0; k < n; k++)
-                pos[k] = at + k, sq[k] = seq;
-            const float *lg;
-            int32_t nl;
-            rc = cv_engine_forward(e, &(cv_batch){ n, tok + at, sq, pos, NULL }, &lg, &nl, err);
-            at += n;
-        }
-        if (rc == 0) {
-            cv_mem_span span;
-            cv_engine_seq_span(e, seq, 0, &span);
-            uint8_t *mine = cv_xmalloc(CV_MAX(fh->block_bytes, state_bytes));
-            cv_engine_kv_block_read(e, 0, span.kv[0], mine);
-            if (memcmp(mine, blocks + (size_t)i * fh->block_bytes, fh->block_bytes))
-                rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
-                                "tokens (another corvid version or kernel)");
-            cv_snapshot *snap = NULL;
-            if (rc == 0 && snaps[i] && cv_engine_snapshot_take(e, seq, &snap, NULL) == 0) {
-                cv_engine_snapshot_read(e, snap, mine);
-                if (memcmp(mine, snaps[i], state_bytes))
-                    rc = cv_err_set(err, CV_ECORRUPT, "its snapshots differ from the state this build computes for "
-                                    "the same tokens (another corvid version or kernel)");
-                cv_engine_snapshot_free(e, snap);
-            }
-            free(mine);
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const int32_t n_batch = cv_engine_params_get(e)->n_batch;
+    const int32_t step = n_batch >= mi.split_align ? n_batch / mi.split_align * mi.split_align : n_batch;
+    int32_t seq;
+    if (cv_engine_seq_open(e, &seq, NULL))
+        return cv_err_set(err, CV_EBUSY, "no sequence slot is free to check the cache file");
+    int32_t *pos = cv_xmalloc((size_t)step * sizeof *pos), *sq = cv_xmalloc((size_t)step * sizeof *sq);
+    int rc = 0;
+    for (int32_t at = 0; at < n && rc == 0;) {
+        const int32_t k = CV_MIN(n - at, step);
+        for (int32_t i = 0; i < k; i++)
+            pos[i] = at + i, sq[i] = seq;
+        const float *lg;
+        int32_t nl;
+        rc = cv_engine_forward(e, &(cv_batch){ k, tok + at, sq, pos, NULL }, &lg, &nl, err);
+        at += k;
+    }
+    if (rc) {
+        cv_err_prefix(err, "checking the cache file: ");
+        goto out;
+    }
+    uint8_t *mine = cv_xmalloc(CV_MAX(block_bytes, state_bytes));
+    for (int32_t i = 0; i < n / CV_KV_BLOCK && rc == 0; i++) {
+        cv_mem_span span;
+        cv_engine_seq_span(e, seq, i, &span);
+        cv_engine_kv_block_read(e, 0, span.kv[0], mine);
+        if (memcmp(mine, blocks + (size_t)want[i] * block_bytes, block_bytes))
+            rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
+                            "tokens (another corvid version or kernel)");
+    }
+    cv_snapshot *sn = NULL;
+    if (rc == 0 && snap) {
+        if ((rc = cv_engine_snapshot_take(e, seq, &sn, err)) == 0) {
+            cv_engine_snapshot_read(e, sn, mine);
+            if (memcmp(mine, snap, state_bytes))
+                rc = cv_err_set(err, CV_ECORRUPT, "its snapshots differ from the state this build computes for "
+                                "the same tokens (another corvid version or kernel)");
+            cv_engine_snapshot_free(e, sn);
         } else {
             cv_err_prefix(err, "checking the cache file: ");
         }
-        cv_engine_seq_close(e, seq);
-        if (rc)
-            return rc;
-        checked++;
     }
-    return 0;
+    free(mine);
+out:
+    free(pos);
+    free(sq);
+    cv_engine_seq_close(e, seq);
+    return rc;
+}
+
+/* Recomputes what the file holds for a few prefixes and compares it byte
+ * for byte: the same model, format and kernels give the same bytes (the
+ * forward pass is row-for-row exact), anything else does not. Without
+ * recurrent state, the first block of up to two first-level nodes. With
+ * it, the path to the shallowest snapshot (at most CHECK_MAX
+ * positions deep): its blocks and the snapshot, since a snapshot position
+ * was reached by calls on the engine's split grid, which recomputing it
+ * the same way reproduces bit for bit (a block alone was perhaps computed
+ * by other splits: decoded, or a short prompt's one call). snaps[i]: node
+ * i's snapshot data, NULL if none; depth[i] its depth in blocks. */
+static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
+                          const char *const *snaps, const uint32_t *depth, size_t state_bytes, cv_err *err)
+{
+    int32_t tok[CHECK_MAX];
+    uint32_t chain[CHECK_MAX / CV_KV_BLOCK];
+    if (state_bytes == 0) {
+        int checked = 0;
+        for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
+            const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+            if (row[0] != NO_PARENT)
+                continue;
+            int rc = recompute(e, (const int32_t *)(row + 1), CV_KV_BLOCK, &i, blocks, fh->block_bytes, NULL, 0, err);
+            if (rc)
+                return rc;
+            checked++;
+        }
+        return 0;
+    }
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = 0; i < fh->n_nodes; i++)
+        if (snaps[i] && depth[i] * CV_KV_BLOCK <= CHECK_MAX &&
+            (best == UINT32_MAX || depth[i] < depth[best]))
+            best = i;
+    if (best == UINT32_MAX)
+        return 0; /* no snapshot within reach: nothing in the file can be resumed from unchecked */
+    const uint32_t d = depth[best];
+    for (uint32_t k = d, i = best; k-- > 0; i = node_tab[(size_t)i * (NODE_BYTES / 4)]) {
+        chain[k] = i;
+        memcpy(tok + (size_t)k * CV_KV_BLOCK, node_tab + (size_t)i * (NODE_BYTES / 4) + 1,
+               CV_KV_BLOCK * sizeof *tok);
+    }
+    return recompute(e, tok, (int32_t)d * CV_KV_BLOCK, chain, blocks, fh->block_bytes, snaps[best], state_bytes, err);
 }
 
 int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t *n_loaded, cv_err *err)
@@ -463,6 +513,7 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
     int rc = 0;
     rx_node **nodes = NULL;
     const char **snaps = NULL;
+    uint32_t *depth = NULL;
     uint64_t *sums = NULL;
     file_header fh, want;
     memcpy(&fh, map, sizeof fh);
@@ -517,7 +568,8 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
             goto out;
         }
         if (sh.n_snaps > n || sh.n_snaps > (size - kv_end - tail) / (4 + sb)) {
-            rc = cv_err_set(err, CV_ECORRUPT, "%u snapshots for %u nodes in %zu bytes", sh.n_snaps, n, size);
+            rc = cv_err_set(err, CV_ECORRUPT, "%u snapshots of %llu bytes for %u nodes do not fit in %zu bytes "
+                            "(truncated)", sh.n_snaps, (unsigned long long)sb, n, size);
             goto out;
         }
     }
@@ -563,6 +615,11 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
         }
     }
     snaps = cv_xcalloc(n ? n : 1, sizeof *snaps);
+    depth = cv_xmalloc((n ? n : 1) * sizeof *depth);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t parent = node_tab[(size_t)i * (NODE_BYTES / 4)];
+        depth[i] = parent == NO_PARENT ? 1 : depth[parent] + 1; /* a parent comes first: checked above */
+    }
     for (uint32_t k = 0; k < sh.n_snaps; k++) {
         const uint32_t ix = snap_ix[k];
         if (ix >= n || (k > 0 && ix <= snap_ix[k - 1])) {
@@ -571,7 +628,7 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
         }
         snaps[ix] = snap_data + (size_t)k * sb;
     }
-    if ((rc = numerics_check(e, &fh, node_tab, blocks, snaps, sb, err)))
+    if ((rc = numerics_check(e, &fh, node_tab, blocks, snaps, depth, sb, err)))
         goto out;
 
     /* Build the tree in file order (most recent first): each new node goes
@@ -606,6 +663,7 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
 out:
     free(nodes);
     free(snaps);
+    free(depth);
     free(sums);
     munmap((void *)map, size);
     return rc;

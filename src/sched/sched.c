@@ -224,8 +224,11 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->max_running = CV_MIN(CV_MIN(ep->n_seq_max, s->batch_tokens), ep->n_logits);
     s->prefix_cache = !(cfg && cfg->no_prefix_cache);
     cv_engine_mem_info(e, &s->mem);
-    if (s->prefix_cache && s->mem.state_bytes > 0)
-        s->snap_every = CV_MAX(CV_SCHED_SNAP_EVERY_MIN, s->mem.snapshot_blocks);
+    s->snap_unit = CV_MAX(CV_KV_BLOCK, s->mem.split_align);
+    if (s->prefix_cache && s->mem.state_bytes > 0) {
+        const int64_t every = (int64_t)CV_MAX(CV_SCHED_SNAP_EVERY_MIN, s->mem.snapshot_blocks) * CV_KV_BLOCK;
+        s->snap_every = (int32_t)CV_MIN((every + s->snap_unit - 1) / s->snap_unit * s->snap_unit, INT32_MAX / 2);
+    }
     s->cache_max_bytes = cfg && cfg->cache_max_bytes > 0 ? cfg->cache_max_bytes : CV_SCHED_CACHE_FILE_DEFAULT;
     cv_rng_seed(&s->seeds, cfg && cfg->seed ? cfg->seed : cv_now_ns() ^ (uint64_t)(uintptr_t)s);
     s->running = cv_xcalloc((size_t)s->max_running, sizeof *s->running);
@@ -267,9 +270,9 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
             cv_warn("prefix cache: ignoring %s: %s", s->cache_path, lerr.msg);
         s->st.file_blocks_loaded = loaded;
     }
-    s->st.tree_blocks = s->tree.n_nodes;
     s->st.snapshots = s->tree.n_snaps;
     s->st.snapshot_blocks = (int64_t)s->tree.n_snaps * s->mem.snapshot_blocks;
+    s->st.tree_blocks = s->tree.n_nodes + s->st.snapshot_blocks;
     s->st.state_bytes = (int64_t)s->mem.state_bytes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(e);
@@ -477,7 +480,8 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
            st.cached_tokens);
     metric(out, "corvid_prefix_cache_evictions_total", "Cached blocks evicted (least recently used first).",
            "counter", st.evictions);
-    metric(out, "corvid_prefix_cache_blocks", "KV blocks held by the prefix cache.", "gauge", st.tree_blocks);
+    metric(out, "corvid_prefix_cache_blocks", "KV-pool blocks held by the prefix cache (its snapshots' included).",
+           "gauge", st.tree_blocks);
     metric(out, "corvid_kv_blocks_total", "KV blocks in the pool.", "gauge", st.kv_blocks);
     metric(out, "corvid_state_bytes_per_sequence", "Recurrent-state bytes one sequence holds (0: no recurrent layers).",
            "gauge", st.state_bytes);

@@ -162,7 +162,8 @@ typedef struct cv_sched_stats {
     int64_t n_tokens_generated;
     /* Added with issue 7: */
     int64_t kv_blocks;        /* the engine's pool */
-    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not) */
+    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not; its
+                               * snapshots' blocks included) */
     int64_t steps;            /* forward calls */
     int64_t submitted, busy_refusals, preemptions;
     int64_t prompt_tokens;    /* prompt tokens of admitted requests (first admission) */
@@ -181,7 +182,7 @@ typedef struct cv_sched_stats {
      * recurrent state): */
     int64_t state_bytes;      /* one sequence's recurrent state */
     int64_t snapshots;        /* snapshots of it held by the prefix tree */
-    int64_t snapshot_blocks;  /* KV blocks they take (of tree_blocks' pool, not counted in tree_blocks) */
+    int64_t snapshot_blocks;  /* pool blocks they take (a part of tree_blocks) */
     int64_t snapshots_taken;  /* since creation */
     int64_t snapshot_hits;    /* admissions that resumed from a snapshot */
     int64_t draft_recomputed; /* positions recomputed after a partly taken draft (a state that cut back to

@@ -17,13 +17,16 @@
 
 /* ---- snapshot policy (models with recurrent state) ----
  * A prompt's state is snapshotted where a later request is likely to
- * resume: every snap_every blocks, snap_every = max(CV_SCHED_SNAP_EVERY_MIN,
- * the blocks one snapshot takes), so snapshots at most about double what a
- * long prompt's KV holds and come no closer than 256 positions; where the
- * prompt leaves the path it found in the tree (the branch point the next
- * request with that prefix resumes from); where a request waiting for this
- * one's prefix leaves it (at most CV_SCHED_SNAP_HINTS such points); and at
- * the last whole block before the prompt's last token. */
+ * resume: every max(CV_SCHED_SNAP_EVERY_MIN, the blocks one snapshot takes)
+ * blocks, so snapshots at most about double what a long prompt's KV holds
+ * and come no closer than 256 positions; where the prompt leaves the path
+ * it found in the tree (the branch point the next request with that prefix
+ * resumes from); where a request waiting for this one's prefix leaves it
+ * (at most CV_SCHED_SNAP_HINTS such points); and at the last snapshot
+ * position before the prompt's last token. Snapshot positions are
+ * multiples of snap_unit: whole blocks, and whole chunks of the engine's
+ * split grid (cv_mem_info.split_align), so that a request resumed from one
+ * computes the bits a cold run does. */
 #define CV_SCHED_SNAP_EVERY_MIN 16
 #define CV_SCHED_SNAP_HINTS 4
 
@@ -174,7 +177,8 @@ struct cv_sched {
     int32_t max_running;     /* min(n_seq_max, batch_tokens) */
     bool prefix_cache;
     cv_mem_info mem;         /* the engine's memory layout (its counts as of create) */
-    int32_t snap_every;      /* a snapshot every this many blocks of a prompt; 0: none (no recurrent state) */
+    int32_t snap_every;      /* a snapshot every this many positions of a prompt; 0: none (no recurrent state) */
+    int32_t snap_unit;       /* snapshot positions are multiples of this */
     char *cache_path;        /* NULL: no cache file */
     int64_t cache_max_bytes;
 

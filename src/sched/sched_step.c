@@ -89,9 +89,9 @@ static void publish_locked(cv_sched *s)
     s->st.step_base_s = s->step_base;
     s->st.att_per_pos_s = s->att_per_pos;
     s->st.evictions = s->tree.n_evicted;
-    s->st.tree_blocks = s->tree.n_nodes;
     s->st.snapshots = s->tree.n_snaps;
     s->st.snapshot_blocks = (int64_t)s->tree.n_snaps * s->mem.snapshot_blocks;
+    s->st.tree_blocks = s->tree.n_nodes + s->st.snapshot_blocks;
     s->st.snapshots_taken = s->eng.snapshots_taken;
     s->st.snapshot_hits = s->eng.snapshot_hits;
     s->st.draft_recomputed = s->eng.draft_recomputed;
@@ -208,19 +208,19 @@ static void add_growth(const cv_sched *s, cv_mem_need *need)
 
 /* ---- snapshots (models with recurrent state; policy in sched_int.h) ---- */
 
-/* The last whole-block position before r's prompt's last token: the
- * deepest a request with this prompt can resume, since it computes that
- * token for its logits. */
-static int32_t prompt_snap_end(const cv_sched_req *r)
+/* The last snapshot position before r's prompt's last token: the deepest
+ * a request with this prompt can resume, since it computes that token for
+ * its logits. */
+static int32_t prompt_snap_end(const cv_sched *s, const cv_sched_req *r)
 {
-    return (r->n_prompt - 1) / CV_KV_BLOCK * CV_KV_BLOCK;
+    return (r->n_prompt - 1) / s->snap_unit * s->snap_unit;
 }
 
 static bool is_snap_point(const cv_sched *s, const cv_sched_req *r, int32_t at)
 {
-    if (!s->snap_every || at <= 0 || at % CV_KV_BLOCK || at > prompt_snap_end(r))
+    if (!s->snap_every || at <= 0 || at % s->snap_unit || at > prompt_snap_end(s, r))
         return false;
-    if (at % (s->snap_every * CV_KV_BLOCK) == 0 || at == prompt_snap_end(r) || at == r->snap_branch)
+    if (at % s->snap_every == 0 || at == prompt_snap_end(s, r) || at == r->snap_branch)
         return true;
     for (int32_t i = 0; i < r->n_snap_hints; i++)
         if (r->snap_hint[i] == at)
@@ -232,11 +232,10 @@ static bool is_snap_point(const cv_sched *s, const cv_sched_req *r, int32_t at)
  * ends there, since a state exists only at the end of a forward call. */
 static int32_t next_snap(const cv_sched *s, const cv_sched_req *r)
 {
-    const int32_t end = prompt_snap_end(r);
+    const int32_t end = prompt_snap_end(s, r);
     if (!s->snap_every || r->n_done >= end)
         return 0;
-    const int32_t every = s->snap_every * CV_KV_BLOCK;
-    int32_t at = CV_MIN(end, (r->n_done / every + 1) * every);
+    int32_t at = CV_MIN(end, (r->n_done / s->snap_every + 1) * s->snap_every);
     if (r->snap_branch > r->n_done)
         at = CV_MIN(at, r->snap_branch);
     for (int32_t i = 0; i < r->n_snap_hints; i++)
@@ -276,7 +275,7 @@ static void hint_snap(const cv_sched *s, cv_sched_req *p, const cv_sched_req *r,
     int32_t i = from;
     while (i < lim && p->tokens[i] == r->tokens[i])
         i++;
-    const int32_t at = i / CV_KV_BLOCK * CV_KV_BLOCK;
+    const int32_t at = i / s->snap_unit * s->snap_unit;
     if (at <= p->n_done)
         return;
     for (int32_t k = 0; k < p->n_snap_hints; k++)
@@ -364,7 +363,8 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
     r->n_tree = m_share;
     /* Where the prompt leaves the cached path is where the next request
      * with this prefix will want to resume. */
-    r->snap_branch = s->snap_every && m * CV_KV_BLOCK > reuse ? m * CV_KV_BLOCK : 0;
+    const int32_t branch = m * CV_KV_BLOCK / s->snap_unit * s->snap_unit;
+    r->snap_branch = s->snap_every && branch > reuse ? branch : 0;
     r->admit_order = ++s->admit_counter;
     if (!r->admitted_once) {
         r->admitted_once = true;
@@ -589,6 +589,26 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, const cv_m
     return k;
 }
 
+/* A prefill chunk of n of r's pending tokens, cut where the engine says a
+ * sequence's bits do not depend on how its positions were split
+ * (cv_mem_info): at a multiple of split_align (unless that leaves nothing:
+ * progress first, which costs exactness only under a budget below one
+ * grid chunk), never across the prompt's end, and past it (generated
+ * tokens recomputed after a preemption) at most step_run tokens, as they
+ * were decoded. Without recurrent state any cut is exact: n unchanged. */
+static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n)
+{
+    const int32_t align = s->mem.split_align, from = r->n_done;
+    if (align == 1 && s->mem.step_run == INT32_MAX)
+        return n;
+    if (from >= r->n_prompt)
+        return CV_MIN(n, s->mem.step_run);
+    int32_t to = CV_MIN(from + n, r->n_prompt);
+    if (to < r->n_prompt && to / align * align > from)
+        to = to / align * align;
+    return to - from;
+}
+
 /* Whether r decodes: its newest token is all it has to compute besides
  * what a rollback left to recompute (n_redo). */
 static bool decoding(const cv_sched_req *r) { return r->n_tokens - r->n_done == 1 + r->n_redo; }
@@ -613,7 +633,7 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
-        const bool dec = decoding(r) && r->n_redo <= budget;
+        const bool dec = decoding(r) && r->n_redo <= budget && 1 + r->n_redo <= s->mem.step_run;
         int32_t n = dec ? pending : CV_MIN(pending, budget), k = 0;
         if (n <= 0)
             continue;
@@ -621,9 +641,13 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
             const int32_t at = next_snap(s, r);
             if (at > r->n_done)
                 n = CV_MIN(n, at - r->n_done);
+            n = exact_chunk(s, r, n);
         }
         if (dec && s->draft_max > 0) {
-            k = draft_for(s, r, CV_MIN(CV_MIN(s->draft_max - r->n_redo, spare_rows), budget - r->n_redo), &reserved);
+            /* the step's tokens of r stay within step_run: verified drafts
+             * then compute what decoding them one by one would */
+            const int32_t room = CV_MIN(s->draft_max, s->mem.step_run - 1) - r->n_redo;
+            k = draft_for(s, r, CV_MIN(CV_MIN(room, spare_rows), budget - r->n_redo), &reserved);
             n += k;
         }
         if (!make_room(s, i, n, &reserved))
