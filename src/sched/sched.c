@@ -423,6 +423,7 @@ json_t *cv_sched_status(cv_sched *s)
     json_t *kv = json_object();
     json_object_set_new(kv, "type", json_string(cv_engine_kv_type_name(cv_engine_params_get(s->e)->kv_type)));
     json_object_set_new(kv, "block_positions", json_integer(CV_KV_BLOCK));
+    json_object_set_new(kv, "block_bytes", json_integer((json_int_t)s->mem.group[0].format.block_bytes));
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
     json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));
     json_object_set_new(kv, "used", json_integer(st.kv_blocks_used));
