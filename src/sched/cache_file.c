@@ -66,9 +66,11 @@
 #define SEED_BLOCK 0x6b76626c6f636b0aull
 #define SEED_SUM 0x6b7673756d6d6172ull
 #define SEED_SNAPS 0x6b76736e6170730aull
-/* Positions the load-time check recomputes at most on a model with
- * recurrent state (the path to a snapshot: a few ms on a small model). */
-#define CHECK_MAX 1024
+/* Blocks the load-time check of a model with recurrent state recomputes
+ * at most: one chunk of the engine's split grid (cv_mem_info.split_align;
+ * 64 positions, 4 blocks, on a Gated DeltaNet model). A wider grid goes
+ * unchecked. */
+#define CHECK_BLOCKS 16
 
 typedef struct file_header {
     char magic[8];
@@ -439,17 +441,16 @@ out:
  * for byte: the same model, format and kernels give the same bytes (the
  * forward pass is row-for-row exact), anything else does not. Without
  * recurrent state, the first block of up to two first-level nodes. With
- * it, the path to the shallowest snapshot (at most CHECK_MAX
- * positions deep): its blocks and the snapshot, since a snapshot position
- * was reached by calls on the engine's split grid, which recomputing it
- * the same way reproduces bit for bit (a block alone was perhaps computed
- * by other splits: decoded, or a short prompt's one call). snaps[i]: node
- * i's snapshot data, NULL if none; depth[i] its depth in blocks. */
+ * it, the first chunk of the split grid (cv_mem_info.split_align, 64
+ * positions) of a path that leads to a snapshot, and that chunk's
+ * snapshot if it has one: a snapshot lies inside a prompt, whose prefill
+ * chunks end on the grid, so that chunk was computed as one, as the check
+ * computes it (a block of another path was perhaps decoded, or a short
+ * prompt's one call, and would not match). snaps[i]: node i's snapshot
+ * data, NULL if none; depth[i] its depth in blocks. */
 static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
                           const char *const *snaps, const uint32_t *depth, size_t state_bytes, cv_err *err)
 {
-    int32_t tok[CHECK_MAX];
-    uint32_t chain[CHECK_MAX / CV_KV_BLOCK];
     if (state_bytes == 0) {
         int checked = 0;
         for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
@@ -463,20 +464,27 @@ static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *n
         }
         return 0;
     }
-    uint32_t best = UINT32_MAX;
-    for (uint32_t i = 0; i < fh->n_nodes; i++)
-        if (snaps[i] && depth[i] * CV_KV_BLOCK <= CHECK_MAX &&
-            (best == UINT32_MAX || depth[i] < depth[best]))
-            best = i;
-    if (best == UINT32_MAX)
-        return 0; /* no snapshot within reach: nothing in the file can be resumed from unchecked */
-    const uint32_t d = depth[best];
-    for (uint32_t k = d, i = best; k-- > 0; i = node_tab[(size_t)i * (NODE_BYTES / 4)]) {
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const uint32_t d = (uint32_t)CV_MAX(1, mi.split_align / CV_KV_BLOCK);
+    uint32_t at = UINT32_MAX;
+    for (uint32_t i = 0; i < fh->n_nodes && at == UINT32_MAX; i++)
+        if (snaps[i] && depth[i] >= d)
+            at = i;
+    if (at == UINT32_MAX)
+        return 0; /* no snapshot: nothing in the file can be resumed from, so nothing to trust */
+    while (depth[at] > d)
+        at = node_tab[(size_t)at * (NODE_BYTES / 4)];
+    int32_t tok[CHECK_BLOCKS * CV_KV_BLOCK];
+    uint32_t chain[CHECK_BLOCKS];
+    if (d > CHECK_BLOCKS)
+        return 0; /* a grid wider than the check reaches: not checked, as before snapshots */
+    for (uint32_t k = d, i = at; k-- > 0; i = node_tab[(size_t)i * (NODE_BYTES / 4)]) {
         chain[k] = i;
         memcpy(tok + (size_t)k * CV_KV_BLOCK, node_tab + (size_t)i * (NODE_BYTES / 4) + 1,
                CV_KV_BLOCK * sizeof *tok);
     }
-    return recompute(e, tok, (int32_t)d * CV_KV_BLOCK, chain, blocks, fh->block_bytes, snaps[best], state_bytes, err);
+    return recompute(e, tok, (int32_t)d * CV_KV_BLOCK, chain, blocks, fh->block_bytes, snaps[at], state_bytes, err);
 }
 
 int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t *n_loaded, cv_err *err)
