@@ -1,9 +1,10 @@
 /* engine.c — creating and destroying an engine: resolving and validating
  * its parameters against the model and base/limits.h, and allocating once
  * everything a forward call uses (the KV pool over the layers that attend,
- * the per-sequence block tables, the residual stream and logits rows, the
- * attention plan, and each layer kind's own scratch through its traits
- * row), so that the forward pass itself never allocates. */
+ * the per-sequence block tables and recurrent-state slots, the residual
+ * stream and logits rows, the attention plan, and each layer kind's own
+ * scratch through its traits row), so that the forward pass itself never
+ * allocates. */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -116,6 +117,8 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     for (int k = 0; k < CV_FFN_COUNT; k++)
         if ((e->kinds_used[1] >> k & 1) && (rc = eng_ffns[k]->init(e, err)))
             goto fail;
+    if ((rc = eng_state_init(e, err)))
+        goto fail;
     *out = e;
     return 0;
 fail:
@@ -136,6 +139,7 @@ void cv_engine_destroy(cv_engine *e)
     for (int k = 0; k < CV_FFN_COUNT; k++)
         if (e->kinds_used[1] >> k & 1)
             eng_ffns[k]->fini(e);
+    eng_state_fini(e);
     kv_pool_fini(&e->kv);
     free(e->kv_layer);
     if (e->seqs)

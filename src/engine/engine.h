@@ -4,10 +4,12 @@
  * One forward call takes a batch of tokens that belong to several sequences
  * at different positions (the shape continuous batching needs) and returns
  * logits only for the rows asked for. Each sequence's keys and values live
- * in fixed-size blocks of CV_KV_BLOCK positions drawn from one pool; a
- * sequence holds a block table. Blocks are reference counted, so a fork (and
- * later a prefix cache) shares them; a write into a shared block copies it
- * first. Attention walks a sequence's blocks with an online softmax.
+ * in fixed-size blocks of CV_KV_BLOCK positions drawn from a pool; a
+ * sequence holds a block table per layer group, and a recurrent state when
+ * the model has recurrent layers ("sequence memory" below). Blocks are
+ * reference counted, so a fork and the prefix cache share them; a write
+ * into a shared block copies it first. Attention walks a sequence's blocks
+ * with an online softmax.
  *
  * Threads: a cv_engine is driven by one thread at a time (the engine
  * thread); it runs its matmuls and attention on its own compute pool. The
@@ -85,8 +87,9 @@ typedef struct cv_engine_params {
     int32_t n_threads;   /* compute threads; <= 0: every CPU */
     int32_t n_ctx;       /* positions one sequence may hold; <= 0: min(training context, 4096) */
     int32_t n_seq_max;   /* sequences open at once; <= 0: 1 */
-    int32_t n_kv_tokens; /* KV capacity shared by all sequences; <= 0: n_ctx (rounded up to whole
-                            blocks) * n_seq_max */
+    int32_t n_kv_tokens; /* KV capacity shared by all sequences (and by snapshots of recurrent state,
+                            which take blocks of this pool); <= 0: n_ctx (rounded up to whole blocks) *
+                            n_seq_max */
     int32_t n_batch;     /* tokens per forward call at most; <= 0: 512 */
     int32_t n_logits;    /* logit rows per forward call at most; <= 0: max(n_seq_max, 8) */
     uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or
@@ -105,9 +108,11 @@ typedef struct cv_engine cv_engine;
 
 /* Creates an engine over m (which must outlive it): validates the
  * parameters against the model and base/limits.h (CV_EINVAL / CV_ELIMIT
- * naming the field), allocates the KV pool and every scratch buffer once
- * (forward calls allocate nothing of their own), and starts the compute
- * pool. params may be NULL. Caller destroys *out. */
+ * naming the field), allocates the KV pool, two recurrent-state slots per
+ * sequence when the model has recurrent layers (its state and its
+ * checkpoint) and every scratch buffer once (forward calls allocate nothing
+ * of their own), and starts the compute pool. params may be NULL. Caller
+ * destroys *out. */
 int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engine **out, cv_err *err);
 void cv_engine_destroy(cv_engine *e);
 
@@ -116,75 +121,206 @@ const cv_model *cv_engine_model(const cv_engine *e);
 const cv_engine_params *cv_engine_params_get(const cv_engine *e);
 cv_pool *cv_engine_pool(cv_engine *e);
 
-/* Opens an empty sequence and gives its id (0 <= id < n_seq_max).
- * CV_EBUSY when every slot is open. */
-int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err);
-/* Releases the sequence's blocks (shared ones stay with their other
- * owners) and frees the slot. Closing a closed or invalid id is a no-op. */
-void cv_engine_seq_close(cv_engine *e, int32_t seq);
-/* Positions the sequence holds (the next token goes at this position). */
-int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq);
-/* Forgets positions >= len (rewind: a rejected draft, an edited prompt).
- * len > current length is clamped. */
-void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
-/* Opens a new sequence that shares every block of src (no copy; a later
- * write into a shared block copies that block first). CV_EBUSY when no
- * slot is free. */
-int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
-/* KV blocks free in the pool (for admission control). */
-int32_t cv_engine_kv_free_blocks(const cv_engine *e);
+/* ---- sequence memory (issue 19) ----
+ * What a sequence holds is its memory, in two parts:
+ *  - KV blocks, per layer group: a group is the attention layers that keep
+ *    the same positions. Today there is one group, CV_MEM_GROUP_FULL (every
+ *    attention layer, every position); a sliding-window group, whose
+ *    blocks a window has passed return to the pool, is the next kind. Each
+ *    group has a pool of blocks of CV_KV_BLOCK positions, reference
+ *    counted: a block's content depends only on the tokens at and before
+ *    its positions, so one computed for a sequence serves every sequence
+ *    with the same prefix, and holders other than sequences (the prefix
+ *    cache) take references of their own.
+ *  - A recurrent state, when the model has recurrent layers (a Gated
+ *    DeltaNet layer's conv and delta-rule state): fixed bytes per sequence
+ *    that summarise every position so far. It exists at the sequence's
+ *    current length only; a copy kept for later is a snapshot (a
+ *    cv_snapshot a holder owns) or the sequence's checkpoint (one, kept
+ *    for speculation).
+ * KV can be cut back to any length; a recurrent state only to its
+ * checkpoint (or to nothing). So callers never do block arithmetic or ask
+ * what the model is: they ask where a sequence can be cut back
+ * (cv_engine_seq_truncatable), where a held prefix can be resumed
+ * (cv_engine_resume_len), and what growing takes (cv_engine_seq_need).
+ * docs/ENGINE.md, "Sequence memory", has the picture. */
 
-/* ---- KV blocks held outside sequences (added for the scheduler's prefix
- * cache and its cache file, issue 7) ----
- * A block's content depends only on the tokens at and before its positions
- * (the forward pass is row-for-row independent of what else is in the
- * batch), so a block computed for one sequence serves every sequence with
- * the same prefix. Holders other than sequences (the prefix cache) take
- * references of their own with cv_engine_kv_ref; a block returns to the
- * pool when its last holder lets go. Block ids are 0..n_blocks-1. */
+#define CV_MEM_MAX_GROUPS 4
 
-/* Blocks in the pool. */
-int32_t cv_engine_kv_n_blocks(const cv_engine *e);
-/* The block table of an open sequence, in position order: *n =
- * ceil(len / CV_KV_BLOCK) entries, valid until the sequence next changes.
- * NULL with *n = 0 for a closed or invalid id. */
-const int32_t *cv_engine_seq_blocks(const cv_engine *e, int32_t seq, int32_t *n);
-/* Blocks seq must draw from the pool to grow by n_new positions (new table
- * entries, plus a copy when its partly filled last block is shared). */
-int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_new);
-/* Makes blocks[0..n) the table of seq, which must be open and empty, with
- * length len ((n - 1) * CV_KV_BLOCK < len <= n * CV_KV_BLOCK, len <= n_ctx),
- * taking one reference on each block. A later write into a shared partly
- * used last block copies it first, as after a fork. CV_EINVAL (nothing
- * changed) for a sequence that is not open and empty, a free or invalid
- * block id, or a length that does not match n. */
-int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err);
-/* References of block b (0: free). */
-int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b);
-/* One more reference on a block in use / one less (the block returns to
- * the pool at 0). b must be in use: a bad id is a caller bug (assert). */
-void cv_engine_kv_ref(cv_engine *e, int32_t b);
-void cv_engine_kv_unref(cv_engine *e, int32_t b);
-/* Takes a free block for the caller (refs 1, content undefined); -1 when
- * the pool is empty. */
-int32_t cv_engine_kv_alloc(cv_engine *e);
+typedef enum cv_mem_group_kind {
+    CV_MEM_GROUP_FULL, /* every position stays visible: blocks are freed only with the sequence */
+} cv_mem_group_kind;
 
 /* What one block's bytes mean: blocks with equal formats (and equal
  * models) are interchangeable byte for byte. */
 typedef struct cv_kv_format {
-    int32_t n_layer, n_head_kv, head_dim;
+    int32_t n_layer, n_head_kv, head_dim; /* n_layer: the group's layers */
     uint32_t type;          /* CV_GGML_F32, CV_GGML_F16 or CV_GGML_Q8_0 */
     int32_t block_positions; /* CV_KV_BLOCK */
     size_t block_bytes;
 } cv_kv_format;
 
+typedef struct cv_mem_group_info {
+    cv_mem_group_kind kind;
+    cv_kv_format format;
+    int32_t n_blocks;        /* the group's pool */
+    int32_t n_free;          /* free now */
+} cv_mem_group_info;
+
+typedef struct cv_mem_info {
+    int32_t n_groups;        /* 1 today */
+    cv_mem_group_info group[CV_MEM_MAX_GROUPS];
+    int32_t n_state_layers;  /* layers with recurrent state (0: a plain transformer) */
+    size_t state_bytes;      /* one sequence's recurrent state, every such layer; 0: none, and then
+                              * any held prefix resumes at any length and truncation always succeeds */
+    int32_t snapshot_blocks; /* group-0 blocks one snapshot takes (it lives in that pool, so the
+                              * memory budget counts it); 0 when state_bytes is 0 */
+    int64_t max_positions;   /* positions one sequence could hold with every block to itself */
+    /* How a sequence's bits depend on the way its positions are split into
+     * forward calls (the scheduler's exactness rests on these): calls that
+     * split it only at multiples of split_align compute the same bits
+     * however they split it (1: anywhere; a Gated DeltaNet layer's prefill
+     * works in chunks of 64 positions), and a run of at most step_run of
+     * its tokens in one call gives the bits of one call per token, as
+     * decoding does (INT32_MAX: any run). */
+    int32_t split_align;
+    int32_t step_run;
+} cv_mem_info;
+
+void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out);
+/* Group 0's block format (what cv_mem_info.group[0].format says). */
 void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out);
-/* Block b's block_bytes, for saving and restoring it: read copies them
- * out, write copies them in (only while the caller holds the block's only
- * reference). The bytes are the block's pieces in (layer, keys then
- * values, head) order, whatever the pool's own layout. */
-void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst);
-void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src);
+/* Blocks in every group's pool / free in them, summed (for status lines
+ * and leak checks; admission asks cv_engine_mem_short). */
+int32_t cv_engine_kv_n_blocks(const cv_engine *e);
+int32_t cv_engine_kv_free_blocks(const cv_engine *e);
+
+/* Opens an empty sequence (no blocks, a zero recurrent state) and gives
+ * its id (0 <= id < n_seq_max). CV_EBUSY when every slot is open. */
+int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err);
+/* Releases the sequence's blocks (shared ones stay with their other
+ * owners), drops its checkpoint and frees the slot. Closing a closed or
+ * invalid id is a no-op. */
+void cv_engine_seq_close(cv_engine *e, int32_t seq);
+/* Positions the sequence holds (the next token goes at this position). */
+int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq);
+/* Opens a new sequence with src's memory: every block shared (no copy; a
+ * later write into a shared block copies that block first), the recurrent
+ * state copied (not the checkpoint). CV_EBUSY when no slot is free,
+ * CV_EINVAL when src is not open. */
+int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
+
+/* ---- cutting back ---- */
+
+/* The length cv_engine_seq_truncate(e, seq, len) would leave: min(len,
+ * length) when the sequence has no recurrent state (or len >= its length);
+ * otherwise its checkpoint's length when that is <= len, else 0 (the state
+ * can only restart). 0 for a closed or invalid id. */
+int32_t cv_engine_seq_truncatable(const cv_engine *e, int32_t seq, int32_t len);
+/* Forgets positions past what cv_engine_seq_truncatable(e, seq, len) says
+ * and returns that length (rewind: a rejected draft, an edited prompt,
+ * bench's repeats at depth); the caller recomputes the positions between
+ * it and len. A negative len is 0; cutting back to below the checkpoint
+ * drops it. */
+int32_t cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
+/* Keeps the sequence's memory at its current length so that a later
+ * cv_engine_seq_truncate to any length from here on reaches it: a copy of
+ * the recurrent state (state_bytes copied; nothing for a model without
+ * recurrent layers, whose KV truncates anywhere). Replaces an earlier
+ * checkpoint. Speculation takes one before every drafted step. */
+void cv_engine_seq_checkpoint(cv_engine *e, int32_t seq);
+
+/* ---- memory held outside sequences (the prefix cache, its file) ----
+ * A span is what a holder keeps of one block of positions [16 i, 16 i + 16)
+ * of some sequence: the block of each group, and optionally the recurrent
+ * state at the span's end (position 16 i + 16). A holder of spans 0..n-1 of
+ * a prefix holds that prefix; where it can resume depends on what the
+ * spans hold, which only the engine judges. */
+
+typedef struct cv_snapshot cv_snapshot; /* a copy of a sequence's recurrent state at some length */
+
+typedef struct cv_mem_span {
+    int32_t kv[CV_MEM_MAX_GROUPS]; /* block of group g (0..n_groups-1); -1: not held */
+    cv_snapshot *snap;             /* the state at the span's end; NULL: none. Owned by the span's holder */
+} cv_mem_span;
+
+/* Span i of open sequence seq (its blocks; snap NULL), without taking
+ * references; false when seq is not open or does not reach into span i. */
+bool cv_engine_seq_span(const cv_engine *e, int32_t seq, int32_t i, cv_mem_span *out);
+/* One more reference on each block of s (every block must be in use: a bad
+ * id is a caller bug, asserted). */
+void cv_engine_span_ref(cv_engine *e, const cv_mem_span *s);
+/* Lets go of s: one reference less on each block (a block returns to its
+ * pool at 0) and its snapshot freed; s is left empty. */
+void cv_engine_span_release(cv_engine *e, cv_mem_span *s);
+/* True when releasing s would return each of its blocks to its pool (the
+ * holder's is the only reference). */
+bool cv_engine_span_sole(const cv_engine *e, const cv_mem_span *s);
+
+/* The deepest length L <= max_len at which a sequence restored from spans
+ * [0..n) of a prefix (spans[i] covers block i) continues exactly as the
+ * sequence that computed them would: any L up to 16 n without recurrent
+ * state; with it, only 0 or the end of a span that holds a snapshot. Every
+ * group must hold the blocks L needs. */
+int32_t cv_engine_resume_len(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t max_len);
+/* Makes open, empty seq hold the prefix up to len, which must be one
+ * cv_engine_resume_len accepts for these spans: a reference on each block
+ * the positions below len need, and the snapshot at len copied into its
+ * state. A later write into a shared partly used last block copies it
+ * first, as after a fork. CV_EINVAL (nothing changed) for a sequence that
+ * is not open and empty, a block that is not in use, or a length the spans
+ * cannot resume at. */
+int cv_engine_seq_restore(cv_engine *e, int32_t seq, const cv_mem_span *const *spans, int32_t n, int32_t len,
+                          cv_err *err);
+
+/* Copies seq's recurrent state at its current length, which must be a
+ * whole number of blocks, into a new snapshot drawn from group 0's pool
+ * (snapshot_blocks blocks). CV_ELIMIT when the pool has fewer free,
+ * CV_EINVAL for a closed sequence, a length inside a block or a model
+ * without recurrent state; nothing taken then. Free with
+ * cv_engine_snapshot_free (or with the span holding it). */
+int cv_engine_snapshot_take(cv_engine *e, int32_t seq, cv_snapshot **out, cv_err *err);
+/* Its blocks go back to the pool. NULL is a no-op. */
+void cv_engine_snapshot_free(cv_engine *e, cv_snapshot *s);
+/* The sequence length it was taken at. */
+int32_t cv_engine_snapshot_len(const cv_snapshot *s);
+/* Its state_bytes out (saving it), or a new one made from them (loading:
+ * CV_ELIMIT when the pool is short, CV_EINVAL for a len that is not a
+ * whole positive number of blocks within the context). */
+void cv_engine_snapshot_read(const cv_engine *e, const cv_snapshot *s, void *dst);
+int cv_engine_snapshot_make(cv_engine *e, int32_t len, const void *src, cv_snapshot **out, cv_err *err);
+
+/* ---- what growing takes ----
+ * Blocks per group, so that a caller sums what several sequences (and
+ * snapshots) will draw and asks whether the pools hold it. */
+typedef struct cv_mem_need {
+    int32_t blocks[CV_MEM_MAX_GROUPS];
+} cv_mem_need;
+
+/* Adds to *acc what seq draws to grow by n_new positions (new table
+ * entries, plus a copy when its partly filled last block is shared).
+ * Nothing for a closed or invalid id. */
+void cv_engine_seq_need(const cv_engine *e, int32_t seq, int32_t n_new, cv_mem_need *acc);
+/* Adds one snapshot's blocks to *acc. */
+void cv_engine_snapshot_need(const cv_engine *e, cv_mem_need *acc);
+/* Adds what releasing span s would return to the pools (its blocks whose
+ * only reference is the holder's, its snapshot's) to *acc. */
+void cv_engine_span_frees(const cv_engine *e, const cv_mem_span *s, cv_mem_need *acc);
+/* Blocks missing, over every group, for the pools to give *need, counting
+ * *more as free too (more may be NULL): 0 when it fits. */
+int32_t cv_engine_mem_short(const cv_engine *e, const cv_mem_need *need, const cv_mem_need *more);
+
+/* Block b of group g, for saving and restoring it: read copies its
+ * block_bytes out, write copies them in (only while the caller holds the
+ * block's only reference). The bytes are the block's pieces in (layer,
+ * keys then values, head) order, whatever the pool's own layout. alloc
+ * takes a free block for the caller (refs 1, content undefined; -1 when
+ * the pool is empty), which a span then holds. refs: its references (0:
+ * free or a bad id). */
+void cv_engine_kv_block_read(const cv_engine *e, int32_t g, int32_t b, void *dst);
+void cv_engine_kv_block_write(cv_engine *e, int32_t g, int32_t b, const void *src);
+int32_t cv_engine_kv_alloc(cv_engine *e, int32_t g);
+int32_t cv_engine_kv_refs(const cv_engine *e, int32_t g, int32_t b);
 
 /* One forward call. Token i goes to sequence seq[i] at position pos[i].
  * Tokens of one sequence must come in order with consecutive positions

@@ -1,7 +1,8 @@
 /* engine_int.h — the engine layer's guts, shared by its files only: the
- * KV block pool (kv_cache.c), the per-sequence block tables, the engine
- * struct with its scratch, the traits row each layer kind implements
- * (mix_*.c, ffn_*.c), and the attention entry (attention.c). */
+ * KV block pool (kv_cache.c), the per-sequence block tables and recurrent
+ * state slots, snapshots, the engine struct with its scratch, the traits
+ * row each layer kind implements (mix_*.c, ffn_*.c), and the attention
+ * entry (attention.c). */
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
@@ -124,7 +125,27 @@ typedef struct kv_seq {
     int32_t len;        /* positions held */
     int32_t n_blocks;   /* blocks in the table: ceil(len / CV_KV_BLOCK) once a forward has run */
     int32_t *blocks;    /* [max_blocks] */
+    int32_t ckpt_len;   /* the length its checkpoint slot holds the recurrent state of; -1: none */
 } kv_seq;
+
+/* ---- recurrent state (kv_cache.c) ----
+ * A mixer kind with per-sequence state says how many bytes a layer of it
+ * keeps (eng_kind.state_bytes); the engine lays those layers' states out
+ * one after another (each 64-byte aligned) in a slot of state_bytes, and
+ * keeps 2 * n_seq_max slots: slot s is sequence s's live state, slot
+ * n_seq_max + s its checkpoint. A sequence's live slot is zeroed when it
+ * opens; snapshots, checkpoints, forks and restores copy whole slots, so a
+ * kind never sees them: its forward reads and updates, in place, the state
+ * eng_state gives for each sequence in the batch. */
+
+/* A snapshot: a slot's bytes at length len, stored in n_blocks blocks of
+ * group 0's pool (pieces of head_bytes in (block, region) order), so the
+ * memory budget and the prefix cache's eviction count it like KV. */
+struct cv_snapshot {
+    int32_t len;
+    int32_t n_blocks;
+    int32_t blocks[];
+};
 
 /* Blocks sequence seq needs before it can grow to new_len (new table
  * entries, plus one copy when its partly filled last block is shared). */
@@ -132,6 +153,9 @@ int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_
 /* Grows seq's table for positions up to new_len (copying a shared last
  * block first); the caller checked the free count. */
 void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
+/* Drops s's table entries past what len positions need and sets its
+ * length (the recurrent state is the caller's). */
+void kv_table_cut(cv_engine *e, kv_seq *s, int32_t len);
 
 /* ---- attention (attention.c, attention_avx2.c) ---- */
 
@@ -217,6 +241,9 @@ typedef struct eng_kind {
      * input e->xn, writes its output rows (ld_x apart) to e->tmp, which the
      * caller adds to the residual stream. */
     void (*forward)(cv_engine *e, const cv_batch *b, int32_t il);
+    /* Bytes of per-sequence recurrent state layer il keeps (eng_state);
+     * NULL for a kind without any. Called once, after init. */
+    size_t (*state_bytes)(const cv_engine *e, int32_t il);
 } eng_kind;
 
 extern const eng_kind eng_mix_attn;
@@ -246,6 +273,11 @@ struct cv_engine {
     uint32_t kinds_used[2]; /* bit k: some layer has mixer kind k ([0]) / FFN kind k ([1]) */
     kv_seq *seqs;        /* [n_seq_max] */
     int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
+    size_t *state_off;   /* [n_layer] a layer's offset in a state slot; SIZE_MAX: no state */
+    size_t state_bytes;  /* one slot; 0: no layer keeps state */
+    int32_t n_state_layers;
+    int32_t snap_blocks; /* pool blocks one snapshot takes */
+    char *state;         /* [2 * n_seq_max][state_bytes]: live slots, then checkpoints */
 
     /* Scratch, sized at creation for n_batch tokens; rows are ld floats. */
     int64_t ld_x;        /* n_embd */
@@ -291,6 +323,17 @@ struct cv_engine {
 };
 
 static inline uint64_t eng_tick(const cv_engine *e) { return e->profiling ? cv_now_ns() : 0; }
+
+/* Layer il's recurrent state of open sequence seq (il must keep state). */
+static inline void *eng_state(cv_engine *e, int32_t seq, int32_t il)
+{
+    assert(e->state_off[il] != SIZE_MAX && seq >= 0 && seq < e->p.n_seq_max);
+    return e->state + (size_t)seq * e->state_bytes + e->state_off[il];
+}
+/* Lays out the state slots of the layers whose mixer keeps state and maps
+ * them (engine creation, after the kinds' init). */
+int eng_state_init(cv_engine *e, cv_err *err);
+void eng_state_fini(cv_engine *e);
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);

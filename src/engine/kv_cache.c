@@ -1,10 +1,12 @@
 /* kv_cache.c — the paged KV cache: a pool of fixed-size blocks with
- * reference counts, and each sequence's block table (open, close, truncate,
- * fork, and growing a table before a forward call). Blocks are shared by
- * reference; a sequence about to write into a block someone else also
- * holds copies it first (copy on write), so sharing is invisible to the
- * forward pass. Invariant: refs[b] equals the number of tables holding b,
- * and a block with refs 0 is on the free stack exactly once. */
+ * reference counts, writing a position's keys and values, and growing and
+ * cutting a sequence's block table. Blocks are shared by reference; a
+ * sequence about to write into a block someone else also holds copies it
+ * first (copy on write), so sharing is invisible to the forward pass. What
+ * a sequence is as a whole (its tables, its recurrent state, snapshots,
+ * what a held prefix resumes at) is seq_mem.c's. Invariant: refs[b] equals
+ * the number of holders of b (tables, prefix-cache spans, snapshots), and
+ * a block with refs 0 is on the free stack exactly once. */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -137,84 +139,7 @@ void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t
     }
 }
 
-/* ---- sequences ---- */
-
-static kv_seq *seq_get(const cv_engine *e, int32_t seq)
-{
-    if (seq < 0 || seq >= e->p.n_seq_max || !e->seqs[seq].open)
-        return NULL;
-    return &e->seqs[seq];
-}
-
-int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err)
-{
-    for (int32_t i = 0; i < e->p.n_seq_max; i++) {
-        kv_seq *s = &e->seqs[i];
-        if (!s->open) {
-            s->open = true;
-            s->len = 0;
-            s->n_blocks = 0;
-            *seq = i;
-            return 0;
-        }
-    }
-    return cv_err_set(err, CV_EBUSY, "engine: all %d sequence slots are in use", e->p.n_seq_max);
-}
-
-void cv_engine_seq_close(cv_engine *e, int32_t seq)
-{
-    kv_seq *s = seq_get(e, seq);
-    if (!s)
-        return;
-    for (int32_t i = 0; i < s->n_blocks; i++)
-        kv_pool_unref(&e->kv, s->blocks[i]);
-    s->n_blocks = 0;
-    s->len = 0;
-    s->open = false;
-}
-
-int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq)
-{
-    kv_seq *s = seq_get(e, seq);
-    return s ? s->len : 0;
-}
-
-void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len)
-{
-    kv_seq *s = seq_get(e, seq);
-    if (!s || len >= s->len)
-        return;
-    if (len < 0)
-        len = 0;
-    int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
-    for (int32_t i = keep; i < s->n_blocks; i++)
-        kv_pool_unref(&e->kv, s->blocks[i]);
-    s->n_blocks = keep;
-    s->len = len;
-}
-
-int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
-{
-    kv_seq *s = seq_get(e, src);
-    if (!s)
-        return cv_err_set(err, CV_EINVAL, "engine: cannot fork sequence %d: it is not open", src);
-    int32_t d = -1;
-    int rc = cv_engine_seq_open(e, &d, err);
-    if (rc)
-        return rc;
-    s = &e->seqs[src]; /* (the array does not move, but be explicit) */
-    kv_seq *t = &e->seqs[d];
-    for (int32_t i = 0; i < s->n_blocks; i++) {
-        t->blocks[i] = s->blocks[i];
-        kv_pool_ref(&e->kv, s->blocks[i]);
-    }
-    t->n_blocks = s->n_blocks;
-    t->len = s->len;
-    *dst = d;
-    return 0;
-}
-
-int32_t cv_engine_kv_free_blocks(const cv_engine *e) { return e->kv.n_free; }
+/* ---- block tables ---- */
 
 /* Blocks sequence s needs before it can grow to new_len: new table entries
  * plus one copy when its partly filled last block is shared. */
@@ -254,52 +179,32 @@ void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
     }
 }
 
-/* ---- blocks held outside sequences (prefix cache, cache file) ---- */
+/* Drops the table entries past what len positions need. */
+void kv_table_cut(cv_engine *e, kv_seq *s, int32_t len)
+{
+    int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    for (int32_t i = keep; i < s->n_blocks; i++)
+        kv_pool_unref(&e->kv, s->blocks[i]);
+    s->n_blocks = CV_MIN(s->n_blocks, keep);
+    s->len = len;
+}
+
+/* ---- blocks by id (the cache file) ---- */
 
 int32_t cv_engine_kv_n_blocks(const cv_engine *e) { return e->kv.n_blocks; }
+int32_t cv_engine_kv_free_blocks(const cv_engine *e) { return e->kv.n_free; }
 
-const int32_t *cv_engine_seq_blocks(const cv_engine *e, int32_t seq, int32_t *n)
+int32_t cv_engine_kv_refs(const cv_engine *e, int32_t g, int32_t b)
 {
-    kv_seq *s = seq_get(e, seq);
-    *n = s ? s->n_blocks : 0;
-    return s ? s->blocks : NULL;
+    return g == 0 && b >= 0 && b < e->kv.n_blocks ? e->kv.refs[b] : 0;
 }
 
-int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_new)
+int32_t cv_engine_kv_alloc(cv_engine *e, int32_t g)
 {
-    kv_seq *s = seq_get(e, seq);
-    return s ? cv_engine_kv_blocks_needed(e, seq, s->len + n_new) : 0;
+    assert(g == 0);
+    (void)g;
+    return kv_pool_alloc(&e->kv);
 }
-
-int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err)
-{
-    kv_seq *s = seq_get(e, seq);
-    if (!s || s->len != 0 || s->n_blocks != 0)
-        return cv_err_set(err, CV_EINVAL, "engine: cannot share blocks into sequence %d: it is not open and empty",
-                          seq);
-    if (n < 1 || n > e->max_blocks || len <= (n - 1) * CV_KV_BLOCK || len > n * CV_KV_BLOCK || len > e->p.n_ctx)
-        return cv_err_set(err, CV_EINVAL, "engine: %d shared blocks cannot hold a length of %d (context %d)", n, len,
-                          e->p.n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (blocks[i] < 0 || blocks[i] >= e->kv.n_blocks || e->kv.refs[blocks[i]] == 0)
-            return cv_err_set(err, CV_EINVAL, "engine: shared block %d is %d, not a block in use", i, blocks[i]);
-    for (int32_t i = 0; i < n; i++) {
-        s->blocks[i] = blocks[i];
-        kv_pool_ref(&e->kv, blocks[i]);
-    }
-    s->n_blocks = n;
-    s->len = len;
-    return 0;
-}
-
-int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b)
-{
-    return b >= 0 && b < e->kv.n_blocks ? e->kv.refs[b] : 0;
-}
-
-void cv_engine_kv_ref(cv_engine *e, int32_t b) { kv_pool_ref(&e->kv, b); }
-void cv_engine_kv_unref(cv_engine *e, int32_t b) { kv_pool_unref(&e->kv, b); }
-int32_t cv_engine_kv_alloc(cv_engine *e) { return kv_pool_alloc(&e->kv); }
 
 void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out)
 {
@@ -313,18 +218,20 @@ void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out)
     };
 }
 
-void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst)
+void cv_engine_kv_block_read(const cv_engine *e, int32_t g, int32_t b, void *dst)
 {
     const kv_pool *p = &e->kv;
-    assert(b >= 0 && b < p->n_blocks);
+    assert(g == 0 && b >= 0 && b < p->n_blocks);
+    (void)g;
     for (size_t r = 0; r < kv_regions(p); r++)
         memcpy((uint8_t *)dst + r * p->head_bytes, kv_piece(p, r, b), p->head_bytes);
 }
 
-void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src)
+void cv_engine_kv_block_write(cv_engine *e, int32_t g, int32_t b, const void *src)
 {
     const kv_pool *p = &e->kv;
-    assert(b >= 0 && b < p->n_blocks);
+    assert(g == 0 && b >= 0 && b < p->n_blocks);
+    (void)g;
     for (size_t r = 0; r < kv_regions(p); r++)
         memcpy(kv_piece(p, r, b), (const uint8_t *)src + r * p->head_bytes, p->head_bytes);
 }

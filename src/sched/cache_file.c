@@ -1,22 +1,26 @@
-/* cache_file.c — the prefix cache on disk: the tree and its blocks written
- * at shutdown and read back at start, so the first request after a restart
- * hits. The file is trusted for nothing: every field is checked against the
- * engine it is loaded into, a checksum covers every byte, and before the
- * blocks are used one or two of them are recomputed and compared byte for
- * byte, which catches a file from a build whose kernels round differently
- * (the model hash cannot see that). Any mismatch refuses the whole file,
- * and the caller reports it in one line: a refused file costs a cold
- * start, never a wrong token.
+/* cache_file.c — the prefix cache on disk: the tree, its blocks and its
+ * snapshots of recurrent state written at shutdown and read back at start,
+ * so the first request after a restart hits. The file is trusted for
+ * nothing: every field is checked against the engine it is loaded into, a
+ * checksum covers every byte, and before the blocks are used one or two of
+ * them (and their snapshots) are recomputed and compared byte for byte,
+ * which catches a file from a build whose kernels round differently (the
+ * model hash cannot see that). Any mismatch refuses the whole file, and the
+ * caller reports it in one line: a refused file costs a cold start, never a
+ * wrong token.
  *
  * Layout (little-endian, the machine's own: corvid runs on x86-64):
  *
  *   offset  size        field
  *   0       8           magic "CVKVCACH"
- *   8       4           version (2: keys stored transposed)
+ *   8       4           version (3: snapshots of recurrent state; 2 had
+ *                       none, so a v2 file on a hybrid model could not say
+ *                       where it resumes)
  *   12      4           positions per block (CV_KV_BLOCK)
  *   16      8           model identity (model_identity below)
- *   24      4 x 4       KV format: n_layer, n_head_kv, head_dim, element type
- *   40      8           block bytes
+ *   24      4 x 4       KV format of layer group 0: n_layer, n_head_kv,
+ *                       head_dim, element type
+ *   40      8           block bytes (group 0)
  *   48      4           node count n
  *   52      4           ISA the blocks were computed with (cv_isa)
  *   56      8           hash of bytes 0..56
@@ -24,12 +28,23 @@
  *                       block), then CV_KV_BLOCK token ids (i32); a parent
  *                       always comes before its children
  *   64+68n  n x bytes   block data, in node order (engine block layout)
- *   end-8   8           checksum: hash of (hash of the node table, then
- *                       the hash of each block)
+ *   then, only for a model with recurrent state (the model identity says
+ *   which; cv_mem_info.state_bytes > 0), the snapshot section:
+ *           8           state bytes S (must be the engine's)
+ *           4           snapshot count s (<= n)
+ *           4           0
+ *           s x 4       node index of each snapshot, ascending; a
+ *                       snapshot is the state at its node's end (depth x
+ *                       CV_KV_BLOCK positions)
+ *           s x S       snapshot data, in that order
+ *   end-8   8           checksum: hash of (hash of the node table, the hash
+ *                       of each block, then, with the section, the hash of
+ *                       the index table and of each snapshot)
  *
  * Nodes are written most recently used first, so a size budget keeps the
  * hot prefixes, and a parent (always more recent than its children) is
- * written before them. */
+ * written before them; a node whose snapshot does not fit the budget is
+ * written without it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,14 +56,21 @@
 #include "sched/sched_int.h"
 
 #define MAGIC "CVKVCACH"
-#define VERSION 2u
+#define VERSION 3u
 #define HEADER_BYTES 64
+#define SNAP_HEADER_BYTES 16
 #define NODE_BYTES (4 + 4 * CV_KV_BLOCK)
 #define NO_PARENT 0xffffffffu
 #define SEED_HEADER 0x6b76686561646572ull
 #define SEED_NODES 0x6b766e6f6465730aull
 #define SEED_BLOCK 0x6b76626c6f636b0aull
 #define SEED_SUM 0x6b7673756d6d6172ull
+#define SEED_SNAPS 0x6b76736e6170730aull
+/* Blocks the load-time check of a model with recurrent state recomputes
+ * at most: one chunk of the engine's split grid (cv_mem_info.split_align;
+ * 64 positions, 4 blocks, on a Gated DeltaNet model). A wider grid goes
+ * unchecked. */
+#define CHECK_BLOCKS 16
 
 typedef struct file_header {
     char magic[8];
@@ -154,9 +176,12 @@ void cv_sched_cache_file_name(cv_engine *e, char *out, size_t n)
 {
     file_header fh;
     fill_header(e, &fh, 0);
-    /* The name hashes every header field a file must match (not the count
-     * nor the header's own hash): another model never finds this file. */
-    uint64_t h = cv_sched_hash(SEED_HEADER, &fh, offsetof(file_header, n_nodes));
+    /* The name hashes every header field a file must match but the magic
+     * and the version (and the count and the header's own hash): another
+     * model never finds this file, and a file of another version is found,
+     * refused in one line and replaced, not left behind. */
+    uint64_t h = cv_sched_hash(SEED_HEADER, &fh.block_positions,
+                               offsetof(file_header, n_nodes) - offsetof(file_header, block_positions));
     h = hash_u64(h, fh.isa);
     snprintf(out, n, "kv-%016llx.cvkv", (unsigned long long)h);
 }
@@ -165,13 +190,17 @@ void cv_sched_cache_file_name(cv_engine *e, char *out, size_t n)
 
 typedef struct pick {
     rx_node **nodes;
-    int32_t n, cap;
+    bool *snap;          /* [cap] the node's snapshot is written too */
+    int32_t n, cap, n_snaps;
+    int64_t budget;      /* bytes left for nodes */
+    int64_t per_node;    /* a node's row and block */
+    int64_t per_snap;    /* a snapshot's index entry and data */
 } pick;
 
 static bool pick_fn(void *ud, const rx_node *n)
 {
     pick *p = ud;
-    if (p->n == p->cap)
+    if (p->n == p->cap || p->budget < p->per_node)
         return false;
     rx_node *node = (rx_node *)n; /* the walk is read-only; file_ix is save's own scratch */
     /* A parent more recent than its child is the tree's invariant; a node
@@ -179,7 +208,12 @@ static bool pick_fn(void *ud, const rx_node *n)
      * descendants, which then find no index either. */
     if (node->parent->depth > 0 && node->parent->file_ix < 0)
         return true;
+    p->budget -= p->per_node;
+    const bool snap = node->span.snap && p->per_snap > 0 && p->budget >= p->per_snap;
+    p->budget -= snap ? p->per_snap : 0;
+    p->n_snaps += snap;
     node->file_ix = p->n;
+    p->snap[p->n] = snap;
     p->nodes[p->n++] = node;
     return true;
 }
@@ -229,19 +263,32 @@ static int make_dirs(const char *path)
     return rc;
 }
 
+/* The snapshot section's head: S, s, 0. */
+typedef struct snap_header {
+    uint64_t state_bytes;
+    uint32_t n_snaps;
+    uint32_t zero;
+} snap_header;
+_Static_assert(sizeof(snap_header) == SNAP_HEADER_BYTES, "the snapshot section's head is 16 bytes");
+
 int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *n_saved, cv_err *err)
 {
     *n_saved = 0;
     if (t->n_nodes == 0)
         return 0;
-    cv_kv_format f;
-    cv_engine_kv_format(t->e, &f);
-    const int64_t per = NODE_BYTES + (int64_t)f.block_bytes;
-    const int64_t fit = (max_bytes - HEADER_BYTES - 8) / per;
-    if (fit <= 0)
+    cv_mem_info mi;
+    cv_engine_mem_info(t->e, &mi);
+    const size_t bb = mi.group[0].format.block_bytes, sb = mi.state_bytes;
+    pick p = {
+        .cap = t->n_nodes,
+        .budget = max_bytes - HEADER_BYTES - 8 - (sb ? SNAP_HEADER_BYTES : 0),
+        .per_node = NODE_BYTES + (int64_t)bb,
+        .per_snap = sb ? 4 + (int64_t)sb : 0,
+    };
+    if (p.budget < p.per_node)
         return 0;
-    pick p = { .cap = (int32_t)CV_MIN(fit, (int64_t)t->n_nodes) };
     p.nodes = cv_xmalloc((size_t)p.cap * sizeof *p.nodes);
+    p.snap = cv_xmalloc((size_t)p.cap * sizeof *p.snap);
     rx_walk_recent(t, clear_fn, NULL);
     t->root.file_ix = -1;
     rx_walk_recent(t, pick_fn, &p);
@@ -249,15 +296,19 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
     int rc = 0, fd = -1;
     cv_buf tmp = { 0 };
     uint32_t *node_tab = cv_xmalloc((size_t)p.n * NODE_BYTES);
-    uint64_t *sums = cv_xmalloc(((size_t)p.n + 1) * sizeof *sums);
-    uint8_t *data = cv_xmalloc(f.block_bytes);
-    for (int32_t i = 0; i < p.n; i++) {
+    uint32_t *snap_ix = cv_xmalloc(((size_t)p.n_snaps + 1) * sizeof *snap_ix);
+    uint64_t *sums = cv_xmalloc(((size_t)p.n + (size_t)p.n_snaps + 2) * sizeof *sums);
+    uint8_t *data = cv_xmalloc(CV_MAX(bb, sb));
+    size_t n_sums = 0;
+    for (int32_t i = 0, k = 0; i < p.n; i++) {
         const rx_node *n = p.nodes[i];
         uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
         row[0] = n->parent->depth == 0 ? NO_PARENT : (uint32_t)n->parent->file_ix;
         memcpy(row + 1, n->tokens, sizeof n->tokens);
+        if (p.snap[i])
+            snap_ix[k++] = (uint32_t)i;
     }
-    sums[0] = cv_sched_hash(SEED_NODES, node_tab, (size_t)p.n * NODE_BYTES);
+    sums[n_sums++] = cv_sched_hash(SEED_NODES, node_tab, (size_t)p.n * NODE_BYTES);
     file_header fh;
     fill_header(t->e, &fh, (uint32_t)p.n);
 
@@ -274,12 +325,24 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
     if (write_all(fd, &fh, sizeof fh) || write_all(fd, node_tab, (size_t)p.n * NODE_BYTES))
         goto io_fail;
     for (int32_t i = 0; i < p.n; i++) {
-        cv_engine_kv_block_read(t->e, p.nodes[i]->block, data);
-        sums[i + 1] = cv_sched_hash(SEED_BLOCK, data, f.block_bytes);
-        if (write_all(fd, data, f.block_bytes))
+        cv_engine_kv_block_read(t->e, 0, p.nodes[i]->span.kv[0], data);
+        sums[n_sums++] = cv_sched_hash(SEED_BLOCK, data, bb);
+        if (write_all(fd, data, bb))
             goto io_fail;
     }
-    uint64_t sum = cv_sched_hash(SEED_SUM, sums, ((size_t)p.n + 1) * sizeof *sums);
+    if (sb) {
+        const snap_header sh = { .state_bytes = sb, .n_snaps = (uint32_t)p.n_snaps };
+        sums[n_sums++] = cv_sched_hash(SEED_SNAPS, snap_ix, (size_t)p.n_snaps * sizeof *snap_ix);
+        if (write_all(fd, &sh, sizeof sh) || write_all(fd, snap_ix, (size_t)p.n_snaps * sizeof *snap_ix))
+            goto io_fail;
+        for (int32_t k = 0; k < p.n_snaps; k++) {
+            cv_engine_snapshot_read(t->e, p.nodes[snap_ix[k]]->span.snap, data);
+            sums[n_sums++] = cv_sched_hash(SEED_BLOCK, data, sb);
+            if (write_all(fd, data, sb))
+                goto io_fail;
+        }
+    }
+    uint64_t sum = cv_sched_hash(SEED_SUM, sums, n_sums * sizeof *sums);
     if (write_all(fd, &sum, sizeof sum) || fsync(fd) != 0)
         goto io_fail;
     if (close(fd) != 0) {
@@ -305,59 +368,123 @@ out:
         close(fd);
     cv_buf_free(&tmp);
     free(node_tab);
+    free(snap_ix);
     free(sums);
     free(data);
     free(p.nodes);
+    free(p.snap);
     return rc;
 }
 
 /* ---- loading ---- */
 
-/* Recomputes the first block of up to two first-level nodes and compares
- * their bytes with the file's: the same model, format and kernels give the
- * same bytes (the forward pass is row-for-row exact), anything else does
- * not. */
-static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
-                          cv_err *err)
+/* Feeds tok[0..n) to a fresh sequence in calls that end on multiples of
+ * the engine's split grid (as the scheduler's prefill chunks do) and
+ * compares its first n / CV_KV_BLOCK blocks with want[0..) (block indices
+ * into the file's data) and, when snap is not NULL, its state at n with
+ * it. */
+static int recompute(cv_engine *e, const int32_t *tok, int32_t n, const uint32_t *want, const char *blocks,
+                     size_t block_bytes, const char *snap, size_t state_bytes, cv_err *err)
 {
-    const cv_engine_params *ep = cv_engine_params_get(e);
-    int checked = 0;
-    for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
-        const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
-        if (row[0] != NO_PARENT)
-            continue;
-        int32_t seq, tok[CV_KV_BLOCK], pos[CV_KV_BLOCK], sq[CV_KV_BLOCK];
-        memcpy(tok, row + 1, sizeof tok);
-        if (cv_engine_seq_open(e, &seq, NULL))
-            return cv_err_set(err, CV_EBUSY, "no sequence slot is free to check the cache file");
-        int rc = 0;
-        for (int32_t at = 0; at < CV_KV_BLOCK && rc == 0;) {
-            int32_t n = CV_MIN(CV_KV_BLOCK - at, ep->n_batch);
-            for (int32_t k = 0; k < n; k++)
-                pos[k] = at + k, sq[k] = seq;
-            const float *lg;
-            int32_t nl;
-            rc = cv_engine_forward(e, &(cv_batch){ n, tok + at, sq, pos, NULL }, &lg, &nl, err);
-            at += n;
-        }
-        if (rc == 0) {
-            int32_t nb;
-            const int32_t *tab = cv_engine_seq_blocks(e, seq, &nb);
-            uint8_t *mine = cv_xmalloc(fh->block_bytes);
-            cv_engine_kv_block_read(e, tab[0], mine);
-            if (memcmp(mine, blocks + (size_t)i * fh->block_bytes, fh->block_bytes))
-                rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
-                                "tokens (another corvid version or kernel)");
-            free(mine);
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const int32_t n_batch = cv_engine_params_get(e)->n_batch;
+    const int32_t step = n_batch >= mi.split_align ? n_batch / mi.split_align * mi.split_align : n_batch;
+    int32_t seq;
+    if (cv_engine_seq_open(e, &seq, NULL))
+        return cv_err_set(err, CV_EBUSY, "no sequence slot is free to check the cache file");
+    int32_t *pos = cv_xmalloc((size_t)step * sizeof *pos), *sq = cv_xmalloc((size_t)step * sizeof *sq);
+    int rc = 0;
+    for (int32_t at = 0; at < n && rc == 0;) {
+        const int32_t k = CV_MIN(n - at, step);
+        for (int32_t i = 0; i < k; i++)
+            pos[i] = at + i, sq[i] = seq;
+        const float *lg;
+        int32_t nl;
+        rc = cv_engine_forward(e, &(cv_batch){ k, tok + at, sq, pos, NULL }, &lg, &nl, err);
+        at += k;
+    }
+    if (rc) {
+        cv_err_prefix(err, "checking the cache file: ");
+        goto out;
+    }
+    uint8_t *mine = cv_xmalloc(CV_MAX(block_bytes, state_bytes));
+    for (int32_t i = 0; i < n / CV_KV_BLOCK && rc == 0; i++) {
+        cv_mem_span span;
+        cv_engine_seq_span(e, seq, i, &span);
+        cv_engine_kv_block_read(e, 0, span.kv[0], mine);
+        if (memcmp(mine, blocks + (size_t)want[i] * block_bytes, block_bytes))
+            rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
+                            "tokens (another corvid version or kernel)");
+    }
+    cv_snapshot *sn = NULL;
+    if (rc == 0 && snap) {
+        if ((rc = cv_engine_snapshot_take(e, seq, &sn, err)) == 0) {
+            cv_engine_snapshot_read(e, sn, mine);
+            if (memcmp(mine, snap, state_bytes))
+                rc = cv_err_set(err, CV_ECORRUPT, "its snapshots differ from the state this build computes for "
+                                "the same tokens (another corvid version or kernel)");
+            cv_engine_snapshot_free(e, sn);
         } else {
             cv_err_prefix(err, "checking the cache file: ");
         }
-        cv_engine_seq_close(e, seq);
-        if (rc)
-            return rc;
-        checked++;
     }
-    return 0;
+    free(mine);
+out:
+    free(pos);
+    free(sq);
+    cv_engine_seq_close(e, seq);
+    return rc;
+}
+
+/* Recomputes what the file holds for a few prefixes and compares it byte
+ * for byte: the same model, format and kernels give the same bytes (the
+ * forward pass is row-for-row exact), anything else does not. Without
+ * recurrent state, the first block of up to two first-level nodes. With
+ * it, the first chunk of the split grid (cv_mem_info.split_align, 64
+ * positions) of a path that leads to a snapshot, and that chunk's
+ * snapshot if it has one: a snapshot lies inside a prompt, whose prefill
+ * chunks end on the grid, so that chunk was computed as one, as the check
+ * computes it (a block of another path was perhaps decoded, or a short
+ * prompt's one call, and would not match). snaps[i]: node i's snapshot
+ * data, NULL if none; depth[i] its depth in blocks. */
+static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
+                          const char *const *snaps, const uint32_t *depth, size_t state_bytes, cv_err *err)
+{
+    if (state_bytes == 0) {
+        int checked = 0;
+        for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
+            const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
+            if (row[0] != NO_PARENT)
+                continue;
+            int rc = recompute(e, (const int32_t *)(row + 1), CV_KV_BLOCK, &i, blocks, fh->block_bytes, NULL, 0, err);
+            if (rc)
+                return rc;
+            checked++;
+        }
+        return 0;
+    }
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const uint32_t d = (uint32_t)CV_MAX(1, mi.split_align / CV_KV_BLOCK);
+    uint32_t at = UINT32_MAX;
+    for (uint32_t i = 0; i < fh->n_nodes && at == UINT32_MAX; i++)
+        if (snaps[i] && depth[i] >= d)
+            at = i;
+    if (at == UINT32_MAX)
+        return 0; /* no snapshot: nothing in the file can be resumed from, so nothing to trust */
+    while (depth[at] > d)
+        at = node_tab[(size_t)at * (NODE_BYTES / 4)];
+    int32_t tok[CHECK_BLOCKS * CV_KV_BLOCK];
+    uint32_t chain[CHECK_BLOCKS];
+    if (d > CHECK_BLOCKS)
+        return 0; /* a grid wider than the check reaches: not checked, as before snapshots */
+    for (uint32_t k = d, i = at; k-- > 0; i = node_tab[(size_t)i * (NODE_BYTES / 4)]) {
+        chain[k] = i;
+        memcpy(tok + (size_t)k * CV_KV_BLOCK, node_tab + (size_t)i * (NODE_BYTES / 4) + 1,
+               CV_KV_BLOCK * sizeof *tok);
+    }
+    return recompute(e, tok, (int32_t)d * CV_KV_BLOCK, chain, blocks, fh->block_bytes, snaps[at], state_bytes, err);
 }
 
 int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t *n_loaded, cv_err *err)
@@ -365,6 +492,9 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
     *n_loaded = 0;
     cv_engine *e = t->e;
     const int32_t n_vocab = cv_engine_model(e)->hp.n_vocab;
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const uint64_t sb = mi.state_bytes;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? CV_ENOTFOUND : cv_err_set(err, CV_EIO, "%s", strerror(errno));
@@ -390,6 +520,9 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
 
     int rc = 0;
     rx_node **nodes = NULL;
+    const char **snaps = NULL;
+    uint32_t *depth = NULL;
+    uint64_t *sums = NULL;
     file_header fh, want;
     memcpy(&fh, map, sizeof fh);
     fill_header(e, &want, fh.n_nodes);
@@ -426,21 +559,50 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
     /* Sizes from here are bounded by the file's own size. */
     const uint64_t per = NODE_BYTES + fh.block_bytes;
     const uint64_t body = size - HEADER_BYTES;
-    if (body < 8 || fh.n_nodes > (body - 8) / per || HEADER_BYTES + (uint64_t)fh.n_nodes * per + 8 != size) {
-        rc = cv_err_set(err, CV_ECORRUPT, "%zu bytes, but %u nodes of %llu bytes take %llu (truncated or padded)",
-                        size, fh.n_nodes, (unsigned long long)per,
-                        (unsigned long long)(HEADER_BYTES + (uint64_t)fh.n_nodes * per + 8));
+    const uint64_t tail = 8 + (sb ? SNAP_HEADER_BYTES : 0);
+    if (body < tail || fh.n_nodes > (body - tail) / per) {
+        rc = cv_err_set(err, CV_ECORRUPT, "%zu bytes, too few for %u nodes of %llu bytes (truncated)", size,
+                        fh.n_nodes, (unsigned long long)per);
         goto out;
     }
     const uint32_t n = fh.n_nodes;
+    const uint64_t kv_end = HEADER_BYTES + (uint64_t)n * per; /* the blocks' end: the section, or the checksum */
+    snap_header sh = { 0 };
+    if (sb) {
+        memcpy(&sh, map + kv_end, sizeof sh);
+        if (sh.state_bytes != sb || sh.zero != 0) {
+            rc = cv_err_set(err, CV_ECORRUPT, "its snapshots are of %llu bytes of state, this engine keeps %llu",
+                            (unsigned long long)sh.state_bytes, (unsigned long long)sb);
+            goto out;
+        }
+        if (sh.n_snaps > n || sh.n_snaps > (size - kv_end - tail) / (4 + sb)) {
+            rc = cv_err_set(err, CV_ECORRUPT, "%u snapshots of %llu bytes for %u nodes do not fit in %zu bytes "
+                            "(truncated)", sh.n_snaps, (unsigned long long)sb, n, size);
+            goto out;
+        }
+    }
+    const uint64_t expect = kv_end + tail + (uint64_t)sh.n_snaps * (4 + sb);
+    if (expect != size) {
+        rc = cv_err_set(err, CV_ECORRUPT, "%zu bytes, but %u nodes of %llu bytes%s take %llu (truncated or padded)",
+                        size, n, (unsigned long long)per, sb ? " and their snapshots" : "",
+                        (unsigned long long)expect);
+        goto out;
+    }
     const uint32_t *node_tab = (const uint32_t *)(map + HEADER_BYTES);
     const char *blocks = map + HEADER_BYTES + (size_t)n * NODE_BYTES;
-    uint64_t *sums = cv_xmalloc(((size_t)n + 1) * sizeof *sums);
-    sums[0] = cv_sched_hash(SEED_NODES, node_tab, (size_t)n * NODE_BYTES);
+    const uint32_t *snap_ix = (const uint32_t *)(map + kv_end + SNAP_HEADER_BYTES);
+    const char *snap_data = (const char *)(snap_ix + sh.n_snaps);
+    size_t n_sums = 0;
+    sums = cv_xmalloc(((size_t)n + sh.n_snaps + 2) * sizeof *sums);
+    sums[n_sums++] = cv_sched_hash(SEED_NODES, node_tab, (size_t)n * NODE_BYTES);
     for (uint32_t i = 0; i < n; i++)
-        sums[i + 1] = cv_sched_hash(SEED_BLOCK, blocks + (size_t)i * fh.block_bytes, fh.block_bytes);
-    uint64_t sum = cv_sched_hash(SEED_SUM, sums, ((size_t)n + 1) * sizeof *sums), stored;
-    free(sums);
+        sums[n_sums++] = cv_sched_hash(SEED_BLOCK, blocks + (size_t)i * fh.block_bytes, fh.block_bytes);
+    if (sb) {
+        sums[n_sums++] = cv_sched_hash(SEED_SNAPS, snap_ix, (size_t)sh.n_snaps * sizeof *snap_ix);
+        for (uint32_t k = 0; k < sh.n_snaps; k++)
+            sums[n_sums++] = cv_sched_hash(SEED_BLOCK, snap_data + (size_t)k * sb, sb);
+    }
+    uint64_t sum = cv_sched_hash(SEED_SUM, sums, n_sums * sizeof *sums), stored;
     memcpy(&stored, map + size - 8, 8);
     if (sum != stored) {
         rc = cv_err_set(err, CV_ECORRUPT, "the checksum does not match (a damaged file)");
@@ -460,28 +622,57 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
             }
         }
     }
-    if ((rc = numerics_check(e, &fh, node_tab, blocks, err)))
+    snaps = cv_xcalloc(n ? n : 1, sizeof *snaps);
+    depth = cv_xmalloc((n ? n : 1) * sizeof *depth);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t parent = node_tab[(size_t)i * (NODE_BYTES / 4)];
+        depth[i] = parent == NO_PARENT ? 1 : depth[parent] + 1; /* a parent comes first: checked above */
+    }
+    for (uint32_t k = 0; k < sh.n_snaps; k++) {
+        const uint32_t ix = snap_ix[k];
+        if (ix >= n || (k > 0 && ix <= snap_ix[k - 1])) {
+            rc = cv_err_set(err, CV_ECORRUPT, "snapshot %u names node %u: the nodes must ascend below %u", k, ix, n);
+            goto out;
+        }
+        snaps[ix] = snap_data + (size_t)k * sb;
+    }
+    if ((rc = numerics_check(e, &fh, node_tab, blocks, snaps, depth, sb, err)))
         goto out;
 
     /* Build the tree in file order (most recent first): each new node goes
-     * to the old end of the LRU list, which reproduces the saved order. */
+     * to the old end of the LRU list, which reproduces the saved order.
+     * Blocks and snapshots together stay within max_blocks; a snapshot
+     * that does not fit is left out, its node kept. */
     nodes = cv_xcalloc(n ? n : 1, sizeof *nodes);
-    for (uint32_t i = 0; i < n && *n_loaded < max_blocks; i++) {
+    int64_t used = 0;
+    for (uint32_t i = 0; i < n && used < max_blocks; i++) {
         const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
         rx_node *parent = row[0] == NO_PARENT ? NULL : nodes[row[0]];
         if (row[0] != NO_PARENT && !parent)
             continue; /* its parent was not loaded */
-        int32_t b = cv_engine_kv_alloc(e);
-        if (b < 0)
+        cv_mem_span span = { .kv = { cv_engine_kv_alloc(e, 0), -1, -1, -1 } };
+        if (span.kv[0] < 0)
             break;
-        cv_engine_kv_block_write(e, b, blocks + (size_t)i * fh.block_bytes);
+        cv_engine_kv_block_write(e, 0, span.kv[0], blocks + (size_t)i * fh.block_bytes);
         int32_t before = t->n_nodes;
-        nodes[i] = rx_insert(t, parent, (const int32_t *)(row + 1), b);
-        cv_engine_kv_unref(e, b); /* the tree's reference stays (none if the node existed: a duplicate) */
-        *n_loaded += t->n_nodes > before;
+        nodes[i] = rx_insert(t, parent, (const int32_t *)(row + 1), &span);
+        cv_engine_span_release(e, &span); /* the tree's reference stays (none if the node existed: a duplicate) */
+        used++;
+        if (t->n_nodes == before)
+            continue;
+        (*n_loaded)++;
+        cv_snapshot *snap;
+        if (snaps[i] && used + mi.snapshot_blocks <= max_blocks &&
+            cv_engine_snapshot_make(e, (int32_t)nodes[i]->depth * CV_KV_BLOCK, snaps[i], &snap, NULL) == 0) {
+            rx_set_snapshot(t, nodes[i], snap);
+            used += mi.snapshot_blocks;
+        }
     }
 out:
     free(nodes);
+    free(snaps);
+    free(depth);
+    free(sums);
     munmap((void *)map, size);
     return rc;
 }

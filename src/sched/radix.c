@@ -1,8 +1,10 @@
-/* radix.c — the prefix cache: a tree over KV blocks keyed by token ids at
- * block granularity, shared by every request (the layout and the LRU rule
- * are described in sched_int.h). The tree holds one reference on each of
- * its blocks; a running sequence that shares a block holds another, which
- * is how the tree knows a block is in use without asking who uses it.
+/* radix.c — the prefix cache: a tree over the engine's memory spans keyed
+ * by token ids at block granularity, shared by every request (the layout
+ * and the LRU rule are described in sched_int.h). The tree holds one
+ * reference on each block of its spans; a running sequence that shares a
+ * block holds another, which is how the tree knows a block is in use
+ * without asking who uses it. Snapshots are the tree's alone (a sequence
+ * resumed from one copies it).
  *
  * Only whole blocks are cached: a block's KV depends on every token before
  * it, so a node's identity is its whole path, and the hash key (parent id,
@@ -115,7 +117,6 @@ void rx_init(radix *t, cv_engine *e)
 {
     memset(t, 0, sizeof *t);
     t->e = e;
-    t->root.block = -1;
     t->root.id = 0;
     t->next_id = 1;
     t->lru.prev = t->lru.next = &t->lru;
@@ -126,7 +127,7 @@ void rx_fini(radix *t)
 {
     for (rx_node *n = t->lru.next, *nx; n != &t->lru; n = nx) {
         nx = n->next;
-        cv_engine_kv_unref(t->e, n->block);
+        cv_engine_span_release(t->e, &n->span);
         free(n);
     }
     free(t->buckets);
@@ -157,7 +158,7 @@ int32_t rx_match(radix *t, const int32_t *tokens, int32_t n, rx_node **path, int
     return k;
 }
 
-rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, int32_t block)
+rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, const cv_mem_span *span)
 {
     if (!parent)
         parent = &t->root;
@@ -169,7 +170,8 @@ rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, int32_t blo
         table_grow(t);
     c = cv_xcalloc(1, sizeof *c);
     memcpy(c->tokens, tokens, sizeof c->tokens);
-    c->block = block;
+    c->span = *span;
+    c->span.snap = NULL;
     c->parent = parent;
     c->depth = parent->depth + 1;
     c->id = t->next_id++;
@@ -184,19 +186,29 @@ rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, int32_t blo
     t->lru.next = c;
     parent->n_children++;
     t->n_nodes++;
-    cv_engine_kv_ref(t->e, block);
+    cv_engine_span_ref(t->e, &c->span);
     return c;
+}
+
+void rx_set_snapshot(radix *t, rx_node *node, cv_snapshot *snap)
+{
+    if (node->span.snap) {
+        cv_engine_snapshot_free(t->e, snap);
+        return;
+    }
+    node->span.snap = snap;
+    t->n_snaps++;
 }
 
 static bool evictable(const radix *t, const rx_node *n)
 {
-    return n->n_children == 0 && n->pins == 0 && cv_engine_kv_refs(t->e, n->block) == 1;
+    return n->n_children == 0 && n->pins == 0 && cv_engine_span_sole(t->e, &n->span);
 }
 
-int32_t rx_evict(radix *t, int32_t want)
+bool rx_evict(radix *t, const cv_mem_need *need)
 {
-    int32_t freed = 0;
-    for (rx_node *n = t->lru.next, *nx; n != &t->lru && freed < want; n = nx) {
+    bool fits = cv_engine_mem_short(t->e, need, NULL) == 0;
+    for (rx_node *n = t->lru.next, *nx; n != &t->lru && !fits; n = nx) {
         nx = n->next;
         if (!evictable(t, n))
             continue;
@@ -204,23 +216,23 @@ int32_t rx_evict(radix *t, int32_t want)
         lru_unlink(n);
         table_remove(t, n);
         p->n_children--;
-        cv_engine_kv_unref(t->e, n->block);
+        t->n_snaps -= n->span.snap != NULL;
+        cv_engine_span_release(t->e, &n->span);
         free(n);
         t->n_nodes--;
         t->n_evicted++;
-        freed++;
+        fits = cv_engine_mem_short(t->e, need, NULL) == 0;
         /* p, now perhaps a leaf, is more recent than n: the walk meets it
          * later. */
     }
-    return freed;
+    return fits;
 }
 
-int32_t rx_evictable(const radix *t)
+void rx_evictable(const radix *t, cv_mem_need *acc)
 {
-    int32_t n_ok = 0;
     for (const rx_node *n = t->lru.next; n != &t->lru; n = n->next)
-        n_ok += n->pins == 0 && cv_engine_kv_refs(t->e, n->block) == 1;
-    return n_ok;
+        if (n->pins == 0 && cv_engine_span_sole(t->e, &n->span))
+            cv_engine_span_frees(t->e, &n->span, acc);
 }
 
 void rx_walk_recent(const radix *t, bool (*fn)(void *ud, const rx_node *n), void *ud)

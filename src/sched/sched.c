@@ -114,7 +114,7 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
 {
     *out = NULL;
     const cv_engine_params *ep = cv_engine_params_get(s->e);
-    const int64_t pool_tokens = (int64_t)cv_engine_kv_n_blocks(s->e) * CV_KV_BLOCK;
+    const int64_t pool_tokens = s->mem.max_positions;
     if (p->n_prompt < 1)
         return cv_err_set(err, CV_EINVAL, "request: the prompt is empty; at least one token is needed");
     if (p->max_tokens < 1)
@@ -223,6 +223,12 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
      * of logits, so the budget and the engine's rows bound them too. */
     s->max_running = CV_MIN(CV_MIN(ep->n_seq_max, s->batch_tokens), ep->n_logits);
     s->prefix_cache = !(cfg && cfg->no_prefix_cache);
+    cv_engine_mem_info(e, &s->mem);
+    s->snap_unit = CV_MAX(CV_KV_BLOCK, s->mem.split_align);
+    if (s->prefix_cache && s->mem.state_bytes > 0) {
+        const int64_t every = (int64_t)CV_MAX(CV_SCHED_SNAP_EVERY_MIN, s->mem.snapshot_blocks) * CV_KV_BLOCK;
+        s->snap_every = (int32_t)CV_MIN((every + s->snap_unit - 1) / s->snap_unit * s->snap_unit, INT32_MAX / 2);
+    }
     s->cache_max_bytes = cfg && cfg->cache_max_bytes > 0 ? cfg->cache_max_bytes : CV_SCHED_CACHE_FILE_DEFAULT;
     cv_rng_seed(&s->seeds, cfg && cfg->seed ? cfg->seed : cv_now_ns() ^ (uint64_t)(uintptr_t)s);
     s->running = cv_xcalloc((size_t)s->max_running, sizeof *s->running);
@@ -241,7 +247,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
      * clock reads per layer). */
     cv_engine_set_profiling(e, s->draft_max > 0);
     s->path = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->path);
-    s->blk_scratch = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->blk_scratch);
+    s->spans = cv_xmalloc(((size_t)ep->n_ctx / CV_KV_BLOCK + 1) * sizeof *s->spans);
     rx_init(&s->tree, e);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -264,7 +270,10 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
             cv_warn("prefix cache: ignoring %s: %s", s->cache_path, lerr.msg);
         s->st.file_blocks_loaded = loaded;
     }
-    s->st.tree_blocks = s->tree.n_nodes;
+    s->st.snapshots = s->tree.n_snaps;
+    s->st.snapshot_blocks = (int64_t)s->tree.n_snaps * s->mem.snapshot_blocks;
+    s->st.tree_blocks = s->tree.n_nodes + s->st.snapshot_blocks;
+    s->st.state_bytes = (int64_t)s->mem.state_bytes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(e);
 
@@ -278,7 +287,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
         free(s->b_tok), free(s->b_seq), free(s->b_pos), free(s->b_want), free(s->b_req), free(s->b_n);
         free(s->b_draft);
         free(s->path);
-        free(s->blk_scratch);
+        free(s->spans);
         free(s);
         return cv_err_set(err, CV_EIO, "scheduler: cannot start the engine thread: %s", strerror(rc));
     }
@@ -328,7 +337,7 @@ void cv_sched_destroy(cv_sched *s)
     free(s->b_n);
     free(s->b_draft);
     free(s->path);
-    free(s->blk_scratch);
+    free(s->spans);
     free(s);
 }
 
@@ -365,6 +374,10 @@ static json_t *req_json(const cv_sched_req *r, uint64_t now)
     json_object_set_new(o, "kv_positions", json_integer(r->st_done));
     json_object_set_new(o, "generated_tokens", json_integer(r->st_gen));
     json_object_set_new(o, "max_tokens", json_integer(r->max_tokens));
+    /* what its sequence holds besides KV: the recurrent state (a waiting
+     * request holds none) */
+    json_object_set_new(o, "state_bytes",
+                        json_integer(r->phase == PHASE_WAITING ? 0 : (json_int_t)r->s->mem.state_bytes));
     double tps = 0;
     if (r->t_first_token && r->t_last_token > r->t_first_token && r->st_gen > 1)
         tps = (r->st_gen - 1) / ((double)(r->t_last_token - r->t_first_token) / 1e9);
@@ -402,13 +415,22 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(cache, "blocks_in_tree", json_integer(st.tree_blocks));
     json_object_set_new(cache, "file", s->cache_path ? json_string(s->cache_path) : json_null());
     json_object_set_new(cache, "file_blocks_loaded", json_integer(st.file_blocks_loaded));
+    json_object_set_new(cache, "snapshots", json_integer(st.snapshots));
+    json_object_set_new(cache, "snapshot_blocks", json_integer(st.snapshot_blocks));
+    json_object_set_new(cache, "snapshots_taken", json_integer(st.snapshots_taken));
+    json_object_set_new(cache, "snapshot_hits", json_integer(st.snapshot_hits));
     json_object_set_new(o, "cache", cache);
     json_t *kv = json_object();
     json_object_set_new(kv, "type", json_string(cv_engine_kv_type_name(cv_engine_params_get(s->e)->kv_type)));
     json_object_set_new(kv, "block_positions", json_integer(CV_KV_BLOCK));
+    json_object_set_new(kv, "block_bytes", json_integer((json_int_t)s->mem.group[0].format.block_bytes));
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
     json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));
     json_object_set_new(kv, "used", json_integer(st.kv_blocks_used));
+    json_object_set_new(kv, "recurrent_layers", json_integer(s->mem.n_state_layers));
+    json_object_set_new(kv, "state_bytes_per_sequence", json_integer(st.state_bytes));
+    json_object_set_new(kv, "snapshot_bytes", json_integer((json_int_t)(st.snapshot_blocks *
+                                                                        (int64_t)s->mem.group[0].format.block_bytes)));
     json_object_set_new(o, "kv", kv);
     json_t *tot = json_object();
     json_object_set_new(tot, "submitted", json_integer(st.submitted));
@@ -425,6 +447,7 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(spec, "draft_tokens", json_integer(st.draft_tokens));
     json_object_set_new(spec, "accepted_tokens", json_integer(st.draft_accepted));
     json_object_set_new(spec, "declined_tokens", json_integer(st.draft_declined));
+    json_object_set_new(spec, "recomputed_tokens", json_integer(st.draft_recomputed));
     json_object_set_new(spec, "step_ms", json_real(st.step_base_s * 1e3));
     json_object_set_new(spec, "attention_ms_per_1k_positions", json_real(st.att_per_pos_s * 1e6));
     json_object_set_new(spec, "acceptance",
@@ -458,8 +481,19 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
            st.cached_tokens);
     metric(out, "corvid_prefix_cache_evictions_total", "Cached blocks evicted (least recently used first).",
            "counter", st.evictions);
-    metric(out, "corvid_prefix_cache_blocks", "KV blocks held by the prefix cache.", "gauge", st.tree_blocks);
+    metric(out, "corvid_prefix_cache_blocks", "KV-pool blocks held by the prefix cache (its snapshots' included).",
+           "gauge", st.tree_blocks);
     metric(out, "corvid_kv_blocks_total", "KV blocks in the pool.", "gauge", st.kv_blocks);
+    metric(out, "corvid_state_bytes_per_sequence", "Recurrent-state bytes one sequence holds (0: no recurrent layers).",
+           "gauge", st.state_bytes);
+    metric(out, "corvid_prefix_cache_snapshots", "Recurrent-state snapshots held by the prefix cache.", "gauge",
+           st.snapshots);
+    metric(out, "corvid_prefix_cache_snapshot_blocks", "KV-pool blocks the prefix cache's snapshots take.", "gauge",
+           st.snapshot_blocks);
+    metric(out, "corvid_prefix_cache_snapshots_taken_total", "Recurrent-state snapshots taken.", "counter",
+           st.snapshots_taken);
+    metric(out, "corvid_prefix_cache_snapshot_hits_total", "Admissions that resumed from a recurrent-state snapshot.",
+           "counter", st.snapshot_hits);
     metric(out, "corvid_spec_draft_tokens_total", "Tokens drafted by prompt lookup and verified.", "counter",
            st.draft_tokens);
     metric(out, "corvid_spec_accepted_tokens_total", "Drafted tokens the sampler chose (a step saved each).",
@@ -467,6 +501,9 @@ void cv_sched_metrics(cv_sched *s, cv_buf *out)
     metric(out, "corvid_spec_declined_tokens_total",
            "Drafted tokens not verified: deep in the context, unlikely enough to be taken to pay for their attention.",
            "counter", st.draft_declined);
+    metric(out, "corvid_spec_recomputed_tokens_total",
+           "Positions recomputed after a partly taken draft (a recurrent state cut back to its checkpoint).", "counter",
+           st.draft_recomputed);
 }
 
 /* ---- sizing ---- */

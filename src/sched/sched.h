@@ -157,7 +157,8 @@ typedef struct cv_sched_stats {
     int64_t n_tokens_prompt;  /* prompt tokens computed since creation (recompute after preemption included) */
     int64_t n_tokens_generated;
     int64_t kv_blocks;        /* the engine's pool */
-    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not) */
+    int64_t tree_blocks;      /* blocks held by the prefix tree (shared with running sequences or not; its
+                               * snapshots' blocks included) */
     int64_t steps;            /* forward calls */
     int64_t submitted, busy_refusals, preemptions;
     int64_t prompt_tokens;    /* prompt tokens of admitted requests (first admission) */
@@ -172,6 +173,15 @@ typedef struct cv_sched_stats {
     /* What drafts are weighed by (seconds; 0 until measured): a decode step
      * besides attention, and attention per position a row attends. */
     double step_base_s, att_per_pos_s;
+    /* Added with sequence memory (issue 19; zero on a model without
+     * recurrent state): */
+    int64_t state_bytes;      /* one sequence's recurrent state */
+    int64_t snapshots;        /* snapshots of it held by the prefix tree */
+    int64_t snapshot_blocks;  /* pool blocks they take (a part of tree_blocks) */
+    int64_t snapshots_taken;  /* since creation */
+    int64_t snapshot_hits;    /* admissions that resumed from a snapshot */
+    int64_t draft_recomputed; /* positions recomputed after a partly taken draft (a state that cut back to
+                               * its checkpoint) */
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event

@@ -1,7 +1,7 @@
 /* sched_int.h — the scheduler's guts, shared by its files only: the request
  * (caller side: event queue and cancel flag; engine side: tokens, sequence,
- * progress), the scheduler, the radix prefix tree over KV blocks
- * (radix.c), the cache file (cache_file.c), and the hash they share.
+ * progress), the scheduler, the radix prefix tree over the engine's memory
+ * spans (radix.c), the cache file (cache_file.c), and the hash they share.
  *
  * Threads: fields marked [engine] belong to the engine thread; [mu] are
  * guarded by cv_sched.mu; [r.mu] by the request's own mutex; [const] are
@@ -15,23 +15,42 @@
 
 #include "sched/sched.h"
 
+/* ---- snapshot policy (models with recurrent state) ----
+ * A prompt's state is snapshotted where a later request is likely to
+ * resume: every max(CV_SCHED_SNAP_EVERY_MIN, the blocks one snapshot takes)
+ * blocks, so snapshots at most about double what a long prompt's KV holds
+ * and come no closer than 256 positions; where the prompt leaves the path
+ * it found in the tree (the branch point the next request with that prefix
+ * resumes from); where a request waiting for this one's prefix leaves it
+ * (at most CV_SCHED_SNAP_HINTS such points); and at the last snapshot
+ * position before the prompt's last token. Snapshot positions are
+ * multiples of snap_unit: whole blocks, and whole chunks of the engine's
+ * split grid (cv_mem_info.split_align), so that a request resumed from one
+ * computes the bits a cold run does. */
+#define CV_SCHED_SNAP_EVERY_MIN 16
+#define CV_SCHED_SNAP_HINTS 4
+
 /* ---- the radix prefix tree (radix.c) ----
- * One node per KV block: the CV_KV_BLOCK token ids it holds and the block
- * id, under the node of the block before it. A path from the root spells a
+ * One node per block of positions: the CV_KV_BLOCK token ids it holds and
+ * the engine's memory span for them (a KV block per layer group, and on a
+ * model with recurrent state perhaps a snapshot of it at the block's end),
+ * under the node of the block before it. A path from the root spells a
  * prefix; children are found through one hash table keyed by (parent,
- * tokens). Every node holds one reference on its block, so blocks outlive
- * the sequences that computed them.
+ * tokens). Every node holds one reference on each block of its span and
+ * owns its snapshot, so they outlive the sequences that computed them;
+ * where a path can be resumed is the engine's judgement
+ * (cv_engine_resume_len), not the tree's.
  *
  * LRU: every node sits on one list, least recently used first. Touching a
  * node moves it and then each of its ancestors to the recent end, so a
  * parent is always more recent than its children; a single walk from the
  * old end therefore meets children before their parents and can evict a
  * whole cold branch leaf by leaf. A node is evictable when it is a leaf, no
- * running request is pinned to it, and the tree's is its block's only
- * reference. */
+ * running request is pinned to it, and the tree's are its blocks' only
+ * references. Evicting it frees its snapshot too. */
 typedef struct rx_node {
     int32_t tokens[CV_KV_BLOCK];
-    int32_t block;
+    cv_mem_span span;
     int32_t n_children;
     int32_t pins;            /* running requests whose deepest inserted node this is */
     uint32_t depth;          /* blocks from the root: 1 for a first block */
@@ -50,6 +69,7 @@ typedef struct radix {
     rx_node **buckets;
     size_t n_buckets;        /* power of two */
     int32_t n_nodes;
+    int32_t n_snaps;         /* nodes holding a snapshot */
     uint64_t next_id;
     int64_t n_evicted;
 } radix;
@@ -62,17 +82,22 @@ void rx_fini(radix *t);
  * the deepest one (LRU). */
 int32_t rx_match(radix *t, const int32_t *tokens, int32_t n, rx_node **path, int32_t max);
 /* The child of parent (NULL: the root) holding tokens[0..CV_KV_BLOCK): an
- * existing one, or a new node that takes a reference on block. Does not
- * touch; callers touch the deepest node once they are done. */
-rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, int32_t block);
+ * existing one, or a new node that takes a reference on each block of span
+ * (its snapshot, if any, stays the caller's). Does not touch; callers touch
+ * the deepest node once they are done. */
+rx_node *rx_insert(radix *t, rx_node *parent, const int32_t *tokens, const cv_mem_span *span);
+/* Gives node the snapshot (the tree owns it from here), unless it holds
+ * one already: then snap is freed. */
+void rx_set_snapshot(radix *t, rx_node *node, cv_snapshot *snap);
 /* Moves node and its ancestors to the recent end (node first). */
 void rx_touch(radix *t, rx_node *node);
-/* Evicts least recently used evictable leaves until `want` blocks went back
- * to the pool or nothing more is evictable; returns the blocks freed. */
-int32_t rx_evict(radix *t, int32_t want);
-/* Blocks that evictions could free now (nodes not pinned whose block only
- * the tree holds). O(nodes). */
-int32_t rx_evictable(const radix *t);
+/* Evicts least recently used evictable leaves until the pools hold *need
+ * (cv_engine_mem_short) or nothing more is evictable; true when they hold
+ * it. */
+bool rx_evict(radix *t, const cv_mem_need *need);
+/* Adds to *acc the blocks evictions could free now (nodes not pinned whose
+ * blocks only the tree holds, with their snapshots). O(nodes). */
+void rx_evictable(const radix *t, cv_mem_need *acc);
 /* Calls fn on every node, most recently used first (so parents before
  * their children). Stops early when fn returns false. */
 void rx_walk_recent(const radix *t, bool (*fn)(void *ud, const rx_node *n), void *ud);
@@ -111,6 +136,12 @@ struct cv_sched_req {
     int32_t n_done;          /* positions of seq computed: tokens[0..n_done) are in the KV cache */
     rx_node *tree_at;        /* deepest tree node covering seq's blocks (pinned); NULL: the root */
     int32_t n_tree;          /* blocks of seq covered by the tree path to tree_at */
+    int32_t n_redo;          /* positions after n_done a rollback left to recompute (known, computed once
+                              * already, no logits wanted): a draft's taken tokens on a model whose state
+                              * cut back to the checkpoint before them */
+    int32_t snap_branch;     /* a snapshot position where this prompt leaves the tree's path (0: none) */
+    int32_t snap_hint[CV_SCHED_SNAP_HINTS]; /* positions where waiting requests leave this one's prompt */
+    int32_t n_snap_hints;
     bool admitted_once;
     bool prompt_done_sent;
     uint64_t admit_order;    /* preemption takes the newest */
@@ -145,6 +176,9 @@ struct cv_sched {
     int32_t batch_tokens;
     int32_t max_running;     /* min(n_seq_max, batch_tokens) */
     bool prefix_cache;
+    cv_mem_info mem;         /* the engine's memory layout (its counts as of create) */
+    int32_t snap_every;      /* a snapshot every this many positions of a prompt; 0: none (no recurrent state) */
+    int32_t snap_unit;       /* snapshot positions are multiples of this */
     char *cache_path;        /* NULL: no cache file */
     int64_t cache_max_bytes;
 
@@ -176,7 +210,7 @@ struct cv_sched {
      * step attends. */
     double step_base, att_per_pos;
     rx_node **path;          /* [n_ctx / CV_KV_BLOCK + 1] scratch for lookups */
-    int32_t *blk_scratch;    /* [n_ctx / CV_KV_BLOCK + 1] */
+    const cv_mem_span **spans; /* [n_ctx / CV_KV_BLOCK + 1] the path's spans */
     cv_sched_stats eng;      /* the counters the engine thread keeps (published into st) */
 };
 

@@ -3,8 +3,10 @@
  *   2. admits waiting requests, oldest first, while a sequence slot is free
  *      and the KV pool (free blocks plus blocks the prefix tree could evict)
  *      holds the rest of the prompt plus one block of growth per running
- *      sequence; admission looks the prompt up in the prefix tree and
- *      shares the matched blocks, so only the rest is computed;
+ *      sequence; admission looks the prompt up in the prefix tree, asks the
+ *      engine how deep the matched path can be resumed (anywhere for plain
+ *      KV; at a snapshot for a recurrent state) and restores the sequence
+ *      from it, so only the rest is computed;
  *   3. builds one batch under the token budget: the next token of every
  *      decoding sequence, then prefill chunks of the others, oldest first,
  *      so a long prompt delays running streams by one chunk at most; blocks
@@ -13,7 +15,9 @@
  *      it goes back to the front of the queue and is recomputed later);
  *   4. runs one forward call, inserts every newly filled block into the
  *      tree (so concurrent requests share a prefix as soon as it exists),
- *      and samples each sequence whose known tokens are all computed.
+ *      snapshots a recurrent state where the policy in sched_int.h says
+ *      (prefill chunks end there), and samples each sequence whose known
+ *      tokens are all computed.
  *
  * A request's known tokens are its prompt and what it generated; "pending"
  * are those not yet in its KV cache. A fresh request has the whole prompt
@@ -21,7 +25,10 @@
  * has everything its lost blocks held. The same rule serves all three:
  * feed pending tokens, ask for logits at the last one, then sample. The
  * sampler (and its RNG) lives with the request, so preemption and prefix
- * hits never change what is sampled. */
+ * hits never change what is sampled. A partly taken draft on a model whose
+ * state cannot be cut back leaves its taken tokens pending too (n_redo):
+ * the engine returned to the checkpoint before the draft, and the next step
+ * feeds them again with the new token, drafting on top as a decode does. */
 #include <stdlib.h>
 
 #include "sched/sched_int.h"
@@ -82,7 +89,12 @@ static void publish_locked(cv_sched *s)
     s->st.step_base_s = s->step_base;
     s->st.att_per_pos_s = s->att_per_pos;
     s->st.evictions = s->tree.n_evicted;
-    s->st.tree_blocks = s->tree.n_nodes;
+    s->st.snapshots = s->tree.n_snaps;
+    s->st.snapshot_blocks = (int64_t)s->tree.n_snaps * s->mem.snapshot_blocks;
+    s->st.tree_blocks = s->tree.n_nodes + s->st.snapshot_blocks;
+    s->st.snapshots_taken = s->eng.snapshots_taken;
+    s->st.snapshot_hits = s->eng.snapshot_hits;
+    s->st.draft_recomputed = s->eng.draft_recomputed;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(s->e);
 }
@@ -128,6 +140,9 @@ static void detach(cv_sched *s, cv_sched_req *r)
     cv_engine_seq_close(s->e, r->seq);
     r->seq = -1;
     r->n_done = 0;
+    r->n_redo = 0;
+    r->snap_branch = 0;
+    r->n_snap_hints = 0;
 }
 
 static void retire(cv_sched *s, cv_sched_req *r, cv_finish_reason why, const cv_err *err)
@@ -167,18 +182,106 @@ static void tree_insert(cv_sched *s, cv_sched_req *r)
     int32_t full = r->n_done / CV_KV_BLOCK;
     if (!s->prefix_cache || full <= r->n_tree)
         return;
-    int32_t nb;
-    const int32_t *blocks = cv_engine_seq_blocks(s->e, r->seq, &nb);
-    assert(nb >= full);
     rx_node *at = r->tree_at;
-    for (int32_t i = r->n_tree; i < full; i++)
-        at = rx_insert(&s->tree, at, r->tokens + (size_t)i * CV_KV_BLOCK, blocks[i]);
+    for (int32_t i = r->n_tree; i < full; i++) {
+        cv_mem_span span;
+        const bool held = cv_engine_seq_span(s->e, r->seq, i, &span);
+        assert(held);
+        (void)held;
+        at = rx_insert(&s->tree, at, r->tokens + (size_t)i * CV_KV_BLOCK, &span);
+    }
     if (r->tree_at)
         r->tree_at->pins--;
     at->pins++;
     r->tree_at = at;
     r->n_tree = full;
     rx_touch(&s->tree, at);
+}
+
+/* Each running sequence may draw one new block of every group next step:
+ * what admission and snapshots leave room for. */
+static void add_growth(const cv_sched *s, cv_mem_need *need)
+{
+    for (int32_t g = 0; g < s->mem.n_groups; g++)
+        need->blocks[g] += s->n_running;
+}
+
+/* ---- snapshots (models with recurrent state; policy in sched_int.h) ---- */
+
+/* The last snapshot position before r's prompt's last token: the deepest
+ * a request with this prompt can resume, since it computes that token for
+ * its logits. */
+static int32_t prompt_snap_end(const cv_sched *s, const cv_sched_req *r)
+{
+    return (r->n_prompt - 1) / s->snap_unit * s->snap_unit;
+}
+
+static bool is_snap_point(const cv_sched *s, const cv_sched_req *r, int32_t at)
+{
+    if (!s->snap_every || at <= 0 || at % s->snap_unit || at > prompt_snap_end(s, r))
+        return false;
+    if (at % s->snap_every == 0 || at == prompt_snap_end(s, r) || at == r->snap_branch)
+        return true;
+    for (int32_t i = 0; i < r->n_snap_hints; i++)
+        if (r->snap_hint[i] == at)
+            return true;
+    return false;
+}
+
+/* The first snapshot point after r->n_done (0: none left): a prefill chunk
+ * ends there, since a state exists only at the end of a forward call. */
+static int32_t next_snap(const cv_sched *s, const cv_sched_req *r)
+{
+    const int32_t end = prompt_snap_end(s, r);
+    if (!s->snap_every || r->n_done >= end)
+        return 0;
+    int32_t at = CV_MIN(end, (r->n_done / s->snap_every + 1) * s->snap_every);
+    if (r->snap_branch > r->n_done)
+        at = CV_MIN(at, r->snap_branch);
+    for (int32_t i = 0; i < r->n_snap_hints; i++)
+        if (r->snap_hint[i] > r->n_done)
+            at = CV_MIN(at, r->snap_hint[i]);
+    return at;
+}
+
+/* After a forward call: when r has just reached a snapshot point that its
+ * deepest tree node ends at and that node has no snapshot yet, one is taken
+ * and given to the node. Best effort: it may evict cold nodes but leaves
+ * every running sequence its block of growth, so a snapshot never causes a
+ * preemption. */
+static void snap_take(cv_sched *s, cv_sched_req *r)
+{
+    rx_node *at = r->tree_at;
+    if (!at || at->span.snap || r->n_tree * CV_KV_BLOCK != r->n_done || !is_snap_point(s, r, r->n_done))
+        return;
+    cv_mem_need need = { 0 };
+    cv_engine_snapshot_need(s->e, &need);
+    add_growth(s, &need);
+    cv_snapshot *snap;
+    if (!rx_evict(&s->tree, &need) || cv_engine_snapshot_take(s->e, r->seq, &snap, NULL) != 0)
+        return;
+    rx_set_snapshot(&s->tree, at, snap);
+    s->eng.snapshots_taken++;
+}
+
+/* Asks running request p, whose prompt r waits for, to snapshot where r's
+ * prompt leaves p's (the whole blocks they share beyond `from`, which they
+ * are known to share), so r resumes exactly there. */
+static void hint_snap(const cv_sched *s, cv_sched_req *p, const cv_sched_req *r, int32_t from)
+{
+    if (!s->snap_every || p->n_snap_hints == CV_SCHED_SNAP_HINTS)
+        return;
+    const int32_t lim = CV_MIN(r->n_tokens - 1, p->n_tokens);
+    int32_t i = from;
+    while (i < lim && p->tokens[i] == r->tokens[i])
+        i++;
+    const int32_t at = i / s->snap_unit * s->snap_unit;
+    if (at <= p->n_done)
+        return;
+    for (int32_t k = 0; k < p->n_snap_hints; k++)
+        if (p->snap_hint[k] == at)
+            return;
+    p->snap_hint[p->n_snap_hints++] = at;
 }
 
 /* True when a running sequence is computing, right now, the block of r's
@@ -193,10 +296,12 @@ static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
     if (upto > r->n_tokens - 1) /* that block holds r's last token: r computes it anyway */
         return false;
     for (int32_t i = 0; i < s->n_running; i++) {
-        const cv_sched_req *p = s->running[i];
+        cv_sched_req *p = s->running[i];
         if (p->n_done < upto && p->n_tokens >= upto &&
-            !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens))
+            !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens)) {
+            hint_snap(s, p, r, upto);
             return true;
+        }
     }
     return false;
 }
@@ -217,9 +322,13 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
             return ADMIT_WAIT;
     }
     /* At least the last known token is computed: its logits are needed.
-     * When the whole prompt is cached that token's block is shared and its
-     * last position rewritten, which copies the block first. */
-    const int32_t reuse = CV_MIN(m * CV_KV_BLOCK, n_known - 1);
+     * How deep the matched path resumes is the engine's call: anywhere for
+     * plain KV (a whole cached prompt shares its last block and rewrites
+     * its last position, which copies the block first); only where a
+     * snapshot was kept for a recurrent state. */
+    for (int32_t i = 0; i < m; i++)
+        s->spans[i] = &s->path[i]->span;
+    const int32_t reuse = cv_engine_resume_len(e, s->spans, m, n_known - 1);
     const int32_t m_share = ceil_blocks(reuse);
     int32_t seq;
     cv_err err = { 0 };
@@ -227,23 +336,23 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
         assert(!"a sequence slot is free whenever a request is admitted");
         return ADMIT_NO_ROOM;
     }
-    if (m_share > 0) {
-        int32_t *blk = s->blk_scratch;
-        for (int32_t i = 0; i < m_share; i++)
-            blk[i] = s->path[i]->block;
-        int rc = cv_engine_seq_share(e, seq, blk, m_share, reuse, &err);
+    if (reuse > 0) {
+        int rc = cv_engine_seq_restore(e, seq, s->spans, m, reuse, &err);
         assert(rc == 0);
         (void)rc;
     }
-    const int32_t need = ceil_blocks(n_known) - m_share + (reuse < m_share * CV_KV_BLOCK ? 1 : 0);
+    cv_mem_need need = { 0 };
+    cv_engine_seq_need(e, seq, n_known - reuse, &need);
     if (!must) {
-        int64_t avail = cv_engine_kv_free_blocks(e);
-        const int64_t want = (int64_t)need + s->n_running;
-        if (avail < want && s->prefix_cache)
-            avail += rx_evictable(&s->tree);
-        if (avail < want) {
-            cv_engine_seq_close(e, seq);
-            return ADMIT_NO_ROOM;
+        add_growth(s, &need);
+        if (cv_engine_mem_short(e, &need, NULL) > 0) {
+            cv_mem_need more = { 0 };
+            if (s->prefix_cache)
+                rx_evictable(&s->tree, &more);
+            if (cv_engine_mem_short(e, &need, &more) > 0) {
+                cv_engine_seq_close(e, seq);
+                return ADMIT_NO_ROOM;
+            }
         }
     }
     r->seq = seq;
@@ -252,6 +361,10 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
     if (r->tree_at)
         r->tree_at->pins++;
     r->n_tree = m_share;
+    /* Where the prompt leaves the cached path is where the next request
+     * with this prefix will want to resume. */
+    const int32_t branch = m * CV_KV_BLOCK / s->snap_unit * s->snap_unit;
+    r->snap_branch = s->snap_every && branch > reuse ? branch : 0;
     r->admit_order = ++s->admit_counter;
     if (!r->admitted_once) {
         r->admitted_once = true;
@@ -260,6 +373,7 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
         s->eng.prompt_tokens += r->n_prompt;
         s->eng.cached_tokens += reuse;
         s->eng.hits += reuse > 0;
+        s->eng.snapshot_hits += reuse > 0 && s->mem.state_bytes > 0;
     }
     running_add(s, r);
     return ADMIT_OK;
@@ -416,17 +530,13 @@ static void admit_waiting(cv_sched *s)
  * preempting the newest running sequences (all newer than running[i], so
  * none is in the batch yet). False when running[i] itself had to go:
  * preempted, or ended because the pool cannot hold it even alone. */
-static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
+static bool make_room(cv_sched *s, int32_t i, int32_t n_new, cv_mem_need *reserved)
 {
     cv_sched_req *r = s->running[i];
     for (;;) {
-        int32_t need = cv_engine_seq_blocks_needed(s->e, r->seq, n_new) + *reserved;
-        int32_t free_now = cv_engine_kv_free_blocks(s->e);
-        if (need <= free_now) {
-            *reserved = need;
-            return true;
-        }
-        if (s->prefix_cache && rx_evict(&s->tree, need - free_now) >= need - free_now) {
+        cv_mem_need need = *reserved;
+        cv_engine_seq_need(s->e, r->seq, n_new, &need);
+        if (cv_engine_mem_short(s->e, &need, NULL) == 0 || (s->prefix_cache && rx_evict(&s->tree, &need))) {
             *reserved = need;
             return true;
         }
@@ -455,7 +565,7 @@ static bool make_room(cv_sched *s, int32_t i, int32_t n_new, int32_t *reserved)
  * deep in a context a drafted token costs a large part of a step). A
  * request with a sampling hook drafts too: the hook is still called once
  * per emitted token, in order, on that token's own logits (sample_drafted). */
-static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t reserved)
+static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, const cv_mem_need *reserved)
 {
     const cv_engine_params *ep = cv_engine_params_get(s->e);
     int32_t k = CV_MIN(CV_MIN(k_max, r->draft_k), r->max_tokens - r->n_gen - 1);
@@ -470,37 +580,80 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, int32_t re
     if (k > 0 && worth == 0) /* drift back towards the prior, so a request that stopped drafting tries again */
         r->draft_accept += (CV_SCHED_DRAFT_PRIOR - r->draft_accept) / 32;
     k = worth;
-    while (k > 0 && cv_engine_seq_blocks_needed(s->e, r->seq, 1 + k) + reserved > cv_engine_kv_free_blocks(s->e))
-        k--;
+    for (; k > 0; k--) {
+        cv_mem_need need = *reserved;
+        cv_engine_seq_need(s->e, r->seq, 1 + r->n_redo + k, &need);
+        if (cv_engine_mem_short(s->e, &need, NULL) == 0)
+            break;
+    }
     return k;
 }
+
+/* A prefill chunk of n of r's pending tokens, cut where the engine says a
+ * sequence's bits do not depend on how its positions were split
+ * (cv_mem_info): at a multiple of split_align (unless that leaves nothing:
+ * progress first, which costs exactness only under a budget below one
+ * grid chunk), never across the prompt's end, and past it (generated
+ * tokens recomputed after a preemption) at most step_run tokens, as they
+ * were decoded. Without recurrent state any cut is exact: n unchanged. */
+static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n)
+{
+    const int32_t align = s->mem.split_align, from = r->n_done;
+    if (align == 1 && s->mem.step_run == INT32_MAX)
+        return n;
+    if (from >= r->n_prompt)
+        return CV_MIN(n, s->mem.step_run);
+    int32_t to = CV_MIN(from + n, r->n_prompt);
+    if (to < r->n_prompt && to / align * align > from)
+        to = to / align * align;
+    return to - from;
+}
+
+/* Whether r decodes: its newest token is all it has to compute besides
+ * what a rollback left to recompute (n_redo). */
+static bool decoding(const cv_sched_req *r) { return r->n_tokens - r->n_done == 1 + r->n_redo; }
 
 /* Builds the batch; returns its token count. Decoding sequences may add
  * drafted tokens (speculation) while the step's decode tokens, drafts
  * included, stay within draft_max + 1: a step of that many tokens reads
  * the weights once and costs about what one token does. Sequences that
  * decode together use the same room, so with draft_max + 1 of them nobody
- * drafts. Every running sequence keeps its own row of logits. */
+ * drafts, and a rollback's recomputed tokens take their share of it too.
+ * A drafting sequence is checkpointed first, so a partly taken draft cuts
+ * back exactly. Every running sequence keeps its own row of logits. */
 static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
 {
     int32_t n_dec = 0;
     for (int32_t i = 0; i < s->n_running; i++)
-        n_dec += s->running[i]->n_tokens - s->running[i]->n_done == 1;
-    int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks and drafts */
+        n_dec += decoding(s->running[i]);
+    int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks, drafts and recomputed tokens */
     int32_t spare_rows = CV_MIN(s->n_logits - s->n_running, s->draft_max + 1 - n_dec);
-    int32_t nt = 0, nr = 0, reserved = 0;
+    int32_t nt = 0, nr = 0;
+    cv_mem_need reserved = { 0 };
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
-        int32_t n = pending == 1 ? 1 : CV_MIN(pending, budget), k = 0;
+        const bool dec = decoding(r) && r->n_redo <= budget && 1 + r->n_redo <= s->mem.step_run;
+        int32_t n = dec ? pending : CV_MIN(pending, budget), k = 0;
         if (n <= 0)
             continue;
-        if (pending == 1 && s->draft_max > 0) {
-            k = draft_for(s, r, CV_MIN(CV_MIN(s->draft_max, spare_rows), budget), reserved);
+        if (!dec) { /* a prefill chunk ends where the state is to be snapshotted */
+            const int32_t at = next_snap(s, r);
+            if (at > r->n_done)
+                n = CV_MIN(n, at - r->n_done);
+            n = exact_chunk(s, r, n);
+        }
+        if (dec && s->draft_max > 0) {
+            /* the step's tokens of r stay within step_run: verified drafts
+             * then compute what decoding them one by one would */
+            const int32_t room = CV_MIN(s->draft_max, s->mem.step_run - 1) - r->n_redo;
+            k = draft_for(s, r, CV_MIN(CV_MIN(room, spare_rows), budget - r->n_redo), &reserved);
             n += k;
         }
         if (!make_room(s, i, n, &reserved))
             break; /* r was the newest left: nothing after it */
+        if (k > 0)
+            cv_engine_seq_checkpoint(s->e, r->seq);
         for (int32_t j = 0; j < n; j++) {
             const int32_t p = r->n_done + j;
             s->b_tok[nt] = r->tokens[p];
@@ -513,7 +666,7 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
         s->b_n[nr] = n;
         s->b_draft[nr] = k;
         nr++;
-        budget -= pending == 1 ? k : n; /* a decode token was counted up front */
+        budget -= dec ? n - 1 : n; /* a decode token was counted up front */
         spare_rows -= k;
     }
     *n_reqs = nr;
@@ -548,7 +701,12 @@ static void sample_drafted(cv_sched *s, cv_sched_req *r, const float *logits, in
     for (int32_t i = 0; i <= taken && i < k; i++)
         r->draft_accept += ((float)(i < taken) - r->draft_accept) / 8;
     r->draft_k = taken == k ? CV_MIN(2 * k, s->draft_max) : CV_MAX(taken, 1);
-    cv_engine_seq_truncate(s->e, r->seq, r->n_done);
+    const int32_t kept = cv_engine_seq_truncate(s->e, r->seq, r->n_done);
+    if (kept < r->n_done) { /* back at the checkpoint before the draft: the taken tokens go again */
+        r->n_redo = r->n_done - kept;
+        s->eng.draft_recomputed += r->n_redo;
+        r->n_done = kept;
+    }
 }
 
 /* The running averages draft_for weighs drafts by, from steps where every
@@ -609,9 +767,11 @@ static void step(cv_sched *s)
         cv_sched_req *r = s->b_req[j];
         const int32_t n = s->b_n[j] - s->b_draft[j]; /* drafted tokens settle when sampled */
         const int32_t last = r->n_done + n - 1;
-        /* Everything but a generated token fed for the first time is
+        const int32_t redo = CV_MIN(r->n_redo, n); /* counted when the draft was cut back */
+        r->n_redo -= redo;
+        /* Everything else but a generated token fed for the first time is
          * prefill (a recompute after preemption included). */
-        const int32_t computed = n - (last == r->n_tokens - 1 && last >= r->n_prompt);
+        const int32_t computed = n - redo - (last == r->n_tokens - 1 && last >= r->n_prompt);
         s->eng.n_tokens_prompt += computed;
         r->st_computed += computed;
         r->n_done += n;
@@ -627,6 +787,7 @@ static void step(cv_sched *s)
             continue;
         }
         tree_insert(s, r);
+        snap_take(s, r);
         if (r->n_done == r->n_tokens) {
             assert(row < n_logits);
             sample(s, r, logits + (size_t)row * (size_t)s->n_vocab);

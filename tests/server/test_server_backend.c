@@ -10,6 +10,9 @@
  *   - the reasoning opener reaches the parser: with thinking on, what the
  *     model generates is reasoning, with it off it is content;
  *   - /health, /v1/status and /metrics show the scheduler's real figures;
+ *   - a conversation's second turn is served from the prefix cache and
+ *     equals a cold server's answer, with speculation on or off, and after
+ *     a restart from the cache file;
  *   - a repeated prompt is served from the prefix cache, and after a
  *     restart with the same cache directory the first request reports its
  *     cached tokens and generates the same tokens as uncached;
@@ -17,7 +20,8 @@
  * The template and vocabulary are read in place and written into a
  * temporary model file; nothing from testdata enters the repository. The
  * architecture is qwen2, or the one named as the first argument (CTest
- * runs the file again over qwen3moe: the same guarantees on an MoE). */
+ * runs the file again over qwen3moe, the same guarantees on an MoE, and
+ * over qwen35, on a hybrid whose cache resumes from state snapshots). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -111,12 +115,13 @@ typedef struct served {
     char base[64];
 } served;
 
-static bool serve(served *s, const char *cache_dir, bool no_prefix_cache)
+/* draft: the backend's draft_tokens (0: the default, speculation on; < 0: off). */
+static bool serve_with(served *s, const char *cache_dir, bool no_prefix_cache, int32_t draft)
 {
     memset(s, 0, sizeof *s);
     cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_parallel = 2, .n_threads = 2,
                                  .kv_bytes = 16 << 20, .batch_tokens = 64, .cache_dir = cache_dir,
-                                 .no_prefix_cache = no_prefix_cache };
+                                 .no_prefix_cache = no_prefix_cache, .draft_tokens = draft };
     cv_err err = { 0 };
     if (cv_server_backend_open(&o, &s->be, &err)) {
         CHECK_MSG(0, "backend: %s", err.msg);
@@ -130,6 +135,11 @@ static bool serve(served *s, const char *cache_dir, bool no_prefix_cache)
     }
     snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", cv_server_port(s->srv));
     return true;
+}
+
+static bool serve(served *s, const char *cache_dir, bool no_prefix_cache)
+{
+    return serve_with(s, cache_dir, no_prefix_cache, 0);
 }
 
 static void unserve(served *s)
@@ -395,6 +405,89 @@ TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on
     json_decref(off);
 }
 
+/* ---- a conversation's second turn ---- */
+
+static const char *SYSTEM_LONG =
+    "You are a careful assistant for a team that maintains a command-line tool written in C. You answer in plain "
+    "sentences, you never invent options the tool does not have, and when a question is ambiguous you say which "
+    "reading you chose. Keep answers short unless asked for detail, quote file names exactly, and prefer the "
+    "project's own terms: the engine, the scheduler, the prefix cache, the cache file.";
+
+/* A greedy chat request of the conversation: the system prompt, the first
+ * user message, and, given the first reply, that reply and a second user
+ * message. Its text and cached prompt tokens. */
+static void converse(const served *s, const char *reply1, cv_buf *text, int64_t *cached)
+{
+    json_t *msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", SYSTEM_LONG, "role", "user",
+                             "content", "What does the prefix cache keep between requests?");
+    if (reply1) {
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", reply1));
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "And after a restart?"));
+    }
+    json_t *b = json_pack("{s:s, s:o, s:i, s:f}", "model", "qwq", "messages", msgs, "max_tokens", 16, "temperature",
+                          0.0);
+    json_t *v = post_json(s, "/v1/chat/completions", b);
+    json_t *m = json_object_get(json_array_get(json_object_get(v, "choices"), 0), "message");
+    cv_buf_reset(text);
+    if (jstr(m, "content"))
+        cv_buf_puts(text, jstr(m, "content"));
+    cv_buf_putc(text, 0);
+    *cached = json_integer_value(
+        json_object_get(json_object_get(json_object_get(v, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    json_decref(v);
+}
+
+static bool same_text(const cv_buf *a, const cv_buf *b)
+{
+    return a->len == b->len && (!a->len || !memcmp(a->data, b->data, a->len));
+}
+
+/* The agent's case: a second turn extends the first (its prompt, its
+ * reply, a new message). It is served from the prefix cache (on a hybrid,
+ * from the first turn's snapshot of the recurrent state) and says, token
+ * for token, what a cold server with speculation off says; so does a
+ * server with speculation off and the cache on, and one restarted from
+ * the cache file. */
+TEST(a_second_turn_is_served_from_the_cache_and_equals_a_cold_server)
+{
+    cv_buf first = { 0 }, warm = { 0 }, cold = { 0 }, nodraft = { 0 }, restarted = { 0 };
+    int64_t c1, c_warm, c_cold, c_nodraft, c_restarted;
+    converse(&S, NULL, &first, &c1);
+    converse(&S, first.data, &warm, &c_warm);
+    CHECK_MSG(c_warm >= 64, "the second turn had %lld cached tokens", (long long)c_warm);
+    served t;
+    if (!serve_with(&t, NULL, true, -1))
+        return;
+    converse(&t, first.data, &cold, &c_cold);
+    unserve(&t);
+    CHECK_EQ_INT(c_cold, 0);
+    CHECK_MSG(same_text(&warm, &cold), "served from the cache: \"%s\"; cold: \"%s\"", warm.data, cold.data);
+    if (!serve_with(&t, NULL, false, -1))
+        return;
+    converse(&t, NULL, &nodraft, &c_nodraft);
+    converse(&t, first.data, &nodraft, &c_nodraft);
+    unserve(&t);
+    CHECK(c_nodraft >= 64 && same_text(&nodraft, &cold));
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/turns", dir_path);
+    mkdir(cache, 0700);
+    if (!serve(&t, cache, false))
+        return;
+    converse(&t, NULL, &restarted, &c_restarted);
+    unserve(&t);
+    if (!serve(&t, cache, false))
+        return;
+    converse(&t, first.data, &restarted, &c_restarted);
+    unserve(&t);
+    CHECK_MSG(c_restarted >= 64, "after a restart the second turn had %lld cached tokens", (long long)c_restarted);
+    CHECK_MSG(same_text(&restarted, &cold), "after a restart: \"%s\"; cold: \"%s\"", restarted.data, cold.data);
+    cv_buf_free(&first);
+    cv_buf_free(&warm);
+    cv_buf_free(&cold);
+    cv_buf_free(&nodraft);
+    cv_buf_free(&restarted);
+}
+
 static double metric(const char *text, const char *name)
 {
     size_t n = strlen(name);
@@ -473,11 +566,20 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK(JSON_INT(tot, "generated_tokens") >= 8);
     CHECK(JSON_INT(tot, "computed_tokens") > 20);
     CHECK_EQ_INT(JSON_INT(tot, "batch_tokens"), 64);
-    /* 16 MiB of f32 KV for this shape: 2 layers x 2 x 4 heads x 32 x 4 bytes = 2 KiB a position */
-    CHECK_EQ_INT(JSON_INT(kv, "blocks") * JSON_INT(kv, "block_positions"), 8192);
+    /* 16 MiB of f32 KV: for the tiny shape's attention layers, 2 x 4 heads
+     * x 32 x 4 bytes = 1 KiB a position each (2 layers, or 1 in a hybrid) */
+    const int64_t block_bytes = JSON_INT(kv, "block_bytes");
+    const int64_t n_blocks = JSON_INT(kv, "blocks");
+    CHECK_EQ_INT(block_bytes, (strcmp(g_arch, "qwen35") ? 2 : 1) * 1024 * CV_KV_BLOCK);
+    CHECK_EQ_INT(n_blocks, block_bytes ? (16 << 20) / block_bytes : 0);
     CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */
+    /* a hybrid's sequences also hold a recurrent state, and its cache snapshots of it */
+    const int64_t state_bytes = JSON_INT(kv, "state_bytes_per_sequence");
+    CHECK(strcmp(g_arch, "qwen35") ? state_bytes == 0 : state_bytes > 0);
+    CHECK(strcmp(g_arch, "qwen35") ? JSON_INT(cache, "snapshots") == 0
+                                   : JSON_INT(cache, "snapshot_hits") >= 1);
     CHECK(json_is_true(json_object_get(cache, "enabled")));
-    CHECK(JSON_INT(cache, "hits") >= 1); /* USER was asked several times */
+    CHECK(JSON_INT(cache, "hits") >= 1); /* the conversation's second turns */
     CHECK(JSON_INT(cache, "blocks_in_tree") > 0);
     int64_t kv_used = JSON_INT(kv, "used");
     int64_t hit_tokens = JSON_INT(cache, "hit_tokens");
@@ -499,7 +601,8 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     cv_buf_putc(&out, 0);
     CHECK_EQ_INT(metric(out.data, "corvid_kv_blocks_used"), kv_used);
     CHECK(metric(out.data, "corvid_kv_blocks_free") > 0);
-    CHECK_EQ_INT(metric(out.data, "corvid_kv_blocks_total"), 8192 / 16);
+    CHECK_EQ_INT(metric(out.data, "corvid_kv_blocks_total"), n_blocks);
+    CHECK_EQ_INT(metric(out.data, "corvid_state_bytes_per_sequence"), state_bytes);
     CHECK(metric(out.data, "corvid_sched_steps_total") > 8);
     CHECK_EQ_INT(metric(out.data, "corvid_prefix_cache_hit_tokens_total"), hit_tokens);
     CHECK(metric(out.data, "corvid_cached_prompt_tokens_total") > 0);
@@ -536,7 +639,11 @@ TEST(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the
     char cache[512];
     snprintf(cache, sizeof cache, "%s/cache", dir_path);
     mkdir(cache, 0700);
-    const char *prompt = "Tell me a story about a fox who learns to read the weather from the clouds over the hills.";
+    /* long enough (over 64 tokens) for a hybrid to keep a snapshot of it */
+    const char *prompt = "Tell me a story about a fox who learns to read the weather from the clouds over the hills, "
+                         "a fox who lives near a river that floods every spring, who watches the shepherds and the "
+                         "birds and the smoke from the chimneys, and who finally understands why the swallows fly low "
+                         "before the rain comes over the valley from the sea.";
     cv_buf cold = { 0 }, again = { 0 }, warm = { 0 }, nocache = { 0 };
     int64_t c_cold, c_again, c_warm, c_warm_a, c_none;
     served s;
@@ -608,6 +715,7 @@ int main(int argc, char **argv)
         RUN(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not);
         RUN(a_forced_tool_call_and_a_json_schema_hold_on_the_real_model);
         RUN(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on);
+        RUN(a_second_turn_is_served_from_the_cache_and_equals_a_cold_server);
         RUN(health_status_and_metrics_show_the_schedulers_figures_after_requests);
         unserve(&S);
     }

@@ -1,0 +1,409 @@
+/* seq_mem.c — sequence memory (engine.h, "sequence memory"; docs/ENGINE.md):
+ * what a sequence is besides its tokens — a block table per layer group
+ * (kv_cache.c grows and cuts them) and, when some layer keeps recurrent
+ * state, one state slot — and everything that copies, cuts or shares it:
+ * open, close, fork, truncate and the checkpoint it may fall back to,
+ * snapshots of the state stored in pool blocks, the spans a prefix holder
+ * keeps, and the judgement of where a held prefix can resume. The rule
+ * that keeps it simple: KV cuts back anywhere, a recurrent state only to a
+ * copy of itself (a checkpoint, a snapshot) or to zero, and only this file
+ * knows which applies. Invariant: a live slot holds the state after
+ * exactly seqs[s].len positions; a checkpoint slot, when ckpt_len >= 0, the
+ * state after ckpt_len <= len of them. */
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "engine/engine_int.h"
+
+/* ---- state slots ---- */
+
+static char *live_slot(const cv_engine *e, int32_t seq) { return e->state + (size_t)seq * e->state_bytes; }
+static char *ckpt_slot(const cv_engine *e, int32_t seq)
+{
+    return e->state + ((size_t)e->p.n_seq_max + (size_t)seq) * e->state_bytes;
+}
+
+int eng_state_init(cv_engine *e, cv_err *err)
+{
+    const cv_model *m = e->m;
+    size_t off = 0;
+    e->state_off = cv_xmalloc((size_t)m->hp.n_layer * sizeof *e->state_off);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const eng_kind *k = eng_mixers[m->layers[il].mixer];
+        const size_t nb = k->state_bytes ? k->state_bytes(e, il) : 0;
+        e->state_off[il] = nb ? off : SIZE_MAX;
+        if (nb > ((size_t)1 << 40))
+            return cv_err_set(err, CV_ELIMIT, "engine: layer %d keeps %zu bytes of state per sequence", il, nb);
+        off += (nb + 63) & ~(size_t)63;
+        e->n_state_layers += nb > 0;
+    }
+    e->state_bytes = off;
+    if (!off)
+        return 0;
+    /* A snapshot lives in group 0's blocks: a model whose every layer is
+     * recurrent would need a pool of its own. */
+    if (e->kv.block_bytes == 0)
+        return cv_err_set(err, CV_EUNSUPPORTED, "engine: a model with recurrent layers and no attention layer is "
+                          "not supported (its snapshots live in the KV pool)");
+    e->snap_blocks = (int32_t)((off + e->kv.block_bytes - 1) / e->kv.block_bytes);
+    const double total = 2.0 * (double)e->p.n_seq_max * (double)off;
+    if (total > (double)(1ull << 46))
+        return cv_err_set(err, CV_ELIMIT, "engine: %d sequences' recurrent state would take %.0f GiB", e->p.n_seq_max,
+                          total / (1ull << 30));
+    /* Untouched pages cost nothing: checkpoint slots of a server that never
+     * drafts stay unbacked. */
+    void *d = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (d == MAP_FAILED)
+        return cv_err_set(err, CV_ENOMEM, "engine: cannot map %.1f MiB of recurrent state", total / 1048576.0);
+    e->state = d;
+    return 0;
+}
+
+void eng_state_fini(cv_engine *e)
+{
+    if (e->state)
+        munmap(e->state, 2 * (size_t)e->p.n_seq_max * e->state_bytes);
+    e->state = NULL;
+    free(e->state_off);
+    e->state_off = NULL;
+}
+
+/* Copies a state between a slot and a snapshot's blocks, piece by piece
+ * (a block's bytes are scattered over the pool's head-major regions). */
+static void snap_copy(const kv_pool *p, const cv_snapshot *s, char *state, size_t bytes, bool to_blocks)
+{
+    size_t at = 0;
+    const size_t n_reg = kv_regions(p);
+    for (int32_t j = 0; j < s->n_blocks && at < bytes; j++)
+        for (size_t r = 0; r < n_reg && at < bytes; r++) {
+            const size_t n = CV_MIN(p->head_bytes, bytes - at);
+            char *piece = kv_piece(p, r, s->blocks[j]);
+            if (to_blocks)
+                memcpy(piece, state + at, n);
+            else
+                memcpy(state + at, piece, n);
+            at += n;
+        }
+}
+
+/* ---- sequences ---- */
+
+static kv_seq *seq_get(const cv_engine *e, int32_t seq)
+{
+    if (seq < 0 || seq >= e->p.n_seq_max || !e->seqs[seq].open)
+        return NULL;
+    return &e->seqs[seq];
+}
+
+int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err)
+{
+    for (int32_t i = 0; i < e->p.n_seq_max; i++) {
+        kv_seq *s = &e->seqs[i];
+        if (!s->open) {
+            s->open = true;
+            s->len = 0;
+            s->n_blocks = 0;
+            s->ckpt_len = -1;
+            if (e->state_bytes)
+                memset(live_slot(e, i), 0, e->state_bytes);
+            *seq = i;
+            return 0;
+        }
+    }
+    return cv_err_set(err, CV_EBUSY, "engine: all %d sequence slots are in use", e->p.n_seq_max);
+}
+
+void cv_engine_seq_close(cv_engine *e, int32_t seq)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s)
+        return;
+    kv_table_cut(e, s, 0);
+    s->ckpt_len = -1;
+    s->open = false;
+}
+
+int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq)
+{
+    kv_seq *s = seq_get(e, seq);
+    return s ? s->len : 0;
+}
+
+int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
+{
+    if (!seq_get(e, src))
+        return cv_err_set(err, CV_EINVAL, "engine: cannot fork sequence %d: it is not open", src);
+    int32_t d = -1;
+    int rc = cv_engine_seq_open(e, &d, err);
+    if (rc)
+        return rc;
+    const kv_seq *s = &e->seqs[src];
+    kv_seq *t = &e->seqs[d];
+    for (int32_t i = 0; i < s->n_blocks; i++) {
+        t->blocks[i] = s->blocks[i];
+        kv_pool_ref(&e->kv, s->blocks[i]);
+    }
+    t->n_blocks = s->n_blocks;
+    t->len = s->len;
+    if (e->state_bytes)
+        memcpy(live_slot(e, d), live_slot(e, src), e->state_bytes);
+    *dst = d;
+    return 0;
+}
+
+/* ---- cutting back ---- */
+
+int32_t cv_engine_seq_truncatable(const cv_engine *e, int32_t seq, int32_t len)
+{
+    const kv_seq *s = seq_get(e, seq);
+    if (!s)
+        return 0;
+    if (len < 0)
+        len = 0;
+    if (len >= s->len)
+        return s->len;
+    if (!e->state_bytes)
+        return len;
+    return s->ckpt_len >= 0 && s->ckpt_len <= len ? s->ckpt_len : 0;
+}
+
+int32_t cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len)
+{
+    kv_seq *s = seq_get(e, seq);
+    const int32_t to = cv_engine_seq_truncatable(e, seq, len);
+    if (!s || to == s->len)
+        return to;
+    kv_table_cut(e, s, to);
+    if (e->state_bytes) {
+        if (to == s->ckpt_len)
+            memcpy(live_slot(e, seq), ckpt_slot(e, seq), e->state_bytes);
+        else
+            memset(live_slot(e, seq), 0, e->state_bytes); /* to == 0: the state restarts */
+        if (s->ckpt_len > to)
+            s->ckpt_len = -1;
+    }
+    return to;
+}
+
+void cv_engine_seq_checkpoint(cv_engine *e, int32_t seq)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s || !e->state_bytes)
+        return;
+    memcpy(ckpt_slot(e, seq), live_slot(e, seq), e->state_bytes);
+    s->ckpt_len = s->len;
+}
+
+/* ---- spans ---- */
+
+static cv_mem_span empty_span(void)
+{
+    cv_mem_span s = { .snap = NULL };
+    for (int g = 0; g < CV_MEM_MAX_GROUPS; g++)
+        s.kv[g] = -1;
+    return s;
+}
+
+bool cv_engine_seq_span(const cv_engine *e, int32_t seq, int32_t i, cv_mem_span *out)
+{
+    *out = empty_span();
+    const kv_seq *s = seq_get(e, seq);
+    if (!s || i < 0 || i >= s->n_blocks)
+        return false;
+    out->kv[0] = s->blocks[i];
+    return true;
+}
+
+void cv_engine_span_ref(cv_engine *e, const cv_mem_span *s)
+{
+    if (s->kv[0] >= 0)
+        kv_pool_ref(&e->kv, s->kv[0]);
+}
+
+void cv_engine_span_release(cv_engine *e, cv_mem_span *s)
+{
+    if (s->kv[0] >= 0)
+        kv_pool_unref(&e->kv, s->kv[0]);
+    cv_engine_snapshot_free(e, s->snap);
+    *s = empty_span();
+}
+
+bool cv_engine_span_sole(const cv_engine *e, const cv_mem_span *s)
+{
+    return s->kv[0] < 0 || e->kv.refs[s->kv[0]] == 1;
+}
+
+void cv_engine_span_frees(const cv_engine *e, const cv_mem_span *s, cv_mem_need *acc)
+{
+    if (s->kv[0] >= 0 && e->kv.refs[s->kv[0]] == 1)
+        acc->blocks[0]++;
+    if (s->snap)
+        acc->blocks[0] += s->snap->n_blocks;
+}
+
+/* ---- resuming a held prefix ---- */
+
+/* Whether spans[0..n) hold what a sequence resumed at len needs: every
+ * group's blocks below len, and with recurrent state a snapshot at len. */
+static bool resumable(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t len)
+{
+    if (len < 0 || len > (int64_t)n * CV_KV_BLOCK || len > e->p.n_ctx)
+        return false;
+    if (e->state_bytes && len > 0) {
+        const cv_snapshot *sn = len % CV_KV_BLOCK ? NULL : spans[len / CV_KV_BLOCK - 1]->snap;
+        if (!sn || sn->len != len)
+            return false;
+    }
+    for (int32_t i = 0; i < (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK; i++)
+        if (spans[i]->kv[0] < 0)
+            return false;
+    return true;
+}
+
+int32_t cv_engine_resume_len(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t max_len)
+{
+    int32_t len = (int32_t)CV_MIN((int64_t)n * CV_KV_BLOCK, (int64_t)CV_MIN(max_len, e->p.n_ctx));
+    if (len <= 0)
+        return 0;
+    if (!e->state_bytes) {
+        /* KV alone: every block up to len (a holder never holds a hole in
+         * group 0, but say so rather than assume it). */
+        for (int32_t i = 0; i < (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK; i++)
+            if (spans[i]->kv[0] < 0)
+                return i * CV_KV_BLOCK;
+        return len;
+    }
+    for (len -= len % CV_KV_BLOCK; len > 0; len -= CV_KV_BLOCK)
+        if (resumable(e, spans, n, len))
+            return len;
+    return 0;
+}
+
+int cv_engine_seq_restore(cv_engine *e, int32_t seq, const cv_mem_span *const *spans, int32_t n, int32_t len,
+                          cv_err *err)
+{
+    kv_seq *s = seq_get(e, seq);
+    if (!s || s->len != 0 || s->n_blocks != 0)
+        return cv_err_set(err, CV_EINVAL, "engine: cannot restore into sequence %d: it is not open and empty", seq);
+    if (n < 0 || len < 0 || len > (int64_t)n * CV_KV_BLOCK || len > e->p.n_ctx)
+        return cv_err_set(err, CV_EINVAL, "engine: %d held spans cannot hold a length of %d (context %d)", n, len,
+                          e->p.n_ctx);
+    const int32_t nb = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    for (int32_t i = 0; i < nb; i++) {
+        const int32_t b = spans[i]->kv[0];
+        if (b < 0 || b >= e->kv.n_blocks || e->kv.refs[b] == 0)
+            return cv_err_set(err, CV_EINVAL, "engine: held span %d names block %d, not a block in use", i, b);
+    }
+    if (!resumable(e, spans, n, len))
+        return cv_err_set(err, CV_EINVAL, "engine: no snapshot of the recurrent state at length %d: the held "
+                          "prefix cannot resume there", len);
+    for (int32_t i = 0; i < nb; i++) {
+        s->blocks[i] = spans[i]->kv[0];
+        kv_pool_ref(&e->kv, s->blocks[i]);
+    }
+    s->n_blocks = nb;
+    s->len = len;
+    if (e->state_bytes && len > 0)
+        snap_copy(&e->kv, spans[nb - 1]->snap, live_slot(e, seq), e->state_bytes, false);
+    return 0;
+}
+
+/* ---- snapshots ---- */
+
+/* A snapshot of len with its blocks drawn from the pool; NULL with err
+ * when the pool is short (nothing taken). */
+static cv_snapshot *snap_alloc(cv_engine *e, int32_t len, cv_err *err)
+{
+    if (e->kv.n_free < e->snap_blocks) {
+        cv_err_set(err, CV_ELIMIT, "engine: a snapshot takes %d KV blocks, %d are free", e->snap_blocks,
+                   e->kv.n_free);
+        return NULL;
+    }
+    cv_snapshot *s = cv_xmalloc(sizeof *s + (size_t)e->snap_blocks * sizeof s->blocks[0]);
+    s->len = len;
+    s->n_blocks = e->snap_blocks;
+    for (int32_t j = 0; j < s->n_blocks; j++)
+        s->blocks[j] = kv_pool_alloc(&e->kv);
+    return s;
+}
+
+int cv_engine_snapshot_take(cv_engine *e, int32_t seq, cv_snapshot **out, cv_err *err)
+{
+    *out = NULL;
+    const kv_seq *q = seq_get(e, seq);
+    if (!q || !e->state_bytes || q->len == 0 || q->len % CV_KV_BLOCK)
+        return cv_err_set(err, CV_EINVAL, "engine: no snapshot of sequence %d at length %d (%s)", seq,
+                          q ? q->len : 0,
+                          !q ? "not open" : !e->state_bytes ? "the model keeps no recurrent state"
+                                                            : "not a whole positive number of blocks");
+    cv_snapshot *s = snap_alloc(e, q->len, err);
+    if (!s)
+        return CV_ELIMIT;
+    snap_copy(&e->kv, s, live_slot(e, seq), e->state_bytes, true);
+    *out = s;
+    return 0;
+}
+
+void cv_engine_snapshot_free(cv_engine *e, cv_snapshot *s)
+{
+    if (!s)
+        return;
+    for (int32_t j = 0; j < s->n_blocks; j++)
+        kv_pool_unref(&e->kv, s->blocks[j]);
+    free(s);
+}
+
+int32_t cv_engine_snapshot_len(const cv_snapshot *s) { return s->len; }
+
+void cv_engine_snapshot_read(const cv_engine *e, const cv_snapshot *s, void *dst)
+{
+    snap_copy(&e->kv, s, dst, e->state_bytes, false);
+}
+
+int cv_engine_snapshot_make(cv_engine *e, int32_t len, const void *src, cv_snapshot **out, cv_err *err)
+{
+    *out = NULL;
+    if (!e->state_bytes || len <= 0 || len % CV_KV_BLOCK || len > e->p.n_ctx)
+        return cv_err_set(err, CV_EINVAL, "engine: no snapshot at length %d (a whole positive number of blocks "
+                          "within the context of %d, of a model with recurrent state)", len, e->p.n_ctx);
+    cv_snapshot *s = snap_alloc(e, len, err);
+    if (!s)
+        return CV_ELIMIT;
+    snap_copy(&e->kv, s, (char *)src, e->state_bytes, true);
+    *out = s;
+    return 0;
+}
+
+/* ---- needs ---- */
+
+void cv_engine_seq_need(const cv_engine *e, int32_t seq, int32_t n_new, cv_mem_need *acc)
+{
+    const kv_seq *s = seq_get(e, seq);
+    if (s)
+        acc->blocks[0] += cv_engine_kv_blocks_needed(e, seq, s->len + n_new);
+}
+
+void cv_engine_snapshot_need(const cv_engine *e, cv_mem_need *acc) { acc->blocks[0] += e->snap_blocks; }
+
+int32_t cv_engine_mem_short(const cv_engine *e, const cv_mem_need *need, const cv_mem_need *more)
+{
+    const int64_t have = (int64_t)e->kv.n_free + (more ? more->blocks[0] : 0);
+    return need->blocks[0] > have ? (int32_t)(need->blocks[0] - have) : 0;
+}
+
+void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_groups = 1;
+    out->group[0].kind = CV_MEM_GROUP_FULL;
+    cv_engine_kv_format(e, &out->group[0].format);
+    out->group[0].n_blocks = e->kv.n_blocks;
+    out->group[0].n_free = e->kv.n_free;
+    out->n_state_layers = e->n_state_layers;
+    out->state_bytes = e->state_bytes;
+    out->snapshot_blocks = e->snap_blocks;
+    out->max_positions = (int64_t)e->kv.n_blocks * CV_KV_BLOCK;
+    /* attention and the FFNs compute every row on its own: any split is exact */
+    out->split_align = 1;
+    out->step_run = INT32_MAX;
+}
