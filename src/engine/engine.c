@@ -103,9 +103,7 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
     e->att_slot_floats = (cv_att_state_floats(e->att_tile_tokens * n_rep, hp->head_dim) + 15) & ~(size_t)15;
     e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
-    e->att_items = cv_xmalloc(((size_t)p.n_batch * (size_t)hp->n_head_kv + (size_t)e->att_n_slots) *
-                              sizeof *e->att_items);
-    e->att_split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *e->att_split);
+    cv_engine_att_plans_init(e);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         e->kinds_used[0] |= 1u << m->layers[il].mixer;
         e->kinds_used[1] |= 1u << m->layers[il].ffn;
@@ -150,8 +148,7 @@ void cv_engine_destroy(cv_engine *e)
     free(e->att_tiles);
     free(e->att_rows);
     free(e->att_seq_start);
-    free(e->att_items);
-    free(e->att_split);
+    cv_engine_att_plans_fini(e);
     free(e);
 }
 

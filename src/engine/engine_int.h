@@ -139,7 +139,10 @@ void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
  * sequence (batch rows rows[0..n_tok)) against kv head g, all n_rep query
  * heads of that head. Reads q from qkv (row stride ld_qkv, head h of the
  * group at (g * n_rep + h) * hd) and writes out (stride ld_out, same
- * columns). */
+ * columns). With a window W > 0, position p sees only p - W + 1 .. p, so
+ * blocks before the first token's window are never read (a sliding layer's
+ * table may no longer hold them). With sinks, query head q's softmax has
+ * one more logit sinks[q] that takes probability and adds no value. */
 typedef struct att_tile {
     const kv_pool *kv;
     const int32_t *blocks;
@@ -152,6 +155,8 @@ typedef struct att_tile {
     int64_t ld_out;
     int32_t n_rep, hd;
     float scale;
+    int32_t window;      /* 0: every earlier position */
+    const float *sinks;  /* [n_head] or NULL */
     int32_t blk0, blk1;  /* the kernels attend blocks [blk0, blk1) of the context */
 } att_tile;
 
@@ -162,8 +167,8 @@ typedef struct att_tile {
  * than threads, as a decoding agent has) with the bits they get in one. */
 #define CV_ATT_CHUNK_BLOCKS 64
 
-/* The kernels: tile a over blocks [blk0, blk1) (clipped to what its last
- * token sees), from a fresh state, left in scratch as each row's state:
+/* The kernels: tile a over blocks [blk0, blk1) (clipped to what its first
+ * token's window and its last token see), from a fresh state, left in scratch as each row's state:
  * acc [R][hd] (values weighted by exp(score - max), not yet divided by
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
@@ -175,12 +180,26 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
 /* Floats of one state (acc, max, sum) of R rows. */
 static inline size_t cv_att_state_floats(int32_t R, int32_t hd) { return (size_t)R * ((size_t)hd + 2); }
-/* Chunks of a context whose last position is last. */
+/* Chunks of a context whose last position is last (the end of the chunk
+ * range: chunk indices below it). */
 static inline int32_t cv_att_chunks(int32_t last) { return last / CV_KV_BLOCK / CV_ATT_CHUNK_BLOCKS + 1; }
+/* The first block position pos sees with window w (0: none). */
+static inline int32_t cv_att_first_block(int32_t pos, int32_t w)
+{
+    return w > 0 && pos >= w ? (pos - w + 1) / CV_KV_BLOCK : 0;
+}
+/* The first chunk of tile a's context: chunks are counted from position 0
+ * whatever the window, so a row meets the same chunks alone or in a tile
+ * whose first token's window starts earlier. */
+static inline int32_t cv_att_chunk0(const att_tile *a)
+{
+    return cv_att_first_block(a->pos0, a->window) / CV_ATT_CHUNK_BLOCKS;
+}
 /* State b (of the same rows) merged into state a, which becomes the state
  * of both sets of positions. */
 void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd);
-/* A state divided through by its sums into a's output rows. */
+/* A state divided through by its sums (each sum with its head's sink term,
+ * when a has sinks) into a's output rows. */
 void cv_att_state_write(const att_tile *a, const float *st);
 /* Tile a, its whole context (blk0/blk1 are set here), chunk by chunk in
  * order with fn, into its output rows. */
@@ -200,6 +219,17 @@ typedef struct att_split_pair {
 typedef struct att_plan_tile {
     int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
 } att_plan_tile;
+
+/* The work items of one forward call's attention for the layers of one
+ * window (each distinct window of the model has its own: a window changes
+ * which chunks a tile reads, so which pairs are worth cutting). */
+typedef struct att_plan {
+    int32_t window;             /* 0: full attention */
+    att_item *items;            /* [n_batch * n_head_kv + att_n_slots] */
+    int32_t n_items;
+    att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
+    int32_t n_split;
+} att_plan;
 
 /* ---- layer kinds ---- */
 
@@ -226,6 +256,12 @@ extern const eng_kind eng_ffn_moe;
 extern const eng_kind *const eng_mixers[CV_MIXER_COUNT];
 extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
 
+/* The model's gated activation (cv_glu) of n gate values g and up values u
+ * into y. */
+void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n);
+/* rows[t] += bias for t < n_rows, rows ld apart, n values each (on the
+ * pool). */
+void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n);
 /* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
  * inline for a handful of rows (waking the pool costs more). */
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
@@ -272,11 +308,11 @@ struct cv_engine {
     int32_t *att_seq_start;     /* [n_seq_max + 1] */
     float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
-    att_item *att_items;        /* [n_batch * n_head_kv + att_n_slots] this call's work */
-    int32_t att_n_items;
-    att_split_pair *att_split;  /* [att_n_slots] pairs cut into chunks this call */
-    int32_t att_n_split;
-    float *att_slots;           /* [att_n_slots][att_slot_floats] their chunks' states */
+    att_plan *att_plans;        /* [att_n_plans] one per distinct window of the attention layers */
+    int32_t att_n_plans;
+    int32_t *att_plan_of;       /* [n_layer] the plan of each attention layer */
+    float *att_slots;           /* [att_n_slots][att_slot_floats] cut pairs' chunk states (each layer's
+                                   attention reuses them) */
     int32_t att_n_slots;        /* 32 per thread (none with one thread) */
     size_t att_slot_floats;
     int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
@@ -292,9 +328,13 @@ static inline uint64_t eng_tick(const cv_engine *e) { return e->profiling ? cv_n
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
-/* Attention for every token of the planned batch at one layer: reads q from
- * e->qkv, keys/values from the cache (already holding this batch's
- * positions), writes e->attn. Runs on the pool. */
-void cv_engine_attention(cv_engine *e, int32_t layer);
+/* Attention for every token of the planned batch at model layer il (its
+ * window and sinks): reads q from e->qkv, keys/values from the cache
+ * (already holding this batch's positions), writes e->attn. Runs on the
+ * pool. */
+void cv_engine_attention(cv_engine *e, int32_t il);
+/* Allocates the per-window plans (engine creation). */
+void cv_engine_att_plans_init(cv_engine *e);
+void cv_engine_att_plans_fini(cv_engine *e);
 
 #endif

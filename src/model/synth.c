@@ -45,7 +45,8 @@ const cv_model_shape cv_model_shapes[] = {
       .tied = true },
     { .name = "llama3.2-1b", .arch = "llama", .n_vocab = 128256, .n_embd = 2048, .n_layer = 16, .n_head = 32,
       .n_head_kv = 8, .head_dim = 64, .n_ff = 8192, .n_ctx = 131072, .rope_theta = 500000.0f, .rms_eps = 1e-5f,
-      .tied = true, .rope_factor = 32, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_ctx = 8192 },
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LLAMA3, .rope_factor = 32, .rope_low_freq = 1,
+      .rope_high_freq = 4, .rope_orig_ctx = 8192 },
     /* Qwen3-30B-A3B and Qwen3-Coder-30B-A3B-Instruct: the same tensors;
      * the coder's context is 256k. */
     { .name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32,
@@ -54,6 +55,26 @@ const cv_model_shape cv_model_shapes[] = {
     { .name = "qwen3-coder-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48,
       .n_head = 32, .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_ctx = 262144, .rope_theta = 10000000.0f,
       .rms_eps = 1e-6f, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
+    /* openai/gpt-oss-20b config.json: 24 layers alternating a 128-token
+     * window with full attention, 64 heads (8 kv) of 64, 32 experts of 2880
+     * (4 per token), YaRN x32 from 4096, base 150000, untied. */
+    { .name = "gpt-oss-20b", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24, .n_head = 64,
+      .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_theta = 150000.0f, .rms_eps = 1e-5f,
+      .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 32, .rope_orig_ctx = 4096, .n_expert = 32,
+      .n_expert_used = 4, .n_ff_exp = 2880, .n_swa = 128 },
+    /* google/gemma-3-4b-it and -12b-it config.json (text_config): five
+     * 1024-token window layers to one global, head_dim 256, local base
+     * 10000, global base 1e6 with linear x8, tied. The vocabulary is the
+     * tokenizer's 262144 that GGUF files carry (config.json's 262208 adds
+     * image soft tokens). */
+    { .name = "gemma3-4b", .arch = "gemma3", .n_vocab = 262144, .n_embd = 2560, .n_layer = 34, .n_head = 8,
+      .n_head_kv = 4, .head_dim = 256, .n_ff = 10240, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LINEAR, .rope_factor = 8, .n_swa = 1024,
+      .rope_theta_swa = 10000.0f },
+    { .name = "gemma3-12b", .arch = "gemma3", .n_vocab = 262144, .n_embd = 3840, .n_layer = 48, .n_head = 16,
+      .n_head_kv = 8, .head_dim = 256, .n_ff = 15360, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LINEAR, .rope_factor = 8, .n_swa = 1024,
+      .rope_theta_swa = 10000.0f },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -180,6 +201,7 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
     case CV_DIM_FF: return s->n_ff;
     case CV_DIM_HEAD: return s->head_dim;
+    case CV_DIM_HEADS: return s->n_head;
     case CV_DIM_ROT_HALF: return s->head_dim / 2;
     case CV_DIM_EXPERT: return s->n_expert;
     case CV_DIM_FF_EXP: return s->n_ff_exp;
@@ -208,6 +230,17 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
         cv_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         cv_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         cv_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
+    }
+    if (a->swa_period > 0)
+        cv_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
+    if (s->rope_theta_swa > 0)
+        cv_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), s->rope_theta_swa);
+    if (s->rope_scaling == CV_ROPE_SCALING_LINEAR || s->rope_scaling == CV_ROPE_SCALING_YARN) {
+        cv_gguf_writer_set_str(w, KEY("rope.scaling.type"),
+                               cv_str_of(s->rope_scaling == CV_ROPE_SCALING_YARN ? "yarn" : "linear"));
+        cv_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), s->rope_factor);
+        if (s->rope_scaling == CV_ROPE_SCALING_YARN)
+            cv_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->rope_orig_ctx);
     }
 #undef KEY
 }
@@ -266,6 +299,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (a->ffn == CV_FFN_MOE && s->n_expert == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no experts; a %s model needs a shape that has",
                           s->name, a->name);
+    if (a->swa_period > 0 && s->n_swa == 0)
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no sliding window; a %s model needs one", s->name,
+                          a->name);
     const mix *x = NULL;
     for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
         if (p->dtype && !strcmp(p->dtype, mixes[i].name))
@@ -291,7 +327,7 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
     set_hparams(w, a, s);
 
-    const bool rope_freqs = s->rope_factor > 0;
+    const bool rope_freqs = s->rope_scaling == CV_ROPE_SCALING_LLAMA3;
     jobs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *jobs);
     uint64_t tensor_index = 0;
     for (int il = -1; il < s->n_layer && rc == 0; il++) {
@@ -323,13 +359,19 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             };
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
-            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM:
+            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM: case CV_ROLE_ATTN_POST_NORM:
+            case CV_ROLE_FFN_POST_NORM:
                 j->how = DIST_UNIFORM_NORM;
                 break;
             case CV_ROLE_ROPE_FREQS: j->how = DIST_ROPE; break;
-            case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS:
+            case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS: case CV_ROLE_ATTN_OUT_BIAS:
+            case CV_ROLE_FFN_GATE_INP_BIAS: case CV_ROLE_FFN_GATE_EXPS_BIAS: case CV_ROLE_FFN_UP_EXPS_BIAS:
+            case CV_ROLE_FFN_DOWN_EXPS_BIAS:
                 j->how = DIST_NORMAL, j->std = 0.3f;
                 break;
+            /* Sink logits of the size of a score: they take a share of the
+             * softmax, as trained ones do. */
+            case CV_ROLE_ATTN_SINKS: j->how = DIST_NORMAL, j->std = 1.0f; break;
             /* Embedding and output alike: logits then have a spread of
              * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
             case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j->how = DIST_NORMAL, j->std = 0.15f; break;
