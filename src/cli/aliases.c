@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "cli/models.h"
+#include "model/model.h"
 
 /* Qwen3 model card, thinking mode (the template's default): T 0.6, top-p
  * 0.95, top-k 20, min-p 0. Qwen2.5/Qwen3 coder generation_config: T 0.7,
@@ -30,43 +31,74 @@
 
 const cv_model_alias cv_model_aliases[] = {
     { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
-      "Qwen3 0.6B (thinking), 0.6 GB: the smallest model that calls tools", 32768, QWEN3_THINK },
+      "Qwen3 0.6B (thinking), 0.6 GB: the smallest model that calls tools", 32768, QWEN3_THINK,
+      .arch = "qwen3", .shape = "qwen3-0.6b" },
     { "qwen3-1.7b", "Qwen/Qwen3-1.7B-GGUF", "Qwen3-1.7B-Q8_0.gguf",
-      "Qwen3 1.7B (thinking), 1.8 GB", 32768, QWEN3_THINK },
+      "Qwen3 1.7B (thinking), 1.8 GB", 32768, QWEN3_THINK,
+      .arch = "qwen3" },
     { "qwen3-4b", "Qwen/Qwen3-4B-GGUF", "Qwen3-4B-Q4_K_M.gguf",
-      "Qwen3 4B (thinking), 2.5 GB", 32768, QWEN3_THINK },
+      "Qwen3 4B (thinking), 2.5 GB", 32768, QWEN3_THINK,
+      .arch = "qwen3" },
     { "qwen3-4b-instruct-2507", "unsloth/Qwen3-4B-Instruct-2507-GGUF", "Qwen3-4B-Instruct-2507-Q4_K_M.gguf",
-      "Qwen3 4B Instruct 2507 (no thinking), 2.5 GB", 65536, QWEN3_INSTRUCT },
+      "Qwen3 4B Instruct 2507 (no thinking), 2.5 GB", 65536, QWEN3_INSTRUCT,
+      .arch = "qwen3" },
     { "qwen3-8b", "Qwen/Qwen3-8B-GGUF", "Qwen3-8B-Q4_K_M.gguf",
-      "Qwen3 8B (thinking), 5.0 GB", 32768, QWEN3_THINK },
+      "Qwen3 8B (thinking), 5.0 GB", 32768, QWEN3_THINK,
+      .arch = "qwen3" },
     { "qwen3-14b", "Qwen/Qwen3-14B-GGUF", "Qwen3-14B-Q4_K_M.gguf",
-      "Qwen3 14B (thinking), 9.0 GB", 32768, QWEN3_THINK },
+      "Qwen3 14B (thinking), 9.0 GB", 32768, QWEN3_THINK,
+      .arch = "qwen3" },
     { "qwen3-32b", "Qwen/Qwen3-32B-GGUF", "Qwen3-32B-Q4_K_M.gguf",
-      "Qwen3 32B (thinking), 19.8 GB", 32768, QWEN3_THINK },
+      "Qwen3 32B (thinking), 19.8 GB", 32768, QWEN3_THINK,
+      .arch = "qwen3" },
     { "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-GGUF", "Qwen3-30B-A3B-Q4_K_M.gguf",
-      "Qwen3 30B-A3B MoE (thinking), 18.6 GB, 3B active: fast on CPU", 32768, QWEN3_THINK },
+      "Qwen3 30B-A3B MoE (thinking), 18.6 GB, 3B active: fast on CPU", 32768, QWEN3_THINK,
+      .arch = "qwen3moe", .shape = "qwen3-30b-a3b" },
     { "qwen3-coder-30b-a3b", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF", "Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf",
-      "Qwen3 Coder 30B-A3B MoE, 18.6 GB: the coding-agent model", 65536, QWEN_CODER },
+      "Qwen3 Coder 30B-A3B MoE, 18.6 GB: the coding-agent model", 65536, QWEN_CODER,
+      .arch = "qwen3moe", .shape = "qwen3-coder-30b-a3b" },
     { "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
-      "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER },
+      "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER,
+      .arch = "qwen2" },
     { "qwen2.5-coder-7b", "Qwen/Qwen2.5-Coder-7B-Instruct-GGUF", "qwen2.5-coder-7b-instruct-q4_k_m.gguf",
-      "Qwen2.5 Coder 7B Instruct, 4.7 GB", 32768, QWEN_CODER },
+      "Qwen2.5 Coder 7B Instruct, 4.7 GB", 32768, QWEN_CODER,
+      .arch = "qwen2" },
     { "qwen2.5-coder-14b", "bartowski/Qwen2.5-Coder-14B-Instruct-GGUF", "Qwen2.5-Coder-14B-Instruct-Q4_K_M.gguf",
-      "Qwen2.5 Coder 14B Instruct, 9.0 GB", 32768, QWEN_CODER },
+      "Qwen2.5 Coder 14B Instruct, 9.0 GB", 32768, QWEN_CODER,
+      .arch = "qwen2" },
     { "qwen2.5-coder-32b", "bartowski/Qwen2.5-Coder-32B-Instruct-GGUF", "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf",
-      "Qwen2.5 Coder 32B Instruct, 19.9 GB", 32768, QWEN_CODER },
+      "Qwen2.5 Coder 32B Instruct, 19.9 GB", 32768, QWEN_CODER,
+      .arch = "qwen2" },
     { "llama3.2-1b", "bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q8_0.gguf",
-      "Llama 3.2 1B Instruct, 1.3 GB", 32768, LLAMA3 },
+      "Llama 3.2 1B Instruct, 1.3 GB", 32768, LLAMA3,
+      .arch = "llama", .shape = "llama3.2-1b" },
     { "llama3.2-3b", "bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama-3.2-3B-Instruct-Q4_K_M.gguf",
-      "Llama 3.2 3B Instruct, 2.0 GB", 32768, LLAMA3 },
+      "Llama 3.2 3B Instruct, 2.0 GB", 32768, LLAMA3,
+      .arch = "llama" },
     { "llama3.1-8b", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
-      "Llama 3.1 8B Instruct, 4.9 GB", 32768, LLAMA3 },
+      "Llama 3.1 8B Instruct, 4.9 GB", 32768, LLAMA3,
+      .arch = "llama" },
     { "deepseek-r1-qwen-7b", "bartowski/DeepSeek-R1-Distill-Qwen-7B-GGUF", "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf",
-      "DeepSeek R1 distilled into Qwen2.5 7B (reasoning), 4.7 GB", 32768, R1_DISTILL },
+      "DeepSeek R1 distilled into Qwen2.5 7B (reasoning), 4.7 GB", 32768, R1_DISTILL,
+      .arch = "qwen2" },
     { "gpt-oss-20b", "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf",
-      "OpenAI gpt-oss 20B MoE (reasoning, MXFP4), 12.1 GB", 65536, GPT_OSS },
+      "OpenAI gpt-oss 20B MoE (reasoning, MXFP4), 12.1 GB", 65536, GPT_OSS,
+      .arch = "gpt-oss" },
 };
 const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
+
+int cv_model_alias_runnable(const cv_model_alias *a, cv_err *err)
+{
+    if (cv_arch_find(cv_str_of(a->arch)))
+        return 0;
+    cv_buf names = { 0 };
+    for (int i = 0; i < cv_n_archs; i++)
+        cv_buf_printf(&names, "%s%s", i ? ", " : "", cv_archs[i]->name);
+    int rc = cv_err_set(err, CV_EUNSUPPORTED, "corvid cannot run %s yet: %s is a '%s' model and corvid runs %s",
+                        a->name, a->file, a->arch, names.data);
+    cv_buf_free(&names);
+    return rc;
+}
 
 const cv_model_alias *cv_model_alias_find(const char *name)
 {

@@ -16,15 +16,16 @@
  *     layer (only the last token's logits are computed) / time / P;
  *   decode at batch b (b sequences, each from a one-token prompt, n steps of
  *     one forward call over all b; greedy argmax): aggregate tok/s, then
- *     steps/s x weight bytes / B (every step reads every matrix once) and
- *     tok/s x MACs per token / P. Batch 1 is single-stream decode. With
+ *     the weight bytes the steps read / time / B (every step reads every
+ *     matrix once; of an MoE layer's experts, only those its tokens were
+ *     routed to, as the engine counts them) and tok/s x MACs per token / P. Batch 1 is single-stream decode. With
  *     --depth D each sequence first holds D tokens (prefilled untimed), so
  *     the steps attend to D.. positions (decode speed at a context depth);
  *     with --shared the D tokens are computed once and the other
  *     sequences fork from it, holding the same blocks (agents with one
  *     system prompt). The ids, so the hash, are the same either way.
- * MACs per token are the matmuls' (attention is not counted); weight bytes
- * are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
+ * MACs per token are the matmuls' (attention is not counted; an MoE token's
+ * routed experts only); weight bytes are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -49,6 +50,7 @@ typedef struct bench_opts {
 
 typedef struct phase {
     double matmul, attention, other;
+    double bytes; /* weight bytes the calls read (an MoE step: its tokens' experts only) */
 } phase;
 
 static void add_stats(phase *ph, const cv_engine *e)
@@ -57,6 +59,7 @@ static void add_stats(phase *ph, const cv_engine *e)
     ph->matmul += st->t_matmul;
     ph->attention += st->t_attention;
     ph->other += st->t_other;
+    ph->bytes += st->weight_bytes;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -280,8 +283,9 @@ static int bench(const bench_opts *o)
         printf("%s,\"describe\":", js.data);
         cv_buf_reset(&js);
         cv_buf_put_json_str(&js, desc.data, desc.len);
-        printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"macs_per_token\":%.0f,", js.data, nth,
-               o->repeats, bytes, macs);
+        printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"active_bytes\":%.0f,"
+               "\"macs_per_token\":%.0f,",
+               js.data, nth, o->repeats, bytes, (double)m->active_bytes, macs);
         cv_buf_free(&js);
         printf("\"prefill\":{\"tokens\":%d,\"depth\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,", o->n_prompt,
                o->depth, pre_macs, pre.secs, pre_tps);
@@ -292,8 +296,14 @@ static int bench(const bench_opts *o)
         printf("\"decode\":[");
     } else {
         printf("corvid bench: %s\n  %s\n", o->model, desc.data);
-        printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token; %s KV\n",
-               nth, o->repeats, bytes / 1048576, macs, cv_engine_kv_type_name(o->kv_type));
+        if (m->active_bytes != m->matmul_bytes)
+            printf("  %d threads, medians of %d repeats; weights %.1f MiB, of which a token reads %.1f MiB (its "
+                   "routed experts), %.3g MACs per token; %s KV\n",
+                   nth, o->repeats, bytes / 1048576, (double)m->active_bytes / 1048576, macs,
+                   cv_engine_kv_type_name(o->kv_type));
+        else
+            printf("  %d threads, medians of %d repeats; weights %.1f MiB read per step, %.3g MACs per token; %s KV\n",
+                   nth, o->repeats, bytes / 1048576, macs, cv_engine_kv_type_name(o->kv_type));
         if (probe)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
@@ -326,7 +336,8 @@ static int bench(const bench_opts *o)
             rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
         if (rc)
             break;
-        const case_result dec = summarize(t, c, o->repeats, bytes * o->n_gen, macs * o->n_gen * b);
+        /* Every repeat generates the same ids, so reads the same experts. */
+        const case_result dec = summarize(t, c, o->repeats, ph.bytes / o->repeats, macs * o->n_gen * b);
         const double tps = b * o->n_gen / dec.secs;
         char depth_note[48] = "";
         if (o->depth)
@@ -338,8 +349,8 @@ static int bench(const bench_opts *o)
         const double att_ms = tot > 0 ? step_ms * ph.attention / tot : 0;
         if (o->json) {
             printf("%s{\"batch\":%d,\"tokens\":%d,\"seconds\":%.6f,\"tok_s\":%.3f,\"step_ms\":%.3f,"
-                   "\"attention_ms\":%.3f,",
-                   i ? "," : "", b, o->n_gen, dec.secs, tps, step_ms, att_ms);
+                   "\"attention_ms\":%.3f,\"weight_bytes_per_step\":%.0f,",
+                   i ? "," : "", b, o->n_gen, dec.secs, tps, step_ms, att_ms, ph.bytes / o->repeats / o->n_gen);
             if (probe)
                 printf("\"frac_bandwidth\":%.4f,\"frac_int8_peak\":%.4f,\"read_bandwidth_gbs\":[%.3f,%.3f],"
                        "\"int8_peak_macs\":[%.4g,%.4g],",
@@ -350,6 +361,8 @@ static int bench(const bench_opts *o)
             printf("\"hash\":\"%016llx\"}", (unsigned long long)h0);
         } else {
             printf("%2d decode b=%-2d %4d steps%s: %9.2f tok/s", i + 2, b, o->n_gen, depth_note, tps);
+            if (m->active_bytes != m->matmul_bytes)
+                printf("  %.1f MiB read/step", ph.bytes / o->repeats / o->n_gen / 1048576);
             if (probe)
                 printf("  %5.1f%% of bandwidth  %5.1f%% of int8 peak", 100 * dec.f_bw, 100 * dec.f_peak);
             printf("  %.2f ms/step (attention %.2f)  hash %016llx  [matmul %2.0f%%, attention %2.0f%%, "

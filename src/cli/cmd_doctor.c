@@ -5,13 +5,18 @@
  * self-check (each dtype's active matmul against the scalar reference on a
  * small random matrix) and, unless --quick, the machine probes `corvid
  * bench` measures against. Exit status 1 when the self-check fails, so a
- * SIMD path that miscomputes on some CPU is caught before a model runs. */
+ * SIMD path that miscomputes on some CPU is caught before a model runs.
+ * Given a MODEL, it also says what serving it takes here: RAM against what
+ * is available, and the decode ceiling of the bytes a token reads. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "cli/models.h"
+#include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 
 static void print_features(const cv_cpu_features *f)
 {
@@ -70,16 +75,73 @@ static double self_check(uint32_t type, cv_isa isa, cv_pool *pool)
     return worst;
 }
 
+/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* What serving MODEL takes on this machine: the model (dense or MoE, its
+ * parameters, active ones), its RAM (an MoE keeps every expert resident)
+ * against what is available, and the decode ceiling the bytes a token
+ * reads give at the probed bandwidth (0: not probed). Returns 1 when the
+ * file cannot be run, or does not fit. */
+static int check_model(const char *spec, double bw_gbs)
+{
+    char mp[PATH_MAX];
+    cv_gguf *g;
+    cv_err err = { 0 };
+    if (cv_gguf_open(cv_model_local_or_self(spec, mp, sizeof mp), &g, &err)) {
+        printf("\nmodel      %s\n", err.msg);
+        return 1;
+    }
+    cv_model_summary s;
+    int rc = cv_model_summarize(g, &s, &err);
+    printf("\nmodel      %s\n", cv_gguf_path(g));
+    if (rc) {
+        printf("           corvid cannot run it: %s\n", err.msg);
+        cv_gguf_close(g);
+        return 1;
+    }
+    cv_buf d = { 0 };
+    cv_model_summary_describe(&s, &d);
+    const int32_t n_ctx = CV_MIN(s.hp.n_ctx_train, 32768);
+    const double ram = cv_model_summary_ram_bytes(&s, n_ctx, 1, 2), avail = mem_available();
+    printf("           %s\n", d.data);
+    printf("           RAM %.1f GiB (tensors %.1f GiB%s, f16 KV of %d positions); %.1f GiB available%s\n",
+           ram / 1073741824.0, s.bytes / 1073741824.0, s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx,
+           avail / 1073741824.0, avail > 0 && ram > avail ? ": DOES NOT FIT" : "");
+    printf("           a token reads %.1f MiB of weights", s.active_bytes / 1048576.0);
+    if (bw_gbs > 0)
+        printf(": decode at most %.1f tok/s at %.1f GB/s", bw_gbs * 1e9 / (double)s.active_bytes, bw_gbs);
+    printf("\n");
+    cv_buf_free(&d);
+    cv_gguf_close(g);
+    return avail > 0 && ram > avail;
+}
+
 int cv_cmd_doctor(int argc, char **argv)
 {
     const cv_cmd *self = cv_cli_find("doctor");
     int threads = cv_cpu_count();
     bool quick = false;
+    const char *model = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && !model)
+            model = argv[i];
         else
             return cv_cli_usage_error(self, "unknown argument %s", argv[i]);
     }
@@ -134,11 +196,13 @@ int cv_cmd_doctor(int argc, char **argv)
         printf("\n");
     }
 
+    double bw_gbs = 0;
     if (!quick) {
         cv_probe_result bw, pk, pk32;
         printf("\nprobes (%d threads, median of repeats; the machine may be shared, run twice):\n", cv_pool_size(pool));
         cv_probe_read_bandwidth(pool, &bw, NULL);
         printf("  read bandwidth          %8.2f GB/s    (best %.2f; 256 MiB, 256-bit loads)\n", bw.value, bw.best);
+        bw_gbs = bw.value;
         if (cv_probe_int8_peak(pool, &pk, &err) == 0) {
             printf("  int8 peak               %8.1f GMAC/s  (best %.1f; vpmaddubsw + vpaddw)\n", pk.value / 1e9,
                    pk.best / 1e9);
@@ -150,8 +214,9 @@ int cv_cmd_doctor(int argc, char **argv)
         }
     }
     cv_pool_destroy(pool);
+    const int model_failed = model ? check_model(model, bw_gbs) : 0;
     if (failed)
         fprintf(stderr, "corvid doctor: %d dtype(s) failed the self-check; run with CORVID_ISA=scalar and report it\n",
                 failed);
-    return failed ? 1 : 0;
+    return failed || model_failed ? 1 : 0;
 }

@@ -1,12 +1,14 @@
 /* cmd_info.c — `corvid info MODEL.gguf`: what a GGUF file holds — version,
  * metadata (long arrays and strings abbreviated) and tensors with their
- * types and shapes. Also the quickest check that a file is intact: it runs
- * the full validation of the reader. */
+ * types and shapes, then the model it is (dense or MoE, parameters, active
+ * parameters) and the RAM serving it takes. Also the quickest check that a
+ * file is intact: it runs the full validation of the reader. */
 #include <getopt.h>
 #include <stdio.h>
 
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 
 static void print_scalar(const cv_gguf_value *v)
 {
@@ -29,6 +31,27 @@ static void print_str(cv_str s, size_t max)
     cv_buf_put_json_str(&b, s.ptr, CV_MIN(s.len, max));
     printf("%s%s", b.data, s.len > max ? "…" : "");
     cv_buf_free(&b);
+}
+
+/* The model the file holds, in one line, and the memory serving it takes;
+ * or why corvid cannot run it. A vocab-only GGUF has no model line. */
+static void print_model(const cv_gguf *g)
+{
+    if (!cv_gguf_get(g, "general.architecture"))
+        return;
+    cv_model_summary s;
+    cv_err err = { 0 };
+    if (cv_model_summarize(g, &s, &err)) {
+        printf("model: corvid cannot run this file: %s\n", err.msg);
+        return;
+    }
+    cv_buf d = { 0 };
+    cv_model_summary_describe(&s, &d);
+    const int32_t n_ctx = CV_MIN(s.hp.n_ctx_train, 32768);
+    printf("model: %s; RAM to serve it: %.1f GiB (%.1f GiB of tensors%s + an f16 KV cache of %d positions)\n",
+           d.data, cv_model_summary_ram_bytes(&s, n_ctx, 1, 2) / 1073741824.0, s.bytes / 1073741824.0,
+           s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx);
+    cv_buf_free(&d);
 }
 
 int cv_cmd_info(int argc, char **argv)
@@ -88,6 +111,7 @@ int cv_cmd_info(int argc, char **argv)
             printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("] %zu bytes\n", t->n_bytes);
     }
+    print_model(g);
     cv_gguf_close(g);
     return 0;
 }

@@ -63,7 +63,7 @@ static int list_aliases(bool json, const char *store)
 {
     json_t *arr = json ? json_array() : NULL;
     if (!json)
-        printf("%-24s %-8s %-7s %-26s %s\n", "ALIAS", "PULLED", "CONTEXT", "SAMPLING", "GGUF");
+        printf("%-24s %-8s %-7s %-5s %-26s %s\n", "ALIAS", "PULLED", "CONTEXT", "RUNS", "SAMPLING", "GGUF");
     for (int i = 0; i < cv_n_model_aliases; i++) {
         const cv_model_alias *a = &cv_model_aliases[i];
         char path[PATH_MAX];
@@ -77,17 +77,21 @@ static int list_aliases(bool json, const char *store)
         int k = snprintf(samp, sizeof samp, "T %.2g top-p %.2g", a->temperature, a->top_p);
         if (a->top_k > 0) k += snprintf(samp + k, sizeof samp - (size_t)k, " top-k %d", a->top_k);
         if (a->repeat_penalty > 0) snprintf(samp + k, sizeof samp - (size_t)k, " rep %.2g", a->repeat_penalty);
+        cv_err why = { 0 };
+        const bool runs = cv_model_alias_runnable(a, &why) == 0;
         if (json) {
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:f, s:b}", "name",
-                                                 a->name, "repo", a->repo, "file", a->file, "summary", a->summary,
-                                                 "context", (int)a->n_ctx, "temperature", (double)a->temperature,
-                                                 "top_p", (double)a->top_p, "top_k", (int)a->top_k, "min_p",
-                                                 (double)a->min_p, "repeat_penalty", (double)a->repeat_penalty,
-                                                 "pulled", pulled));
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:i, s:f, s:f, s:b, s:b}",
+                                                 "name", a->name, "repo", a->repo, "file", a->file, "summary",
+                                                 a->summary, "architecture", a->arch, "context", (int)a->n_ctx,
+                                                 "temperature", (double)a->temperature, "top_p", (double)a->top_p,
+                                                 "top_k", (int)a->top_k, "min_p", (double)a->min_p, "repeat_penalty",
+                                                 (double)a->repeat_penalty, "pulled", pulled, "runs", runs));
         } else {
-            printf("%-24s %-8s %-7d %-26s %s/%s\n", a->name, pulled ? "yes" : "-", (int)a->n_ctx, samp, a->repo,
-                   a->file);
+            printf("%-24s %-8s %-7d %-5s %-26s %s/%s\n", a->name, pulled ? "yes" : "-", (int)a->n_ctx,
+                   runs ? "yes" : "no", samp, a->repo, a->file);
             printf("%-24s   %s\n", "", a->summary);
+            if (!runs)
+                printf("%-24s   (%s)\n", "", why.msg);
         }
     }
     if (json) {

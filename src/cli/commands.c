@@ -8,7 +8,7 @@ const cv_cmd cv_cmds[] = {
       "                     [--case decode,batch8,prefill,tiles|all] [--threads N] [--repeats N] [--clock wall|cpu]",
       cv_cmd_bench_kernels },
     { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
-      "corvid doctor [--quick] [--threads N]", cv_cmd_doctor },
+      "corvid doctor [MODEL] [--quick] [--threads N]", cv_cmd_doctor },
     { "grammar", "compile a JSON Schema or tool list to a grammar; check a document; time token masks",
       "corvid grammar SCHEMA.json [--check DOC] [--dump] [--vocab VOCAB.gguf --bench N [--max-tokens T] [--seed S] [--json]]\n"
       "       corvid grammar --tools FILE --syntax hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11\n"

@@ -931,6 +931,11 @@ int cv_model_pull(cv_model_ref *ref, const cv_pull_opts *o, cv_pull_result *res,
         res->already_present = true;
         return 0;
     }
+    /* An alias says what the file is: one corvid cannot run is refused
+     * before a byte of it is fetched. */
+    cv_err why = { 0 };
+    if (ref->alias && cv_model_alias_runnable(ref->alias, &why))
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s; nothing was downloaded", why.msg);
     /* Reference-counted, and thread-safe in the libcurl Debian 12 ships
      * (>= 7.84), so each pull takes and releases its own reference. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)

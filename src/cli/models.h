@@ -41,10 +41,17 @@ typedef struct cv_model_alias {
     int32_t n_ctx;       /* recommended context (tokens) */
     float temperature, top_p, min_p, repeat_penalty;
     int32_t top_k;
+    const char *arch;    /* the file's general.architecture: a row corvid cannot run is refused
+                            before its download (cv_model_alias_runnable) */
+    const char *shape;   /* the `corvid synth --shape` of the same dimensions, or NULL */
 } cv_model_alias;
 
 extern const cv_model_alias cv_model_aliases[];
 extern const int cv_n_model_aliases;
+
+/* 0 when corvid runs the row's architecture; else CV_EUNSUPPORTED with one
+ * line saying so (which architecture, which ones corvid runs). */
+int cv_model_alias_runnable(const cv_model_alias *a, cv_err *err);
 
 /* The row named name (exact, case-insensitive), or NULL. */
 const cv_model_alias *cv_model_alias_find(const char *name);

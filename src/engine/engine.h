@@ -211,9 +211,17 @@ typedef struct cv_engine_stats {
     double t_other;     /* norms, RoPE, cache writes, embedding */
     int32_t n_tokens;
     int32_t n_pool_runs; /* compute-pool launches */
+    /* What the call's matmuls read (counted whether profiling or not): the
+     * bytes of every matrix it multiplied by, an MoE layer's experts only
+     * where some token was routed to them, and those (layer, expert)
+     * pairs' count. A decode step of one token reads the model's
+     * active_bytes; a batch reads the union of its tokens' experts. */
+    double weight_bytes;
+    int32_t experts_read;
 } cv_engine_stats;
 
-/* Turns per-phase timing on (off by default: it costs clock reads). */
+/* Turns per-phase timing on (off by default: it costs clock reads). The
+ * byte and expert counts are kept either way. */
 void cv_engine_set_profiling(cv_engine *e, bool on);
 const cv_engine_stats *cv_engine_last_stats(const cv_engine *e);
 

@@ -321,6 +321,8 @@ struct cv_engine {
     bool profiling;
     uint64_t prof_mm_ns, prof_att_ns; /* this call's matmul and attention time, when profiling */
     int32_t prof_runs;                /* and its pool launches */
+    double prof_bytes;                /* this call's weight bytes read (always counted) */
+    int32_t prof_experts;             /* and the (layer, expert) pairs read */
     cv_engine_stats stats;
 };
 

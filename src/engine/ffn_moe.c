@@ -29,6 +29,7 @@ struct ffn_moe_scratch {
     float *gu;           /* [n_batch * k][ld_gu] */
     float *h;            /* [n_batch * k][n_ff_exp] act(gate) * up */
     float *y;            /* [n_batch * k][n_embd] each route's expert output */
+    uint8_t *seen;       /* [n_exp] experts some route of this layer names */
     cv_mm_ws *ws;        /* the routed matmuls' scratch */
 };
 
@@ -142,6 +143,23 @@ static void rows_combine(void *ctx, int ith, int nth)
     }
 }
 
+/* The experts the routes name, counted into the call's statistics with
+ * the bytes their matrices take. */
+static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
+{
+    ffn_moe_scratch *s = e->moe;
+    memset(s->seen, 0, (size_t)s->n_exp);
+    int32_t n = 0;
+    for (int64_t r = 0; r < n_routes; r++)
+        if (!s->seen[s->expert[r]]++)
+            n++;
+    size_t per = cv_wmat_bytes(L->exp_down[0]);
+    for (int32_t i = 0; i < L->n_exp_gate_up; i++)
+        per += cv_wmat_bytes(L->exp_gate_up[i].w[0]);
+    e->prof_experts += n;
+    e->prof_bytes += (double)n * (double)per;
+}
+
 static void routed_matmul(cv_engine *e, cv_wmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
                           const int32_t *src, float *y, int64_t ldy)
 {
@@ -162,6 +180,7 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
     eng_matmul(e, L->router, T, e->xn, e->ld_x, s->logits, s->n_exp);
     moe_job j = { .e = e, .n_rows = T, .layer = il };
     eng_run_rows(e, T, rows_route, &j);
+    count_experts(e, L, R);
     for (int32_t i = 0; i < L->n_exp_gate_up; i++)
         routed_matmul(e, L->exp_gate_up[i].w, T, e->xn, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
                       s->ld_gu);
@@ -188,6 +207,7 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->gu = cv_aligned_alloc(R * (size_t)s->ld_gu * sizeof(float));
     s->h = cv_aligned_alloc(R * (size_t)hp->n_ff_exp * sizeof(float));
     s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
+    s->seen = cv_xmalloc((size_t)s->n_exp);
     s->ws = cv_mm_ws_create((int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
     return 0;
 }
@@ -204,6 +224,7 @@ static void moe_fini(cv_engine *e)
     cv_aligned_free(s->gu);
     cv_aligned_free(s->h);
     cv_aligned_free(s->y);
+    free(s->seen);
     cv_mm_ws_destroy(s->ws);
     free(s);
     e->moe = NULL;

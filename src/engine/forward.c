@@ -37,6 +37,7 @@ void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, i
     cv_matmul_strided(e->pool, w, n_tok, x, ldx, y, ldy);
     e->prof_mm_ns += eng_tick(e) - t0;
     e->prof_runs++;
+    e->prof_bytes += (double)cv_wmat_bytes(w);
 }
 
 typedef struct norm_job {
@@ -164,6 +165,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     const uint64_t t0 = eng_tick(e);
     e->prof_mm_ns = e->prof_att_ns = 0;
     e->prof_runs = 0;
+    e->prof_bytes = 0;
+    e->prof_experts = 0;
 
     for (int32_t t = 0; t < T; t++) {
         cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
@@ -194,6 +197,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     for (int32_t s = 0; s < e->p.n_seq_max; s++)
         if (e->new_len[s] >= 0)
             e->seqs[s].len = e->new_len[s];
+    e->stats.weight_bytes = e->prof_bytes;
+    e->stats.experts_read = e->prof_experts;
     if (e->profiling) {
         double total = (double)(eng_tick(e) - t0) * 1e-9;
         e->stats = (cv_engine_stats){
@@ -203,6 +208,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
             .t_other = total - (double)(e->prof_mm_ns + e->prof_att_ns) * 1e-9,
             .n_tokens = T,
             .n_pool_runs = e->prof_runs,
+            .weight_bytes = e->prof_bytes,
+            .experts_read = e->prof_experts,
         };
     }
     *logits = e->logits;

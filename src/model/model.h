@@ -289,8 +289,8 @@ typedef struct cv_model {
                                        layer's experts only the n_expert_used it is routed to */
     int64_t matmul_macs;            /* multiply-adds of the matmuls per token (routed experts only) */
     int64_t output_macs;            /* of which the output layer's (a prefill computes it for one token) */
-    int64_t n_params;               /* weights of every matrix */
-    int64_t n_params_active;        /* weights one token multiplies by */
+    int64_t n_params;               /* elements of every tensor (cv_model_summary's count) */
+    int64_t n_params_active;        /* of which one token uses (an MoE's routed experts only) */
     cv_model_owned *owned;
 } cv_model;
 
@@ -317,6 +317,31 @@ int cv_model_open(const char *path, const cv_model_params *params, cv_model **ou
  * failure the caller still does. */
 int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err);
 void cv_model_close(cv_model *m);
+
+/* What a model file is, from its metadata and tensor index alone (nothing
+ * is prepared: cheap for an 18 GB file), for `corvid info`, `doctor` and
+ * the model list. Parameters count every tensor's elements (embeddings
+ * included, as model cards count them); the active ones count of each
+ * expert tensor only the experts one token uses. */
+typedef struct cv_model_summary {
+    const cv_arch *arch;
+    cv_hparams hp;
+    int64_t n_params, n_params_active;
+    size_t bytes;          /* every tensor's data: what RAM must hold */
+    size_t active_bytes;   /* the tensors one token reads (embedding lookups apart) */
+    int32_t n_kv_layers;   /* layers that keep K/V */
+} cv_model_summary;
+
+/* Fills *out (CV_EUNSUPPORTED / CV_ECORRUPT as cv_model_open words them,
+ * for the architecture and its hyper-parameters). */
+int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err);
+/* "qwen3moe, MoE: 128 experts, 8 used per token; 30.53B parameters, 3.35B
+ * active" */
+void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out);
+/* Bytes of RAM serving the model takes: every tensor (an MoE's experts all
+ * stay resident whichever a token uses) plus an f32 KV cache of n_ctx
+ * positions for each of n_seq sequences (kv_elt_bytes per element). */
+double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes);
 
 /* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
  * out [n_embd]. */
@@ -377,6 +402,8 @@ typedef struct cv_synth_params {
     const char *vocab;     /* optional vocab-only GGUF: its tokenizer.* metadata is copied */
     uint64_t seed;
     cv_pool *pool;         /* quantization runs on it (NULL: one thread) */
+    bool plan_only;        /* validate and size the file, write nothing (the full shapes in tests) */
+    size_t *bytes_out;     /* optional: the tensor bytes the file holds */
 } cv_synth_params;
 
 /* Writes a random-weight model with the shape's dimensions and the arch's

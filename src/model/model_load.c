@@ -665,7 +665,7 @@ static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
  * token (which reads n_expert_used of an MoE layer's experts). */
 typedef struct work {
     size_t bytes, active_bytes;
-    int64_t params, active_params;
+    int64_t active_params;
 } work;
 
 static void add_wmat(work *w, const cv_wmat *m, int64_t share_num, int64_t share_den)
@@ -673,7 +673,6 @@ static void add_wmat(work *w, const cv_wmat *m, int64_t share_num, int64_t share
     const size_t bytes = cv_wmat_bytes(m);
     const int64_t params = cv_wmat_n_in(m) * cv_wmat_n_out(m);
     w->bytes += bytes;
-    w->params += params;
     w->active_bytes += bytes * (size_t)share_num / (size_t)share_den;
     w->active_params += params * share_num / share_den;
 }
@@ -705,8 +704,6 @@ static void count_work(cv_model *m)
     m->output_macs = cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
     m->matmul_bytes = w.bytes;
     m->active_bytes = w.active_bytes;
-    m->n_params = w.params;
-    m->n_params_active = w.active_params;
     m->matmul_macs = w.active_params;
 }
 
@@ -803,6 +800,11 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
         if ((rc = bind_layer(m, il, !params->no_fuse, err)))
             goto fail;
     count_work(m);
+    cv_model_summary sum;
+    if ((rc = cv_model_summarize(g, &sum, err)))
+        goto fail;
+    m->n_params = sum.n_params;
+    m->n_params_active = sum.n_params_active;
     *out = m;
     return 0;
 fail:
@@ -833,6 +835,63 @@ void cv_model_embed(const cv_model *m, int32_t token, float *out)
     cv_dequantize_row(t->type, (const char *)t->data + (size_t)token * rb, out, t->ne[0], NULL);
 }
 
+int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *path = cv_gguf_path(g);
+    cv_str an;
+    int rc = cv_gguf_get_str(g, "general.architecture", &an, err);
+    if (rc == CV_ENOTFOUND)
+        return CV_CORRUPT(err, "%s: no 'general.architecture' key; this is not a model file (a vocab-only GGUF?)",
+                          path);
+    if (rc)
+        return rc;
+    out->arch = cv_arch_find(an);
+    if (!out->arch)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: architecture '%.*s' is not supported", path,
+                          (int)CV_MIN(an.len, 64), an.ptr);
+    if ((rc = read_hparams(g, out->arch, &out->hp, err)))
+        return rc;
+    const cv_hparams *hp = &out->hp;
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g); i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        int64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        out->n_params += n;
+        out->bytes += t->n_bytes;
+        /* An expert tensor's third dimension is the expert index. */
+        const bool experts = t->n_dims == 3 && hp->n_expert > 0 && t->ne[2] == hp->n_expert;
+        out->n_params_active += experts ? n / hp->n_expert * hp->n_expert_used : n;
+        /* An untied embedding is only looked up, a row a token. */
+        const bool lookup_only = !strcmp(t->name, "token_embd.weight") && cv_gguf_find_tensor(g, "output.weight");
+        if (!lookup_only)
+            out->active_bytes += experts ? t->n_bytes / (size_t)hp->n_expert * (size_t)hp->n_expert_used : t->n_bytes;
+    }
+    /* Every layer of the architectures read so far attends. */
+    out->n_kv_layers = hp->n_layer;
+    return 0;
+}
+
+void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
+{
+    const cv_hparams *hp = &s->hp;
+    const double scale = s->n_params >= 1000000000 ? 1e9 : 1e6;
+    const char *unit = scale == 1e9 ? "B" : "M";
+    cv_buf_printf(out, "%s", s->arch->name);
+    if (hp->n_expert > 0)
+        cv_buf_printf(out, ", MoE: %d experts, %d used per token; %.2f%s parameters, %.2f%s active", hp->n_expert,
+                      hp->n_expert_used, s->n_params / scale, unit, s->n_params_active / scale, unit);
+    else
+        cv_buf_printf(out, ", dense; %.2f%s parameters", s->n_params / scale, unit);
+}
+
+double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
+{
+    const double kv = 2.0 * s->n_kv_layers * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
+    return (double)s->bytes + kv * n_ctx * n_seq;
+}
+
 void cv_model_describe(const cv_model *m, cv_buf *out)
 {
     const cv_hparams *hp = &m->hp;
@@ -847,9 +906,12 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
                   m->rope.freq_factors && hp->rope_scaling != CV_ROPE_SCALING_YARN ? " (freq factors)" : "",
                   hp->rope_freq_scale != 1.0f ? " (linear)" : "",
                   m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
-    if (hp->n_expert > 0)
-        cv_buf_printf(out, ", %.2fB of %.2fB parameters active per token (%.1f MiB read)", m->n_params_active / 1e9,
-                      m->n_params / 1e9, m->active_bytes / 1048576.0);
+    if (hp->n_expert > 0) {
+        const double scale = m->n_params >= 1000000000 ? 1e9 : 1e6;
+        const char *unit = scale == 1e9 ? "B" : "M";
+        cv_buf_printf(out, ", %.2f%s of %.2f%s parameters active per token (%.1f MiB read)",
+                      m->n_params_active / scale, unit, m->n_params / scale, unit, m->active_bytes / 1048576.0);
+    }
     int n_local = 0;
     for (int il = 0; il < hp->n_layer; il++)
         n_local += m->layers[il].n_swa > 0;

@@ -33,10 +33,11 @@
 /* From each model's published config.json. */
 const cv_model_shape cv_model_shapes[] = {
     /* The smallest shape whose rows fit every K-quant block (256); its
-     * expert fields make it a tiny MoE under an MoE architecture. */
+     * expert fields make it a tiny MoE under an MoE architecture, its
+     * window a 32-position one under a sliding-window one. */
     { .name = "tiny", .arch = "llama", .n_vocab = 2048, .n_embd = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 4,
       .head_dim = 32, .n_ff = 512, .n_ctx = 2048, .rope_theta = 10000.0f, .rms_eps = 1e-5f,
-      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256 },
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_swa = 32 },
     { .name = "qwen2.5-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24, .n_head = 14,
       .n_head_kv = 2, .head_dim = 64, .n_ff = 4864, .n_ctx = 32768, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
       .tied = true },
@@ -382,7 +383,12 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             rc = cv_gguf_writer_add_tensor_fn(w, tname, j->type, n_dims, ne, gen_tensor, j, err);
         }
     }
-    if (rc == 0)
+    size_t bytes = 0;
+    for (int i = 0; i < n_jobs; i++)
+        bytes += jobs[i].row_bytes * (size_t)jobs[i].n_rows;
+    if (p->bytes_out)
+        *p->bytes_out = bytes;
+    if (rc == 0 && !p->plan_only)
         rc = cv_gguf_writer_write(w, out_path, err);
 out:
     free(jobs);

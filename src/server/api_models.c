@@ -1,8 +1,10 @@
 /* api_models.c — GET /v1/models and /v1/models/{id}: the one served model in
  * OpenAI's list shape {object:"list", data:[{id, object:"model", created,
  * owned_by}]}, plus the fields the Anthropic SDK's models.list reads (type,
- * display_name, created_at) and the context length, which agents use to size
- * their prompts. Any id other than the served one is 404 in OpenAI's shape. */
+ * display_name, created_at), the context length, which agents use to size
+ * their prompts, and what the model is (architecture, parameters, and for a
+ * mixture of experts its expert count and active parameters). Any id other
+ * than the served one is 404 in OpenAI's shape. */
 #include <stdio.h>
 #include <time.h>
 
@@ -15,9 +17,19 @@ static json_t *model_obj(const cv_server_backend *be)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:i, s:i}", "id", be->model_id, "object", "model",
-                     "created", (json_int_t)be->created, "owned_by", "corvid", "type", "model", "display_name",
-                     be->model_id, "created_at", iso, "context_length", be->n_ctx, "max_model_len", be->n_ctx);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:i, s:i}", "id", be->model_id, "object", "model",
+                          "created", (json_int_t)be->created, "owned_by", "corvid", "type", "model", "display_name",
+                          be->model_id, "created_at", iso, "context_length", be->n_ctx, "max_model_len", be->n_ctx);
+    if (be->arch)
+        json_object_set_new(o, "architecture", json_string(be->arch));
+    if (be->n_params > 0)
+        json_object_set_new(o, "parameters", json_integer(be->n_params));
+    if (be->n_expert > 0) {
+        json_object_set_new(o, "moe", json_pack("{s:i, s:i, s:I}", "experts", be->n_expert, "experts_used",
+                                                be->n_expert_used, "active_parameters",
+                                                (json_int_t)be->n_params_active));
+    }
+    return o;
 }
 
 int cv_api_models_list(cv_http_req *hr, cv_reply *rep)

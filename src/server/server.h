@@ -99,6 +99,10 @@ typedef struct cv_server_backend {
     const char *model_id;  /* the served model name (--served-model-name) */
     int32_t n_ctx;         /* context length in tokens */
     int64_t created;       /* unix time shown by /v1/models */
+    /* What /v1/models says of the model (NULL / 0: not known). */
+    const char *arch;            /* general.architecture */
+    int64_t n_params, n_params_active; /* active: what one token multiplies by (MoE) */
+    int32_t n_expert, n_expert_used;   /* 0: dense */
     /* True once the model is loaded and warmed (/readyz). */
     bool (*ready)(void *ctx);
     /* Renders a conversation with the model's chat template and tokenizes it.

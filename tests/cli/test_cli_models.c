@@ -5,6 +5,7 @@
  * SHA-256 against FIPS vectors and against the reference models' manifest,
  * what `ls` reads from a GGUF (on the real reference models), the alias
  * table's rows, and the client setups that recipe and launch share. */
+#include <ctype.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "test.h"
 
 #include "cli/models.h"
+#include "model/model.h"
 
 static char tmp_root[256];
 
@@ -454,9 +456,51 @@ TEST(alias_rows_are_well_formed_and_resolve_to_themselves)
         cv_err err = { 0 };
         CHECK_MSG(cv_model_resolve(a->name, &r, &err) == 0 && r.alias == a, "%s: %s", a->name, err.msg);
     }
-    const char *must[] = { "qwen3-0.6b", "qwen2.5-coder-7b", "llama3.2-3b", "qwen3-coder-30b-a3b" };
+    const char *must[] = { "qwen3-0.6b", "qwen2.5-coder-7b", "llama3.2-3b", "qwen3-coder-30b-a3b", "qwen3-30b-a3b" };
     for (size_t i = 0; i < CV_ARRAY_LEN(must); i++)
         CHECK_MSG(cv_model_alias_find(must[i]) != NULL, "alias %s is missing", must[i]);
+}
+
+TEST(every_alias_runs_or_is_refused_before_its_download)
+{
+    /* A row corvid runs names an architecture the loader knows, and its
+     * synth shape (where it has one) is that architecture's, and in the
+     * file's quant mix every tensor takes a type the kernels compute; the
+     * 30B MoE rows size like their 18.6 GB files. A row it cannot run is
+     * refused by cv_model_pull with the reason before any network access
+     * (the endpoint here accepts no connection). */
+    setenv("CORVID_MODELS", tmp_root, 1);
+    for (int i = 0; i < cv_n_model_aliases; i++) {
+        const cv_model_alias *a = &cv_model_aliases[i];
+        CHECK_MSG(a->arch && *a->arch, "%s: no architecture", a->name);
+        cv_err err = { 0 };
+        if (cv_model_alias_runnable(a, &err) == 0) {
+            if (!a->shape)
+                continue;
+            const cv_model_shape *sh = cv_model_shape_find(a->shape);
+            CHECK_MSG(sh && !strcmp(sh->arch, a->arch), "%s: shape %s is not a %s shape", a->name, a->shape, a->arch);
+            char q[32], mix[32];
+            cv_model_quant_of_name(a->file, q, sizeof q);
+            for (size_t k = 0; k <= strlen(q); k++)
+                mix[k] = (char)tolower((unsigned char)q[k]);
+            size_t bytes = 0;
+            cv_synth_params sp = { .arch = a->arch, .shape = a->shape, .dtype = mix, .seed = 1, .plan_only = true,
+                                   .bytes_out = &bytes };
+            CHECK_MSG(cv_model_synth(&sp, "/nonexistent/never-written.gguf", &err) == 0, "%s: %s", a->name, err.msg);
+            if (!strcmp(a->shape, "qwen3-30b-a3b") || !strcmp(a->shape, "qwen3-coder-30b-a3b"))
+                CHECK_MSG(bytes > 17e9 && bytes < 20e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,
+                          bytes / 1e9);
+            continue;
+        }
+        CHECK_MSG(strstr(err.msg, a->arch) && strstr(err.msg, "corvid runs"), "%s: %s", a->name, err.msg);
+        cv_model_ref r;
+        CHECK(cv_model_resolve(a->name, &r, &err) == 0);
+        cv_pull_opts po = { .endpoint = "http://127.0.0.1:1" };
+        cv_err perr = { 0 };
+        CHECK_EQ_INT(cv_model_pull(&r, &po, NULL, &perr), CV_EUNSUPPORTED);
+        CHECK_MSG(strstr(perr.msg, "cannot run") && strstr(perr.msg, "nothing was downloaded"), "%s: pull said %s",
+                  a->name, perr.msg);
+    }
 }
 
 static const char *env_of(const cv_client_setup *s, const char *name)
@@ -573,6 +617,7 @@ int main(void)
     RUN(facts_of_the_reference_models_are_what_their_headers_say);
     RUN(store_listing_walks_folders_sorts_and_skips_hidden_and_foreign_files);
     RUN(alias_rows_are_well_formed_and_resolve_to_themselves);
+    RUN(every_alias_runs_or_is_refused_before_its_download);
     RUN(client_setups_carry_the_details_clients_md_records);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);

@@ -4,15 +4,16 @@
  * call; a forked sequence shares blocks and copies only on write; truncate
  * rewinds; every malformed batch fails without changing any state. Runs on
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
- * with biases), with f32, f16 and q8_0 KV caches, and on reference2's
- * sliding-window models (gpt-oss with sinks and experts, gemma3), whose
- * rows must be the same bits batched, alone and prefilled in chunks across
- * the window. */
+ * with biases; qwen3moe: routed experts, including steps where every token
+ * picks the same experts and steps where no two share one), with f32, f16
+ * and q8_0 KV caches, and on reference2's sliding-window models (gpt-oss
+ * with sinks and experts, gemma3), whose rows must be the same bits
+ * batched, alone and prefilled in chunks across the window. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
 #define REF "reference/"
-#define REF2 "reference2/"
+#define REF2 "R2" /* a model name with this prefix is in reference2/ */
 
 static json_t *g_seqs;
 
@@ -27,10 +28,14 @@ static bool open_fixture(fixture *f, const char *model, const cv_engine_params *
     cv_err err = { 0 };
     memset(f, 0, sizeof *f);
     char rel[256];
-    /* reference2/ holds the MoE and sliding-window families */
-    const bool ref2 = strstr(model, "moe") || strstr(model, "gptoss") || strstr(model, "gemma3");
-    snprintf(rel, sizeof rel, "%smodels/%s.gguf", ref2 ? REF2 : REF, model);
-    if (cv_model_open(test_data(rel), NULL, &f->m, &err) || cv_engine_create(f->m, ep, &f->e, &err)) {
+    if (!strncmp(model, REF2, 2))
+        snprintf(rel, sizeof rel, "reference2/models/%s.gguf", model + 2);
+    else if (model[0] == '/')
+        snprintf(rel, sizeof rel, "%s", model);
+    else
+        snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
+    if (cv_model_open(rel[0] == '/' ? rel : test_data(rel), NULL, &f->m, &err) ||
+        cv_engine_create(f->m, ep, &f->e, &err)) {
         CHECK_MSG(0, "%s: %s", model, err.msg);
         if (f->m) cv_model_close(f->m);
         return false;
@@ -148,20 +153,154 @@ static void check_interleaved(const char *model, double tol, uint32_t kv_type)
 
 TEST(interleaved_sequences_give_the_logits_each_gets_alone)
 {
-    /* F32: the matmul's batch paths may sum in another order: 1e-4. The int8
-     * path quantizes each row alone, so rows agree as closely. */
-    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_F32);
-    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3, CV_GGML_F32);
-    check_interleaved("tiny-llama-spm-Q8_0", 1e-3, CV_GGML_F32);
+    /* Bit for bit: every matmul path computes a row alone (the int8 path
+     * quantizes each row alone; tiles sum a token's products in the same
+     * order whatever the tile's other tokens), attention reads each
+     * sequence's own blocks, and an MoE token's routed experts give it the
+     * same result whoever else was routed there. */
+    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F32);
+    check_interleaved("tiny-llama-spm-Q8_0", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-qwen3moe-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-qwen3moe-gpt2-Q4_K_M", 0, CV_GGML_F32);
     /* Quantized caches too: a position's key and value are converted alone,
      * so sharing a call with other sequences changes none of their bytes. */
-    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3, CV_GGML_F16);
-    check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_Q8_0);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_Q8_0);
     /* Sliding windows, sinks and routed experts (gpt-oss), 5:1 windows and
      * post-norms (gemma3): the 206 positions cross every window. */
-    check_interleaved("tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved("tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved("tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
+}
+
+/* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
+ * zeroed: every expert then gets the same probability, and the tie goes to
+ * the lowest indices, so every token of every step picks experts 0..k-1. */
+static bool write_zero_router_copy(const char *src, const char *dst)
+{
+    cv_err err = { 0 };
+    cv_gguf *g;
+    if (cv_gguf_open(src, &g, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return false;
+    }
+    cv_gguf_writer *w = cv_gguf_writer_create();
+    for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
+        cv_str k = cv_gguf_kv_key(g, i);
+        char *key = cv_xstrndup(k.ptr, k.len);
+        cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
+        free(key);
+    }
+    void *zeros[64];
+    int n_zero = 0;
+    bool ok = true;
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g) && ok; i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        const void *data = t->data;
+        if (strstr(t->name, "ffn_gate_inp") && n_zero < 64)
+            data = zeros[n_zero++] = calloc(1, t->n_bytes);
+        ok = cv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, data, t->n_bytes, &err) == 0;
+    }
+    ok = ok && cv_gguf_writer_write(w, dst, &err) == 0;
+    CHECK_MSG(ok, "%s", err.msg);
+    cv_gguf_writer_destroy(w);
+    for (int i = 0; i < n_zero; i++)
+        free(zeros[i]);
+    cv_gguf_close(g);
+    return ok && n_zero > 0;
+}
+
+/* n one-token sequences (token ids[s] at position 0) in one step; each row
+ * must equal that token alone bit for bit. Returns the step's
+ * (layer, expert) pairs read, or -1. */
+static int32_t one_step(fixture *f, const int32_t *ids, int32_t n, const float *alone_rows)
+{
+    int32_t seq[8], pos[8] = { 0 };
+    bool want[8];
+    cv_err err = { 0 };
+    for (int32_t s = 0; s < n; s++) {
+        CHECK(cv_engine_seq_open(f->e, &seq[s], &err) == 0);
+        want[s] = true;
+    }
+    const float *lg;
+    int32_t nl, read = -1;
+    if (cv_engine_forward(f->e, &(cv_batch){ n, ids, seq, pos, want }, &lg, &nl, &err) == 0) {
+        read = cv_engine_last_stats(f->e)->experts_read;
+        if (alone_rows)
+            for (int32_t s = 0; s < n; s++)
+                CHECK_MSG(memcmp(lg + (size_t)s * f->V, alone_rows + (size_t)s * f->V, (size_t)f->V * 4) == 0,
+                          "row %d of a %d-token step differs from the token alone", s, n);
+    } else {
+        CHECK_MSG(0, "%s", err.msg);
+    }
+    for (int32_t s = 0; s < n; s++)
+        cv_engine_seq_close(f->e, seq[s]);
+    return read;
+}
+
+/* Logits of each token alone at position 0, and the experts it read. */
+static float *alone_rows(fixture *f, const int32_t *ids, int32_t n, int32_t *read)
+{
+    float *out = malloc((size_t)n * f->V * sizeof(float));
+    for (int32_t s = 0; s < n; s++) {
+        CHECK(ref_run(f->e, &ids[s], 1, NULL, out + (size_t)s * f->V) == 0);
+        read[s] = cv_engine_last_stats(f->e)->experts_read;
+    }
+    return out;
+}
+
+TEST(moe_step_where_every_token_picks_the_same_experts_equals_each_alone)
+{
+    char path[512];
+    ref_tmp_path(path, sizeof path, "zero-router");
+    if (!write_zero_router_copy(test_data("reference2/models/tiny-qwen3moe-gpt2-Q4_K_M.gguf"), path)) {
+        unlink(path);
+        return;
+    }
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 64, .n_seq_max = 8, .n_batch = 64, .n_logits = 8 };
+    fixture f;
+    if (open_fixture(&f, path, &ep)) {
+        const int32_t k = f.m->hp.n_expert_used, L = f.m->hp.n_layer;
+        int32_t ids[8] = { 3, 141, 592, 653, 589, 793, 2384, 626 }, read[8];
+        float *ref = alone_rows(&f, ids, 8, read);
+        /* Eight tokens, one expert set: the step reads k experts per layer,
+         * as one token does. */
+        CHECK_EQ_INT(read[0], k * L);
+        CHECK_EQ_INT(one_step(&f, ids, 8, ref), k * L);
+        free(ref);
+        close_fixture(&f);
+    }
+    unlink(path);
+}
+
+TEST(moe_step_where_no_two_tokens_share_an_expert_equals_each_alone)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 64, .n_seq_max = 8, .n_batch = 64, .n_logits = 8 };
+    fixture f;
+    if (!open_fixture(&f, REF2 "tiny-qwen3moe-gpt2-Q4_K_M", &ep))
+        return;
+    /* Three tokens whose experts are disjoint in every layer read 3 k
+     * experts per layer. Random routers make about one triple in 80 so;
+     * the search is deterministic (fixed file, fixed ids). */
+    const int32_t k = f.m->hp.n_expert_used, L = f.m->hp.n_layer;
+    int32_t found[3] = { -1, -1, -1 };
+    for (int32_t a = 0; a < 40 && found[0] < 0; a++)
+        for (int32_t b = a + 1; b < 40 && found[0] < 0; b++)
+            for (int32_t c = b + 1; c < 40 && found[0] < 0; c++) {
+                int32_t ids[3] = { a * 97 + 5, b * 97 + 5, c * 97 + 5 };
+                if (one_step(&f, ids, 3, NULL) == 3 * k * L)
+                    memcpy(found, ids, sizeof found);
+            }
+    CHECK_MSG(found[0] >= 0, "no triple of tokens with disjoint experts among the candidates");
+    if (found[0] >= 0) {
+        int32_t read[3];
+        float *ref = alone_rows(&f, found, 3, read);
+        printf("  tokens %d %d %d route to disjoint experts in every layer\n", found[0], found[1], found[2]);
+        CHECK_EQ_INT(one_step(&f, found, 3, ref), 3 * k * L);
+        free(ref);
+    }
+    close_fixture(&f);
 }
 
 TEST(prefill_in_chunks_equals_prefill_in_one_call)
@@ -325,7 +464,7 @@ static void check_cut(const char *model)
 TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
 {
     check_cut("tiny-qwen2-gpt2-Q4_K_M");
-    check_cut("tiny-gptoss-gpt2-F32");
+    check_cut(REF2 "tiny-gptoss-gpt2-F32");
 }
 
 /* Prefill in chunks whose edges fall before, on and past the 32-position
@@ -368,8 +507,8 @@ static void check_chunks_across_window(const char *model)
 
 TEST(prefill_in_chunks_across_the_window_equals_one_call)
 {
-    check_chunks_across_window("tiny-gptoss-gpt2-F32");
-    check_chunks_across_window("tiny-gemma3-gpt2-Q8_0");
+    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32");
+    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0");
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)
@@ -495,6 +634,8 @@ int main(void)
     if (!g_seqs)
         return 1;
     RUN(interleaved_sequences_give_the_logits_each_gets_alone);
+    RUN(moe_step_where_every_token_picks_the_same_experts_equals_each_alone);
+    RUN(moe_step_where_no_two_tokens_share_an_expert_equals_each_alone);
     RUN(prefill_in_chunks_equals_prefill_in_one_call);
     RUN(forked_sequence_shares_blocks_and_copies_only_on_write);
     RUN(attention_cut_across_threads_gives_the_bits_of_one_thread);

@@ -6,6 +6,7 @@
  *   - a request with tools works on every wire, streamed and not, and the
  *     answer is well-formed (random weights: no call is expected); greedy
  *     streamed and whole answers are the same text;
+ *   - a forced tool call and a JSON schema are obeyed (the grammar hook);
  *   - the reasoning opener reaches the parser: with thinking on, what the
  *     model generates is reasoning, with it off it is content;
  *   - /health, /v1/status and /metrics show the scheduler's real figures;
@@ -14,7 +15,9 @@
  *     cached tokens and generates the same tokens as uncached;
  *   - with the prefix cache off nothing is cached.
  * The template and vocabulary are read in place and written into a
- * temporary model file; nothing from testdata enters the repository. */
+ * temporary model file; nothing from testdata enters the repository. The
+ * architecture is qwen2, or the one named as the first argument (CTest
+ * runs the file again over qwen3moe: the same guarantees on an MoE). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -28,6 +31,7 @@
 #include "server/server.h"
 
 static char model_path[512], dir_path[256];
+static const char *g_arch = "qwen2";
 
 /* ---- the model ---- */
 
@@ -71,7 +75,7 @@ static bool make_model(void)
     snprintf(model_path, sizeof model_path, "%s/qwq-tiny.gguf", dir_path);
     if (!write_vocab(vocab))
         return false;
-    cv_synth_params sp = { .arch = "qwen2", .shape = "tiny", .dtype = "q8_0", .vocab = vocab, .seed = 7 };
+    cv_synth_params sp = { .arch = g_arch, .shape = "tiny", .dtype = "q8_0", .vocab = vocab, .seed = 7 };
     cv_err err = { 0 };
     if (cv_model_synth(&sp, model_path, &err)) {
         fprintf(stderr, "synth: %s\n", err.msg);
@@ -334,6 +338,40 @@ TEST(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not)
     json_decref(atools);
 }
 
+TEST(a_forced_tool_call_and_a_json_schema_hold_on_the_real_model)
+{
+    /* Nothing but the grammar makes random weights call a tool or write
+     * JSON: the hook steers the scheduler's sampling on this architecture
+     * (drafts included: speculation is on by default). */
+    json_t *b = chat_body(USER, false, true, 0);
+    json_object_set_new(b, "max_tokens", json_integer(48));
+    json_object_set_new(b, "tool_choice", json_string("required"));
+    json_t *v = post_json(&S, "/v1/chat/completions", b);
+    json_t *ch = json_array_get(json_object_get(v, "choices"), 0);
+    json_t *tc = json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
+    CHECK_EQ_STR(jstr(ch, "finish_reason"), "tool_calls");
+    CHECK_EQ_STR(jstr(json_object_get(tc, "function"), "name"), "get_weather");
+    json_t *args = json_loads(jstr(json_object_get(tc, "function"), "arguments") ?: "", 0, NULL);
+    CHECK_MSG(json_is_string(json_object_get(args, "city")), "arguments without a city: %s",
+              jstr(json_object_get(tc, "function"), "arguments"));
+    json_decref(args);
+    json_decref(v);
+
+    b = chat_body(USER, false, false, 0);
+    json_object_set_new(b, "max_tokens", json_integer(48));
+    json_object_set_new(b, "response_format",
+                        json_pack("{s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:i}}, s:[s]}}}", "type", "json_schema",
+                                  "json_schema", "name", "answer", "schema", "type", "object", "properties", "answer",
+                                  "type", "string", "maxLength", 16, "required", "answer"));
+    v = post_json(&S, "/v1/chat/completions", b);
+    const char *content = jstr(json_object_get(json_array_get(json_object_get(v, "choices"), 0), "message"), "content");
+    json_t *doc = json_loads(content ? content : "", 0, NULL);
+    CHECK_MSG(json_is_string(json_object_get(doc, "answer")), "content is not the schema's document: %s",
+              content ? content : "(none)");
+    json_decref(doc);
+    json_decref(v);
+}
+
 TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on)
 {
     /* QwQ's generation prompt ends "<think>\n" with thinking on, and closes
@@ -380,6 +418,25 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK_EQ_INT(json_integer_value(json_object_get(h, "queue_depth")), 0);
     CHECK_EQ_INT(json_integer_value(json_object_get(h, "running")), 0);
     json_decref(h);
+    cv_buf_reset(&out);
+
+    /* /v1/models says what the model is: for an MoE, its experts and the
+     * parameters one token uses. */
+    CHECK_EQ_INT(http(&S, "/v1/models", NULL, &out), 200);
+    json_t *ml = json_loadb(out.data, out.len, 0, NULL), *mo = json_array_get(json_object_get(ml, "data"), 0);
+    CHECK_EQ_STR(jstr(mo, "architecture"), g_arch);
+    json_t *moe = json_object_get(mo, "moe");
+    int64_t params = json_integer_value(json_object_get(mo, "parameters"));
+    CHECK(params > 1000000);
+    if (!strcmp(g_arch, "qwen3moe")) {
+        CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts")), 8);
+        CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts_used")), 2);
+        int64_t active = json_integer_value(json_object_get(moe, "active_parameters"));
+        CHECK_MSG(active > 0 && active < params, "active %lld of %lld", (long long)active, (long long)params);
+    } else {
+        CHECK(moe == NULL);
+    }
+    json_decref(ml);
     cv_buf_reset(&out);
 
     CHECK_EQ_INT(http(&S, "/v1/status", NULL, &out), 200);
@@ -513,8 +570,10 @@ TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
         cv_server_backend_close(be);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        g_arch = argv[1];
     test_require_data();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!make_model()) {
@@ -524,6 +583,7 @@ int main(void)
     }
     if (serve(&S, NULL, false)) {
         RUN(a_request_with_tools_is_answered_well_formed_on_every_wire_streamed_or_not);
+        RUN(a_forced_tool_call_and_a_json_schema_hold_on_the_real_model);
         RUN(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on);
         RUN(health_status_and_metrics_show_the_schedulers_figures_after_requests);
         unserve(&S);
