@@ -265,8 +265,8 @@ static att_tile tile_of(cv_engine *e, int32_t il, int32_t t, int32_t g)
     const cv_layer *L = &e->m->layers[il];
     const att_plan_tile *pt = &e->att_tiles[t];
     return (att_tile){
-        .kv = &e->kv,
-        .blocks = e->seqs[pt->seq].blocks,
+        .kv = eng_layer_pool(e, il),
+        .blocks = eng_layer_table(e, il, &e->seqs[pt->seq]),
         .layer = e->kv_layer[il],
         .g = g,
         .n_tok = pt->n_tok,

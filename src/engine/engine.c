@@ -1,7 +1,7 @@
 /* engine.c — creating and destroying an engine: resolving and validating
  * its parameters against the model and base/limits.h, and allocating once
- * everything a forward call uses (the KV pool over the layers that attend,
- * the per-sequence block tables, the residual stream and logits rows, the
+ * everything a forward call uses (a KV pool per layer group over the
+ * layers that attend, the per-sequence block tables, the residual stream and logits rows, the
  * attention plan, and each layer kind's own scratch through its traits
  * row), so that the forward pass itself never allocates. */
 #include <stdlib.h>
@@ -73,14 +73,33 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         goto fail;
     }
     e->n_threads = cv_pool_size(e->pool);
+    /* Group 0's pool gives the logical blocks; group 1's is as large, so
+     * that it never runs out first, and costs only the pages it touches. */
+    int32_t *group = cv_xmalloc((size_t)hp->n_layer * sizeof *group);
     e->kv_layer = cv_xmalloc((size_t)hp->n_layer * sizeof *e->kv_layer);
-    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, eng_kv_layers(m, e->kv_layer), hp->n_head_kv, hp->head_dim,
-                           p.kv_type, err)))
+    e->kv_group = cv_xmalloc((size_t)hp->n_layer * sizeof *e->kv_group);
+    const eng_kv_groups g = eng_kv_group_layers(m, group, e->kv_layer);
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        e->kv_group[il] = (int8_t)group[il];
+    free(group);
+    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, g.n_layer[0], hp->n_head_kv, hp->head_dim, p.kv_type, err)))
         goto fail;
+    if (g.n_layer[1] > 0) {
+        if ((rc = kv_pool_init(&e->kv_win, (int32_t)n_blocks, g.n_layer[1], hp->n_head_kv, hp->head_dim, p.kv_type,
+                               err)))
+            goto fail;
+        e->kv_window = g.window;
+        e->win_of = cv_xmalloc((size_t)n_blocks * sizeof *e->win_of);
+        for (int64_t b = 0; b < n_blocks; b++)
+            e->win_of[b] = -1;
+    }
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
-    for (int32_t i = 0; i < p.n_seq_max; i++)
+    for (int32_t i = 0; i < p.n_seq_max; i++) {
         e->seqs[i].blocks = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
+        if (e->win_of)
+            e->seqs[i].wblocks = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
+    }
     e->new_len = cv_xmalloc((size_t)p.n_seq_max * sizeof(int32_t));
 
     e->ld_x = hp->n_embd;
@@ -135,10 +154,15 @@ void cv_engine_destroy(cv_engine *e)
         if (e->kinds_used[1] >> k & 1)
             eng_ffns[k]->fini(e);
     kv_pool_fini(&e->kv);
+    kv_pool_fini(&e->kv_win);
+    free(e->win_of);
     free(e->kv_layer);
+    free(e->kv_group);
     if (e->seqs)
-        for (int32_t i = 0; i < e->p.n_seq_max; i++)
+        for (int32_t i = 0; i < e->p.n_seq_max; i++) {
             free(e->seqs[i].blocks);
+            free(e->seqs[i].wblocks);
+        }
     free(e->seqs);
     free(e->new_len);
     float *bufs[] = { e->x, e->xn, e->tmp, e->xo, e->logits, e->att_scratch, e->att_slots };

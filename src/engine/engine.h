@@ -92,10 +92,13 @@ typedef struct cv_engine_params {
     uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or
                             CV_GGML_Q8_0 (int8 with an f16 factor per 32 dimensions: 0.53x f16's at head
                             sizes 32-128) */
+    bool kv_keep_window; /* keep the K/V of window layers' positions their window has passed, as if
+                            they were full layers (to compare against: the outputs are the same) */
 } cv_engine_params;
 
-/* Bytes one KV block (CV_KV_BLOCK positions, every layer) of model m takes
- * in a cache of type kv_type; "f32", "f16" or "q8_0" names the type. */
+/* Bytes one KV block (CV_KV_BLOCK positions, every layer, window layers
+ * included) of model m takes in a cache of type kv_type at most; "f32",
+ * "f16" or "q8_0" names the type. */
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type);
 const char *cv_engine_kv_type_name(uint32_t kv_type);
 
@@ -123,7 +126,10 @@ void cv_engine_seq_close(cv_engine *e, int32_t seq);
 /* Positions the sequence holds (the next token goes at this position). */
 int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq);
 /* Forgets positions >= len (rewind: a rejected draft, an edited prompt).
- * len > current length is clamped. */
+ * len > current length is clamped. A window layer's blocks its window has
+ * passed are gone, so a len whose window reaches before them forgets the
+ * whole sequence (length 0); a rewind to the length the sequence had
+ * before its last forward call, or past it, always keeps len. */
 void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
 /* Opens a new sequence that shares every block of src (no copy; a later
  * write into a shared block copies that block first). CV_EBUSY when no
@@ -131,6 +137,21 @@ void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
 int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
 /* KV blocks free in the pool (for admission control). */
 int32_t cv_engine_kv_free_blocks(const cv_engine *e);
+
+/* The KV layer groups (engine_int.h "layer groups"): the full layers, and
+ * the window layers, whose blocks a window has passed go back to their own
+ * pool. A block id the engine hands out is one of group 0's; its group-1
+ * part may already be gone. */
+typedef struct cv_kv_group {
+    int32_t window;     /* 0: full layers */
+    int32_t n_layer;
+    int32_t n_blocks;   /* the group's pool */
+    int32_t n_used;     /* held now (by sequences and other holders) */
+    size_t block_bytes; /* one block of the group's layers (0 for a group 0 without layers) */
+} cv_kv_group;
+
+/* Fills out[0..n) and returns n: 1, or 2 when the model has window layers. */
+int32_t cv_engine_kv_groups(const cv_engine *e, cv_kv_group out[2]);
 
 /* ---- KV blocks held outside sequences (added for the scheduler's prefix
  * cache and its cache file, issue 7) ----
@@ -155,16 +176,22 @@ int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_n
  * taking one reference on each block. A later write into a shared partly
  * used last block copies it first, as after a fork. CV_EINVAL (nothing
  * changed) for a sequence that is not open and empty, a free or invalid
- * block id, or a length that does not match n. */
+ * block id, a length that does not match n, or one cv_engine_kv_resumable
+ * refuses. */
 int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err);
+/* The deepest length <= len (and <= n * CV_KV_BLOCK) a sequence sharing
+ * blocks[0..n) can continue from: every block a position from there on
+ * sees must still have its window layers' part. len itself without window
+ * layers; 0 when nothing fits. */
+int32_t cv_engine_kv_resumable(const cv_engine *e, const int32_t *blocks, int32_t n, int32_t len);
 /* References of block b (0: free). */
 int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b);
 /* One more reference on a block in use / one less (the block returns to
  * the pool at 0). b must be in use: a bad id is a caller bug (assert). */
 void cv_engine_kv_ref(cv_engine *e, int32_t b);
 void cv_engine_kv_unref(cv_engine *e, int32_t b);
-/* Takes a free block for the caller (refs 1, content undefined); -1 when
- * the pool is empty. */
+/* Takes a free block for the caller (refs 1, content undefined, every
+ * group's part); -1 when the pool is empty. */
 int32_t cv_engine_kv_alloc(cv_engine *e);
 
 /* What one block's bytes mean: blocks with equal formats (and equal
@@ -180,7 +207,10 @@ void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out);
 /* Block b's block_bytes, for saving and restoring it: read copies them
  * out, write copies them in (only while the caller holds the block's only
  * reference). The bytes are the block's pieces in (layer, keys then
- * values, head) order, whatever the pool's own layout. */
+ * values, head) order, whatever the pool's own layout: group 0's layers,
+ * then group 1's. A block whose group-1 part is gone reads zeros there (a
+ * holder that takes its reference between the forward call that filled
+ * the block and the sequence's next one always finds the part). */
 void cv_engine_kv_block_read(const cv_engine *e, int32_t b, void *dst);
 void cv_engine_kv_block_write(cv_engine *e, int32_t b, const void *src);
 

@@ -61,9 +61,31 @@ void kv_pool_unref(kv_pool *p, int32_t b);
 static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
 size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
-/* The layers whose mixer keeps K/V in the pool, numbered in order into
- * map[n_layer] (-1 for the others; map may be NULL); returns their count. */
-int32_t eng_kv_layers(const cv_model *m, int32_t *map);
+
+/* ---- layer groups ----
+ * The layers whose mixer keeps K/V are grouped by what they must keep:
+ * group 0 the full ones (every position, as long as the sequence lives),
+ * group 1 the window ones (only the last W positions, W the largest window
+ * of theirs). Each group has a pool of its own (e->kv, e->kv_win). A
+ * sequence's table and every block id the engine hands out are group 0's
+ * ("logical blocks", one per CV_KV_BLOCK positions, even when group 0 holds
+ * no layer); logical block b's group-1 part is win_of[b], with references
+ * of its own: a sequence holds one on the parts of its table from its
+ * window on (kv_seq.win_lo), any other holder (cv_engine_kv_ref: the
+ * prefix cache, the cache file) on the part b has when it takes its
+ * reference. A part nobody holds returns to group 1's pool and the logical
+ * block has none from then on (win_of[b] = -1), never again until b is
+ * freed. So a window layer's memory is the windows of the sequences plus
+ * what other holders keep, and group 1's pool, as large as group 0's,
+ * never runs out first. */
+typedef struct eng_kv_groups {
+    int32_t n_layer[2];  /* each group's layers */
+    int32_t window;      /* group 1's window; 0 when there is no group 1 */
+} eng_kv_groups;
+
+/* The layers' groups: group[il] (0, 1, or -1 for a layer without K/V) and
+ * their index in it, index[il] (either array may be NULL). */
+eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index);
 
 /* Block b's piece in region r = (layer * 2 + kv) * n_head_kv + head: one
  * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
@@ -123,14 +145,17 @@ typedef struct kv_seq {
     bool open;
     int32_t len;        /* positions held */
     int32_t n_blocks;   /* blocks in the table: ceil(len / CV_KV_BLOCK) once a forward has run */
-    int32_t *blocks;    /* [max_blocks] */
+    int32_t *blocks;    /* [max_blocks] logical (group 0) blocks */
+    int32_t *wblocks;   /* [max_blocks] group-1 parts of the table (-1: released), when there is group 1 */
+    int32_t win_lo;     /* the entries from here on hold a group-1 reference */
 } kv_seq;
 
 /* Blocks sequence seq needs before it can grow to new_len (new table
  * entries, plus one copy when its partly filled last block is shared). */
 int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_len);
 /* Grows seq's table for positions up to new_len (copying a shared last
- * block first); the caller checked the free count. */
+ * block first), after letting go of the group-1 parts no position from the
+ * sequence's length on can see; the caller checked the free count. */
 void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
 
 /* ---- attention (attention.c, attention_avx2.c) ---- */
@@ -277,8 +302,12 @@ struct cv_engine {
     cv_engine_params p;
     cv_pool *pool;
     const cv_vec_ops *vec;
-    kv_pool kv;
-    int32_t *kv_layer;   /* [n_layer] the layer's index among the KV pool's layers; -1: none */
+    kv_pool kv;          /* group 0: full layers (maybe none: the logical blocks' ids and references) */
+    kv_pool kv_win;      /* group 1: window layers (n_layer 0 when the model has none) */
+    int32_t kv_window;   /* group 1's window; 0: no group 1 */
+    int32_t *win_of;     /* [kv.n_blocks] group-1 part of each logical block, -1: none; NULL without group 1 */
+    int8_t *kv_group;    /* [n_layer] the layer's group; -1: no K/V */
+    int32_t *kv_layer;   /* [n_layer] the layer's index among its group's layers */
     uint32_t kinds_used[2]; /* bit k: some layer has mixer kind k ([0]) / FFN kind k ([1]) */
     kv_seq *seqs;        /* [n_seq_max] */
     int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
@@ -327,6 +356,16 @@ struct cv_engine {
 };
 
 static inline uint64_t eng_tick(const cv_engine *e) { return e->profiling ? cv_now_ns() : 0; }
+
+/* The pool and the table of sequence s that model layer il's K/V live in. */
+static inline const kv_pool *eng_layer_pool(const cv_engine *e, int32_t il)
+{
+    return e->kv_group[il] == 1 ? &e->kv_win : &e->kv;
+}
+static inline int32_t *eng_layer_table(const cv_engine *e, int32_t il, const kv_seq *s)
+{
+    return e->kv_group[il] == 1 ? s->wblocks : s->blocks;
+}
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);

@@ -23,7 +23,7 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     const cv_hparams *hp = &m->hp;
     const cv_layer *L = &m->layers[j->layer];
     const cv_vec_ops *vec = e->vec;
-    const kv_pool *kv = &e->kv;
+    const kv_pool *kv = eng_layer_pool(e, j->layer);
     const int32_t hd = hp->head_dim, kl = e->kv_layer[j->layer];
     const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)hp->n_head_kv * hd;
     int64_t lo, hi;
@@ -42,7 +42,8 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
         const int32_t pos = j->b->pos[t];
         vec->rope(&L->rope, q, hp->n_head, hd, pos);
         vec->rope(&L->rope, k, hp->n_head_kv, hd, pos);
-        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
+        const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
+        const int32_t at = pos % CV_KV_BLOCK;
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
             const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
             kv_store(kv, vec, kv_k(kv, blk, kl, g), kv_v(kv, blk, kl, g), at, kg, vg);

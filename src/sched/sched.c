@@ -267,6 +267,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(e);
+    s->st.n_kv_groups = cv_engine_kv_groups(e, s->st.kv_groups);
 
     int rc = pthread_create(&s->thread, NULL, cv_sched_engine_main, s);
     if (rc) {
@@ -409,6 +410,18 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
     json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));
     json_object_set_new(kv, "used", json_integer(st.kv_blocks_used));
+    /* per layer group: a window group's blocks are what its windows hold */
+    json_t *groups = json_array();
+    double kv_bytes = 0;
+    for (int32_t g = 0; g < st.n_kv_groups; g++) {
+        const cv_kv_group *k = &st.kv_groups[g];
+        const double bytes = (double)k->n_used * (double)k->block_bytes;
+        kv_bytes += bytes;
+        json_array_append_new(groups, json_pack("{s:i, s:i, s:i, s:i, s:f}", "window", k->window, "layers", k->n_layer,
+                                                "blocks", k->n_blocks, "used", k->n_used, "bytes_used", bytes));
+    }
+    json_object_set_new(kv, "bytes_used", json_real(kv_bytes));
+    json_object_set_new(kv, "groups", groups);
     json_object_set_new(o, "kv", kv);
     json_t *tot = json_object();
     json_object_set_new(tot, "submitted", json_integer(st.submitted));

@@ -177,6 +177,10 @@ typedef struct cv_sched_stats {
     /* What drafts are weighed by (seconds; 0 until measured): a decode step
      * besides attention, and attention per position a row attends. */
     double step_base_s, att_per_pos_s;
+    /* Added with window layers: the KV layer groups (full; window), each
+     * group's blocks in use and their bytes. */
+    int32_t n_kv_groups;
+    cv_kv_group kv_groups[2];
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event
@@ -184,7 +188,8 @@ typedef struct cv_sched_stats {
  * Thread-safe. */
 void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
 /* The body of GET /v1/status: {"running": [...], "waiting": [...],
- * "cache": {...}, "kv": {...}, "totals": {...}}; each request shows its
+ * "cache": {...}, "kv": {..., "bytes_used", "groups": [{window, layers,
+ * blocks, used, bytes_used}]}, "totals": {...}}; each request shows its
  * id, phase (waiting | prefill | decode), prompt, cached, computed and
  * generated tokens, tokens/s since its first token and age. Caller decrefs.
  * Thread-safe. */

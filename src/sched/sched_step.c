@@ -85,6 +85,7 @@ static void publish_locked(cv_sched *s)
     s->st.tree_blocks = s->tree.n_nodes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(s->e);
+    s->st.n_kv_groups = cv_engine_kv_groups(s->e, s->st.kv_groups);
 }
 
 static void publish(cv_sched *s)
@@ -219,18 +220,24 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
     /* At least the last known token is computed: its logits are needed.
      * When the whole prompt is cached that token's block is shared and its
      * last position rewritten, which copies the block first. */
-    const int32_t reuse = CV_MIN(m * CV_KV_BLOCK, n_known - 1);
-    const int32_t m_share = ceil_blocks(reuse);
+    int32_t reuse = CV_MIN(m * CV_KV_BLOCK, n_known - 1);
+    int32_t m_share = ceil_blocks(reuse);
     int32_t seq;
     cv_err err = { 0 };
     if (cv_engine_seq_open(e, &seq, &err)) {
         assert(!"a sequence slot is free whenever a request is admitted");
         return ADMIT_NO_ROOM;
     }
+    int32_t *blk = s->blk_scratch;
+    for (int32_t i = 0; i < m_share; i++)
+        blk[i] = s->path[i]->block;
+    /* A model with window layers resumes only where the blocks still have
+     * what the next position's window sees (the tree takes its references
+     * while they do, so this is the match itself but for blocks another
+     * holder let go of first). */
+    reuse = cv_engine_kv_resumable(e, blk, m_share, reuse);
+    m_share = ceil_blocks(reuse);
     if (m_share > 0) {
-        int32_t *blk = s->blk_scratch;
-        for (int32_t i = 0; i < m_share; i++)
-            blk[i] = s->path[i]->block;
         int rc = cv_engine_seq_share(e, seq, blk, m_share, reuse, &err);
         assert(rc == 0);
         (void)rc;
