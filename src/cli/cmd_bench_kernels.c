@@ -11,6 +11,12 @@
  *            the middle one): multiply-adds / time vs the int8 peak.
  *   tiles    (extra) each quantized type's matmul on a small matrix kept in
  *            cache, fastest of 50 runs: compute efficiency without DRAM.
+ *   experts  the expert-routed matmuls of one qwen3-30b-a3b MoE layer (128
+ *            experts, 8 per token; gate and up fused): decode (1 token),
+ *            batch 8 and a 512-token prefill, freshly routed every step;
+ *            bytes of the experts read / time vs read bandwidth, and
+ *            multiply-adds / time vs the int8 peak, beside the same work
+ *            done as one cv_matmul per used expert.
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
@@ -36,7 +42,9 @@ static const shape shapes[] = {
  * llama-quantize's defaults: Q4_K_M puts Q6_K on attn_v and ffn_down of
  * the first and last eighth of the layers and every third in between, and
  * on the output; K-types fall back to Q5_0 / Q5_1 / Q8_0 when a row is not
- * a multiple of 256 (qwen2.5-0.5b's 896). */
+ * a multiple of 256 (qwen2.5-0.5b's 896). IQ4_XS falls back to IQ4_NL
+ * there (so qwen2.5-0.5b "IQ4_XS" is mostly IQ4_NL) with a Q6_K output;
+ * "mxfp4" is gpt-oss's split, MXFP4 feed-forward and Q8_0 for the rest. */
 typedef enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_OUT, MAT_KINDS } mat_kind;
 
 static uint32_t k_fallback(uint32_t t, int64_t n_in)
@@ -54,6 +62,10 @@ static uint32_t mix_type(const char *mix, mat_kind k, int64_t layer, int64_t n_l
         return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : CV_GGML_Q4_0;
     if (!strcmp(mix, "f16"))
         return CV_GGML_F16;
+    if (!strcmp(mix, "mxfp4"))
+        return k == MAT_GATE || k == MAT_UP || k == MAT_DOWN ? CV_GGML_MXFP4 : CV_GGML_Q8_0;
+    if (!strcmp(mix, "iq4_xs"))
+        return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : n_in % 256 ? CV_GGML_IQ4_NL : CV_GGML_IQ4_XS;
     /* q4_k_m */
     bool more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
     if (k == MAT_OUT || ((k == MAT_V || k == MAT_DOWN) && more))
@@ -251,6 +263,226 @@ static void bench_tiles(cv_pool *pool, double peak)
     cv_aligned_free(y);
 }
 
+/* ---- expert-routed matmuls (mixture of experts) ---- */
+
+/* One MoE FFN layer of qwen3-30b-a3b: hidden 2048, 128 experts of FFN 768,
+ * 8 used per token. Gate and up are fused into one 1536 x 2048 matrix per
+ * expert (the pair reads the same input row), down is 2048 x 768. */
+enum { MOE_N_EXPERT = 128 };
+static const struct {
+    const char *name;
+    int64_t hidden, ffn, n_expert, k, n_layer;
+} moe = { "qwen3-30b-a3b", 2048, 768, MOE_N_EXPERT, 8, 48 };
+
+typedef struct moe_layer {
+    mat gate_up[MOE_N_EXPERT], down[MOE_N_EXPERT];
+    size_t gate_up_bytes, down_bytes; /* one expert's */
+} moe_layer;
+
+/* The routes of n_steps steps of n_tok tokens: k distinct experts each,
+ * uniform (real routers are skewed, which only moves rows between
+ * experts). */
+static void moe_route(int32_t *expert, int32_t *src, int64_t n_steps, int64_t n_tok, cv_rng *rng)
+{
+    for (int64_t st = 0; st < n_steps; st++)
+        for (int64_t t = 0; t < n_tok; t++) {
+            int32_t *e = expert + (st * n_tok + t) * moe.k;
+            for (int64_t j = 0; j < moe.k; j++) {
+                bool again;
+                do {
+                    e[j] = (int32_t)cv_rng_below(rng, (uint64_t)moe.n_expert);
+                    again = false;
+                    for (int64_t i = 0; i < j; i++)
+                        again |= e[i] == e[j];
+                } while (again);
+            }
+        }
+    for (int64_t r = 0; r < n_tok * moe.k; r++)
+        src[r] = (int32_t)(r / moe.k);
+}
+
+/* One expert matmul done the plain way, for comparison: the rows of each
+ * used expert gathered, one cv_matmul each, results scattered back. */
+static void matmul_per_expert(cv_pool *pool, cv_wmat *const *w, const float *x, int64_t n_rows, const int32_t *expert,
+                              const int32_t *src, float *y, float *xg, float *yg)
+{
+    const int64_t n_in = cv_wmat_n_in(w[0]), n_out = cv_wmat_n_out(w[0]);
+    for (int32_t e = 0; e < moe.n_expert; e++) {
+        int64_t n = 0;
+        for (int64_t r = 0; r < n_rows; r++)
+            if (expert[r] == e)
+                memcpy(xg + n++ * n_in, x + (src ? src[r] : r) * n_in, (size_t)n_in * sizeof *x);
+        if (!n)
+            continue;
+        cv_matmul(pool, w[e], n, xg, yg);
+        n = 0;
+        for (int64_t r = 0; r < n_rows; r++)
+            if (expert[r] == e)
+                memcpy(y + r * n_out, yg + n++ * n_out, (size_t)n_out * sizeof *y);
+    }
+}
+
+/* The gate+up and the down matmuls of n_steps steps of n_tok tokens, as
+ * cv_matmul_experts (variant 0) and as one cv_matmul per used expert
+ * (variant 1), `repeats` passes of each after one warm-up pass, the two
+ * variants' passes alternating (which goes first alternates too), so that
+ * the machine's load drifts over both alike. Gives per variant and matrix
+ * the median and best seconds of a pass, per matrix the median over
+ * repeats of variant 1's time over variant 0's in the same repeat, and the
+ * bytes of the experts a pass reads (each used expert's matrix once per
+ * step). A pass reads hundreds of MB, so neither leaves the other its
+ * weights in cache. */
+typedef struct moe_times {
+    double med[2][2], best[2][2], ratio[2], bytes[2];
+} moe_times;
+
+static void moe_time(cv_pool *pool, moe_layer *L, cv_mm_ws *ws, int64_t n_tok, int64_t n_steps, int repeats,
+                     moe_times *out)
+{
+    const int64_t n_rows = n_tok * moe.k, fused = 2 * moe.ffn;
+    int32_t *expert = malloc((size_t)(n_steps * n_rows) * sizeof *expert), *src = malloc((size_t)n_rows * sizeof *src);
+    float *x = cv_aligned_alloc((size_t)(n_tok * moe.hidden) * sizeof *x);
+    float *h = cv_aligned_alloc((size_t)(n_rows * moe.ffn) * sizeof *h);
+    float *y = cv_aligned_alloc((size_t)(n_rows * CV_MAX(fused, moe.hidden)) * sizeof *y);
+    float *xg = cv_aligned_alloc((size_t)(n_rows * moe.hidden) * sizeof *xg);
+    float *yg = cv_aligned_alloc((size_t)(n_rows * CV_MAX(fused, moe.hidden)) * sizeof *yg);
+    cv_rng rng;
+    cv_rng_seed(&rng, 4321);
+    for (int64_t i = 0; i < n_tok * moe.hidden; i++)
+        x[i] = cv_rng_normal(&rng);
+    for (int64_t i = 0; i < n_rows * moe.ffn; i++)
+        h[i] = cv_rng_normal(&rng);
+    moe_route(expert, src, n_steps, n_tok, &rng);
+    out->bytes[0] = out->bytes[1] = 0;
+    for (int64_t st = 0; st < n_steps; st++) {
+        bool seen[MOE_N_EXPERT] = { false };
+        for (int64_t r = 0; r < n_rows; r++)
+            seen[expert[st * n_rows + r]] = true;
+        for (int e = 0; e < moe.n_expert; e++)
+            if (seen[e]) {
+                out->bytes[0] += (double)L->gate_up_bytes;
+                out->bytes[1] += (double)L->down_bytes;
+            }
+    }
+    cv_wmat *gu[MOE_N_EXPERT], *dn[MOE_N_EXPERT];
+    for (int e = 0; e < moe.n_expert; e++) {
+        gu[e] = L->gate_up[e].w;
+        dn[e] = L->down[e].w;
+    }
+    double t[2][2][64], ratio[2][64];
+    repeats = CV_MIN(repeats, 64);
+    for (int rep = -1; rep < repeats; rep++)
+        for (int vi = 0; vi < 2; vi++) {
+            const int v = (rep & 1) ^ vi;
+            double sum[2] = { 0, 0 };
+            for (int64_t st = 0; st < n_steps; st++) {
+                const int32_t *ex = expert + st * n_rows;
+                const double t0 = clock_s();
+                if (v)
+                    matmul_per_expert(pool, gu, x, n_rows, ex, src, y, xg, yg);
+                else
+                    cv_matmul_experts(pool, (const cv_wmat *const *)gu, (int32_t)moe.n_expert, n_tok, x, moe.hidden,
+                                      n_rows, ex, src, y, fused, ws);
+                const double t1 = clock_s();
+                if (v)
+                    matmul_per_expert(pool, dn, h, n_rows, ex, NULL, y, xg, yg);
+                else
+                    cv_matmul_experts(pool, (const cv_wmat *const *)dn, (int32_t)moe.n_expert, n_rows, h, moe.ffn,
+                                      n_rows, ex, NULL, y, moe.hidden, ws);
+                sum[0] += t1 - t0;
+                sum[1] += clock_s() - t1;
+            }
+            if (rep >= 0)
+                for (int k = 0; k < 2; k++)
+                    t[v][k][rep] = sum[k];
+        }
+    for (int k = 0; k < 2; k++) {
+        for (int rep = 0; rep < repeats; rep++)
+            ratio[k][rep] = t[1][k][rep] / t[0][k][rep];
+        qsort(ratio[k], (size_t)repeats, sizeof ratio[k][0], cmp_double);
+        out->ratio[k] = ratio[k][repeats / 2];
+        for (int v = 0; v < 2; v++) {
+            qsort(t[v][k], (size_t)repeats, sizeof t[v][k][0], cmp_double);
+            out->med[v][k] = t[v][k][repeats / 2];
+            out->best[v][k] = t[v][k][0];
+        }
+    }
+    free(expert);
+    free(src);
+    cv_aligned_free(x);
+    cv_aligned_free(h);
+    cv_aligned_free(y);
+    cv_aligned_free(xg);
+    cv_aligned_free(yg);
+}
+
+/* The three step shapes for one dtype mix: decode and batch 8 against the
+ * read bandwidth (weights of the used experts / time), prefill against the
+ * int8 peak; each also as one cv_matmul per used expert. */
+static int bench_experts(cv_pool *pool, const char *mix, int repeats, const cv_probe_result *bw,
+                         const cv_probe_result *peak, bool have_peak, cv_err *err)
+{
+    moe_layer *L = calloc(1, sizeof *L);
+    cv_mm_ws *ws = NULL;
+    int rc = 0, made = 0;
+    if (!L)
+        return cv_err_set(err, CV_ENOMEM, "bench-kernels: out of memory for the expert layer");
+    cv_rng rng;
+    cv_rng_seed(&rng, 5678);
+    const int64_t mid = moe.n_layer / 2;
+    const uint32_t t_gu = mix_type(mix, MAT_GATE, mid, moe.n_layer, moe.hidden);
+    const uint32_t t_dn = mix_type(mix, MAT_DOWN, mid, moe.n_layer, moe.ffn);
+    for (; made < moe.n_expert; made++) {
+        if ((rc = make_mat(&L->gate_up[made], t_gu, moe.hidden, 2 * moe.ffn, &rng, err)))
+            goto done;
+        if ((rc = make_mat(&L->down[made], t_dn, moe.ffn, moe.hidden, &rng, err))) {
+            cv_wmat_destroy(L->gate_up[made].w);
+            free(L->gate_up[made].src);
+            goto done;
+        }
+    }
+    L->gate_up_bytes = cv_wmat_bytes(L->gate_up[0].w);
+    L->down_bytes = cv_wmat_bytes(L->down[0].w);
+    ws = cv_mm_ws_create(512 * moe.k, moe.hidden, CV_MAX(2 * moe.ffn, moe.hidden), (int32_t)moe.n_expert);
+    const struct { const char *name; int64_t n_tok, n_steps; int repeats; } cases[] = {
+        { "decode", 1, 32, repeats + 2 },
+        { "batch8", 8, 8, repeats },
+        { "prefill", 512, 1, CV_MAX(1, repeats / 2) },
+    };
+    const char *names[2] = { "gate+up", "down" };
+    const cv_dtype *dts[2] = { cv_dtype_get(t_gu), cv_dtype_get(t_dn) };
+    const int64_t macs[2] = { moe.hidden * 2 * moe.ffn, moe.ffn * moe.hidden };
+    for (size_t c = 0; c < CV_ARRAY_LEN(cases); c++) {
+        moe_times mt;
+        moe_time(pool, L, ws, cases[c].n_tok, cases[c].n_steps, cases[c].repeats, &mt);
+        for (int k = 0; k < 2; k++) {
+            const double tm = mt.med[0][k], tb = mt.best[0][k], per_step = tm / (double)cases[c].n_steps * 1e3;
+            const double gbs = mt.bytes[k] / tm / 1e9, gbs_b = mt.bytes[k] / tb / 1e9;
+            const double macs_pass = (double)(cases[c].n_tok * moe.k * cases[c].n_steps * macs[k]);
+            const double g = macs_pass / tm, gb = macs_pass / tb, speedup = mt.ratio[k];
+            if (cases[c].n_tok < 512)
+                printf("%-13s %-7s %-8s %-8s %-5s %9.3f %9.2f GB/s     %5.1f%% (%5.1f%%)  %4.2fx\n", moe.name, mix,
+                       cases[c].name, names[k], dts[k]->name, per_step, gbs, 100 * gbs / bw->value,
+                       100 * gbs_b / bw->best, speedup);
+            else
+                printf("%-13s %-7s %-8s %-8s %-5s %9.3f %7.1f GMAC/s     %5.1f%% (%5.1f%%)  %4.2fx\n", moe.name, mix,
+                       cases[c].name, names[k], dts[k]->name, per_step, g / 1e9,
+                       have_peak ? 100 * g / peak->value : 0.0, have_peak ? 100 * gb / peak->best : 0.0, speedup);
+        }
+        fflush(stdout);
+    }
+done:
+    for (int e = 0; e < made; e++) {
+        cv_wmat_destroy(L->gate_up[e].w);
+        free(L->gate_up[e].src);
+        cv_wmat_destroy(L->down[e].w);
+        free(L->down[e].src);
+    }
+    cv_mm_ws_destroy(ws);
+    free(L);
+    return rc;
+}
+
 static bool in_list(const char *list, const char *item)
 {
     if (!list || !strcmp(list, "all"))
@@ -333,7 +565,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
         const shape *s = &shapes[si];
         if (!in_list(models, s->name))
             continue;
-        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16" };
+        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16", "iq4_xs", "mxfp4" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(all_mixes); mi++) {
             const char *mix = all_mixes[mi];
             if (!in_list(mixes, mix))
@@ -375,6 +607,18 @@ int cv_cmd_bench_kernels(int argc, char **argv)
             }
             fflush(stdout);
         }
+    }
+    if (in_list(models, moe.name) && in_list(cases, "experts")) {
+        printf("\nexpert-routed matmuls, %s MoE layer (%lld experts, %lld per token, gate+up fused), fresh routes "
+               "every step;\nms per step, rate over the used experts' weights, and the time of one cv_matmul per used "
+               "expert over this (median of paired passes)\n", moe.name, (long long)moe.n_expert, (long long)moe.k);
+        printf("%-13s %-7s %-8s %-8s %-5s %9s %14s %18s  %s\n", "model", "dtype", "case", "matrix", "type", "ms/step",
+               "rate", "fraction", "loop/this");
+        const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0", "iq4_xs", "mxfp4" };
+        for (size_t mi = 0; mi < CV_ARRAY_LEN(moe_mixes) && !rc; mi++)
+            if (in_list(mixes, moe_mixes[mi]) && (rc = bench_experts(pool, moe_mixes[mi], repeats, &bw, &peak,
+                                                                     have_peak, &err)))
+                fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     }
     if (have_peak && in_list(cases, "tiles"))
         bench_tiles(pool, peak.best);

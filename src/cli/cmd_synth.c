@@ -10,6 +10,23 @@
 #include "cli/cli.h"
 #include "model/model.h"
 
+/* The usage, then the architectures and shapes from their tables. */
+static void print_help(const cv_cmd *cmd)
+{
+    printf("%s\n\nusage: %s\n\narchitectures:", cmd->summary, cmd->usage);
+    for (int i = 0; i < cv_n_archs; i++)
+        printf(" %s", cv_archs[i]->name);
+    printf("\nshapes:\n");
+    for (int i = 0; i < cv_n_model_shapes; i++) {
+        const cv_model_shape *s = &cv_model_shapes[i];
+        printf("  %-22s %-9s %d layers, %d hidden", s->name, s->arch, s->n_layer, s->n_embd);
+        if (s->n_expert)
+            printf(", %d experts (%d used) of %d", s->n_expert, s->n_expert_used, s->n_ff_exp);
+        printf("\n");
+    }
+    printf("--fast: an expert tensor draws 8 experts and repeats them (benchmark shapes in minutes, not hours)\n");
+}
+
 int cv_cmd_synth(int argc, char **argv)
 {
     const cv_cmd *cmd = cv_cli_find("synth");
@@ -21,6 +38,7 @@ int cv_cmd_synth(int argc, char **argv)
         { "dtype", required_argument, 0, 'd' }, { "vocab", required_argument, 0, 'v' },
         { "seed", required_argument, 0, 'S' },  { "threads", required_argument, 0, 't' },
         { "output", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
+        { "fast", no_argument, 0, 'f' },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -34,6 +52,7 @@ int cv_cmd_synth(int argc, char **argv)
         case 'd': p.dtype = optarg; break;
         case 'v': p.vocab = optarg; break;
         case 'o': out = optarg; break;
+        case 'f': p.fast = true; break;
         case 'S':
             errno = 0;
             p.seed = strtoull(optarg, &end, 10);
@@ -45,7 +64,7 @@ int cv_cmd_synth(int argc, char **argv)
             if (*end || threads < 1 || threads > 1024)
                 return cv_cli_usage_error(cmd, "--threads '%s' must be 1..1024", optarg);
             break;
-        case 'h': printf("%s\n\nusage: %s\n", cmd->summary, cmd->usage); return 0;
+        case 'h': print_help(cmd); return 0;
         default: return cv_cli_usage_error(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }

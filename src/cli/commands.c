@@ -4,8 +4,9 @@
 
 const cv_cmd cv_cmds[] = {
     { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
-      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
-      "                     [--case decode,batch8,prefill,tiles|all] [--threads N] [--repeats N] [--clock wall|cpu]",
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "                     [--case decode,batch8,prefill,tiles,experts|all] [--threads N] [--repeats N]\n"
+      "                     [--clock wall|cpu]",
       cv_cmd_bench_kernels },
     { "doctor", "show CPU features, the kernel paths chosen, a self-check and the machine's ceilings",
       "corvid doctor [MODEL] [--quick] [--threads N]", cv_cmd_doctor },
@@ -36,8 +37,8 @@ const cv_cmd cv_cmds[] = {
       "                    [--id-range 500] [--ban ID]... [--favor ID]... [--temp T] [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
-      "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "
-      "[--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] [--vocab VOCAB.gguf] [--seed S] [--threads N] -o OUT.gguf",
+      "corvid synth [--arch ARCH] --shape SHAPE [--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] "
+      "[--vocab VOCAB.gguf] [--seed S] [--threads N] [--fast] -o OUT.gguf   (--help lists ARCH and SHAPE)",
       cv_cmd_synth },
     { "import", "convert another format to GGUF",
       "corvid import llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf\n"

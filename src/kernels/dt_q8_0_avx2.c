@@ -85,21 +85,6 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
 static size_t act_row_bytes(const cv_wmat *w) { return act32_row_bytes(w->n_in); }
 static void quant_act(const cv_wmat *w, const float *x, void *dst) { cv_act32_quantize_avx2(x, w->n_in, dst); }
 
-/* acc += madd(maddubs(|w|, sign(a, w)), 1): one signed 4-value step, in
- * asm for the same reason as dot_acc16. */
-static inline __attribute__((always_inline)) __m256i dot_acc32_s8(__m256i acc, __m256i wabs, __m256i w, __m256i a,
-                                                                  __m256i ones)
-{
-    __m256i t;
-    __asm__("vpsignb %[w], %[a], %[t]\n\t"
-            "vpmaddubsw %[t], %[wabs], %[t]\n\t"
-            "vpmaddwd %[ones], %[t], %[t]\n\t"
-            "vpaddd %[t], %[acc], %[acc]"
-            : [acc] "+x"(acc), [t] "=&x"(t)
-            : [wabs] "x"(wabs), [w] "x"(w), [a] "x"(a), [ones] "x"(ones));
-    return acc;
-}
-
 static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const uint8_t *act, size_t stride,
                                                        int64_t n_in, int T, float *out)
 {

@@ -6,49 +6,125 @@
  * gguf/ (tests/kernels checks every row). */
 #include "kernels/kernels_int.h"
 
-#define SCALAR_OPS(nm) { cv_dt_##nm##_to_f32, cv_dt_##nm##_from_f32, NULL }
-#define SCALAR_OPS_DOT(nm) { cv_dt_##nm##_to_f32, cv_dt_##nm##_from_f32, cv_dt_##nm##_dot }
+/* The reference functions of a dtype (scalar slot): dequantize, quantize
+ * and, for weight types, the dot. */
+#define SCALAR_OPS(nm) { .to_f32 = cv_dt_##nm##_to_f32, .from_f32 = cv_dt_##nm##_from_f32 }
+#define SCALAR_OPS_DOT(nm) \
+    { .to_f32 = cv_dt_##nm##_to_f32, .from_f32 = cv_dt_##nm##_from_f32, .vec_dot = cv_dt_##nm##_dot }
 
 const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT] = {
-    [CV_GGML_F32] = { "f32", CV_GGML_F32, 1, 4, false, true, CV_GGML_F32,
-                      { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f32),
-                         [CV_ISA_AVX2] = { NULL, NULL, cv_dt_f32_dot_avx2 } } },
-    [CV_GGML_F16] = { "f16", CV_GGML_F16, 1, 2, false, true, CV_GGML_F32,
-                      { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f16),
-                         [CV_ISA_AVX2] = { cv_dt_f16_to_f32_avx2, cv_dt_f16_from_f32_avx2, cv_dt_f16_dot_avx2 } } },
-    [CV_GGML_BF16] = { "bf16", CV_GGML_BF16, 1, 2, false, true, CV_GGML_F32,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(bf16),
-                         [CV_ISA_AVX2] = { cv_dt_bf16_to_f32_avx2, NULL, cv_dt_bf16_dot_avx2 } } },
-    [CV_GGML_Q4_0] = { "q4_0", CV_GGML_Q4_0, QK4_0, sizeof(block_q4_0), true, true, CV_GGML_Q8_0,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_0),
-                         [CV_ISA_AVX2] = { cv_dt_q4_0_to_f32_avx2, NULL, cv_dt_q4_0_dot_avx2 } } },
-    [CV_GGML_Q4_1] = { "q4_1", CV_GGML_Q4_1, QK4_1, sizeof(block_q4_1), true, true, CV_GGML_Q8_1,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_1),
-                         [CV_ISA_AVX2] = { cv_dt_q4_1_to_f32_avx2, NULL, cv_dt_q4_1_dot_avx2 } } },
-    [CV_GGML_Q5_0] = { "q5_0", CV_GGML_Q5_0, QK5_0, sizeof(block_q5_0), true, true, CV_GGML_Q8_0,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_0),
-                         [CV_ISA_AVX2] = { cv_dt_q5_0_to_f32_avx2, NULL, cv_dt_q5_0_dot_avx2 } } },
-    [CV_GGML_Q5_1] = { "q5_1", CV_GGML_Q5_1, QK5_1, sizeof(block_q5_1), true, true, CV_GGML_Q8_1,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_1),
-                         [CV_ISA_AVX2] = { cv_dt_q5_1_to_f32_avx2, NULL, cv_dt_q5_1_dot_avx2 } } },
-    [CV_GGML_Q8_0] = { "q8_0", CV_GGML_Q8_0, QK8_0, sizeof(block_q8_0), true, true, CV_GGML_Q8_0,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q8_0),
-                         [CV_ISA_AVX2] = { cv_dt_q8_0_to_f32_avx2, cv_dt_q8_0_from_f32_avx2, cv_dt_q8_0_dot_avx2 } } },
-    [CV_GGML_Q8_1] = { "q8_1", CV_GGML_Q8_1, QK8_1, sizeof(block_q8_1), true, false, CV_GGML_Q8_1,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS(q8_1),
-                         [CV_ISA_AVX2] = { NULL, cv_dt_q8_1_from_f32_avx2, NULL } } },
-    [CV_GGML_Q4_K] = { "q4_K", CV_GGML_Q4_K, QK_K, sizeof(block_q4_K), true, true, CV_GGML_Q8_K,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_K),
-                         [CV_ISA_AVX2] = { cv_dt_q4_K_to_f32_avx2, NULL, cv_dt_q4_K_dot_avx2 } } },
-    [CV_GGML_Q5_K] = { "q5_K", CV_GGML_Q5_K, QK_K, sizeof(block_q5_K), true, true, CV_GGML_Q8_K,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_K),
-                         [CV_ISA_AVX2] = { cv_dt_q5_K_to_f32_avx2, NULL, cv_dt_q5_K_dot_avx2 } } },
-    [CV_GGML_Q6_K] = { "q6_K", CV_GGML_Q6_K, QK_K, sizeof(block_q6_K), true, true, CV_GGML_Q8_K,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q6_K),
-                         [CV_ISA_AVX2] = { cv_dt_q6_K_to_f32_avx2, NULL, cv_dt_q6_K_dot_avx2 } } },
-    [CV_GGML_Q8_K] = { "q8_K", CV_GGML_Q8_K, QK_K, sizeof(block_q8_K), true, false, CV_GGML_Q8_K,
-                       { [CV_ISA_SCALAR] = SCALAR_OPS(q8_K),
-                         [CV_ISA_AVX2] = { NULL, cv_dt_q8_K_from_f32_avx2, NULL } } },
+    [CV_GGML_F32] = {
+        .name = "f32", .type = CV_GGML_F32, .block_elems = 1, .block_bytes = 4,
+        .is_quantized = false, .is_weight = true, .vec_dot_type = CV_GGML_F32,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f32),
+                 [CV_ISA_AVX2] = { .vec_dot = cv_dt_f32_dot_avx2 } },
+    },
+    [CV_GGML_F16] = {
+        .name = "f16", .type = CV_GGML_F16, .block_elems = 1, .block_bytes = 2,
+        .is_quantized = false, .is_weight = true, .vec_dot_type = CV_GGML_F32,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f16),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_f16_to_f32_avx2,
+                                   .from_f32 = cv_dt_f16_from_f32_avx2,
+                                   .vec_dot = cv_dt_f16_dot_avx2 } },
+    },
+    [CV_GGML_BF16] = {
+        .name = "bf16", .type = CV_GGML_BF16, .block_elems = 1, .block_bytes = 2,
+        .is_quantized = false, .is_weight = true, .vec_dot_type = CV_GGML_F32,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(bf16),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_bf16_to_f32_avx2, .vec_dot = cv_dt_bf16_dot_avx2 } },
+    },
+    [CV_GGML_Q4_0] = {
+        .name = "q4_0", .type = CV_GGML_Q4_0, .block_elems = QK4_0, .block_bytes = sizeof(block_q4_0),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_0),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q4_0_to_f32_avx2, .vec_dot = cv_dt_q4_0_dot_avx2 } },
+    },
+    [CV_GGML_Q4_1] = {
+        .name = "q4_1", .type = CV_GGML_Q4_1, .block_elems = QK4_1, .block_bytes = sizeof(block_q4_1),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_1,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_1),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q4_1_to_f32_avx2, .vec_dot = cv_dt_q4_1_dot_avx2 } },
+    },
+    [CV_GGML_Q5_0] = {
+        .name = "q5_0", .type = CV_GGML_Q5_0, .block_elems = QK5_0, .block_bytes = sizeof(block_q5_0),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_0),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q5_0_to_f32_avx2, .vec_dot = cv_dt_q5_0_dot_avx2 } },
+    },
+    [CV_GGML_Q5_1] = {
+        .name = "q5_1", .type = CV_GGML_Q5_1, .block_elems = QK5_1, .block_bytes = sizeof(block_q5_1),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_1,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_1),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q5_1_to_f32_avx2, .vec_dot = cv_dt_q5_1_dot_avx2 } },
+    },
+    [CV_GGML_Q8_0] = {
+        .name = "q8_0", .type = CV_GGML_Q8_0, .block_elems = QK8_0, .block_bytes = sizeof(block_q8_0),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q8_0),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q8_0_to_f32_avx2,
+                                   .from_f32 = cv_dt_q8_0_from_f32_avx2,
+                                   .vec_dot = cv_dt_q8_0_dot_avx2 } },
+    },
+    [CV_GGML_Q8_1] = {
+        .name = "q8_1", .type = CV_GGML_Q8_1, .block_elems = QK8_1, .block_bytes = sizeof(block_q8_1),
+        .is_quantized = true, .is_weight = false, .vec_dot_type = CV_GGML_Q8_1,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS(q8_1),
+                 [CV_ISA_AVX2] = { .from_f32 = cv_dt_q8_1_from_f32_avx2 } },
+    },
+    [CV_GGML_Q2_K] = {
+        .name = "q2_K", .type = CV_GGML_Q2_K, .block_elems = QK_K, .block_bytes = sizeof(block_q2_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q2_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q2_K_to_f32_avx2, .vec_dot = cv_dt_q2_K_dot_avx2 } },
+    },
+    [CV_GGML_Q3_K] = {
+        .name = "q3_K", .type = CV_GGML_Q3_K, .block_elems = QK_K, .block_bytes = sizeof(block_q3_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q3_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q3_K_to_f32_avx2, .vec_dot = cv_dt_q3_K_dot_avx2 } },
+    },
+    [CV_GGML_Q4_K] = {
+        .name = "q4_K", .type = CV_GGML_Q4_K, .block_elems = QK_K, .block_bytes = sizeof(block_q4_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q4_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q4_K_to_f32_avx2, .vec_dot = cv_dt_q4_K_dot_avx2 } },
+    },
+    [CV_GGML_Q5_K] = {
+        .name = "q5_K", .type = CV_GGML_Q5_K, .block_elems = QK_K, .block_bytes = sizeof(block_q5_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q5_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q5_K_to_f32_avx2, .vec_dot = cv_dt_q5_K_dot_avx2 } },
+    },
+    [CV_GGML_Q6_K] = {
+        .name = "q6_K", .type = CV_GGML_Q6_K, .block_elems = QK_K, .block_bytes = sizeof(block_q6_K),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(q6_K),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_q6_K_to_f32_avx2, .vec_dot = cv_dt_q6_K_dot_avx2 } },
+    },
+    [CV_GGML_Q8_K] = {
+        .name = "q8_K", .type = CV_GGML_Q8_K, .block_elems = QK_K, .block_bytes = sizeof(block_q8_K),
+        .is_quantized = true, .is_weight = false, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS(q8_K),
+                 [CV_ISA_AVX2] = { .from_f32 = cv_dt_q8_K_from_f32_avx2 } },
+    },
+    [CV_GGML_IQ4_NL] = {
+        .name = "iq4_nl", .type = CV_GGML_IQ4_NL, .block_elems = QK4_NL, .block_bytes = sizeof(block_iq4_nl),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(iq4_nl),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_iq4_nl_to_f32_avx2, .vec_dot = cv_dt_iq4_nl_dot_avx2 } },
+    },
+    [CV_GGML_IQ4_XS] = {
+        .name = "iq4_xs", .type = CV_GGML_IQ4_XS, .block_elems = QK_K, .block_bytes = sizeof(block_iq4_xs),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_K,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(iq4_xs),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_iq4_xs_to_f32_avx2, .vec_dot = cv_dt_iq4_xs_dot_avx2 } },
+    },
+    [CV_GGML_MXFP4] = {
+        .name = "mxfp4", .type = CV_GGML_MXFP4, .block_elems = QK_MXFP4, .block_bytes = sizeof(block_mxfp4),
+        .is_quantized = true, .is_weight = true, .vec_dot_type = CV_GGML_Q8_0,
+        .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(mxfp4),
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_mxfp4_to_f32_avx2, .vec_dot = cv_dt_mxfp4_dot_avx2 } },
+    },
 };
 
 const cv_dtype *cv_dtype_get(uint32_t type)

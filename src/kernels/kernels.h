@@ -1,6 +1,7 @@
 /* kernels — the face of the compute layer: the dtype table (quantize,
  * dequantize and dot product for every tensor type corvid computes with),
- * prepared weight matrices and the batched matmul over them, the vector ops a
+ * prepared weight matrices and the batched matmul over them (dense, and
+ * routed to experts for mixture-of-experts FFNs), the vector ops a
  * transformer forward pass needs, CPU feature detection with a run-time ISA
  * choice, and the machine probes `corvid bench` measures ceilings with.
  *
@@ -56,6 +57,12 @@ const char *cv_isa_name(cv_isa isa);
 bool cv_isa_supported(cv_isa isa);
 
 /* ---- dtype table ---- */
+
+/* ggml ids of the tensor types the table computes with that gguf.h's
+ * cv_ggml_type does not name yet (the GGUF format table knows their
+ * geometry by number). They belong in that enum; move them there when the
+ * formats layer next changes. */
+enum { CV_GGML_IQ4_NL = 20, CV_GGML_IQ4_XS = 23, CV_GGML_MXFP4 = 39 };
 
 /* Dequantize n values (n a multiple of block_elems) from src to dst. */
 typedef void (*cv_to_f32_fn)(const void *src, float *dst, int64_t n);
@@ -148,26 +155,61 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
                        int64_t ldy);
 /* The same with contiguous rows: X [n_tok][n_in], Y [n_tok][n_out]. */
 void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y);
-/* Scratch for expert-routed matmuls, sized once for the largest call
- * (rows = routed (token, expert) pairs, the widest input and output, the
- * experts' count): a matmul through it allocates nothing of its own. */
+/* How a matmul of weight type `type` runs on `isa`, in words (corvid
+ * doctor); the dot it uses is cv_dtypes[type].ops[isa].vec_dot. */
+const char *cv_matmul_path(uint32_t type, cv_isa isa);
+
+/* ---- expert-routed matmul (mixture-of-experts FFNs) ---- */
+
+/* Scratch for expert-routed matmuls, sized once for the largest call, so
+ * that a matmul through it allocates nothing. max_rows bounds the routes of
+ * a call (routed (token, expert) pairs: tokens of a step x experts used per
+ * token) and the X rows it reads; max_n_in and max_n_out the widest input
+ * row and output of the matrices it will meet; n_expert their number of
+ * experts. Its two large buffers (max_rows activation rows as wide as any
+ * weight type needs, up to 4 bytes a value for f32 weights, and
+ * max_rows x max_n_out floats of results) are reserved address space: only
+ * the pages a call writes take memory, about 1.2 bytes per input value and
+ * 4 per output of the call for quantized weights (a decode step's few
+ * routes touch a few KiB). The sizes are the caller's, from a validated
+ * model and its own batch limit: each must be >= 1, max_n_in and max_n_out
+ * <= CV_MAX_MATMUL_DIM, max_rows <= INT32_MAX (asserted). Aborts with a
+ * message when the OS refuses the address space, like cv_xmalloc. One
+ * matmul at a time per workspace (it holds the call's bookkeeping); the
+ * caller destroys it (NULL is fine). */
 typedef struct cv_mm_ws cv_mm_ws;
 cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert);
 void cv_mm_ws_destroy(cv_mm_ws *ws);
 
-/* Y[r] = W[expert[r]] X[src[r]] for r < n_rows: routed rows, each naming its
- * expert (0 <= expert[r] < n_expert) and its input row of X (src NULL: row
- * r). W is n_expert prepared matrices of one type and shape (an expert
- * tensor's slices). Rows are grouped by expert, so each expert's weights
- * stream once per call for all its rows; an expert no row names is not
- * read. Results are the same bits as cv_matmul of each row alone with its
- * expert's matrix. */
+/* Y[r] = W[expert[r]] X[src[r]] for each route r < n_rows: the expert
+ * matmul of a mixture-of-experts FFN (ggml's mul_mat_id). w holds n_expert
+ * prepared matrices of one type, ISA and shape (the slices of an expert
+ * tensor). Route r names its expert (0 <= expert[r] < n_expert) and its
+ * input row of X [n_x][ldx] (0 <= src[r] < n_x; src NULL: row r, and
+ * n_x >= n_rows); its output is row r of Y, ldy floats apart (ldy >= n_out,
+ * ldx >= n_in; the gaps are left alone).
+ * An expert no route names is never touched: its entry may be NULL, and
+ * neither its cv_wmat nor its weights are read (a loader may leave its
+ * pages unmapped or cold).
+ * Each X row some route reads is quantized once (gate/up of a token's k
+ * experts share one input row). Routes are grouped by expert, keeping their
+ * order, so each expert's weights stream once per call for all its routes,
+ * through the same tiles as cv_matmul (the ~32 routes per expert of a
+ * prefill are tiled as a dense batch; a decode batch reads the union of its
+ * rows' experts). One pool job runs over (expert, chunk of row groups)
+ * items from one counter, chunks sized so that items cost alike whatever
+ * the experts' loads (pool may be NULL: one thread).
+ * Results are the same bits as cv_matmul of each route's X row alone with
+ * its expert's matrix, whatever the pool, the order of the routes and the
+ * routing of the others.
+ * Needs n_rows <= the workspace's max_rows (n_x too when src is given),
+ * n_expert <= its n_expert, the matrices' n_in and n_out <= its max_n_in
+ * and max_n_out (asserted, like the shapes: they are the caller's
+ * invariants). Allocates nothing; n_rows == 0 does nothing. X, Y and the
+ * workspace must not overlap. */
 void cv_matmul_experts(cv_pool *pool, const cv_wmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
-                       int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
-                       int64_t ldy, cv_mm_ws *ws);
-/* How a matmul of weight type `type` runs on `isa`, in words (corvid
- * doctor); the dot it uses is cv_dtypes[type].ops[isa].vec_dot. */
-const char *cv_matmul_path(uint32_t type, cv_isa isa);
+                       int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y, int64_t ldy,
+                       cv_mm_ws *ws);
 
 /* ---- vector ops ---- */
 

@@ -2,7 +2,8 @@
  * GGUF block layouts (bit-exact with ggml's, each size pinned by a
  * static_assert), scalar helpers (half floats, rounding), the per-dtype
  * entry points the table in dtypes.c is built from, and the interface
- * between the generic matmul driver (matmul.c) and each dtype's tiles.
+ * between the matmul drivers (matmul.c, matmul_experts.c) and each dtype's
+ * tiles.
  *
  * Block layouts (all little-endian; `f16` is an IEEE half; QK_K = 256):
  *   q4_0  f16 d | u8 qs[16]            x[j] = (lo(qs[j]) - 8) d, x[j+16] = (hi(qs[j]) - 8) d
@@ -22,7 +23,27 @@
  *         per 128 values, ql[l] holds l (lo) and l+64 (hi), ql[l+32] holds
  *         l+32 and l+96, qh[l] bits 0-1/2-3/4-5/6-7 are bits 4-5 of l,
  *         l+32, l+64, l+96
- *   q8_K  f32 d | i8 qs[256] | i16 bsums[16] (sum of each 16; activation type) */
+ *   q8_K  f32 d | i8 qs[256] | i16 bsums[16] (sum of each 16; activation type)
+ *   q2_K  u8 scales[16] | u8 qs[64] | f16 d, dmin
+ *         16 sub-blocks of 16; scales[j] = sc (low nibble) | m (high);
+ *         x = d sc q - dmin m with 2-bit q: per 128 values, qs[l] (l < 32)
+ *         holds bits 2s..2s+1 = value 32s + l (s = 0..3), so value 32s + l
+ *         is in sub-block 2s + l/16
+ *   q3_K  u8 hmask[32] | u8 qs[64] | u8 scales[12] | f16 d
+ *         16 sub-blocks of 16; low 2 bits of q as q2_K's qs; bit k of
+ *         hmask[l] is bit 2 of value 32k + l; x = d (sc - 32) (q - 4);
+ *         6-bit sc of sub-block j: low nibble of scales[j] (j < 8) or
+ *         high nibble of scales[j-8], top 2 bits = bits 2(j/4)..+1 of
+ *         scales[8 + j%4]
+ *   iq4_nl f16 d | u8 qs[16]          as q4_0's nibbles, x = d K[q] with the
+ *         16-entry non-linear table K (cv_iq4_values)
+ *   iq4_xs f16 d | u16 scales_h | u8 scales_l[4] | u8 qs[128]
+ *         8 sub-blocks of 32, each 16 bytes as iq4_nl; 6-bit ls of
+ *         sub-block j: nibble j%2 of scales_l[j/2] | bits 2j..2j+1 of
+ *         scales_h << 4; x = d (ls - 32) K[q]
+ *   mxfp4 u8 e | u8 qs[16]            as q4_0's nibbles, x = 2^(e-128) T[q]:
+ *         T = E2M1 doubled (cv_mxfp4_values), e the E8M0 exponent; 2^(e-128)
+ *         is half its 2^(e-127), which undoes the doubling */
 #ifndef CV_KERNELS_INT_H
 #define CV_KERNELS_INT_H
 
@@ -38,6 +59,8 @@
 #define QK8_0 32
 #define QK8_1 32
 #define QK_K 256
+#define QK4_NL 32
+#define QK_MXFP4 32
 #define K_SCALE_SIZE 12
 
 typedef uint16_t cv_f16;
@@ -62,6 +85,22 @@ typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K 
 static_assert(sizeof(block_q6_K) == 210, "q6_K block is 210 bytes");
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
 static_assert(sizeof(block_q8_K) == 292, "q8_K block is 292 bytes");
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; cv_f16 d, dmin; } block_q2_K;
+static_assert(sizeof(block_q2_K) == 84, "q2_K block is 84 bytes");
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; cv_f16 d; } block_q3_K;
+static_assert(sizeof(block_q3_K) == 110, "q3_K block is 110 bytes");
+typedef struct { cv_f16 d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+typedef struct { cv_f16 d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block is 17 bytes");
+
+/* The level tables of the non-linear 4-bit types (dt_iq4_nl.c, dt_mxfp4.c):
+ * iq4_nl/iq4_xs's K, and MXFP4's E2M1 values times 2 (so they are
+ * integers: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, doubled). */
+extern const int8_t cv_iq4_values[16];
+extern const int8_t cv_mxfp4_values[16];
 
 /* ---- scalar helpers ---- */
 
@@ -87,6 +126,34 @@ static inline void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
     }
 }
 
+/* The 6-bit scale of sub-block j (0..15) of a q3_K block, minus its
+ * offset 32 (so -32..31). */
+static inline int q3_k_scale(const uint8_t *q, int j)
+{
+    const int lo = j < 8 ? q[j] & 0xF : q[j - 8] >> 4;
+    const int hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* The 6-bit scale of sub-block j (0..7) of an iq4_xs block, minus 32. */
+static inline int iq4_xs_scale(const uint8_t *scales_l, uint16_t scales_h, int j)
+{
+    const int lo = (scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    return (lo | (((scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
+/* MXFP4's scale 2^(e-128) from its E8M0 byte e, exactly as ggml converts
+ * it: e >= 2 is the normal float with exponent field e - 1; e = 0 and 1
+ * give the subnormals 2^-128 and 2^-127. e = 255 is 2^127 (E8M0's NaN code
+ * is not treated specially). */
+static inline float e8m0_half_to_f32(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 /* ---- scale searches shared by the K-quant reference quantizers (kq_search.c) ---- */
 
 /* Asymmetric (scale, min) for n values onto 0..nmax, weighted least squares
@@ -97,6 +164,13 @@ float cv_kq_search_scale_min(int n, int nmax, const float *x, const float *weigh
 /* Symmetric scale for n values onto -nmax..nmax-1 weighted by x^2, with a
  * search over 18 nearby scales; stores levels + nmax in L. */
 float cv_kq_search_scale(int n, int nmax, const float *x, int8_t *L);
+/* Scale for n values onto d * cv_iq4_values[L] (dt_iq4_nl.c): the least-
+ * squares scale of the best of a sweep of candidates; stores the level
+ * indices (0..15) in L. Returns 0 (and L = the index of the level nearest
+ * zero) for an all-zero group. */
+float cv_iq4_search_scale(int n, const float *x, uint8_t *L);
+/* Index of the level of cv_iq4_values nearest v (in units of the scale). */
+int cv_iq4_nearest(float v);
 
 /* ---- per-dtype functions (dt_*.c scalar, dt_*_avx2.c AVX2) ---- */
 
@@ -118,6 +192,11 @@ CV_DT_DECL(q4_K);
 CV_DT_DECL(q5_K);
 CV_DT_DECL(q6_K);
 CV_DT_DECL(q8_K);
+CV_DT_DECL(q2_K);
+CV_DT_DECL(q3_K);
+CV_DT_DECL(iq4_nl);
+CV_DT_DECL(iq4_xs);
+CV_DT_DECL(mxfp4);
 #undef CV_DT_DECL
 
 /* vec_dot (weight row, activation row). */
@@ -132,6 +211,11 @@ void cv_dt_q8_0_dot(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q4_K_dot(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q5_K_dot(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q6_K_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q2_K_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q3_K_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_iq4_nl_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_iq4_xs_dot(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_mxfp4_dot(int64_t n, const void *w, const void *a, float *out);
 
 void cv_dt_f32_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_f16_dot_avx2(int64_t n, const void *w, const void *a, float *out);
@@ -144,6 +228,11 @@ void cv_dt_q8_0_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q4_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q5_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_q6_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q2_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_q3_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_iq4_nl_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_iq4_xs_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_mxfp4_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 
 /* ---- vector ops per ISA (vec.c, vec_avx2.c) ---- */
 
@@ -195,11 +284,34 @@ typedef struct cv_mm_impl {
     /* Bytes of one quantized activation row and the quantizer. */
     size_t (*act_row_bytes)(const cv_wmat *w);
     void (*quant_act)(const cv_wmat *w, const float *x, void *dst);
-    /* Y for row groups [g0, g1) and tokens [t0, t1). */
+    /* Y for row groups [g0, g1) and tokens [t0, t1): writes exactly
+     * y[t * ldy + o] for those tokens and the rows o < n_out of those
+     * groups. Each output's bits depend only on its weight row and its
+     * token's activation row, never on which other tokens or groups share
+     * the call (cv_matmul_experts runs an expert's routed rows as one batch
+     * and promises the bits of each row alone). */
     void (*run)(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
 } cv_mm_impl;
 
 /* The AVX2 implementation for a weight type, or NULL (matmul_avx2.c). */
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type);
+
+/* ---- driver policy shared by cv_matmul and cv_matmul_experts ---- */
+
+/* Quantizing a row is ~1 us per 2k values: below this many values in all
+ * (a decode step, a small batch) waking the pool costs more than it saves,
+ * so the caller's thread quantizes them alone. */
+#define CV_MM_QUANT_INLINE_VALUES 32768
+/* Work items per thread of a matmul's compute job (taken from one counter):
+ * enough that a thread which loses its core delays the job by one short
+ * item, few enough that each item streams a long slice of weights. */
+#define CV_MM_CHUNKS_PER_THREAD 8
+
+/* The largest act_row_bytes any weight type's implementation, on any ISA
+ * this CPU runs, needs for a row of at most n_in values (every activation
+ * layout grows with n_in: levels per value plus numbers per block, so the
+ * widest row at n_in bounds all shorter ones). Sizes scratch that must fit
+ * whatever type a later matmul brings (cv_mm_ws). */
+size_t cv_mm_act_row_bytes_max(int64_t n_in);
 
 #endif

@@ -85,6 +85,40 @@ const char *cv_matmul_path(uint32_t type, cv_isa isa) { return impl_for(type, is
 
 /* ---- prepared weights ---- */
 
+/* Everything of a wmat but its data: what the implementation's functions
+ * read (shared with cv_mm_act_row_bytes_max, which asks them about shapes
+ * no wmat exists for). */
+static void wmat_describe(cv_wmat *w, const cv_dtype *dt, int64_t n_in, int64_t n_out, cv_isa isa)
+{
+    w->type = dt->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->isa = isa;
+    w->dt = dt;
+    w->ops = cv_dtype_ops_for(dt, isa);
+    w->act_ops = cv_dtype_ops_for(cv_dtype_get(dt->vec_dot_type), isa);
+    w->row_bytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    w->impl = impl_for(dt->type, isa);
+}
+
+size_t cv_mm_act_row_bytes_max(int64_t n_in)
+{
+    size_t most = 0;
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt || !dt->is_weight || n_in < dt->block_elems)
+            continue;
+        for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+            if (!cv_isa_supported(isa))
+                continue;
+            cv_wmat w = { 0 };
+            wmat_describe(&w, dt, n_in - n_in % dt->block_elems, 1, isa);
+            most = CV_MAX(most, w.impl->act_row_bytes(&w));
+        }
+    }
+    return most;
+}
+
 int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes, cv_isa isa,
                        cv_wmat **out, cv_err *err)
 {
@@ -110,16 +144,8 @@ int cv_wmat_create_isa(uint32_t type, int64_t n_in, int64_t n_out, const void *d
                           (long long)n_out, (long long)n_in, dt->name, row_bytes * (size_t)n_out);
 
     cv_wmat *w = cv_xcalloc(1, sizeof *w);
-    w->type = type;
-    w->n_in = n_in;
-    w->n_out = n_out;
-    w->isa = isa;
-    w->dt = dt;
-    w->ops = cv_dtype_ops_for(dt, isa);
-    w->act_ops = cv_dtype_ops_for(cv_dtype_get(dt->vec_dot_type), isa);
-    w->row_bytes = row_bytes;
+    wmat_describe(w, dt, n_in, n_out, isa);
     w->data = data;
-    w->impl = impl_for(type, isa);
     /* Block structs hold f16/f32 fields: reading them in place needs the
      * alignment a GGUF file normally gives (its own alignment may be as low
      * as 1). Misaligned data is read from an aligned copy. */
@@ -186,8 +212,8 @@ static void quant_job(void *ctx, int ith, int nth)
  * fixed share each: a thread that loses its core for a while (another
  * process, an SMT sibling, a slower core) then delays the matmul by one
  * chunk instead of by its whole share while the others wait at the end.
- * Chunks stay long (an eighth of a thread's share) so that each thread
- * still reads the weights as a few long forward streams. */
+ * Chunks stay long (CV_MM_CHUNKS_PER_THREAD per thread's share) so that
+ * each thread still reads the weights as a few long forward streams. */
 static void compute_job(void *ctx, int ith, int nth)
 {
     (void)ith;
@@ -219,16 +245,13 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     r.ldx = ldx;
     uint8_t *act = cv_aligned_alloc(r.job.act_row_bytes * (size_t)n_tok);
     r.job.act = act;
-    /* Quantizing a row is ~1 us per 2k values: below ~32k values in all
-     * (a decode step, a small batch) waking the pool costs more than it
-     * saves. */
-    if (n_tok * w->n_in <= 32768)
+    if (n_tok * w->n_in <= CV_MM_QUANT_INLINE_VALUES)
         quant_job(&r, 0, 1);
     else
         cv_pool_run(pool, quant_job, &r);
     const int rpg = w->impl->rows_per_group, nth = cv_pool_size(pool);
     r.n_groups = (w->n_out + rpg - 1) / rpg;
-    r.chunk = CV_MAX(1, r.n_groups / (8 * (int64_t)nth));
+    r.chunk = CV_MAX(1, r.n_groups / (CV_MM_CHUNKS_PER_THREAD * (int64_t)nth));
     atomic_init(&r.next_group, 0);
     cv_pool_run(pool, compute_job, &r);
     cv_aligned_free(act);

@@ -11,6 +11,8 @@ extern const cv_mm_impl cv_mm_q6_K_avx2;
 extern const cv_mm_impl cv_mm_q5_0_avx2;
 extern const cv_mm_impl cv_mm_q5_1_avx2;
 extern const cv_mm_impl cv_mm_q5_K_avx2;
+extern const cv_mm_impl cv_mm_iq4_nl_avx2;
+extern const cv_mm_impl cv_mm_mxfp4_avx2;
 
 static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q4_0] = &cv_mm_q4_0_avx2,
@@ -21,6 +23,8 @@ static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q5_0] = &cv_mm_q5_0_avx2,
     [CV_GGML_Q5_1] = &cv_mm_q5_1_avx2,
     [CV_GGML_Q5_K] = &cv_mm_q5_K_avx2,
+    [CV_GGML_IQ4_NL] = &cv_mm_iq4_nl_avx2,
+    [CV_GGML_MXFP4] = &cv_mm_mxfp4_avx2,
 };
 
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

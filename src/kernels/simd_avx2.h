@@ -86,6 +86,23 @@ static inline __attribute__((always_inline)) __m256i dot_acc16(__m256i acc, __m2
     return acc;
 }
 
+/* acc += madd(maddubs(|w|, sign(a, w)), 1): one signed 4-value step of the
+ * tiles whose weights are signed bytes (q8_0, iq4_nl), where a pair of
+ * products may reach 2*127*127 and so goes to int32 at once; in asm for
+ * the same reason as dot_acc16. */
+static inline __attribute__((always_inline)) __m256i dot_acc32_s8(__m256i acc, __m256i wabs, __m256i w, __m256i a,
+                                                                  __m256i ones)
+{
+    __m256i t;
+    __asm__("vpsignb %[w], %[a], %[t]\n\t"
+            "vpmaddubsw %[t], %[wabs], %[t]\n\t"
+            "vpmaddwd %[ones], %[t], %[t]\n\t"
+            "vpaddd %[t], %[acc], %[acc]"
+            : [acc] "+x"(acc), [t] "=&x"(t)
+            : [wabs] "x"(wabs), [w] "x"(w), [a] "x"(a), [ones] "x"(ones));
+    return acc;
+}
+
 /* Prefetch [p, p + bytes) into L1, a line at a time. The tiles stream
  * their weights at a few uops per byte, so the out-of-order window alone
  * keeps too few cache misses in flight for a single core to reach its read

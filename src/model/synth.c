@@ -6,7 +6,9 @@
  * file byte-identical for a seed whatever the thread count, and quantized
  * with the kernels' reference quantizers. Tensors are generated while the
  * file is written, one at a time, so a 30B-parameter shape needs memory
- * for its largest tensor only.
+ * for its largest tensor only; with `fast`, an expert tensor draws 8
+ * experts and repeats them (a benchmark's bytes without hours of
+ * quantizing).
  *
  * Quantization mixes follow llama-quantize's default rules closely enough
  * for realistic sizes and speeds (its per-tensor rules, restated):
@@ -144,6 +146,8 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
 
 /* ---- generation ---- */
 
+#define FAST_EXPERTS 8
+
 typedef enum { DIST_NORMAL, DIST_UNIFORM_NORM, DIST_ROPE } dist;
 
 typedef struct gen_job {
@@ -156,13 +160,14 @@ typedef struct gen_job {
     uint64_t seed;
     const cv_model_shape *shape;
     cv_pool *pool;
+    int64_t bank;        /* rows drawn and quantized; row r >= bank copies row r % bank */
 } gen_job;
 
 static void gen_rows(void *ctx, int ith, int nth)
 {
     gen_job *j = ctx;
     int64_t r0, r1;
-    cv_split_range(j->n_rows, ith, nth, 1, &r0, &r1);
+    cv_split_range(j->bank, ith, nth, 1, &r0, &r1);
     float *row = cv_xmalloc((size_t)j->n_in * sizeof *row);
     for (int64_t r = r0; r < r1; r++) {
         cv_rng rng;
@@ -190,6 +195,8 @@ static void gen_tensor(void *ctx, void *dst, size_t n_bytes)
     (void)n_bytes;
     j->data = dst;
     cv_pool_run(j->pool, gen_rows, j);
+    for (int64_t r = j->bank; r < j->n_rows; r++)
+        memcpy(j->data + (size_t)r * j->row_bytes, j->data + (size_t)(r % j->bank) * j->row_bytes, j->row_bytes);
 }
 
 static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
@@ -379,6 +386,10 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             default: j->how = DIST_NORMAL, j->std = 1.0f / sqrtf((float)ne[0]); break;
             }
             j->row_bytes = cv_ggml_row_bytes(j->type, ne[0]);
+            /* --fast: an expert tensor's first FAST_EXPERTS experts are drawn,
+             * the others repeat them (the same bytes and shapes to stream,
+             * without quantizing every expert of a 30B model). */
+            j->bank = p->fast && d->ne2 == CV_DIM_EXPERT ? CV_MIN(ne[2], FAST_EXPERTS) * ne[1] : j->n_rows;
             const uint32_t n_dims = d->ne2 != CV_DIM_ONE ? 3 : ne[1] > 1 ? 2 : 1;
             rc = cv_gguf_writer_add_tensor_fn(w, tname, j->type, n_dims, ne, gen_tensor, j, err);
         }

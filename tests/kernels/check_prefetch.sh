@@ -11,7 +11,7 @@ objdump -d "$lib" | awk '
     /file format/ { obj = $1; sub(/:$/, "", obj); next }
     /prefetcht0/ { n[obj]++ }
     END {
-        split("q4_0 q4_1 q4_k q5_0 q5_1 q5_k q6_k q8_0", types, " ")
+        split("q4_0 q4_1 q4_k q5_0 q5_1 q5_k q6_k q8_0 iq4_nl mxfp4", types, " ")
         bad = 0
         for (i in types) {
             o = "dt_" types[i] "_avx2.c.o"

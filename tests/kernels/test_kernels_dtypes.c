@@ -3,10 +3,13 @@
  * to the float dot of its two dequantized operands (which pins scales,
  * mins, offsets and nibble order of the integer formula), every ISA's
  * functions equal to the scalar reference within a named tolerance on odd
- * sizes, half/bfloat conversions exhaustively, and bad rows refused. */
+ * sizes, the same on blocks of random bytes with extreme scales (what a
+ * file may hold beyond what our quantizers write), half/bfloat conversions
+ * exhaustively, and bad rows refused. */
 #include <stdlib.h>
 
 #include "kernels/kernels_int.h"
+#include "random_blocks.h"
 #include "test.h"
 
 /* Relative RMS error bound of quantize->dequantize on N(0,1) data with 1%
@@ -29,6 +32,11 @@ static double roundtrip_bound(uint32_t type)
     case CV_GGML_Q4_0: return 0.172;  /* 0.1380 */
     case CV_GGML_Q4_1: return 0.126;  /* 0.1010 */
     case CV_GGML_Q4_K: return 0.115;  /* 0.0922 */
+    case CV_GGML_Q3_K: return 0.254;  /* 0.2032 */
+    case CV_GGML_Q2_K: return 0.381;  /* 0.3048 */
+    case CV_GGML_IQ4_NL: return 0.139; /* 0.1115: the non-linear levels beat q4_0's 0.138 */
+    case CV_GGML_IQ4_XS: return 0.133; /* 0.1067 */
+    case CV_GGML_MXFP4: return 0.162; /* 0.1294: power-of-two scales */
     default: return -1;
     }
 }
@@ -69,10 +77,11 @@ TEST(table_rows_are_consistent_and_indexed_by_their_type_id)
         }
         CHECK_MSG(roundtrip_bound(t) >= 0, "%s has no round-trip bound in this test", dt->name);
     }
-    /* The brief's list: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K + q8_1 q8_K. */
-    CHECK_EQ_INT(rows, 13);
-    CHECK(cv_dtype_get(CV_GGML_Q2_K) == NULL);
-    CHECK(cv_dtype_get(39) == NULL);
+    /* f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl
+     * iq4_xs mxfp4 + q8_1 q8_K */
+    CHECK_EQ_INT(rows, 18);
+    CHECK(cv_dtype_get(16) == NULL); /* iq2_xxs: known to GGUF, not computed */
+    CHECK(cv_dtype_get(CV_GGML_I8) == NULL);
     CHECK(cv_dtype_get(100000) == NULL);
 }
 
@@ -233,6 +242,58 @@ TEST(every_isa_dequantizes_bit_for_bit_like_the_reference)
     }
 }
 
+TEST(every_isa_dequantizes_and_dots_random_blocks_like_the_reference)
+{
+    /* Random bytes with scales in every regime (zero, subnormal, ordinary,
+     * the largest half floats; mxfp4 exponents 0..255): dequantize must be
+     * bit-for-bit the reference's, and every dot must equal the float dot of
+     * its dequantized operands, whatever the levels. */
+    for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+        const cv_dtype *dt = cv_dtype_get(t);
+        if (!dt || !dt->is_weight || !dt->is_quantized)
+            continue;
+        const cv_dtype *act = cv_dtype_get(dt->vec_dot_type);
+        for (size_t c = 0; c < CV_ARRAY_LEN(n_blocks_cases); c++) {
+            const int64_t nb = n_blocks_cases[c], n = nb * dt->block_elems;
+            uint8_t *w = malloc(row_bytes(dt, n)), *a = malloc(row_bytes(act, n));
+            float *y0 = malloc(n * sizeof *y0), *y1 = malloc(n * sizeof *y1), *xa = malloc(n * sizeof *xa);
+            cv_rng r;
+            cv_rng_seed(&r, 4242 + 31 * t + c);
+            random_blocks(t, w, nb, &r, false);
+            dt->ops[CV_ISA_SCALAR].to_f32(w, y0, n);
+            for (int isa = 1; isa < CV_ISA_COUNT; isa++) {
+                if (!cv_isa_supported(isa))
+                    continue;
+                memset(y1, 0xAB, n * sizeof *y1);
+                cv_dtype_ops_for(dt, isa).to_f32(w, y1, n);
+                CHECK_MSG(!memcmp(y0, y1, n * sizeof *y0), "%s %s n=%lld: random blocks dequantize differently",
+                          dt->name, cv_isa_name(isa), (long long)n);
+            }
+            random_blocks(t, w, nb, &r, true);
+            /* activations over six orders of magnitude */
+            const float scale = powf(10.f, (float)cv_rng_below(&r, 7) - 3.f);
+            fill(xa, n, 800 + t + c);
+            for (int64_t i = 0; i < n; i++)
+                xa[i] *= scale;
+            act->ops[CV_ISA_SCALAR].from_f32(xa, a, n);
+            double mag, ref = dequant_dot(dt, act, w, a, n, &mag);
+            for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+                if (!cv_isa_supported(isa))
+                    continue;
+                float got;
+                cv_dtype_ops_for(dt, isa).vec_dot(n, w, a, &got);
+                CHECK_MSG(fabs(got - ref) <= 2e-6 * mag, "%s %s n=%lld: dot %.7g, dequantized dot %.7g (mag %g)",
+                          dt->name, cv_isa_name(isa), (long long)n, got, ref, mag);
+            }
+            free(w);
+            free(a);
+            free(y0);
+            free(y1);
+            free(xa);
+        }
+    }
+}
+
 TEST(every_isa_quantizes_like_the_reference_up_to_rounding_ties)
 {
     for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
@@ -332,8 +393,8 @@ TEST(bad_rows_are_refused_with_a_message)
     cv_err err = { 0 };
     float x[64] = { 0 }, y[64];
     uint8_t q[64] = { 0 };
-    CHECK_EQ_INT(cv_dequantize_row(CV_GGML_Q2_K, q, y, 256, &err), CV_EUNSUPPORTED);
-    CHECK(strstr(err.msg, "type 10") != NULL);
+    CHECK_EQ_INT(cv_dequantize_row(16, q, y, 256, &err), CV_EUNSUPPORTED);
+    CHECK(strstr(err.msg, "type 16") != NULL);
     cv_err_clear(&err);
     CHECK_EQ_INT(cv_dequantize_row(CV_GGML_Q4_0, q, y, 33, &err), CV_EINVAL);
     CHECK(strstr(err.msg, "33") && strstr(err.msg, "q4_0"));
@@ -349,6 +410,7 @@ int main(void)
     RUN(quantizers_map_all_zero_and_constant_blocks_without_nans);
     RUN(every_dot_equals_the_float_dot_of_its_dequantized_operands);
     RUN(every_isa_dequantizes_bit_for_bit_like_the_reference);
+    RUN(every_isa_dequantizes_and_dots_random_blocks_like_the_reference);
     RUN(every_isa_quantizes_like_the_reference_up_to_rounding_ties);
     RUN(half_floats_round_trip_exactly_for_every_bit_pattern);
     RUN(bfloat16_rounds_to_nearest_even_and_keeps_nans);

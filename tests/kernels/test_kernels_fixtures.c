@@ -1,13 +1,17 @@
 /* test_kernels_fixtures.c — the kernels against real GGUF files made by
- * llama-quantize (../shared/testdata/reference): every quantized or F16
- * tensor of every reference model, dequantized by each ISA, must hash
- * (sha256 of the f32 little-endian values) to what ggml's dequantizers
- * give (reference/dequant/MODEL.json), which pins block layout, scale and min
- * unpacking, nibble order and rounding bit for bit; the matmul on those
- * real tensors must equal the float product of their dequantized values;
- * and the dtype table's block geometry must equal the GGUF format table. */
+ * llama-quantize: every quantized or F16 tensor of every reference model
+ * (../shared/testdata/reference: dense llama/qwen files in the legacy and
+ * K-quant types; reference2: MoE, hybrid and gemma files that add q2_K,
+ * q3_K, iq4_nl, iq4_xs and mxfp4, 3-D expert tensors included), dequantized
+ * by each ISA, must hash (sha256 of the f32 little-endian values) to what
+ * ggml's dequantizers give (<set>/dequant/MODEL.json), which pins block
+ * layout, scale and min unpacking, nibble order and rounding bit for bit;
+ * the matmul on those real tensors must equal the float product of their
+ * dequantized values; and the dtype table's block geometry must equal the
+ * GGUF format table. */
 #include <dirent.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
@@ -27,16 +31,22 @@ TEST(dtype_table_geometry_equals_the_gguf_format_table)
     }
 }
 
-/* Loads dequant/<model>.json and models/<model>.gguf; calls fn per tensor. */
+/* Loads <set>/dequant/<model>.json and <set>/models/<model>.gguf for every
+ * model of a fixture set ("reference", "reference2"); calls fn per tensor
+ * the JSON lists. Skips the test binary (exit 77) when the set is absent. */
 typedef void (*tensor_fn)(const char *model, const char *name, const cv_gguf_tensor *t, json_t *expect);
 
-static int for_each_fixture_tensor(tensor_fn fn)
+static int for_each_fixture_tensor(const char *set, tensor_fn fn)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", test_data("reference/dequant"));
+    char dir[4096], rel[512];
+    snprintf(rel, sizeof rel, "%s/dequant", set);
+    snprintf(dir, sizeof dir, "%s", test_data(rel));
     DIR *d = opendir(dir);
-    if (!d)
-        test_skip("reference/dequant is absent");
+    if (!d) {
+        char why[600];
+        snprintf(why, sizeof why, "%s is absent", rel);
+        test_skip(why);
+    }
     int n_tensors = 0;
     struct dirent *e;
     char **names = NULL;
@@ -50,14 +60,13 @@ static int for_each_fixture_tensor(tensor_fn fn)
     for (int k = 0; k < n_names; k++) {
         char model[256];
         snprintf(model, sizeof model, "%.*s", (int)(strlen(names[k]) - 5), names[k]);
-        char rel[512];
-        snprintf(rel, sizeof rel, "reference/dequant/%s", names[k]);
+        snprintf(rel, sizeof rel, "%s/dequant/%s", set, names[k]);
         cv_buf b = { 0 };
         cv_err err = { 0 };
         CHECK_MSG(cv_read_file(test_data(rel), &b, 64u << 20, &err) == 0, "%s", err.msg);
         json_t *root = cv_json_parse(b.data, b.len, &err);
         CHECK_MSG(root != NULL, "%s: %s", rel, err.msg);
-        snprintf(rel, sizeof rel, "reference/models/%s.gguf", model);
+        snprintf(rel, sizeof rel, "%s/models/%s.gguf", set, model);
         cv_gguf *g = NULL;
         CHECK_MSG(cv_gguf_open(test_data(rel), &g, &err) == 0, "%s", err.msg);
         if (root && g) {
@@ -87,25 +96,27 @@ static void check_dequant(const char *model, const char *name, const cv_gguf_ten
     CHECK_MSG(dt != NULL, "%s %s: type %u not in the table", model, name, t->type);
     if (!dt)
         return;
-    const int64_t n_row = t->ne[0], n_rows = (int64_t)(t->n_bytes / cv_ggml_row_bytes(t->type, n_row));
-    const size_t rb = cv_ggml_row_bytes(t->type, n_row);
-    float *y = malloc((size_t)(n_row * n_rows) * sizeof *y);
+    const char *want_type = json_string_value(json_object_get(ex, "type"));
+    CHECK_MSG(want_type && !strcasecmp(want_type, dt->name), "%s %s: file type %s, oracle type %s", model, name,
+              dt->name, want_type ? want_type : "?");
+    /* The whole tensor as one array of rows (expert tensors: ne[1] * ne[2]
+     * rows of ne[0], experts one after another, as ggml lays them out). */
+    const int64_t n = t->ne[0] * (int64_t)(t->n_bytes / cv_ggml_row_bytes(t->type, t->ne[0]));
+    float *y = malloc((size_t)n * sizeof *y);
     const char *want = json_string_value(json_object_get(ex, "sha256_f32le"));
     const double want_sum = json_number_value(json_object_get(ex, "sum"));
     const double want_abs = json_number_value(json_object_get(ex, "sum_abs"));
     for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
         if (!cv_isa_supported(isa))
             continue;
-        cv_to_f32_fn to_f32 = cv_dtype_ops_for(dt, isa).to_f32;
-        for (int64_t r = 0; r < n_rows; r++)
-            to_f32((const uint8_t *)t->data + r * rb, y + r * n_row, n_row);
+        cv_dtype_ops_for(dt, isa).to_f32(t->data, y, n);
         char hex[65];
         cv_sha256 sh;
         cv_sha256_init(&sh);
-        cv_sha256_update(&sh, y, (size_t)(n_row * n_rows) * sizeof *y);
+        cv_sha256_update(&sh, y, (size_t)n * sizeof *y);
         cv_sha256_final(&sh, hex);
         double sum = 0, sum_abs = 0;
-        for (int64_t i = 0; i < n_row * n_rows; i++) {
+        for (int64_t i = 0; i < n; i++) {
             sum += y[i];
             sum_abs += fabs(y[i]);
         }
@@ -119,23 +130,38 @@ static void check_dequant(const char *model, const char *name, const cv_gguf_ten
 TEST(every_reference_tensor_dequantizes_to_ggmls_exact_values)
 {
     test_require_data();
-    int n = for_each_fixture_tensor(check_dequant);
+    int n = for_each_fixture_tensor("reference", check_dequant);
     /* 9 llama files x 16 + 4 qwen files x 15 tensors. */
     CHECK_EQ_INT(n, 204);
 }
 
-/* One matmul per tensor type on a real tensor: X of 5 tokens (a small
- * batch path) and 16 (a prefill tile), threaded. */
+TEST(every_reference2_tensor_dequantizes_to_ggmls_exact_values)
+{
+    test_require_data();
+    int n = for_each_fixture_tensor("reference2", check_dequant);
+    /* the 11 quantized files' non-F32 tensors: 6 qwen3moe x 15 (IQ4_XS,
+     * Q2_K, Q3_K_M, Q4_K_M, Q8_0), gpt-oss MXFP4 16, qwen35 2 x 32,
+     * qwen35moe 22, gemma3 2 x 43 */
+    CHECK_EQ_INT(n, 263);
+}
+
+/* One matmul per tensor type on a real tensor (an expert tensor's first
+ * expert when the type has no 2-D tensor: iq4_nl and mxfp4 carry only
+ * experts in these files): X of 1 token (decode), 5 (a small batch) and 16
+ * (a prefill tile), threaded. */
 static cv_pool *fixture_pool;
 static bool seen_type[CV_GGML_TYPE_COUNT];
+static bool experts_pass; /* the second pass: 3-D tensors of types no 2-D tensor covered */
 
 static void check_matmul(const char *model, const char *name, const cv_gguf_tensor *t, json_t *ex)
 {
-    if (seen_type[t->type] || t->n_dims != 2)
+    (void)ex;
+    if (seen_type[t->type] || t->n_dims != (experts_pass ? 3u : 2u))
         return;
-    seen_type[t->type] = true;
     const cv_dtype *dt = cv_dtype_get(t->type);
     const int64_t n_in = t->ne[0], n_out = t->ne[1];
+    const size_t n_bytes = cv_ggml_row_bytes(t->type, n_in) * (size_t)n_out;
+    seen_type[t->type] = true;
     float *wf = malloc((size_t)(n_in * n_out) * sizeof *wf);
     CHECK_EQ_INT(cv_dequantize_row(t->type, t->data, wf, n_in * n_out, NULL), 0);
     const int64_t toks[] = { 1, 5, 16 };
@@ -151,7 +177,7 @@ static void check_matmul(const char *model, const char *name, const cv_gguf_tens
                 continue;
             cv_wmat *w;
             cv_err err = { 0 };
-            CHECK_MSG(cv_wmat_create_isa(t->type, n_in, n_out, t->data, t->n_bytes, isa, &w, &err) == 0, "%s", err.msg);
+            CHECK_MSG(cv_wmat_create_isa(t->type, n_in, n_out, t->data, n_bytes, isa, &w, &err) == 0, "%s", err.msg);
             cv_matmul(fixture_pool, w, n_tok, x, y);
             int bad = 0;
             for (int64_t tk = 0; tk < n_tok; tk++)
@@ -177,16 +203,21 @@ static void check_matmul(const char *model, const char *name, const cv_gguf_tens
     }
     free(wf);
 }
-
 TEST(matmul_on_every_reference_weight_type_equals_its_dequantized_product)
 {
     test_require_data();
     fixture_pool = cv_pool_create(2, NULL);
-    for_each_fixture_tensor(check_matmul);
+    for_each_fixture_tensor("reference", check_matmul);
+    for_each_fixture_tensor("reference2", check_matmul);
+    experts_pass = true;
+    for_each_fixture_tensor("reference2", check_matmul);
     int types = 0;
     for (int t = 0; t < CV_GGML_TYPE_COUNT; t++)
         types += seen_type[t];
-    CHECK_EQ_INT(types, 9); /* f16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K */
+    /* f16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K; q2_K q3_K iq4_xs (2-D
+     * attn_q); iq4_nl mxfp4 (experts only) */
+    CHECK_EQ_INT(types, 14);
+    CHECK(seen_type[CV_GGML_IQ4_NL] && seen_type[CV_GGML_MXFP4] && seen_type[CV_GGML_Q2_K]);
     cv_pool_destroy(fixture_pool);
 }
 
@@ -194,6 +225,7 @@ int main(void)
 {
     RUN(dtype_table_geometry_equals_the_gguf_format_table);
     RUN(every_reference_tensor_dequantizes_to_ggmls_exact_values);
+    RUN(every_reference2_tensor_dequantizes_to_ggmls_exact_values);
     RUN(matmul_on_every_reference_weight_type_equals_its_dequantized_product);
     return test_report();
 }
