@@ -37,7 +37,7 @@ const cv_cmd cv_cmds[] = {
       "                    [--id-range 500] [--ban ID]... [--favor ID]... [--temp T] [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
-      "corvid synth [--arch ARCH] --shape SHAPE [--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] "
+      "corvid synth [--arch ARCH] --shape SHAPE [--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k|mxfp4] "
       "[--vocab VOCAB.gguf] [--seed S] [--threads N] [--fast] -o OUT.gguf   (--help lists ARCH and SHAPE)",
       cv_cmd_synth },
     { "import", "convert another format to GGUF",

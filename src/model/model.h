@@ -394,7 +394,8 @@ extern const int cv_n_model_shapes;
 const cv_model_shape *cv_model_shape_find(const char *name);
 
 /* The quantization mixes `synth` writes, named as llama-quantize names its
- * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k". */
+ * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
+ * "mxfp4" (MXFP4 experts, Q8_0 elsewhere). */
 typedef struct cv_synth_params {
     const char *arch;      /* a cv_archs name */
     const char *shape;     /* a cv_model_shapes name */

@@ -16,6 +16,8 @@
  *     "more bits" layers (the first and last eighth, and every third one in
  *     between), and the output matrix (or a tied embedding) takes Q6_K;
  *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
+ *   mxfp4 (llama-quantize's MXFP4_MOE, as gpt-oss ships): experts MXFP4,
+ *     every other matrix Q8_0;
  *   experts as their dense counterparts (gate/up the base type, down bumped
  *   in the same layers), routers F32 as in released MoE files;
  *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
@@ -97,16 +99,20 @@ typedef struct mix {
     uint32_t base;      /* most matrices */
     uint32_t output;    /* the output matrix, or the embedding when tied */
     uint32_t bumped;    /* attn_v / ffn_down of "more bits" layers; base if none */
+    uint32_t experts;   /* every expert matrix, when not 0; 0: as their dense counterparts */
 } mix;
 
 static const mix mixes[] = {
-    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32 },
-    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16 },
-    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0 },
-    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0 },
-    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
-    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
-    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
+    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32, 0 },
+    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16, 0 },
+    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, 0 },
+    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0, 0 },
+    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    /* llama-quantize's MXFP4_MOE, gpt-oss's released mix (ggml-org's
+     * gpt-oss-20b-mxfp4.gguf: 72 MXFP4 tensors, 98 Q8_0, 289 F32) */
+    { "mxfp4", 38, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_MXFP4 },
 };
 
 static bool more_bits(int il, int n)
@@ -132,11 +138,17 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
     switch (role) {
     case CV_ROLE_OUTPUT: t = x->output; break;
     case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_EXPS:
+    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
+        if (x->experts) {
+            t = x->experts;
+            break;
+        }
+        t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
+        break;
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN:
         t = more_bits(il, n_layer) ? x->bumped : x->base;
         break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
-    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS:
         t = x->base;
         break;
     default: return CV_GGML_F32; /* norms, biases, rope factors, routers */
@@ -315,7 +327,8 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
         if (p->dtype && !strcmp(p->dtype, mixes[i].name))
             x = &mixes[i];
     if (!x)
-        return cv_err_set(err, CV_EINVAL, "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k",
+        return cv_err_set(err, CV_EINVAL,
+                          "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, mxfp4",
                           p->dtype ? p->dtype : "(none)");
 
     cv_gguf_writer *w = cv_gguf_writer_create();

@@ -52,6 +52,7 @@ static const ref_model models[] = {
      * 5:1 local/global layers, post-norms, GeGLU, per-layer RoPE (gemma3). */
     { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" }, { REF2, "tiny-gptoss-gpt2-F32", "gpt2" },
+    { REF2, "tiny-gptoss-gpt2-MXFP4_MOE", "gpt2" },
     { REF2, "tiny-gemma3-gpt2-F32", "gpt2" },      { REF2, "tiny-gemma3-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-gemma3-gpt2-Q4_K_M", "gpt2" },
 };
