@@ -4,10 +4,12 @@
  * One forward call takes a batch of tokens that belong to several sequences
  * at different positions (the shape continuous batching needs) and returns
  * logits only for the rows asked for. Each sequence's keys and values live
- * in fixed-size blocks of CV_KV_BLOCK positions drawn from one pool; a
- * sequence holds a block table. Blocks are reference counted, so a fork (and
- * later a prefix cache) shares them; a write into a shared block copies it
- * first. Attention walks a sequence's blocks with an online softmax.
+ * in fixed-size blocks of CV_KV_BLOCK positions drawn from a pool per layer
+ * group (the full layers; the window layers, whose blocks a window has
+ * passed go back to the pool); a sequence holds a block table. Blocks are
+ * reference counted, so a fork and the prefix cache share them; a write
+ * into a shared block copies it first. Attention walks a sequence's blocks
+ * with an online softmax.
  *
  * Threads: a cv_engine is driven by one thread at a time (the engine
  * thread); it runs its matmuls and attention on its own compute pool. The
