@@ -1,7 +1,7 @@
 /* toolcall_fuzz.h — the shared driver of the fuzz_toolcall_* targets (one
  * per parser family). The input picks a format of the family, the options
  * (tools declared or not, reasoning inline, an opened reasoning block,
- * tool_choice none, no parallel calls) and a chunk size; the rest is the
+ * tool_choice none, no parallel calls, output detection) and a chunk size; the rest is the
  * model output. It is parsed whole and in pieces, and the target traps when
  * the two results differ, when the event stream breaks its grammar, or when
  * a call's arguments are not a JSON object: the parser's promises, not just
@@ -101,6 +101,7 @@ static int fz_one(const char *const *formats, int n_formats, const uint8_t *data
     o.tool_choice_none = (opt & 0x18) == 0x18;
     o.no_parallel_calls = opt & 0x20;
     o.json_response = opt & 0x40;
+    o.detect = opt & 0x80;
     o.id_seed = 1;
     size_t step = 1 + data[2] % 13;
     const char *p = (const char *)data + 3;

@@ -43,6 +43,10 @@ const char *cv_tc_format_summary(const cv_tc_format *f);
 const char *const *cv_tc_format_efforts(const cv_tc_format *f);
 /* By name or alias, case-insensitive; NULL when unknown. */
 const cv_tc_format *cv_tc_format_find(const char *name);
+/* How a call is written in the format's syntax (grammar.h's descriptor, what
+ * cv_grammar_from_tools forces), or NULL when it has no call syntax. */
+struct cv_tool_syntax;
+const struct cv_tool_syntax *cv_tc_format_syntax(const cv_tc_format *f);
 
 /* Chooses the format for a model: first from its chat template's source
  * text (which syntax the template renders for assistant tool calls), then
@@ -69,6 +73,15 @@ typedef void (*cv_chat_id_fn)(void *ud, int index, cv_buf *out);
 typedef struct cv_chat_parse_opts {
     /* The format; NULL: cv_tc_detect(template_src, model_name). */
     const cv_tc_format *format;
+    /* Output detection ("auto"): besides the format's own syntax, the
+     * markers of every other syntax are watched while no call has been
+     * found. An unambiguous marker (<tool_call>, <|channel|>, [TOOL_CALLS],
+     * <｜tool▁calls▁begin｜>, ...) switches to its syntax at once; bare
+     * shapes (a JSON call object or list, a ```json / ```tool_call fence,
+     * a Python list of calls as the whole reply) count only when read whole,
+     * naming a declared tool, with arguments that fit its schema. What the
+     * server does; docs/toolcalls.md "Detection" has the rules. */
+    bool detect;
     cv_str template_src;
     cv_str model_name;
     /* The request's tools (OpenAI shape: [{"type":"function","function":
@@ -114,8 +127,12 @@ int cv_chat_parse_feed(cv_chat_parse *p, const char *text, size_t len, cv_err *e
  * final events. Call once. */
 int cv_chat_parse_finish(cv_chat_parse *p, cv_err *err);
 void cv_chat_parse_destroy(cv_chat_parse *p);
-/* The format in use (after detection). */
+/* The format in use: the chosen one, or the one output detection switched
+ * to. */
 const cv_tc_format *cv_chat_parse_format(const cv_chat_parse *p);
+/* The syntax the committed calls (or call markup) were written in, NULL
+ * while none was found: the chosen format's own, or a detected one. */
+const cv_tc_format *cv_chat_parse_detected(const cv_chat_parse *p);
 /* Bytes examined so far, all passes included: the work bound that the
  * linear-time test checks (tests/chat/toolcall/test_tc_linear.c). */
 uint64_t cv_chat_parse_work(const cv_chat_parse *p);

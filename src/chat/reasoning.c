@@ -15,7 +15,7 @@
  * text is reasoning after all. */
 #include "chat/toolcall/tc_int.h"
 
-static const tc_reason think[] = { { "<think>", "</think>" }, { NULL, NULL } };
+static const tc_reason think[] = { { .open = "<think>", .close = "</think>" }, { 0 } };
 
 const tc_reason *tc_reasons(const cv_tc_format *f)
 {
@@ -60,12 +60,17 @@ int tc_reason_step(tc_run *r)
     tc_eat(r, at);
     if (s != SCAN_HIT)
         return TC_MORE;
+    /* the set may hold other rows' markers (output detection): only the
+     * closer of the pair in use closes, only the format's own starts start */
+    const tc_start *st = NULL;
+    if (hit->kind == MK_START)
+        st = hit->fmt == r->fmt ? hit->start : tc_own_start(r->fmt, hit);
+    if ((hit->kind == MK_RCLOSE && tc_own_pair(r->fmt, hit, true) != r->rpair) || (hit->kind == MK_START && !st)) {
+        tc_text(r, kind, tc_p(r), 1);
+        tc_eat(r, 1);
+        return TC_OK;
+    }
     if (hit->kind == MK_RCLOSE) {
-        if (hit->arg != r->rpair) {
-            tc_text(r, kind, tc_p(r), 1);
-            tc_eat(r, 1);
-            return TC_OK;
-        }
         tc_eat(r, hit->len);
         if (r->o.reasoning_inline)
             tc_text(r, K_CONTENT, hit->s, hit->len);
@@ -74,16 +79,12 @@ int tc_reason_step(tc_run *r)
     }
     /* a tool-call section inside reasoning: read it, hold it */
     size_t raw = r->pos;
-    r->spec = true;
+    tc_spec_begin(r, raw, kind, RM_REASON);
     r->spec_hold = true;
     r->spec_weak = false;
-    r->spec_start = raw;
-    r->spec_kind = kind;
-    r->spec_mode = RM_REASON;
-    r->spec_n_calls = r->n_calls;
-    cv_buf_reset(&r->cap);
-    tc_eat(r, hit->len);
-    tc_section_begin(r, hit->start, hit->fmt, raw, kind, false);
+    if (!st->keep)
+        tc_eat(r, hit->len);
+    tc_section_begin(r, st, r->fmt, raw, kind, false);
     return TC_OK;
 }
 

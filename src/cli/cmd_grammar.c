@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "chat/chat.h"
 #include "cli/cli.h"
 #include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -174,8 +175,12 @@ int cv_cmd_grammar(int argc, char **argv)
             goto fail;
     } else {
         if (!syntax)
-            return cv_cli_usage_error(self, "--tools needs --syntax (hermes, qwen3_coder_xml, llama3_json, "
-                                            "mistral_v11, mistral_pre_v11)");
+            return cv_cli_usage_error(self, "--tools needs --syntax NAME (a tool-call format: corvid parse-tools "
+                                            "--format list)");
+        const cv_tc_format *fmt = cv_tc_format_find(syntax);
+        if (!fmt)
+            return cv_cli_usage_error(self, "--syntax %s: not a tool-call format (corvid parse-tools --format list)",
+                                      syntax);
         if (cv_read_file(tools_path, &text, 64u << 20, &err))
             goto fail;
         json_t *j = cv_json_parse(text.data, text.len, &err);
@@ -185,8 +190,8 @@ int cv_cmd_grammar(int argc, char **argv)
         tools = json_is_array(j) ? json_incref(j) : json_incref(json_object_get(json_object_get(j, "body") ?
                                                                              json_object_get(j, "body") : j, "tools"));
         json_decref(j);
-        cv_grammar_tools_opts o = { .syntax = syntax, .tools = tools, .force_name = force, .parallel = parallel,
-                                    .lazy = lazy, .warnings = &warn };
+        cv_grammar_tools_opts o = { .syntax = cv_tc_format_syntax(fmt), .tools = tools, .force_name = force,
+                                    .parallel = parallel, .lazy = lazy, .warnings = &warn };
         if (cv_grammar_from_tools(&o, &g, &err))
             goto fail;
     }

@@ -3,7 +3,10 @@
  * JSON ({content, reasoning_content, tool_calls}), or the event stream with
  * --events. A debugging aid for new models and formats, and what the CLI
  * tests drive. The format comes from --format, else from --template (the
- * model's chat template file) and --model (its name), like the server. */
+ * model's chat template file) and --model (its name), like the server; with
+ * --format auto (the default) output detection is on, as in the server, and
+ * stderr says which syntax the calls were found in. --format list (or
+ * --list) prints the syntaxes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -57,7 +60,7 @@ int cv_cmd_parse_tools(int argc, char **argv)
 {
     const char *format = "auto", *template_path = NULL, *tools_path = NULL, *model = "", *opener = NULL;
     long chunks = 0;
-    bool events = false;
+    bool events = false, detect = false;
     cv_chat_parse_opts o = { 0 };
     o.id_seed = 1;
     for (int i = 1; i < argc; i++)
@@ -97,13 +100,18 @@ int cv_cmd_parse_tools(int argc, char **argv)
             o.json_response = true;
         } else if (!strcmp(a, "--events")) {
             events = true;
+        } else if (!strcmp(a, "--detect")) {
+            detect = true;
         } else if (!strcmp(a, "--list")) {
-            for (int k = 0; k < cv_tc_format_count(); k++)
-                printf("%-18s %s\n", cv_tc_format_name(cv_tc_format_at(k)), cv_tc_format_summary(cv_tc_format_at(k)));
-            return 0;
+            format = "list";
         } else {
             return cv_cli_usage_error(self(), "unknown argument '%s'", a);
         }
+    }
+    if (!strcmp(format, "list")) {
+        for (int k = 0; k < cv_tc_format_count(); k++)
+            printf("%-18s %s\n", cv_tc_format_name(cv_tc_format_at(k)), cv_tc_format_summary(cv_tc_format_at(k)));
+        return 0;
     }
     int status = 1;
     cv_err err = { 0 };
@@ -136,14 +144,18 @@ int cv_cmd_parse_tools(int argc, char **argv)
     if (strcmp(format, "auto")) {
         o.format = cv_tc_format_find(format);
         if (!o.format) {
-            fprintf(stderr, "corvid parse-tools: unknown format '%s' (corvid parse-tools --list shows them)\n", format);
+            fprintf(stderr, "corvid parse-tools: unknown format '%s' (corvid parse-tools --format list shows them)\n",
+                    format);
             status = 2;
             goto fail;
         }
+        o.detect = detect;
     } else {
         const char *why;
         o.format = cv_tc_detect_why((cv_str){ tmpl.data, tmpl.len }, cv_str_of(model), &why);
-        fprintf(stderr, "corvid parse-tools: format %s (chosen by %s)\n", cv_tc_format_name(o.format), why);
+        o.detect = true;
+        fprintf(stderr, "corvid parse-tools: format %s (chosen by %s), detection on\n", cv_tc_format_name(o.format),
+                why);
     }
     o.tools = tools;
     if (opener)
@@ -160,6 +172,11 @@ int cv_cmd_parse_tools(int argc, char **argv)
     for (size_t i = 0; i < in.len; i += step)
         cv_chat_parse_feed(p, in.data + i, CV_MIN(step, in.len - i), &err);
     cv_chat_parse_finish(p, &err);
+    const cv_tc_format *found = cv_chat_parse_detected(p);
+    if (found)
+        fprintf(stderr, "corvid parse-tools: detected syntax %s\n", cv_tc_format_name(found));
+    else
+        fprintf(stderr, "corvid parse-tools: detected syntax none (no tool-call markup found)\n");
     if (!events) {
         json_t *j = cv_chat_parse_result_json(&ep.res);
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

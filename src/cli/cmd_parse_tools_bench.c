@@ -3,7 +3,8 @@
  * files (one FORMAT.jsonl each, as ../shared/testdata/toolcalls: one case a
  * line with "format", "text" and maybe "tools"). Every case of a file is
  * parsed as the server parses it: a fresh parser with the case's tools,
- * reasoning split, the text fed in pieces of --chunk bytes (default 4,
+ * reasoning split, output detection on (--no-detect: the format alone, to
+ * see what detection costs), the text fed in pieces of --chunk bytes (default 4,
  * about one token) and finished; the same again with the whole text in one
  * feed. Fixture outputs are short (tens to hundreds of bytes), so those
  * figures are mostly the cost of one response (creating the parser, reading
@@ -22,6 +23,7 @@
 
 typedef struct pcase {
     const cv_tc_format *fmt;
+    bool detect;   /* output detection on, as the server parses */
     json_t *tools; /* or NULL */
     char *text;
     size_t len;
@@ -36,7 +38,7 @@ static void sink(void *ud, const cv_chat_event *ev)
 /* One parse of c; returns the parser's work count. */
 static uint64_t parse_once(const pcase *c, size_t chunk, uint64_t *events)
 {
-    cv_chat_parse_opts o = { .format = c->fmt, .tools = c->tools, .id_seed = 1 };
+    cv_chat_parse_opts o = { .format = c->fmt, .tools = c->tools, .detect = c->detect, .id_seed = 1 };
     cv_chat_parse *p;
     if (cv_chat_parse_create(&o, sink, events, &p, NULL))
         return 0;
@@ -85,7 +87,7 @@ static double rate(const pcase *cs, int n, size_t chunk, int repeats, size_t byt
     return v[repeats / 2];
 }
 
-static int load_file(const char *path, pcase **cs, int *n)
+static int load_file(const char *path, bool detect, pcase **cs, int *n)
 {
     cv_buf b = { 0 };
     cv_err err = { 0 };
@@ -108,7 +110,8 @@ static int load_file(const char *path, pcase **cs, int *n)
                 *cs = cv_xrealloc(*cs, (size_t)cap * sizeof **cs);
             }
             json_t *tools = json_object_get(j, "tools");
-            (*cs)[(*n)++] = (pcase){ fmt, json_is_array(tools) ? json_incref(tools) : NULL, cv_xstrdup(t), strlen(t) };
+            (*cs)[(*n)++] = (pcase){ fmt, detect, json_is_array(tools) ? json_incref(tools) : NULL, cv_xstrdup(t),
+                                     strlen(t) };
         }
         json_decref(j);
         line = nl ? nl + 1 : NULL;
@@ -124,6 +127,7 @@ int cv_cmd_parse_tools_bench(int argc, char **argv)
     const cv_cmd *cmd = cv_cli_find("parse-tools");
     const char *dir = NULL;
     long chunk = 4, repeats = 5;
+    bool detect = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -134,8 +138,11 @@ int cv_cmd_parse_tools_bench(int argc, char **argv)
         else if (!strcmp(a, "--repeats") && v && (repeats = strtol(v, &end, 10), *end == 0) && repeats >= 1 &&
                  repeats <= 64)
             i++;
+        else if (!strcmp(a, "--no-detect"))
+            detect = false;
         else
-            return cv_cli_usage_error(cmd, "--bench DIR [--chunk 1..65536] [--repeats 1..64]: bad '%s'", a);
+            return cv_cli_usage_error(cmd, "--bench DIR [--chunk 1..65536] [--repeats 1..64] [--no-detect]: bad '%s'",
+                                      a);
     }
     if (!dir)
         return cv_cli_usage_error(cmd, "--bench needs a folder of FORMAT.jsonl files");
@@ -156,7 +163,7 @@ int cv_cmd_parse_tools_bench(int argc, char **argv)
     qsort(names, (size_t)nn, sizeof *names, by_name);
     /* 1 MiB of code-like text with no call in it. */
     static const char line[] = "    if (x < y && v[i] != '{') { out = {\"k\": [1, 2]}; } // <b> [TODO] f(a=1)\n";
-    pcase prose = { 0 };
+    pcase prose = { .detect = detect };
     prose.len = 1u << 20;
     prose.text = cv_xmalloc(prose.len);
     for (size_t i = 0; i < prose.len; i++)
@@ -172,7 +179,7 @@ int cv_cmd_parse_tools_bench(int argc, char **argv)
         snprintf(path, sizeof path, "%s/%s", dir, names[f]);
         pcase *cs = NULL;
         int n = 0;
-        if (load_file(path, &cs, &n))
+        if (load_file(path, detect, &cs, &n))
             status = 1;
         size_t bytes = 0;
         uint64_t work = 0, ev = 0;

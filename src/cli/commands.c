@@ -4,7 +4,7 @@
 
 const cv_cmd cv_cmds[] = {
     { "bench-kernels", "measure the matmul kernels against the machine's bandwidth and int8 peak",
-      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|all] [--dtype q4_0,q4_k_m,q8_0,f16|all]\n"
+      "corvid bench-kernels [--model qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|all] [--dtype q4_0,q4_k_m,q8_0,f16,iq4_xs,mxfp4|all]\n"
       "                     [--case decode,batch8,prefill,tiles,experts|all] [--threads N] [--repeats N]\n"
       "                     [--clock wall|cpu]",
       cv_cmd_bench_kernels },
@@ -12,7 +12,7 @@ const cv_cmd cv_cmds[] = {
       "corvid doctor [MODEL] [--quick] [--threads N]", cv_cmd_doctor },
     { "grammar", "compile a JSON Schema or tool list to a grammar; check a document; time token masks",
       "corvid grammar SCHEMA.json [--check DOC] [--dump] [--vocab VOCAB.gguf --bench N [--max-tokens T] [--seed S] [--json]]\n"
-      "       corvid grammar --tools FILE --syntax hermes|qwen3_coder_xml|llama3_json|mistral_v11|mistral_pre_v11\n"
+      "       corvid grammar --tools FILE --syntax FORMAT (any of corvid parse-tools --format list)\n"
       "                      [--force NAME] [--parallel] [--lazy] [--check DOC] [--vocab V --bench N]",
       cv_cmd_grammar },
     { "help", "show commands, or the usage of one", "corvid help [COMMAND]", cv_cmd_help },
@@ -72,10 +72,10 @@ const cv_cmd cv_cmds[] = {
     { "detokenize", "token ids to text with a model's vocabulary",
       "corvid detokenize MODEL [--skip-special] ID...", cv_cmd_detokenize },
     { "parse-tools", "parse model output (stdin) into content, reasoning and tool calls",
-      "corvid parse-tools [--format NAME|auto] [--template FILE.jinja] [--model NAME] [--tools TOOLS.json]\n"
-      "                   [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline] [--tool-choice-none]\n"
-      "                   [--no-parallel] [--json-response] [--events] [--list]\n"
-      "       corvid parse-tools --bench DIR [--chunk 4] [--repeats 5]",
+      "corvid parse-tools [--format NAME|auto|list] [--detect] [--template FILE.jinja] [--model NAME]\n"
+      "                   [--tools TOOLS.json] [--stream-chunks N] [--reasoning-open TEXT] [--reasoning-inline]\n"
+      "                   [--tool-choice-none] [--no-parallel] [--json-response] [--events] [--list]\n"
+      "       corvid parse-tools --bench DIR [--chunk 4] [--repeats 5] [--no-detect]",
       cv_cmd_parse_tools },
 };
 const int cv_n_cmds = (int)CV_ARRAY_LEN(cv_cmds);

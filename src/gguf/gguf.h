@@ -56,12 +56,15 @@ typedef enum cv_ggml_type {
     CV_GGML_Q5_K = 13,
     CV_GGML_Q6_K = 14,
     CV_GGML_Q8_K = 15,
+    CV_GGML_IQ4_NL = 20,
+    CV_GGML_IQ4_XS = 23,
     CV_GGML_I8 = 24,
     CV_GGML_I16 = 25,
     CV_GGML_I32 = 26,
     CV_GGML_I64 = 27,
     CV_GGML_F64 = 28,
     CV_GGML_BF16 = 30,
+    CV_GGML_MXFP4 = 39,
     CV_GGML_TYPE_COUNT = 40 /* ids are < this; the table says which are known */
 } cv_ggml_type;
 

@@ -39,10 +39,10 @@ static const cv_ggml_type_info type_table[CV_GGML_TYPE_COUNT] = {
     [17] = { "iq2_xs", 256, 74 },
     [18] = { "iq3_xxs", 256, 98 },
     [19] = { "iq1_s", 256, 50 },
-    [20] = { "iq4_nl", 32, 18 },
+    [CV_GGML_IQ4_NL] = { "iq4_nl", 32, 18 },
     [21] = { "iq3_s", 256, 110 },
     [22] = { "iq2_s", 256, 82 },
-    [23] = { "iq4_xs", 256, 136 },
+    [CV_GGML_IQ4_XS] = { "iq4_xs", 256, 136 },
     [CV_GGML_I8] = { "i8", 1, 1 },
     [CV_GGML_I16] = { "i16", 1, 2 },
     [CV_GGML_I32] = { "i32", 1, 4 },
@@ -52,7 +52,7 @@ static const cv_ggml_type_info type_table[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_BF16] = { "bf16", 1, 2 },
     [34] = { "tq1_0", 256, 54 },
     [35] = { "tq2_0", 256, 66 },
-    [39] = { "mxfp4", 32, 17 },
+    [CV_GGML_MXFP4] = { "mxfp4", 32, 17 },
 };
 
 bool cv_ggml_type_info_get(uint32_t type, cv_ggml_type_info *out)

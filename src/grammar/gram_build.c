@@ -1057,7 +1057,10 @@ static void trim(cv_grammar *g)
 }
 
 /* Shortest completion lengths: dist[s] = bytes from s to its rule's end,
- * with a call costing the callee's own shortest length. Relaxed to a fixed
+ * with a call costing the callee's own shortest length and a special token
+ * its text's length: the grammar is compiled before it meets a vocabulary,
+ * and one without that token spells the text (counting it as one would let
+ * the max_tokens budget run out before the end). Relaxed to a fixed
  * point (recursion makes it circular); states of a rule are numbered in BFS
  * order from the start, so sweeping backwards converges in few passes. */
 static void compute_dist(cv_grammar *g)
@@ -1074,8 +1077,12 @@ static void compute_dist(cv_grammar *g)
             int32_t best = g->dist[s];
             for (uint32_t k = 0; k < st->n_byte; k++)
                 best = CV_MIN(best, 1 + g->dist[g->bytes[st->e_byte + k].to]);
-            for (uint32_t k = 0; k < st->n_spec; k++)
-                best = CV_MIN(best, 1 + g->dist[g->specs[st->e_spec + k].to]);
+            for (uint32_t k = 0; k < st->n_spec; k++) {
+                const gspec_edge *e = &g->specs[st->e_spec + k];
+                int64_t v = (int64_t)strlen(g->specials[e->special]) + g->dist[e->to];
+                if (v < best)
+                    best = (int32_t)v;
+            }
             for (uint32_t k = 0; k < st->n_call; k++) {
                 const gcall_edge *c = &g->calls[st->e_call + k];
                 int64_t v = (int64_t)g->dist[g->rules[c->rule].start] + g->dist[c->ret];

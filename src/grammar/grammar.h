@@ -63,16 +63,61 @@ int cv_grammar_from_schema_text(const char *text, size_t len, const cv_grammar_o
  * documented in docs/grammar.md (anchors are implied). */
 int cv_grammar_from_regex(const char *re, size_t len, cv_grammar **out, cv_err *err);
 
-/* Tool calls forced in a model's own syntax. The syntax names are the
- * tool-call parser formats (testdata/toolcalls/<format>.jsonl):
- *   "hermes"          <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call>
- *   "qwen3_coder_xml" <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>\n...</function>\n</tool_call>
- *   "llama3_json"     {"name": N, "parameters": {..}}
- *   "mistral_v11"     [TOOL_CALLS]N[ARGS]{..}
- *   "mistral_pre_v11" [TOOL_CALLS][{"name": N, "arguments": {..}}, ..]
- * Arguments follow each tool's parameters schema. */
+/* ---- tool-call syntaxes ---- */
+
+/* How one tool-call syntax writes a call: the descriptor that a forced-call
+ * grammar is built from and that the syntax's parser row carries
+ * (src/chat/toolcall/tc_<name>.c, cv_tc_format_syntax), so that what the
+ * grammar writes is what that parser reads back and the grammar knows no
+ * syntax by name. A call list is
+ *
+ *   open  call_open CALL call_close  [sep call_open CALL call_close ...]  close
+ *
+ * and CALL, by name:
+ *   CV_TS_NAME_MEMBER  {"name_key": "N", "args_key": ARGS}
+ *   CV_TS_NAME_KEY     {"N": ARGS}
+ *   CV_TS_NAME_BARE    name_pre N name_post [digits, when index] args_pre ARGS args_post
+ * with ARGS, by args:
+ *   CV_TS_ARGS_JSON    the arguments object, following the tool's schema
+ *   CV_TS_ARGS_XML     per property, in declared order (optional ones may be
+ *                      left out): param_open K param_mid V param_close
+ *                      [K param_tail]; V is a string's raw text (no
+ *                      param_close inside), other types as JSON; all JSON
+ *                      with values_json
+ *   CV_TS_ARGS_PYTHON  K=V, K=V with JSON values
+ * NULL texts are empty. Whitespace at either end of a text, and next to a
+ * special token, is any short blank run (what the parsers skip), except at
+ * the start of name_post, which ends a bare name, and at the end of
+ * param_mid and the start of param_close, which border a raw value. Texts in specials are matched as special tokens too (a
+ * vocabulary's control token, or its bytes). BARE names must be
+ * identifiers ([A-Za-z_][A-Za-z0-9_.-]*), Python keys too (no dots). */
+typedef enum cv_ts_name { CV_TS_NAME_MEMBER, CV_TS_NAME_KEY, CV_TS_NAME_BARE } cv_ts_name;
+typedef enum cv_ts_args { CV_TS_ARGS_JSON, CV_TS_ARGS_XML, CV_TS_ARGS_PYTHON } cv_ts_args;
+
+typedef struct cv_tool_syntax {
+    const char *name;          /* the parser format's name (errors, cache keys) */
+    const char *trigger;       /* the first text of every call list, NULL if unmarked: lazy grammars wait for it */
+    const char *open, *close;  /* around all the calls */
+    const char *call_open, *call_close; /* around each call */
+    const char *sep;           /* between calls */
+    bool single;               /* one call at most (the syntax ends the turn after it) */
+    const char *const *specials; /* NULL-terminated */
+    cv_ts_name name_as;
+    const char *name_key, *args_key; /* NAME_MEMBER */
+    const char *name_pre, *name_post; /* NAME_BARE */
+    bool name_post_opt;        /* name_post may be left out (Mistral's [ARGS]) */
+    bool index;                /* digits after name_post: the call's index (Kimi) */
+    cv_ts_args args_as;
+    const char *args_pre, *args_post; /* around ARGS (NAME_BARE) */
+    const char *param_open, *param_mid, *param_close, *param_tail; /* ARGS_XML */
+    bool values_json;          /* ARGS_XML: every value as JSON */
+} cv_tool_syntax;
+
+/* Tool calls forced in a model's own syntax (the tool-call parser formats of
+ * testdata/toolcalls/<format>.jsonl, each row's descriptor). Arguments
+ * follow each tool's parameters schema. */
 typedef struct cv_grammar_tools_opts {
-    const char *syntax;
+    const cv_tool_syntax *syntax;
     const json_t *tools;    /* neutral tools array: [{type:function, function:{name, parameters}}] */
     const char *force_name; /* one tool by name (tool_choice named / Anthropic "tool"); NULL: any tool */
     bool parallel;          /* allow more than one call */
@@ -88,6 +133,10 @@ typedef struct cv_grammar_tools_opts {
     cv_buf *warnings;       /* as in cv_grammar_opts */
 } cv_grammar_tools_opts;
 
+/* Fails with CV_EUNSUPPORTED for a NULL syntax, and for lazy with a syntax
+ * whose trigger is missing or not ASCII; CV_EINVAL for a tool or parameter
+ * name the syntax cannot write; CV_ENOTFOUND when force_name is not among
+ * the tools; schema errors as cv_grammar_from_schema. */
 int cv_grammar_from_tools(const cv_grammar_tools_opts *o, cv_grammar **out, cv_err *err);
 
 void cv_grammar_destroy(cv_grammar *g);

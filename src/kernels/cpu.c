@@ -20,7 +20,7 @@ static bool can_run(const cv_cpu_features *f, cv_isa isa)
     case CV_ISA_SCALAR:
         return true;
     case CV_ISA_AVX2:
-        return f->avx && f->os_avx && f->avx2 && f->fma && f->f16c;
+        return f->avx && f->os_avx && f->avx2 && f->fma && f->f16c && f->bmi2; /* the AVX2 files are built with -mbmi2 */
     default:
         return false;
     }

@@ -29,7 +29,7 @@
 
 typedef enum cv_isa {
     CV_ISA_SCALAR = 0, /* portable C: the reference */
-    CV_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    CV_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C + BMI2 */
     CV_ISA_COUNT
 } cv_isa;
 
@@ -57,12 +57,6 @@ const char *cv_isa_name(cv_isa isa);
 bool cv_isa_supported(cv_isa isa);
 
 /* ---- dtype table ---- */
-
-/* ggml ids of the tensor types the table computes with that gguf.h's
- * cv_ggml_type does not name yet (the GGUF format table knows their
- * geometry by number). They belong in that enum; move them there when the
- * formats layer next changes. */
-enum { CV_GGML_IQ4_NL = 20, CV_GGML_IQ4_XS = 23, CV_GGML_MXFP4 = 39 };
 
 /* Dequantize n values (n a multiple of block_elems) from src to dst. */
 typedef void (*cv_to_f32_fn)(const void *src, float *dst, int64_t n);

@@ -18,6 +18,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/model.h"
 
@@ -370,6 +372,19 @@ static piece expert_piece(const cv_gguf_tensor *t, int64_t e)
     return (piece){ t->name, t->type, t->ne[0], t->ne[1], (const char *)t->data + (size_t)e * bytes, bytes };
 }
 
+/* Tells the OS a stretch of the mapped file is not needed any more: the
+ * kernels hold their own prepared copy. The pages leave this process's
+ * resident set (an 18 GB MoE would otherwise count twice: its mapping and
+ * its packed weights) and stay in the page cache only while memory allows;
+ * a later read would fetch them again, so this is always safe. */
+static void drop_pages(const void *data, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)data + page - 1) & ~(page - 1),
+                    hi = ((uintptr_t)data + n) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Prepares n matrices that share their input as one: rows of the first,
  * then of the next (rows are independent in every GGUF type, so stacking
  * matrices is concatenating their bytes); the dequantized path stacks f32
@@ -418,6 +433,11 @@ static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *
         cv_err_prefix(err, "%s: tensor '%s'%s: ", cv_gguf_path(m->gguf), ps[0].name, n > 1 ? " (stacked)" : "");
         return rc;
     }
+    /* Whatever was copied or packed from the mapping is read from there no
+     * more; a matrix read in place keeps its pages (n == 1, not packed). */
+    if (cv_wmat_owns_data(*out) || n > 1 || deq)
+        for (int i = 0; i < n; i++)
+            drop_pages(ps[i].data, ps[i].n_bytes);
     own_wmat(m, *out);
     return 0;
 }

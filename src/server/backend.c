@@ -201,6 +201,9 @@ void *cv_server_parser_create(const cv_tc_format *f, const cv_chat_request *req,
     op->ud = ud;
     cv_chat_parse_opts o = {
         .format = f ? f : cv_tc_detect((cv_str){ NULL, 0 }, (cv_str){ NULL, 0 }),
+        /* the template's syntax first; calls a model writes in another
+         * syntax are still recovered (chat_parse.h, output detection) */
+        .detect = true,
         .tools = req->tools ? req->tools : NULL,
         .tool_choice_none = req->tool_choice == CV_TOOL_CHOICE_NONE,
         .no_parallel_calls = !req->parallel_tool_calls,

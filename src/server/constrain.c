@@ -177,7 +177,8 @@ static int compile(const cv_constrain *c, const recipe *r, cv_grammar **g, cv_er
         cv_grammar_opts o = { .warnings = &warn, .think_open = r->think_open, .think_close = r->think_close };
         rc = cv_grammar_from_schema(r->schema, &o, g, err);
     } else {
-        cv_grammar_tools_opts o = { .syntax = c->syntax, .tools = r->tools, .force_name = r->force_name,
+        cv_grammar_tools_opts o = { .syntax = cv_tc_format_syntax(cv_tc_format_find(c->syntax)), .tools = r->tools,
+                                    .force_name = r->force_name,
                                     .parallel = r->parallel, .lazy = r->lazy, .think_open = r->think_open,
                                     .think_close = r->think_close, .warnings = &warn };
         rc = cv_grammar_from_tools(&o, g, err);
@@ -382,16 +383,6 @@ static int make_hook(cv_constrain *c, const recipe *r, int32_t max_tokens, void 
     return 0;
 }
 
-/* The syntaxes cv_grammar_from_tools writes (grammar.h lists them). */
-static bool syntax_has_grammar(const char *sx)
-{
-    static const char *const known[] = { "hermes", "qwen3_coder_xml", "llama3_json", "mistral_v11", "mistral_pre_v11" };
-    for (size_t i = 0; sx && i < CV_ARRAY_LEN(known); i++)
-        if (!strcmp(sx, known[i]))
-            return true;
-    return false;
-}
-
 /* The reasoning block a grammar lets come first: inside it already when the
  * prompt left an opener ("<think>\n" → close with "</think>"), optional when
  * the model reasons and thinking is not switched off. */
@@ -454,7 +445,8 @@ int cv_constrain_for_request(cv_constrain *c, const cv_chat_request *req, cv_str
     bool has_tools = json_array_size(req->tools) > 0;
     bool forced = req->tool_choice == CV_TOOL_CHOICE_REQUIRED || req->tool_choice == CV_TOOL_CHOICE_NAMED;
     if (has_tools && (forced || (c->o.lazy && req->tool_choice == CV_TOOL_CHOICE_AUTO && !req->response_format))) {
-        if (!syntax_has_grammar(c->syntax)) {
+        /* every parser row with call syntax carries how a call is written */
+        if (!cv_tc_format_syntax(cv_tc_format_find(c->syntax))) {
             /* The call is still asked for in the prompt and parsed back;
              * refusing the request would break the agent over a guarantee
              * it did not know it had. */
@@ -468,6 +460,13 @@ int cv_constrain_for_request(cv_constrain *c, const cv_chat_request *req, cv_str
         r.parallel = req->parallel_tool_calls;
         r.lazy = !forced;
         int rc = make_hook(c, &r, max_tokens, hook_ud, err);
+        if (rc == CV_EUNSUPPORTED && r.lazy) {
+            /* no lazy form for this syntax (its call marker is not ASCII):
+             * tool_choice auto stays free, as without --grammar-lazy */
+            cv_debug("constrained decoding: %s", err ? err->msg : "no lazy grammar");
+            cv_err_clear(err);
+            return 0;
+        }
         if (rc)
             cv_err_prefix(err, "tool_choice: ");
         return rc;

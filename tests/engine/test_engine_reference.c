@@ -51,8 +51,9 @@ static const ref_model models[] = {
      * biases, the clamped SwiGLU, top-k-then-softmax routing (gpt-oss);
      * 5:1 local/global layers, post-norms, GeGLU, per-layer RoPE (gemma3). */
     { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
-    { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" }, { REF2, "tiny-gptoss-gpt2-F32", "gpt2" },
-    { REF2, "tiny-gptoss-gpt2-MXFP4_MOE", "gpt2" },
+    { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" }, { REF2, "tiny-qwen3moe-gpt2-Q3_K_M", "gpt2" },
+    { REF2, "tiny-qwen3moe-gpt2-Q2_K", "gpt2" },   { REF2, "tiny-qwen3moe-gpt2-IQ4_XS", "gpt2" },
+    { REF2, "tiny-gptoss-gpt2-F32", "gpt2" },      { REF2, "tiny-gptoss-gpt2-MXFP4_MOE", "gpt2" },
     { REF2, "tiny-gemma3-gpt2-F32", "gpt2" },      { REF2, "tiny-gemma3-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-gemma3-gpt2-Q4_K_M", "gpt2" },
 };

@@ -6,7 +6,10 @@
  *   --port N  --api-key KEY  --keepalive-ms N  --max-body BYTES
  *   --store N  --cors LIST  --ctx N  --grace-ms N
  *   --model GGUF   wrap a real model: its template, tokenizer and
- *                  detokenizer serve, only the sampled tokens are substituted */
+ *                  detokenizer serve, only the sampled tokens are substituted
+ *   --parser NAME  the production tool-call parser (cv_server_parser_create)
+ *                  in syntax NAME, or "auto" for none known (output detection
+ *                  finds it), instead of the fake's own hermes parser */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,7 +26,7 @@ int main(int argc, char **argv)
     cv_server_config cfg = { .host = "127.0.0.1", .port = 0 };
     int32_t n_ctx = 1 << 20;
     int grace = 2000;
-    const char *model = NULL;
+    const char *model = NULL, *parser = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--port")) cfg.port = atoi(v);
@@ -35,6 +38,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--ctx")) n_ctx = atoi(v);
         else if (!strcmp(k, "--grace-ms")) grace = atoi(v);
         else if (!strcmp(k, "--model")) model = v;
+        else if (!strcmp(k, "--parser")) parser = v;
         else {
             fprintf(stderr, "fake_serve: unknown flag %s\n", k);
             return 2;
@@ -51,6 +55,14 @@ int main(int argc, char **argv)
             return 1;
         }
         fake_backend_wrap(&f, real);
+    }
+    if (parser) {
+        const cv_tc_format *fmt = strcmp(parser, "auto") ? cv_tc_format_find(parser) : NULL;
+        if (!fmt && strcmp(parser, "auto")) {
+            fprintf(stderr, "fake_serve: unknown tool-call syntax %s\n", parser);
+            return 2;
+        }
+        fake_backend_use_parser(&f, fmt, NULL);
     }
     int rc = cv_server_run(&cfg, &f.be, grace, on_listen, NULL, &err);
     if (rc)

@@ -564,6 +564,53 @@ TEST(a_forced_call_after_an_opened_think_block_is_read_back_as_reasoning_then_th
     env_close(&h);
 }
 
+/* Forced tool_choice is enforced in every syntax a model may have, not a
+ * few: the hook made for the model's syntax (by its format name, as the
+ * backend passes it) writes a call that format's parser reads back; a
+ * syntax without calls (plain_content) leaves tool_choice to the prompt. */
+TEST(tool_choice_required_is_enforced_in_every_syntax_with_call_syntax)
+{
+    hook_env h;
+    if (!env_open(&h))
+        return;
+    cv_chat_request *r = request(1, 300);
+    json_decref(r->tools);
+    r->tools = json_loads(TOOLS, 0, NULL);
+    r->tool_choice = CV_TOOL_CHOICE_REQUIRED;
+    r->parallel_tool_calls = false;
+    int n_enforced = 0;
+    for (int k = 0; k < cv_tc_format_count(); k++) {
+        const cv_tc_format *f = cv_tc_format_at(k);
+        cv_constrain *c = NULL;
+        CHECK(cv_constrain_create(h.tok, &(cv_constrain_opts){ .syntax = cv_tc_format_name(f) }, &c, NULL) == 0);
+        void *ud = NULL;
+        cv_err err = { 0 };
+        CHECK_MSG(cv_constrain_for_request(c, r, (cv_str){ "", 0 }, 300, &ud, &err) == 0, "%s: %s",
+                  cv_tc_format_name(f), err.msg);
+        CHECK_MSG((ud != NULL) == (cv_tc_format_syntax(f) != NULL), "%s: enforced %d", cv_tc_format_name(f), ud != NULL);
+        if (ud) {
+            cv_buf text = { 0 };
+            CHECK_MSG(run_hook(&h, ud, 300, fill_noise, &text), "%s: not complete", cv_tc_format_name(f));
+            const char *s = text.data ? text.data : "";
+            cv_chat_parse_result pr = { 0 };
+            cv_chat_parse_opts po = { .format = f, .tools = r->tools, .id_seed = 1 };
+            CHECK(cv_chat_parse_text(&po, s, strlen(s), &pr, &err) == 0);
+            CHECK_MSG(pr.n_calls == 1, "%s: %d calls in %.300s", cv_tc_format_name(f), pr.n_calls, s);
+            if (pr.n_calls == 1)
+                check_call(&pr.calls[0], s);
+            n_enforced += pr.n_calls == 1;
+            cv_chat_parse_result_fini(&pr);
+            cv_buf_free(&text);
+            cv_constrain_hook.destroy(ud);
+        }
+        cv_constrain_destroy(c);
+    }
+    printf("  tool_choice required enforced and read back in %d syntaxes\n", n_enforced);
+    CHECK(n_enforced >= cv_tc_format_count() - 1);
+    request_free(r);
+    env_close(&h);
+}
+
 TEST(grammars_are_cached_by_text_and_an_evicted_one_lives_while_in_use)
 {
     hook_env h;
@@ -627,6 +674,7 @@ int main(void)
     RUN(padded_logit_rows_past_the_vocabulary_are_never_chosen);
     RUN(a_prompt_that_opened_think_gets_reasoning_first_then_the_document);
     RUN(a_forced_call_after_an_opened_think_block_is_read_back_as_reasoning_then_the_call);
+    RUN(tool_choice_required_is_enforced_in_every_syntax_with_call_syntax);
     RUN(grammars_are_cached_by_text_and_an_evicted_one_lives_while_in_use);
     cv_server_backend_close(be);
     return test_report();

@@ -19,7 +19,13 @@
  *   - cases whose `match` is exact (and not in judged_wrong.txt, not
  *     partial) give the fixture's expected calls.
  * The cases whose every answer holds a call are counted, so a server that
- * lost calls everywhere cannot pass. */
+ * lost calls everywhere cannot pass.
+ *
+ * All of it twice: with each case's syntax named (as a template names it),
+ * and with none known (a model without a template), where output detection
+ * must find every syntax alike on all three wires, streamed or not. corvid's
+ * own detection cases (tests/chat/toolcall/fixtures) run in the first pass,
+ * in the format they name. */
 #include <dirent.h>
 
 #include <curl/curl.h>
@@ -52,12 +58,13 @@ static const char *jstr(const json_t *o, const char *k)
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void load_cases(void)
+/* Loads every *.jsonl of dir as cases keyed "<file>#<index>"; returns the
+ * number of files. */
+static int load_dir(const char *dir)
 {
-    const char *dir = test_data("toolcalls");
     DIR *d = opendir(dir);
     if (!d)
-        test_skip("toolcalls fixtures absent");
+        return 0;
     char *names[64];
     int nn = 0;
     struct dirent *e;
@@ -92,6 +99,16 @@ static void load_cases(void)
         cv_buf_free(&b);
         free(names[i]);
     }
+    return nn;
+}
+
+/* The peers' corpus and corvid's own detection cases (their "format" is
+ * the one chosen before the output is seen, "auto" for none). */
+static void load_cases(void)
+{
+    if (!load_dir(test_data("toolcalls")))
+        test_skip("toolcalls fixtures absent");
+    CHECK(load_dir("tests/chat/toolcall/fixtures") > 0);
     judged_wrong = json_object();
     cv_buf b = { 0 };
     if (cv_read_file("tests/chat/toolcall/judged_wrong.txt", &b, 1u << 20, NULL) == 0) {
@@ -537,7 +554,9 @@ static json_t *case_tools(const json_t *c)
 
 /* ---- the test ---- */
 
-TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_not)
+/* Over all cases: named is false for the server with no syntax known (no
+ * template: every case's format found from the output alone). */
+static void run_cases(bool named)
 {
     int n_checked = 0, n_fixture = 0, n_with_calls = 0, n_formats_seen = 0, n_ref_calls = 0;
     const char *last_format = "";
@@ -545,11 +564,14 @@ TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_no
         const json_t *c = cases[i].j;
         const char *text = jstr(c, "text");
         const char *fmt_name = jstr(c, "format");
+        bool detection = json_is_true(json_object_get(c, "detection"));
         const cv_tc_format *fmt = fmt_name ? cv_tc_format_find(fmt_name) : NULL;
-        CHECK_MSG(fmt && text, "%s: no format or text", cases[i].key);
-        if (!fmt || !text)
+        CHECK_MSG((fmt || detection) && text, "%s: no format or text", cases[i].key);
+        if ((!fmt && !detection) || !text || (detection && !named))
             continue;
-        if (strcmp(fmt_name, last_format)) {
+        if (!named)
+            fmt = NULL;
+        if (!detection && strcmp(fmt_name, last_format)) {
             n_formats_seen++;
             last_format = fmt_name;
         }
@@ -557,8 +579,10 @@ TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_no
         bool parallel = !json_is_false(json_object_get(op, "parallel_tool_calls"));
         json_t *tools = case_tools(c);
         /* The reference: the parser alone, options as the server sets them
-         * (the OpenAI-shape tools the wires hand over, split reasoning). */
-        cv_chat_parse_opts po = { .format = fmt, .tools = tools, .no_parallel_calls = !parallel, .id_seed = 1 };
+         * (the OpenAI-shape tools the wires hand over, split reasoning,
+         * output detection on). */
+        cv_chat_parse_opts po = { .format = fmt, .tools = tools, .detect = true, .no_parallel_calls = !parallel,
+                                  .id_seed = 1 };
         cv_chat_parse_result ref = { 0 };
         cv_err err = { 0 };
         int rc = cv_chat_parse_text(&po, text, strlen(text), &ref, &err);
@@ -571,9 +595,12 @@ TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_no
          * are held to the parser's result only. */
         const char *peer = jstr(c, "peer_parser") ? jstr(c, "peer_parser") : "";
         bool needs_prompt = !strncmp(peer, "llama.cpp", 9) && json_is_true(json_object_get(op, "enable_thinking"));
+        /* with no syntax known, only the cases that carry no template are
+         * the peers' expectation (the others expect the template's) */
         bool exact = !strcmp(jstr(c, "match") ? jstr(c, "match") : "", "exact") &&
                      strcmp(jstr(c, "mode") ? jstr(c, "mode") : "", "partial") &&
-                     !json_object_get(judged_wrong, cases[i].key) && !needs_prompt;
+                     !json_object_get(judged_wrong, cases[i].key) && !needs_prompt &&
+                     (named || !json_array_size(json_object_get(c, "templates")));
         bool all_calls = ref.n_calls > 0;
         for (int w = 0; w < N_WIRES; w++) {
             answer whole, streamed;
@@ -604,11 +631,22 @@ TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_no
         cv_chat_parse_result_fini(&ref);
         json_decref(tools);
     }
-    printf("%d cases, %d formats, %d answers checked against the parser, %d against the fixture; "
+    printf("%s: %d cases, %d formats, %d answers checked against the parser, %d against the fixture; "
            "%d cases with calls on every answer (the parser alone: %d)\n",
-           n_cases, n_formats_seen, n_checked, n_fixture, n_with_calls, n_ref_calls);
+           named ? "syntax named" : "no syntax known", n_cases, n_formats_seen, n_checked, n_fixture, n_with_calls,
+           n_ref_calls);
     CHECK_MSG(n_cases >= 588 && n_formats_seen >= 39, "%d cases over %d formats", n_cases, n_formats_seen);
     CHECK_MSG(n_with_calls >= 350, "only %d cases carried calls over every wire", n_with_calls);
+}
+
+TEST(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_not)
+{
+    run_cases(true);
+}
+
+TEST(with_no_syntax_known_every_fixture_is_detected_alike_on_every_wire)
+{
+    run_cases(false);
 }
 
 int main(void)
@@ -625,6 +663,7 @@ int main(void)
     }
     snprintf(base, sizeof base, "http://127.0.0.1:%d", cv_server_port(srv));
     RUN(every_fixture_comes_out_of_every_wire_as_the_parser_reads_it_streamed_or_not);
+    RUN(with_no_syntax_known_every_fixture_is_detected_alike_on_every_wire);
     cv_server_destroy(srv);
     fake_backend_fini(&fb);
     for (int i = 0; i < n_cases; i++)

@@ -3,7 +3,7 @@
  * is the arguments. */
 #include "chat/toolcall/tc_int.h"
 
-static const tc_jshape shape = { NULL, NULL, NULL, true, false };
+static const tc_jshape shape = { .name_is_key = true };
 
 static const tc_env env = {
     .end = "<|tools_suffix|>",
@@ -12,12 +12,25 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<|tools_prefix|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tools_prefix|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "apertus",
+    .trigger = "<|tools_prefix|>",
+    .open = "<|tools_prefix|>[",
+    .close = "]<|tools_suffix|>",
+    .sep = ", ",
+    .specials = (const char *const[]){ "<|tools_prefix|>", "<|tools_suffix|>", NULL },
+    .name_as = CV_TS_NAME_KEY,
 };
 
 const cv_tc_format tc_fmt_apertus = {
     .name = "apertus",
+    .syntax = &syntax,
     .summary = "<|tools_prefix|>[{\"NAME\": {..}}]<|tools_suffix|>",
     .tmpl = { (const char *const[]){ "tools_prefix", NULL } },
     .tmpl_rank = 90,

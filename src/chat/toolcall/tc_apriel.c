@@ -12,14 +12,28 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "Here are my reasoning steps:\n", .close = "[BEGIN FINAL RESPONSE]" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "apriel",
+    .trigger = "<tool_calls>",
+    .open = "<tool_calls>[",
+    .close = "]</tool_calls>",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
+};
 
 const cv_tc_format tc_fmt_apriel = {
     .name = "apriel",
+    .syntax = &syntax,
     .summary = "reasoning until [BEGIN FINAL RESPONSE], then <tool_calls>[{..}]</tool_calls>",
     .tmpl = { (const char *const[]){ "<tool_calls>", "BEGIN FINAL RESPONSE", NULL }, (const char *const[]){ "<|assistant|>", "[BEGIN FINAL RESPONSE]", NULL } },
     .tmpl_rank = 88,

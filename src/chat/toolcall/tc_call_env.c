@@ -36,8 +36,11 @@ static int after_ident(tc_run *r, const tc_env *e, size_t len)
         break;
     }
     r->work += i - len + 1;
+    /* a bare name cut off by the end is GLM's call only where GLM is the
+     * envelope's own syntax; elsewhere (Hermes) it is a word after a tag */
+    bool glm_own = (e->items & IT_GLM) && e->xml && !e->xml->invoke;
     if (i >= n || (i + 1 >= n && p[i] == '\\'))
-        return r->eof ? ((e->items & IT_GLM) ? IT_GLM : 0) : -1;
+        return r->eof ? (glm_own ? IT_GLM : 0) : -1;
     const char *q = p + i;
     size_t m = n - i;
     if (q[0] == '(' && i == len)
@@ -158,6 +161,15 @@ static int item_step(tc_run *r, tc_sec *s)
     return TC_FAIL;
 }
 
+/* Output detection takes Python calls only as the whole reply and reports
+ * them as the row they belong to. */
+static void python_seen(const tc_env *e, tc_sec *s)
+{
+    s->py = true;
+    if (e->py_row)
+        s->syntax = e->py_row;
+}
+
 /* Starts the item at the input, if one of the allowed kinds starts here.
  * Returns TC_OK (started), TC_MORE, or TC_FAIL (nothing here). */
 static int sniff(tc_run *r, const tc_env *e, tc_sec *s)
@@ -183,6 +195,8 @@ static int sniff(tc_run *r, const tc_env *e, tc_sec *s)
         if ((d == '{' && (e->items & IT_LIST)) || (ident_start(d) && (e->items & IT_PYLIST)) || d == ']') {
             tc_eat(r, 1);
             s->in_list = d == '{' ? 1 : ident_start(d) ? 2 : 3;
+            if (s->in_list == 2)
+                python_seen(e, s);
             return TC_OK + 10; /* the list opened; no item yet */
         }
         return TC_FAIL;
@@ -207,6 +221,7 @@ static int sniff(tc_run *r, const tc_env *e, tc_sec *s)
         if (k < 0)
             return TC_MORE;
         if (k == IT_PY && py_ok) {
+            python_seen(e, s);
             tc_pcall_init(&s->u.pc);
             s->item = IT_PY;
             return TC_OK;
@@ -216,8 +231,9 @@ static int sniff(tc_run *r, const tc_env *e, tc_sec *s)
             s->st = E_NJ_NAME;
             return TC_OK;
         }
-        if (k == IT_GLM && e->xml) {
-            tc_xcall_init(&s->u.xc, e->xml);
+        if (k == IT_GLM && (e->glm || e->xml)) {
+            /* the GLM dialect, not the envelope's XML one (Hermes reads both) */
+            tc_xcall_init(&s->u.xc, e->glm ? e->glm : e->xml);
             s->item = IT_GLM;
             return TC_OK;
         }

@@ -18,7 +18,7 @@ enum { W_NAME = 1, W_ARGS_STREAM, W_ARGS_RAW, W_ARGS_STR, W_ID, W_SKIP };
 static const char *const name_keys[] = { "name", "tool_name", "function_name", "recipient_name", NULL };
 static const char *const args_keys[] = { "arguments", "parameters", "args", "input", NULL };
 
-const tc_jshape tc_shape_default = { name_keys, args_keys, NULL, false, false };
+const tc_jshape tc_shape_default = { .name_keys = name_keys, .args_keys = args_keys };
 
 void tc_jcall_init(tc_jcall *c, const tc_jshape *shape)
 {
@@ -202,6 +202,9 @@ int tc_jcall_step(tc_run *r, tc_jcall *c)
         const tc_jshape *sh = c->shape;
         bool is_name = !sh->name_is_key && in_list(sh->name_keys, &c->key);
         bool is_args = in_list(sh->args_keys, &c->key);
+        static const char *const wrap_keys[] = { "type", "function", "id", NULL };
+        if (sh->call_keys_only && !is_name && !is_args && !in_list(wrap_keys, &c->key))
+            return TC_FAIL;
         if (sh->name_is_key && c->nest == 0 && !c->have_name) {
             /* {"get_weather": {"city": "Paris"}} */
             cv_buf_reset(&c->name);
@@ -255,6 +258,11 @@ int tc_jcall_step(tc_run *r, tc_jcall *c)
             return rc;
         if (c->what == W_NAME) {
             c->have_name = true;
+            /* weak evidence must name a declared tool: known now, so data
+             * naming something else is released without waiting for its end */
+            size_t off;
+            if (r->spec_fit && r->o.tools && !tc_resolve(r, c->name.data ? c->name.data : "", c->name.len, &off))
+                return TC_FAIL;
             /* a named object after a call marker: it is a call */
             tc_commit(r);
         }

@@ -9,7 +9,7 @@
 static const char *const name_keys[] = { "tool_name", "name", NULL };
 static const char *const args_keys[] = { "parameters", "arguments", NULL };
 static const char *const id_keys[] = { "tool_call_id", "id", NULL };
-static const tc_jshape shape = { name_keys, args_keys, id_keys, false, false };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys, .id_keys = id_keys };
 
 static const tc_env env = {
     .end = "<|END_ACTION|>",
@@ -18,14 +18,29 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<|START_ACTION|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|START_ACTION|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<|START_THINKING|>", "<|END_THINKING|>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<|START_THINKING|>", .close = "<|END_THINKING|>" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "command_r7b",
+    .trigger = "<|START_ACTION|>",
+    .open = "<|START_ACTION|>[",
+    .close = "]<|END_ACTION|>",
+    .sep = ", ",
+    .specials = (const char *const[]){ "<|START_ACTION|>", "<|END_ACTION|>", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "tool_name",
+    .args_key = "parameters",
+};
 
 const cv_tc_format tc_fmt_command_r7b = {
     .name = "command_r7b",
+    .syntax = &syntax,
     .summary = "<|START_THINKING|>..<|END_THINKING|><|START_ACTION|>[{\"tool_name\": .., \"parameters\": {..}}]<|END_ACTION|>",
     .aliases = (const char *const[]){ "command_a", "cohere2", NULL },
     .tmpl = { (const char *const[]){ "START_ACTION", NULL } },

@@ -5,7 +5,7 @@
 
 static const char *const name_keys[] = { "tool_name", "name", NULL };
 static const char *const args_keys[] = { "parameters", "arguments", NULL };
-static const tc_jshape shape = { name_keys, args_keys, NULL, false, false };
+static const tc_jshape shape = { .name_keys = name_keys, .args_keys = args_keys };
 
 static const tc_env env = {
     .items = IT_JSON | IT_LIST,
@@ -15,12 +15,26 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "Action:", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "Action:", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "command_r_plus",
+    .trigger = "Action:",
+    .open = "Action:\n```json\n[",
+    .close = "]\n```",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "tool_name",
+    .args_key = "parameters",
 };
 
 const cv_tc_format tc_fmt_command_r_plus = {
     .name = "command_r_plus",
+    .syntax = &syntax,
     .summary = "Action:\\n```json\\n[{\"tool_name\": .., \"parameters\": {..}}]\\n```",
     .aliases = (const char *const[]){ "command_r", NULL },
     .tmpl = { (const char *const[]){ "Action:", "```json", NULL } },

@@ -25,13 +25,32 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<｜DSML｜function_calls>", tc_read_env, &env, false, false, false },
-    { "<｜DSML｜tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<｜DSML｜function_calls>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<｜DSML｜tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "deepseek_dsml",
+    .trigger = "<｜DSML｜function_calls>",
+    .open = "<｜DSML｜function_calls>\n",
+    .close = "</｜DSML｜function_calls>",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<｜DSML｜invoke name=\"",
+    .name_post = "\">\n",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<｜DSML｜parameter name=\"",
+    .param_mid = "\" string=\"false\">",
+    .param_close = "</｜DSML｜parameter>\n",
+    .values_json = true,
+    .args_post = "</｜DSML｜invoke>\n",
 };
 
 const cv_tc_format tc_fmt_deepseek_dsml = {
     .name = "deepseek_dsml",
+    .syntax = &syntax,
     .summary = "<｜DSML｜function_calls><｜DSML｜invoke name=\"..\"><｜DSML｜parameter name=\"..\" string=\"true\">V</｜DSML｜parameter>",
     .aliases = (const char *const[]){ "dsml", "deepseek_v32", "deepseek_v4", NULL },
     .tmpl = { (const char *const[]){ "DSML", NULL } },

@@ -8,12 +8,26 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "functools", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "functools", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "firefunction_v2",
+    .trigger = "functools",
+    .open = " functools[",
+    .close = "]",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_firefunction_v2 = {
     .name = "firefunction_v2",
+    .syntax = &syntax,
     .summary = " functools[{\"name\": .., \"arguments\": {..}}]",
     .aliases = (const char *const[]){ "firefunction", NULL },
     .tmpl = { (const char *const[]){ "functools", "<|start_header_id|>", NULL } },

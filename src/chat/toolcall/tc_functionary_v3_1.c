@@ -62,12 +62,25 @@ static int read_fn(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<function=", read_fn, NULL, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function=", .read = read_fn, .keep = true },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "functionary_v3_1",
+    .trigger = "<function=",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<function=",
+    .name_post = ">",
+    .args_post = "</function>",
 };
 
 const cv_tc_format tc_fmt_functionary_v3_1 = {
     .name = "functionary_v3_1",
+    .syntax = &syntax,
     .summary = "<function=NAME>{..}</function>",
     .aliases = (const char *const[]){ "functionary31", "functionary-v3.1", NULL },
     .tmpl = { (const char *const[]){ "<function=", "<|python_tag|>", NULL } },

@@ -102,8 +102,18 @@ static int stream_fn(tc_run *r)
     return TC_MORE;
 }
 
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "functionary_v3_2",
+    .sep = ">>>",
+    .name_as = CV_TS_NAME_BARE,
+    .name_post = "\n",
+};
+
 const cv_tc_format tc_fmt_functionary_v3_2 = {
     .name = "functionary_v3_2",
+    .syntax = &syntax,
     .summary = ">>>RECIPIENT\\nbody: \"all\" for text, else NAME and JSON arguments",
     .aliases = (const char *const[]){ "functionary", "functionary32", "functionary-v3.2", NULL },
     .tmpl = { (const char *const[]){ ">>>", "<|start_header_id|>", NULL } },

@@ -67,14 +67,26 @@ static int read_gemma(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<|tool_call>", read_gemma, NULL, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_call>", .read = read_gemma },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<|channel>thought", "<channel|>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<|channel>thought", .close = "<channel|>" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "gemma4",
+    .trigger = "<|tool_call>",
+    .call_open = "<|tool_call>call:",
+    .call_close = "<tool_call|>",
+    .specials = (const char *const[]){ "<|tool_call>", "<tool_call|>", NULL },
+    .name_as = CV_TS_NAME_BARE,
+};
 
 const cv_tc_format tc_fmt_gemma4 = {
     .name = "gemma4",
+    .syntax = &syntax,
     .summary = "<|tool_call>call:NAME{k:<|\"|>v<|\"|>}<tool_call|>",
     .aliases = (const char *const[]){ "gemma-4", NULL },
     .tmpl = { (const char *const[]){ "<|tool_call>", NULL } },

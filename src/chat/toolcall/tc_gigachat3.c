@@ -11,13 +11,27 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "function call<|role_sep|>", tc_read_env, &env, false, false, false },
-    { "<|function_call|>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "function call<|role_sep|>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<|function_call|>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "gigachat3",
+    .trigger = "<|function_call|>",
+    .call_open = "<|function_call|>",
+    .single = true,
+    .specials = (const char *const[]){ "<|function_call|>", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_gigachat3 = {
     .name = "gigachat3",
+    .syntax = &syntax,
     .summary = "<|message_sep|>\\n\\nfunction call<|role_sep|>\\n{..} or <|function_call|>{..}",
     .aliases = (const char *const[]){ "gigachat", NULL },
     .tmpl = { (const char *const[]){ "function call", "<|role_sep|>", NULL }, (const char *const[]){ "<|function_call|>", NULL } },

@@ -21,12 +21,29 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "glm45",
+    .trigger = "<tool_call>",
+    .call_open = "<tool_call>",
+    .call_close = "</tool_call>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_post = "\n",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<arg_key>",
+    .param_mid = "</arg_key>\n<arg_value>",
+    .param_close = "</arg_value>\n",
 };
 
 const cv_tc_format tc_fmt_glm45 = {
     .name = "glm45",
+    .syntax = &syntax,
     .summary = "<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
     .aliases = (const char *const[]){ "glm", "glm4", "glm46", "glm47", NULL },
     .tmpl = { (const char *const[]){ "arg_key", NULL } },

@@ -344,14 +344,78 @@ static int harmony(tc_run *r)
     return TC_MORE;
 }
 
+/* ---- output detection ---- */
+
+/* In another format's output, Harmony's tokens hand the stream to this
+ * reader at once. Its text form is only recognisable from the start: a
+ * reply that starts with a channel word is held until an
+ * "assistant<channel>" seam (or a token) shows it is Harmony; one that
+ * never does is released as text (held text is bounded as for any section).
+ * "final" alone does not start the hold: too many replies begin with it. */
+static const char *const seams[] = { "assistantanalysis", "assistantcommentary", "assistantfinal", "<|channel|>",
+                                     "<|message|>", "<|start|>" };
+
+static int read_text_form(tc_run *r, tc_sec *s)
+{
+    (void)s;
+    const char *p = tc_p(r);
+    size_t n = tc_n(r), i = 0;
+    for (; i < n; i++) {
+        if (p[i] != 'a' && p[i] != '<')
+            continue;
+        bool partial = false;
+        for (size_t k = 0; k < CV_ARRAY_LEN(seams); k++) {
+            size_t m = strlen(seams[k]), a = n - i < m ? n - i : m;
+            r->work += 1;
+            if (memcmp(p + i, seams[k], a))
+                continue;
+            if (a == m)
+                return TC_SWITCH;
+            partial = true;
+        }
+        if (partial && !r->eof)
+            break;
+    }
+    r->work += i + 1;
+    tc_eat(r, i);
+    return r->eof ? TC_FAIL : TC_MORE;
+}
+
+static const tc_start detect[] = {
+    { .marker = "<|channel|>", .read = tc_read_switch, .keep = true },
+    { .marker = "<|start|>", .read = tc_read_switch, .keep = true },
+    { .marker = "<|message|>", .read = tc_read_switch, .keep = true },
+    { .marker = "analysis", .read = read_text_form, .at_start = true, .keep = true },
+    { .marker = "commentary", .read = read_text_form, .at_start = true, .keep = true },
+    { .marker = "assistantfinal", .read = tc_read_switch, .at_start = true, .keep = true },
+    { .marker = "assistantanalysis", .read = tc_read_switch, .at_start = true, .keep = true },
+    { .marker = "assistantcommentary", .read = tc_read_switch, .at_start = true, .keep = true },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "gpt_oss_harmony",
+    .trigger = "<|channel|>",
+    .single = true,
+    .specials = (const char *const[]){ "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", NULL },
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<|channel|>commentary to=functions.",
+    .name_post = " <|constrain|>json<|message|>",
+    .call_close = "<|call|>",
+};
+
 const cv_tc_format tc_fmt_gpt_oss_harmony = {
     .name = "gpt_oss_harmony",
+    .syntax = &syntax,
     .summary = "<|channel|>analysis|commentary|final [to=functions.NAME] <|message|>..<|end|>|<|call|>|<|return|>",
     .aliases = (const char *const[]){ "harmony", "gpt_oss", "gpt-oss", NULL },
     .tmpl = { (const char *const[]){ "<|channel|>", NULL } },
     .tmpl_rank = 95,
     .names = (const char *const[]){ "gpt-oss", "gpt_oss", "gptoss", NULL },
     .stream = harmony,
+    .detect = detect,
     .flags = TC_F_NO_FALLBACK,
     /* the template's "Reasoning: " line (openai-gpt-oss-120b.jinja, default
      * medium); gpt-oss always reasons, at least at low */

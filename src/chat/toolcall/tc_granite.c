@@ -16,13 +16,28 @@ static const tc_env env_tag = {
 };
 
 static const tc_start starts[] = {
-    { "<|tool_call|>", tc_read_env, &env, false, false, false },
-    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_call|>", .read = tc_read_env, .cfg = &env },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "granite",
+    .trigger = "<|tool_call|>",
+    .open = "<|tool_call|>[",
+    .close = "]",
+    .sep = ", ",
+    .specials = (const char *const[]){ "<|tool_call|>", NULL },
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_granite = {
     .name = "granite",
+    .syntax = &syntax,
     .summary = "<|tool_call|>[{\"name\": .., \"arguments\": {..}}]",
     .tmpl = { (const char *const[]){ "<|tool_call|>", NULL } },
     .tmpl_rank = 85,

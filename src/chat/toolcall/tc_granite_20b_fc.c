@@ -9,12 +9,25 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<function_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "granite_20b_fc",
+    .trigger = "<function_call>",
+    .call_open = "<function_call> ",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_granite_20b_fc = {
     .name = "granite_20b_fc",
+    .syntax = &syntax,
     .summary = "<function_call> {\"name\": .., \"arguments\": {..}}",
     .tmpl = { (const char *const[]){ "<function_call>", NULL } },
     .tmpl_rank = 85,

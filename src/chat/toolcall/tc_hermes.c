@@ -15,12 +15,26 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "hermes",
+    .trigger = "<tool_call>",
+    .call_open = "<tool_call>\n",
+    .call_close = "\n</tool_call>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_hermes = {
     .name = "hermes",
+    .syntax = &syntax,
     .summary = "<tool_call>{\"name\": .., \"arguments\": {..}}</tool_call>",
     .aliases = (const char *const[]){ "qwen25", "qwen2_5", "ernie45", NULL },
     .tmpl = { (const char *const[]){ "<tool_call>", NULL } },

@@ -20,6 +20,7 @@
 #define CV_TC_INT_H
 
 #include "chat/chat.h"
+#include "grammar/grammar.h" /* cv_tool_syntax: how each row writes a forced call */
 
 /* ---- step results ---- */
 
@@ -28,6 +29,8 @@ enum {
     TC_OK,       /* progress was made; call again */
     TC_DONE,     /* the construct is complete */
     TC_FAIL,     /* the input is not this construct (at r->pos) */
+    TC_SWITCH,   /* a section reader: the text from the section's start is this
+                  * row's own stream (tc_detect.c hands it over) */
 };
 
 /* ---- tolerant streaming JSON transcoder (tc_json.c) ---- */
@@ -104,6 +107,9 @@ int tc_json_canon(const char *p, size_t n, unsigned flags, tc_type top, const js
 const json_t *tc_tool_find(const json_t *tools, const char *name, size_t len);
 /* The "properties" object of a tool's parameters schema, or NULL. */
 const json_t *tc_tool_props(const json_t *tool);
+/* Whether arguments (a JSON object's text) fit a tool's parameters schema
+ * well enough to take bare text as a call to it: see tc_schema.c. */
+bool tc_args_fit(const json_t *tool, const char *args, size_t len);
 /* The type of property key in props (absent or untyped: mask 0). */
 tc_type tc_prop_type(const json_t *props, const char *key, size_t len);
 /* The schema of property key, or NULL. */
@@ -183,6 +189,10 @@ typedef struct tc_start {
     bool keep;                         /* the marker is the syntax's first bytes: the reader reads it */
 } tc_start;
 
+/* Returns TC_SWITCH at once: a marker that only the row's own stream
+ * reader understands (Harmony's <|channel|>), for cv_tc_format.detect. */
+int tc_read_switch(tc_run *r, tc_sec *s);
+
 enum {
     TC_F_DRAIN = 1 << 0,       /* text after a completed tool-call section is dropped */
     TC_F_ID9 = 1 << 1,         /* generated ids are 9 letters/digits (Mistral) */
@@ -192,6 +202,9 @@ enum {
 
 struct cv_tc_format {
     const char *name;
+    /* How a call is written in this syntax, for forced-call grammars; NULL
+     * for a row without call syntax (plain_content). */
+    const cv_tool_syntax *syntax;
     const char *summary;
     const char *const *aliases;
     /* selection: every string of one row of tmpl must occur in the template */
@@ -200,6 +213,13 @@ struct cv_tc_format {
     const char *const *names;      /* model-name / architecture substrings (lowercase) */
     const tc_reason *reason;       /* NULL-terminated by open == NULL; NULL = <think> */
     const tc_start *starts;        /* terminated by marker == NULL */
+    /* Output detection (opts.detect, tc_detect.c) watches every row's strong
+     * starts; these are what else tells the row's syntax apart in output it
+     * was not chosen for: bare shapes (weak: a call only when whole, to a
+     * declared tool, with arguments that fit its schema) and the markers of
+     * rows that read the whole stream (their reader returns TC_SWITCH).
+     * Terminated by marker == NULL; may be NULL. */
+    const tc_start *detect;
     const char *const *drops;      /* stray markup to remove, NULL-terminated */
     /* Formats that read the whole stream themselves (Harmony channels,
      * Functionary's >>> recipients) instead of content + sections. */
@@ -222,6 +242,10 @@ typedef struct tc_jshape {
     const char *const *id_keys;    /* "id", "tool_call_id"; NULL: ids never in the object */
     bool name_is_key;              /* {"NAME": {args}} (Apertus) */
     bool need_args;                /* a call must name its arguments (bare Llama 3 JSON) */
+    /* only call keys (name, arguments, id, type, function): any other key
+     * makes the object data, at once (a bare object found by detection is
+     * then released without waiting for its end) */
+    bool call_keys_only;
 } tc_jshape;
 
 /* The JSON call-object reader (tc_call_json.c). */
@@ -292,6 +316,9 @@ typedef struct tc_env {
     const char *const *skip;       /* tokens skipped between items ("<|plugin|>", "```json") */
     const char *seps;              /* separator bytes between items (",;") */
     bool one;                      /* one item only */
+    /* The row that Python items belong to, when a JSON row's bare list also
+     * reads them (what output detection reports for them). */
+    const cv_tc_format *py_row;
 } tc_env;
 
 struct tc_sec {
@@ -301,6 +328,8 @@ struct tc_sec {
     int n_items;
     int n_calls;       /* calls read in this section (accepted or not) */
     int in_list;       /* inside [..]: 1 JSON calls, 2 Python calls, 3 empty */
+    bool py;           /* a Python call or list was read */
+    const cv_tc_format *syntax; /* the row the section's calls are written in */
     union {
         tc_jcall jc;
         tc_xcall xc;
@@ -362,6 +391,12 @@ struct cv_chat_parse {
     cv_buf cap;                /* captured events */
     int spec_n_calls;
     bool spec_ws_seg;
+    /* output detection (tc_detect.c) */
+    const cv_tc_format *spec_prev; /* the format before a speculative switch */
+    const cv_tc_format *spec_syntax; /* the row the speculative section is written in */
+    bool spec_fit;             /* weak detection: calls must fit their tools' schemas */
+    bool spec_at_start;        /* the section began before any text */
+    const cv_tc_format *detected; /* the row whose calls were committed last, or NULL */
     /* whitespace at the end of the text so far: emitted when more text of
      * the same kind follows, dropped when the other kind or the end does */
     cv_buf ws;
@@ -424,6 +459,29 @@ const json_t *tc_resolve(tc_run *r, const char *name, size_t nlen, size_t *name_
 /* The section read so far is a call: emit what was captured, go live. */
 void tc_commit(tc_run *r);
 
+/* Calls fn for every captured event, in order (the speculative section's
+ * events, not yet emitted). */
+void tc_cap_each(const tc_run *r, cv_chat_event_fn fn, void *ud);
+
+/* ---- output detection (tc_detect.c) ---- */
+
+/* Adds every other row's markers to the marker sets (opts.detect). */
+void tc_detect_marks(tc_run *r);
+/* Format f's start written as mark m's text, or NULL. */
+const tc_start *tc_own_start(const cv_tc_format *f, const tc_mark *m);
+/* Format f's reasoning pair whose opener (closer) is m's text, or -1. */
+int tc_own_pair(const cv_tc_format *f, const tc_mark *m, bool closer);
+/* What a mark registered for another row than r->fmt means now: false when
+ * it is text; else *st, *f (the row it switches to, or r->fmt) and *pair
+ * are set. */
+bool tc_detect_resolve(tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair);
+/* A section of row f was begun by detection: weak shapes must fit their
+ * tools; strong markers switch the format until the section is aborted. */
+void tc_detect_begin(tc_run *r, const cv_tc_format *f, bool weak);
+/* Whether the weak section's captured calls fit their tools' schemas (and a
+ * Python list is the reply's start). */
+bool tc_detect_fits(tc_run *r);
+
 /* ---- reasoning (../reasoning.c) ---- */
 
 const tc_reason *tc_reasons(const cv_tc_format *f);
@@ -436,6 +494,9 @@ void tc_reason_enter(tc_run *r, int pair, const char *opener, size_t olen);
 
 /* ---- sections ---- */
 
+/* Starts speculation: events are captured and the raw text from raw_start
+ * (an offset in r->in) kept; an abort releases it as kind and resumes mode. */
+void tc_spec_begin(tc_run *r, size_t raw_start, int kind, int mode);
 /* Starts the section reader for start st at the current position; the raw
  * text from raw_start (an offset in r->in) is kept until commit. */
 void tc_section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, size_t raw_start, int kind, bool weak);

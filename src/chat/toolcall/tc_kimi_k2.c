@@ -89,13 +89,32 @@ static int read_kimi(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { "<|tool_calls_section_begin|>", read_kimi, NULL, false, false, false },
-    { "<|tool_call_begin|>", read_kimi, &call_cfg, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|tool_calls_section_begin|>", .read = read_kimi },
+    { .marker = "<|tool_call_begin|>", .read = read_kimi, .cfg = &call_cfg },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "kimi_k2",
+    .trigger = "<|tool_calls_section_begin|>",
+    .open = "<|tool_calls_section_begin|>",
+    .close = "<|tool_calls_section_end|>",
+    .call_open = "<|tool_call_begin|>",
+    .call_close = "<|tool_call_end|>",
+    .specials = (const char *const[]){ "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+                                       "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_call_argument_begin|>", NULL },
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "functions.",
+    .name_post = ":",
+    .index = true,
+    .args_pre = "<|tool_call_argument_begin|>",
 };
 
 const cv_tc_format tc_fmt_kimi_k2 = {
     .name = "kimi_k2",
+    .syntax = &syntax,
     .summary = "<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{..}<|tool_call_end|>",
     .aliases = (const char *const[]){ "kimi", "kimi_k2_thinking", NULL },
     .tmpl = { (const char *const[]){ "tool_calls_section_begin", NULL } },

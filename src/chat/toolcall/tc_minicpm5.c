@@ -20,12 +20,29 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<function name=\"", tc_read_env, &env, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function name=\"", .read = tc_read_env, .cfg = &env, .keep = true },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "minicpm5",
+    .trigger = "<function name=\"",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<function name=\"",
+    .name_post = "\">",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<param name=\"",
+    .param_mid = "\">",
+    .param_close = "</param>",
+    .args_post = "</function>",
 };
 
 const cv_tc_format tc_fmt_minicpm5 = {
     .name = "minicpm5",
+    .syntax = &syntax,
     .summary = "<function name=\"NAME\"><param name=\"K\">V</param></function>",
     .tmpl = { (const char *const[]){ "<function name=", NULL } },
     .tmpl_rank = 80,

@@ -11,12 +11,26 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "minimax_m1",
+    .trigger = "<tool_calls>",
+    .open = "<tool_calls>\n",
+    .close = "\n</tool_calls>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_minimax_m1 = {
     .name = "minimax_m1",
+    .syntax = &syntax,
     .summary = "<tool_calls>[{\"name\": .., \"arguments\": {..}}]</tool_calls>",
     .tmpl = { (const char *const[]){ "<tool_calls>", "<beginning_of_sentence>", NULL } },
     .tmpl_rank = 85,

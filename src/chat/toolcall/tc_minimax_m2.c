@@ -20,12 +20,30 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<minimax:tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<minimax:tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "minimax_m2",
+    .trigger = "<minimax:tool_call>",
+    .open = "<minimax:tool_call>\n",
+    .close = "</minimax:tool_call>",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<invoke name=\"",
+    .name_post = "\">\n",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<parameter name=\"",
+    .param_mid = "\">",
+    .param_close = "</parameter>\n",
+    .args_post = "</invoke>\n",
 };
 
 const cv_tc_format tc_fmt_minimax_m2 = {
     .name = "minimax_m2",
+    .syntax = &syntax,
     .summary = "<minimax:tool_call><invoke name=\"NAME\"><parameter name=\"K\">V</parameter></invoke></minimax:tool_call>",
     .tmpl = { (const char *const[]){ "minimax:tool_call", NULL } },
     .tmpl_rank = 90,

@@ -270,14 +270,33 @@ static int read_m3(tc_run *r, tc_sec *s)
 }
 
 static const tc_start starts[] = {
-    { S "<tool_call>", read_m3, NULL, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = S "<tool_call>", .read = read_m3 },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<mm:think>", "</mm:think>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<mm:think>", .close = "</mm:think>" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "minimax_m3",
+    .trigger = S "<tool_call>",
+    .open = S "<tool_call>\n",
+    .close = S "</tool_call>",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = S "<invoke name=\"",
+    .name_post = "\">",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = S "<",
+    .param_mid = ">",
+    .param_close = S "</",
+    .param_tail = ">",
+    .args_post = S "</invoke>\n",
+};
 
 const cv_tc_format tc_fmt_minimax_m3 = {
     .name = "minimax_m3",
+    .syntax = &syntax,
     .summary = "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"..\">]<]minimax[>[<K>V]<]minimax[>[</K>...",
     .tmpl = { (const char *const[]){ S, NULL } },
     .tmpl_rank = 95,

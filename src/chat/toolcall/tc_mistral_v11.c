@@ -12,14 +12,28 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "[TOOL_CALLS]", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "[TOOL_CALLS]", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "[THINK]", "[/THINK]" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "[THINK]", .close = "[/THINK]" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "mistral_v11",
+    .trigger = "[TOOL_CALLS]",
+    .call_open = "[TOOL_CALLS]",
+    .sep = " ",
+    .specials = (const char *const[]){ "[TOOL_CALLS]", "[ARGS]", NULL },
+    .name_as = CV_TS_NAME_BARE,
+    .name_post = "[ARGS]",
+    .name_post_opt = true,
+};
 
 const cv_tc_format tc_fmt_mistral_v11 = {
     .name = "mistral_v11",
+    .syntax = &syntax,
     .summary = "[TOOL_CALLS]NAME[ARGS]{..} / [TOOL_CALLS]NAME{..}",
     .aliases = (const char *const[]){ "mistral", "devstral", "magistral", NULL },
     .tmpl = { (const char *const[]){ "[TOOL_CALLS]", "[ARGS]", NULL } },

@@ -9,12 +9,26 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<TOOLCALL>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<TOOLCALL>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "nemotron_nano_v2",
+    .trigger = "<TOOLCALL>",
+    .open = "<TOOLCALL>[",
+    .close = "]</TOOLCALL>",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_MEMBER,
+    .name_key = "name",
+    .args_key = "arguments",
 };
 
 const cv_tc_format tc_fmt_nemotron_nano_v2 = {
     .name = "nemotron_nano_v2",
+    .syntax = &syntax,
     .summary = "<TOOLCALL>[{\"name\": .., \"arguments\": {..}}]</TOOLCALL>",
     .aliases = (const char *const[]){ "nemotron", NULL },
     .tmpl = { (const char *const[]){ "<TOOLCALL>", NULL } },

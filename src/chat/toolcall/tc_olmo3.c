@@ -8,12 +8,27 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<function_calls>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<function_calls>", .read = tc_read_env, .cfg = &env },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "olmo3",
+    .trigger = "<function_calls>",
+    .open = "<function_calls>\n",
+    .close = "\n</function_calls>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_post = "(",
+    .args_as = CV_TS_ARGS_PYTHON,
+    .args_post = ")",
 };
 
 const cv_tc_format tc_fmt_olmo3 = {
     .name = "olmo3",
+    .syntax = &syntax,
     .summary = "<function_calls>f(a=1)\\ng(b=\"x\")</function_calls>",
     .tmpl = { (const char *const[]){ "<function_calls>", NULL } },
     .tmpl_rank = 85,

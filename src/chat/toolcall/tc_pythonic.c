@@ -16,13 +16,27 @@ static const tc_env env_tag = {
 };
 
 static const tc_start starts[] = {
-    { "<|python_start|>", tc_read_env, &env_tag, false, false, false },
-    { "[", tc_read_env, &env_bare, true, true, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<|python_start|>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "[", .read = tc_read_env, .cfg = &env_bare, .weak = true, .at_start = true, .keep = true },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "pythonic",
+    .open = "[",
+    .close = "]",
+    .sep = ", ",
+    .name_as = CV_TS_NAME_BARE,
+    .name_post = "(",
+    .args_as = CV_TS_ARGS_PYTHON,
+    .args_post = ")",
 };
 
 const cv_tc_format tc_fmt_pythonic = {
     .name = "pythonic",
+    .syntax = &syntax,
     .summary = "[f(a=1), g(b=\"x\")] or <|python_start|>[..]<|python_end|>",
     .aliases = (const char *const[]){ "llama32_pythonic", "llama4_pythonic", NULL },
     .tmpl = { (const char *const[]){ "[func_name1(", NULL } },

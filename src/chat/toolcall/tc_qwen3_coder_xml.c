@@ -31,13 +31,32 @@ static const tc_env env_bare = {
 };
 
 static const tc_start starts[] = {
-    { "<tool_call>", tc_read_env, &env_tag, false, false, false },
-    { "<function=", tc_read_env, &env_bare, false, false, true },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<tool_call>", .read = tc_read_env, .cfg = &env_tag },
+    { .marker = "<function=", .read = tc_read_env, .cfg = &env_bare, .keep = true },
+    { 0 },
+};
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "qwen3_coder_xml",
+    .trigger = "<tool_call>",
+    .call_open = "<tool_call>\n",
+    .call_close = "</tool_call>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<function=",
+    .name_post = ">\n",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<parameter=",
+    .param_mid = ">\n",
+    .param_close = "\n</parameter>\n",
+    .args_post = "</function>\n",
 };
 
 const cv_tc_format tc_fmt_qwen3_coder_xml = {
     .name = "qwen3_coder_xml",
+    .syntax = &syntax,
     .summary = "<tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>",
     .aliases = (const char *const[]){ "qwen3_coder", "qwen3coder", "qwen3_xml", "qwen35", NULL },
     .tmpl = { (const char *const[]){ "<function=", "<parameter=", NULL } },

@@ -122,6 +122,67 @@ tc_type tc_prop_type(const json_t *props, const char *key, size_t len)
     return (tc_type){ schema_mask(tc_prop_schema(props, key, len), 0) };
 }
 
+/* ---- fit: is bare JSON a call to this tool? ---- */
+
+static bool value_fits(const json_t *v, unsigned mask)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING: return mask & TT_STRING;
+    case JSON_INTEGER: return mask & (TT_INTEGER | TT_NUMBER);
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        return (mask & TT_NUMBER) || ((mask & TT_INTEGER) && d == (double)(long long)d);
+    }
+    case JSON_TRUE:
+    case JSON_FALSE: return mask & TT_BOOLEAN;
+    case JSON_NULL: return mask & TT_NULL;
+    case JSON_OBJECT: return mask & TT_OBJECT;
+    case JSON_ARRAY: return mask & TT_ARRAY;
+    }
+    return false;
+}
+
+/* Output detection takes a bare JSON object or Python list for a call only
+ * when it fits the tool it names: every required property present, every
+ * typed property of its type (after the parser's lossless typing), no
+ * property the schema forbids, and, when the schema declares properties,
+ * at least one of them named (a JSON answer that happens to carry a tool's
+ * name has none of its parameters). A tool without a schema takes anything. */
+bool tc_args_fit(const json_t *tool, const char *args, size_t len)
+{
+    const json_t *fn = fn_of(tool);
+    const json_t *ps = json_object_get(fn, "parameters");
+    if (!ps)
+        ps = json_object_get(fn, "input_schema");
+    if (!json_is_object(ps))
+        return true;
+    json_t *a = json_loadb(args, len, 0, NULL);
+    bool ok = json_is_object(a);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(json_object_get(ps, "required"), i, x)
+        ok &= !json_is_string(x) || json_object_get(a, json_string_value(x)) != NULL;
+    const json_t *props = json_object_get(ps, "properties");
+    bool closed = json_is_false(json_object_get(ps, "additionalProperties"));
+    size_t known = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(ok ? a : NULL, k, v) {
+        const json_t *s = json_object_get(props, k);
+        if (!json_is_object(s)) {
+            ok &= !closed;
+            continue;
+        }
+        known++;
+        unsigned mask = schema_mask(s, 0);
+        ok &= !mask || value_fits(v, mask);
+    }
+    if (ok && json_object_size(props) && json_object_size(a) && !known)
+        ok = false;
+    json_decref(a);
+    return ok;
+}
+
 /* ---- coercion ---- */
 
 static void trim(const char **p, size_t *n)

@@ -20,14 +20,33 @@ static const tc_env env = {
 };
 
 static const tc_start starts[] = {
-    { "<seed:tool_call>", tc_read_env, &env, false, false, false },
-    { NULL, NULL, NULL, false, false, false },
+    { .marker = "<seed:tool_call>", .read = tc_read_env, .cfg = &env },
+    { 0 },
 };
 
-static const tc_reason reason[] = { { "<seed:think>", "</seed:think>" }, { NULL, NULL } };
+static const tc_reason reason[] = { { .open = "<seed:think>", .close = "</seed:think>" }, { 0 } };
+
+/* How a forced call is written (cv_tool_syntax, grammar.h): the grammar
+ * writes it and this row's reader reads it back (test_grammar_tools.c). */
+static const cv_tool_syntax syntax = {
+    .name = "seed_oss",
+    .trigger = "<seed:tool_call>",
+    .call_open = "<seed:tool_call>\n",
+    .call_close = "</seed:tool_call>",
+    .sep = "\n",
+    .name_as = CV_TS_NAME_BARE,
+    .name_pre = "<function=",
+    .name_post = ">\n",
+    .args_as = CV_TS_ARGS_XML,
+    .param_open = "<parameter=",
+    .param_mid = ">",
+    .param_close = "</parameter>\n",
+    .args_post = "</function>\n",
+};
 
 const cv_tc_format tc_fmt_seed_oss = {
     .name = "seed_oss",
+    .syntax = &syntax,
     .summary = "<seed:tool_call><function=NAME><parameter=K>V</parameter></function></seed:tool_call>",
     .aliases = (const char *const[]){ "seed", NULL },
     .tmpl = { (const char *const[]){ "seed:tool_call", NULL } },

@@ -3,7 +3,12 @@
  * chat template renders for assistant tool calls (each format lists
  * substrings that identify its template; the most specific match wins),
  * then by its name or architecture, then a default. A new wire syntax is a
- * new tc_<name>.c plus one row here (STYLE.md "Tool-call format"). */
+ * new tc_<name>.c plus one row here (STYLE.md "Tool-call format").
+ *
+ * Table order is also the order in which output detection (tc_detect.c)
+ * claims markers that several rows share: the first row writing a marker
+ * reads it (<tool_call> is Hermes, whose reader sniffs its neighbours'
+ * bodies; <tool_calls> is Hunyuan's, which drops text after the calls). */
 #include <ctype.h>
 
 #include "chat/toolcall/tc_int.h"
@@ -20,8 +25,8 @@ const cv_tc_format *const cv_tc_formats[] = {
     &tc_fmt_hermes, &tc_fmt_qwen3_coder_xml, &tc_fmt_glm45, &tc_fmt_seed_oss, &tc_fmt_longcat,
     &tc_fmt_llama3_json, &tc_fmt_pythonic, &tc_fmt_lfm2, &tc_fmt_olmo3, &tc_fmt_mistral_v11,
     &tc_fmt_mistral_pre_v11, &tc_fmt_deepseek_v3, &tc_fmt_deepseek_v31, &tc_fmt_deepseek_dsml, &tc_fmt_kimi_k2,
-    &tc_fmt_gpt_oss_harmony, &tc_fmt_minimax_m2, &tc_fmt_minimax_m3, &tc_fmt_minimax_m1, &tc_fmt_jamba,
-    &tc_fmt_hunyuan_a13b, &tc_fmt_apriel, &tc_fmt_granite, &tc_fmt_granite_20b_fc, &tc_fmt_internlm2,
+    &tc_fmt_gpt_oss_harmony, &tc_fmt_minimax_m2, &tc_fmt_minimax_m3, &tc_fmt_hunyuan_a13b, &tc_fmt_minimax_m1,
+    &tc_fmt_jamba, &tc_fmt_apriel, &tc_fmt_granite, &tc_fmt_granite_20b_fc, &tc_fmt_internlm2,
     &tc_fmt_phi4_mini, &tc_fmt_firefunction_v2, &tc_fmt_xlam, &tc_fmt_functionary_v3_1, &tc_fmt_functionary_v3_2,
     &tc_fmt_command_r7b, &tc_fmt_command_r_plus, &tc_fmt_step3, &tc_fmt_gemma4, &tc_fmt_apertus,
     &tc_fmt_gigachat3, &tc_fmt_nemotron_nano_v2, &tc_fmt_minicpm5, &tc_fmt_plain_content,
@@ -38,6 +43,7 @@ const cv_tc_format *cv_tc_format_at(int i)
 const char *cv_tc_format_name(const cv_tc_format *f) { return f ? f->name : NULL; }
 const char *cv_tc_format_summary(const cv_tc_format *f) { return f ? f->summary : NULL; }
 const char *const *cv_tc_format_efforts(const cv_tc_format *f) { return f ? f->efforts : NULL; }
+const cv_tool_syntax *cv_tc_format_syntax(const cv_tc_format *f) { return f ? f->syntax : NULL; }
 
 static bool eq_ci(const char *a, const char *b)
 {

@@ -16,7 +16,10 @@
  * of every other format; one that reads as a call to a declared tool is
  * taken (speculatively, so prose that merely contains such a marker stays
  * content). This is how a Qwen model that drifts into <function=...> or a
- * Mistral model that writes <tool_call> still yields its call. */
+ * Mistral model that writes <tool_call> still yields its call. With output
+ * detection (opts.detect) the marker sets hold every row's markers instead,
+ * and tc_detect.c says what each means: a switch of format, a weak bare
+ * shape that must fit its tool, or a hand-over to a whole-stream row. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -169,7 +172,7 @@ static cv_str cap_get(const char **p)
     return s;
 }
 
-static void replay(tc_run *r)
+void tc_cap_each(const tc_run *r, cv_chat_event_fn fn, void *ud)
 {
     const char *p = r->cap.data, *end = r->cap.data + r->cap.len;
     while (p && p < end) {
@@ -182,8 +185,13 @@ static void replay(tc_run *r)
         ev.text = cap_get(&p);
         ev.id = cap_get(&p);
         ev.name = cap_get(&p);
-        r->fn(r->ud, &ev);
+        fn(ud, &ev);
     }
+}
+
+static void replay(tc_run *r)
+{
+    tc_cap_each(r, r->fn, r->ud);
     cv_buf_reset(&r->cap);
 }
 
@@ -453,6 +461,9 @@ void tc_commit(tc_run *r)
     if (!r->spec || r->spec_hold || r->spec_weak)
         return;
     r->spec = false;
+    /* a switch made by detection stays; the row is what was found */
+    r->spec_prev = NULL;
+    r->detected = r->spec_syntax ? r->spec_syntax : r->fmt;
     replay(r);
 }
 
@@ -477,6 +488,10 @@ static void abort_spec(tc_run *r, size_t end)
     r->spec = false;
     r->spec_hold = false;
     r->spec_weak = false;
+    r->spec_fit = false;
+    if (r->spec_prev) /* a detection switch that found prose: back to the format before */
+        r->fmt = r->spec_prev;
+    r->spec_prev = NULL;
     size_t start = r->spec_start;
     r->pos = end;
     r->mode = r->spec_mode;
@@ -500,27 +515,61 @@ static void sec_reset(tc_sec *s)
     memset(s, 0, sizeof *s);
 }
 
+void tc_spec_begin(tc_run *r, size_t raw_start, int kind, int mode)
+{
+    r->spec = true;
+    r->spec_start = raw_start;
+    r->spec_kind = kind;
+    r->spec_mode = mode;
+    r->spec_n_calls = r->n_calls;
+    r->spec_prev = NULL;
+    r->spec_fit = false;
+    r->spec_at_start = !r->any_text;
+    cv_buf_reset(&r->cap);
+}
+
 void tc_section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, size_t raw_start, int kind, bool weak)
 {
     sec_reset(&r->sec);
     r->sec.start = st;
     r->sec.fmt = f;
-    if (!r->spec) {
-        r->spec = true;
-        r->spec_start = raw_start;
-        r->spec_kind = kind;
-        r->spec_mode = r->mode;
-        r->spec_n_calls = r->n_calls;
-        cv_buf_reset(&r->cap);
-    }
+    r->sec.syntax = f;
+    if (!r->spec)
+        tc_spec_begin(r, raw_start, kind, r->mode);
+    r->spec_syntax = f;
     r->spec_weak = weak;
     r->sec_return = r->spec_hold ? RM_HELD : RM_CONTENT;
     r->mode = RM_SECTION;
 }
 
+/* A row that reads the whole stream itself was recognised (TC_SWITCH): it
+ * rereads the text from where its section began, as if chosen from the
+ * start. Nothing of that text was emitted (it was speculative). */
+static void hand_over(tc_run *r)
+{
+    const cv_tc_format *f = r->sec.fmt;
+    if (r->spec) {
+        r->pos = r->spec_start;
+        cv_buf_reset(&r->cap);
+        r->n_calls = r->spec_n_calls;
+        r->call_open = false;
+        r->spec = r->spec_hold = r->spec_weak = r->spec_fit = false;
+        r->spec_prev = NULL;
+    }
+    sec_reset(&r->sec);
+    r->fmt = f;
+    r->detected = f;
+    r->os_st = 0;
+    r->mode = RM_STREAM;
+}
+
 int tc_section_step(tc_run *r)
 {
     int rc = r->sec.start->read(r, &r->sec);
+    if (rc == TC_SWITCH) {
+        hand_over(r);
+        return TC_OK;
+    }
     if (rc == TC_MORE) {
         if (r->spec && r->pos + tc_n(r) - r->spec_start > CV_TC_MAX_HOLD) {
             cv_debug("speculative tool-call text over %u bytes released as text", CV_TC_MAX_HOLD);
@@ -536,12 +585,21 @@ int tc_section_step(tc_run *r)
     if (rc == TC_DONE) {
         tc_call_end(r);
         if (r->spec && !r->spec_hold) {
-            if (r->spec_weak && r->n_calls == r->spec_n_calls) {
+            if (r->spec_weak && (r->n_calls == r->spec_n_calls || (r->spec_fit && !tc_detect_fits(r)))) {
                 abort_spec(r, r->pos);
                 sec_reset(&r->sec);
                 return TC_OK;
             }
+            r->spec_syntax = r->sec.syntax;
             r->spec_weak = false;
+            if (r->spec_fit && r->sec.py) {
+                /* a detected Python list is a call only as the whole reply:
+                 * held until the end, like a call ending reasoning */
+                r->spec_hold = true;
+                r->mode = RM_HELD;
+                sec_reset(&r->sec);
+                return TC_OK;
+            }
             tc_commit(r);
         }
         r->mode = r->sec_return;
@@ -561,9 +619,19 @@ int tc_section_step(tc_run *r)
     return TC_OK;
 }
 
-/* Reasoning-held: after a call section inside reasoning, only whitespace or
- * another call may follow for it to count; anything else (more thinking, the
- * closer) makes it text inside the reasoning. */
+/* The start a mark in the reasoning set means to the format in use, or
+ * NULL (another row's: tool-call markup inside reasoning switches nothing). */
+static const tc_start *held_start(tc_run *r, const tc_mark *m)
+{
+    if (m->kind != MK_START)
+        return NULL;
+    return m->fmt == r->fmt ? m->start : tc_own_start(r->fmt, m);
+}
+
+/* Held: after a call section inside reasoning, only whitespace or another
+ * call may follow for it to count; anything else (more thinking, the
+ * closer) makes it text inside the reasoning. A detected Python list is
+ * held the same way, in content, with no second section. */
 static int held_step(tc_run *r)
 {
     int w = tc_ws(r);
@@ -580,27 +648,27 @@ static int held_step(tc_run *r)
     int s = tc_scan(&r->rmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
     if (at == 0 && s == SCAN_PARTIAL)
         return TC_MORE;
-    if (at == 0 && s == SCAN_HIT && hit->kind == MK_START) {
+    const tc_start *st = at == 0 && s == SCAN_HIT && r->spec_mode == RM_REASON ? held_start(r, hit) : NULL;
+    if (st) {
         size_t raw = r->pos;
-        if (!hit->start->keep)
+        if (!st->keep)
             tc_eat(r, hit->len);
-        tc_section_begin(r, hit->start, hit->fmt, raw, r->spec_kind, false);
+        tc_section_begin(r, st, r->fmt, raw, r->spec_kind, false);
         return TC_OK;
     }
-    abort_spec(r, r->pos);
-    r->mode = RM_REASON;
+    abort_spec(r, r->pos); /* back to the mode the held text came from */
     return TC_OK;
 }
 
 /* ---- content ---- */
 
-static bool mark_applies(tc_run *r, const tc_mark *m)
+static bool mark_applies(tc_run *r, int kind, const tc_start *st)
 {
-    switch (m->kind) {
+    switch (kind) {
     case MK_START:
-        return !(m->start->at_start && r->any_text);
+        return !(st->at_start && r->any_text);
     case MK_FALLBACK:
-        return r->n_calls == 0 && !m->start->weak;
+        return r->n_calls == 0 && !st->weak;
     case MK_FENCE:
         return r->fenced || !r->any_text;
     case MK_RCLOSE:
@@ -624,7 +692,13 @@ static int content_step(tc_run *r)
         return TC_MORE;
     if (s == SCAN_PARTIAL)
         return TC_MORE;
-    if (!mark_applies(r, hit)) {
+    const tc_start *st = hit->start;
+    const cv_tc_format *f = hit->fmt;
+    int pair = hit->arg;
+    /* a mark of another row than the one in use (output detection, or the
+     * one chosen before a switch): what it means now */
+    bool ours = f == r->fmt || hit->kind == MK_FALLBACK || hit->kind == MK_FENCE;
+    if ((!ours && !tc_detect_resolve(r, hit, &st, &f, &pair)) || !mark_applies(r, hit->kind, st)) {
         tc_text(r, K_CONTENT, tc_p(r), 1);
         tc_eat(r, 1);
         return TC_OK;
@@ -633,13 +707,16 @@ static int content_step(tc_run *r)
     switch (hit->kind) {
     case MK_ROPEN:
         tc_eat(r, hit->len);
-        tc_reason_enter(r, hit->arg, hit->s, hit->len);
+        r->fmt = f; /* another row's reasoning opener: its syntax from here on */
+        tc_reason_enter(r, pair, hit->s, hit->len);
         break;
     case MK_START:
     case MK_FALLBACK:
-        if (!hit->start->keep)
+        if (!st->keep)
             tc_eat(r, hit->len);
-        tc_section_begin(r, hit->start, hit->fmt, raw, K_CONTENT, hit->start->weak || hit->kind == MK_FALLBACK);
+        tc_section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
+        if (hit->kind == MK_START && f != r->fmt)
+            tc_detect_begin(r, f, st->weak);
         break;
     case MK_DROP:
     case MK_RCLOSE:
@@ -700,8 +777,10 @@ static void build_marks(tc_run *r)
         tc_markset_add(&r->cmarks, "```json", MK_FENCE, 0, NULL, f);
         tc_markset_add(&r->cmarks, "```", MK_FENCE, 0, NULL, f);
     }
-    /* fallback: only when calls are possible (tools unknown, or some declared) */
-    if ((!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none) {
+    if (r->o.detect) {
+        tc_detect_marks(r); /* every other row's markers, which subsume the fallback's */
+    } else if ((!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none) {
+        /* fallback: only when calls are possible (tools unknown, or some declared) */
         for (int i = 0; i < cv_tc_n_formats; i++) {
             const cv_tc_format *g = cv_tc_formats[i];
             if (g == f || (g->flags & TC_F_NO_FALLBACK))
@@ -804,6 +883,7 @@ void cv_chat_parse_destroy(cv_chat_parse *p)
 }
 
 const cv_tc_format *cv_chat_parse_format(const cv_chat_parse *p) { return p->fmt; }
+const cv_tc_format *cv_chat_parse_detected(const cv_chat_parse *p) { return p->detected; }
 uint64_t cv_chat_parse_work(const cv_chat_parse *p) { return p->work; }
 
 int tc_stream_args(tc_run *r, tc_json *j, cv_buf *out)

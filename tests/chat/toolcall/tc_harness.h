@@ -19,6 +19,7 @@ typedef struct tc_coll {
     int next;          /* the index the next BEGIN must carry */
     int n_args_events; /* TOOL_ARGS events seen */
     char bad[256];     /* the first grammar violation */
+    const cv_tc_format *detected; /* cv_chat_parse_detected at the end */
 } tc_coll;
 
 static inline void tc_coll_init(tc_coll *c)
@@ -132,6 +133,7 @@ static inline int tc_run_chunked(const cv_chat_parse_opts *o, const char *text, 
         rc = cv_chat_parse_finish(p, &err);
     if (work)
         *work = cv_chat_parse_work(p);
+    c->detected = cv_chat_parse_detected(p);
     cv_chat_parse_destroy(p);
     return rc;
 }

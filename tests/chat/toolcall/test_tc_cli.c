@@ -1,8 +1,9 @@
 /* test_tc_cli.c — `corvid parse-tools` end to end, driving the release
  * binary (CV_RELEASE_BIN; skipped when it has not been built): formats by
- * name, by template file and by model name, tools from a file, chunked
- * input giving the same output as whole input, the event listing, and
- * usage errors (exit 2, nothing on stdout). */
+ * name, by template file and by model name, output detection under
+ * --format auto (the syntax found, on stderr), --format list, tools from a
+ * file, chunked input giving the same output as whole input, the event
+ * listing, and usage errors (exit 2, nothing on stdout). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -14,8 +15,8 @@
 static char out[1 << 16];
 
 /* Runs `corvid parse-tools ARGS` with input on stdin; returns the exit
- * status and leaves stdout in out. */
-static int run(const char *args, const char *input)
+ * status and leaves stdout in out (stderr when redir is "2>&1 >/dev/null"). */
+static int run_redir(const char *args, const char *input, const char *redir)
 {
     char inpath[] = "/tmp/corvid-tc-cli-XXXXXX";
     int fd = mkstemp(inpath);
@@ -25,7 +26,7 @@ static int run(const char *args, const char *input)
     fputs(input, f);
     fclose(f);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' parse-tools %s < '%s' 2>/dev/null", CV_RELEASE_BIN, args, inpath);
+    snprintf(cmd, sizeof cmd, "'%s' parse-tools %s < '%s' %s", CV_RELEASE_BIN, args, inpath, redir);
     FILE *p = popen(cmd, "r");
     size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
     out[n] = 0;
@@ -33,6 +34,8 @@ static int run(const char *args, const char *input)
     unlink(inpath);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run(const char *args, const char *input) { return run_redir(args, input, "2>/dev/null"); }
 
 static json_t *out_json(void) { return json_loads(out, 0, NULL); }
 
@@ -97,6 +100,43 @@ TEST(the_format_is_detected_from_a_template_file_or_a_model_name)
     CHECK(strstr(out, "\"name\": \"f\"") != NULL);
 }
 
+TEST(auto_detects_the_syntax_from_the_output_and_says_which_on_stderr)
+{
+    static const struct {
+        const char *input, *syntax;
+    } rows[] = {
+        { "[get_weather(city='Paris')]", "pythonic" },
+        { "Sure. {\"name\": \"f\", \"parameters\": {\"a\": 1}}", "llama3_json" },
+        { "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", "hermes" },
+        { "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>", "gpt_oss_harmony" },
+        { "I'll check.\n```json\n[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]\n```", "llama3_json" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        CHECK_EQ_INT(run("--format auto", rows[i].input), 0);
+        json_t *j = out_json();
+        CHECK_MSG(json_array_size(json_object_get(j, "tool_calls")) == 1, "%s: %s", rows[i].syntax, out);
+        json_decref(j);
+        CHECK_EQ_INT(run_redir("", rows[i].input, "2>&1 >/dev/null"), 0);
+        char want[128];
+        snprintf(want, sizeof want, "detected syntax %s\n", rows[i].syntax);
+        CHECK_MSG(strstr(out, want) != NULL, "stderr for %s: %s", rows[i].syntax, out);
+    }
+    CHECK_EQ_INT(run_redir("", "Just prose.", "2>&1 >/dev/null"), 0);
+    CHECK(strstr(out, "detected syntax none") != NULL);
+}
+
+TEST(format_list_prints_every_syntax)
+{
+    CHECK_EQ_INT(run("--format list", ""), 0);
+    char listed[sizeof out];
+    memcpy(listed, out, sizeof out);
+    for (int k = 0; k < cv_tc_format_count(); k++)
+        CHECK_MSG(strstr(listed, cv_tc_format_name(cv_tc_format_at(k))) != NULL, "%s not listed",
+                  cv_tc_format_name(cv_tc_format_at(k)));
+    CHECK_EQ_INT(run("--list", ""), 0);
+    CHECK_EQ_STR(out, listed);
+}
+
 TEST(events_are_listed_one_json_object_per_line)
 {
     CHECK_EQ_INT(run("--format mistral_v11 --events", "Hi[TOOL_CALLS]f[ARGS]{\"a\": 1}"), 0);
@@ -122,6 +162,8 @@ int main(void)
     RUN(chunked_input_prints_exactly_what_whole_input_prints);
     RUN(tools_from_a_file_drop_undeclared_calls_and_type_values);
     RUN(the_format_is_detected_from_a_template_file_or_a_model_name);
+    RUN(auto_detects_the_syntax_from_the_output_and_says_which_on_stderr);
+    RUN(format_list_prints_every_syntax);
     RUN(events_are_listed_one_json_object_per_line);
     RUN(bad_usage_exits_2_and_prints_nothing);
     return test_report();

@@ -6,6 +6,15 @@
  * the event stream must be well-formed (no text inside a call, indexes in
  * order, arguments that parse as a JSON object).
  *
+ * Three ways of choosing the format, each over every case: named (the
+ * case's format), named with output detection on (the server's way), and
+ * auto (nothing named: the case's template, where it has one, then
+ * detection from the output alone). corvid's own cases for what detection
+ * recovers (tests/chat/toolcall/fixtures/detect.jsonl: bare, listed and
+ * fenced JSON calls, whole-reply Python lists, other syntaxes' markers, and
+ * the near-misses that must stay content) name the format chosen before the
+ * output is seen and the syntax the calls must be found in.
+ *
  * Options come from the case: reasoning is split for reasoning_format
  * auto/deepseek (and for SGLang's Harmony cases), kept inline otherwise; for
  * llama.cpp cases the text continues the template's generation prompt, which
@@ -17,7 +26,7 @@
  * well-formedness, and the test fails if one of them starts passing (so the
  * list cannot go stale). The same cases' templates drive a detection test:
  * cv_tc_detect on the template source (and its file name as the model name)
- * must choose the case's format. */
+ * must choose the case's format. Every registered format must have cases. */
 #include <dirent.h>
 
 #include "tc_harness.h"
@@ -42,16 +51,20 @@ static const char *jstr(const json_t *o, const char *k)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static bool is_llamacpp(const json_t *c) { return !strncmp(jstr(c, "peer_parser"), "llama.cpp", 9); }
+static bool is_llamacpp(const json_t *c)
+{
+    const char *p = jstr(c, "peer_parser");
+    return p && !strncmp(p, "llama.cpp", 9);
+}
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void load_cases(void)
+/* Loads every *.jsonl of dir; returns the number of files. */
+static int load_dir(const char *dir)
 {
-    const char *dir = test_data("toolcalls");
     DIR *d = opendir(dir);
     if (!d)
-        test_skip("toolcalls fixtures absent");
+        return 0;
     char *names[64];
     int nn = 0;
     struct dirent *e;
@@ -90,7 +103,21 @@ static void load_cases(void)
         cv_buf_free(&b);
         free(names[f]);
     }
+    return nn;
 }
+
+/* The peers' corpus (../shared/testdata/toolcalls, one file per format) and
+ * corvid's own cases for what output detection recovers
+ * (tests/chat/toolcall/fixtures: "detection": true, a chosen format or
+ * "auto", and the syntax the calls must be found in). */
+static void load_cases(void)
+{
+    if (!load_dir(test_data("toolcalls")))
+        test_skip("toolcalls fixtures absent");
+    CHECK(load_dir("tests/chat/toolcall/fixtures") > 0);
+}
+
+static bool is_detection(const json_t *c) { return json_is_true(json_object_get(c, "detection")); }
 
 static bool thinking_of(const json_t *c)
 {
@@ -165,13 +192,32 @@ static void load_wrong(void)
 typedef struct copts {
     cv_chat_parse_opts o;
     char opener[256];
+    cv_buf tmpl;
 } copts;
+
+/* How the format is chosen: named (the case's), named with output
+ * detection on (what the server does with the template's syntax), or auto:
+ * nothing named, the case's template (llama.cpp cases) the only hint, and
+ * detection finding the rest. */
+enum { M_NAMED, M_DETECT, M_AUTO };
+static int mode;
+static const char *const mode_name[] = { "named", "named + detection", "auto" };
 
 static void case_opts(const json_t *c, const char *tmpl, copts *co)
 {
     memset(co, 0, sizeof *co);
     cv_chat_parse_opts *o = &co->o;
     o->format = cv_tc_format_find(jstr(c, "format"));
+    o->detect = mode != M_NAMED;
+    if (mode == M_AUTO && !is_detection(c)) {
+        if (tmpl) {
+            char rel[512];
+            snprintf(rel, sizeof rel, "templates/%s", tmpl);
+            cv_read_file(test_data(rel), &co->tmpl, 1u << 20, NULL);
+        }
+        o->template_src = (cv_str){ co->tmpl.data, co->tmpl.len };
+        o->format = cv_tc_detect(o->template_src, (cv_str){ NULL, 0 }); /* for the prompt's opener */
+    }
     const json_t *tools = json_object_get(c, "tools");
     o->tools = json_is_array(tools) ? tools : NULL;
     const json_t *op = json_object_get(c, "options");
@@ -441,11 +487,17 @@ static int n_fail_runs, n_judged, n_runs;
 static void run_case(const tcase *tc, const char *tmpl)
 {
     const json_t *c = tc->j;
+    /* detection cases name the format chosen before the output is seen
+     * ("auto": none, the parser's default), so they run once, detecting */
+    if (is_detection(c) && mode != M_DETECT)
+        return;
     copts co;
     case_opts(c, tmpl, &co);
-    CHECK_MSG(co.o.format != NULL, "%s#%d: unknown format %s", tc->file, tc->index, jstr(c, "format"));
-    if (!co.o.format)
+    CHECK_MSG(co.o.format || is_detection(c), "%s#%d: unknown format %s", tc->file, tc->index, jstr(c, "format"));
+    if (!co.o.format && !is_detection(c))
         return;
+    if (mode == M_AUTO)
+        co.o.format = NULL; /* the parser chooses from the template, as in the server */
     const char *text = jstr(c, "text");
     size_t len = strlen(text);
     bool partial = !strcmp(jstr(c, "mode"), "partial");
@@ -457,6 +509,12 @@ static void run_case(const tcase *tc, const char *tmpl)
     tc_run_chunked(&co.o, text, len, CH_WHOLE, 0, false, &whole, NULL);
     n_runs++;
     CHECK_MSG(!whole.bad[0], "%s: event stream: %s", key, whole.bad);
+    const char *want_syntax = jstr(c, "expected_syntax");
+    if (is_detection(c))
+        CHECK_MSG(want_syntax ? whole.detected && !strcmp(cv_tc_format_name(whole.detected), want_syntax)
+                              : !whole.detected || whole.res.n_calls == 0,
+                  "%s (%s): detected %s, expected %s", key, mode_name[mode],
+                  whole.detected ? cv_tc_format_name(whole.detected) : "nothing", want_syntax ? want_syntax : "none");
     CHECK_MSG(args_are_objects(&whole.res), "%s: arguments are not JSON objects", key);
 
     char why[512];
@@ -473,8 +531,8 @@ static void run_case(const tcase *tc, const char *tmpl)
             CHECK_MSG(!ok, "%s is listed in judged_wrong.txt but now passes: remove it", key);
             n_judged += tmpl == NULL || !strcmp(tmpl, json_string_value(json_array_get(json_object_get(c, "templates"), 0)));
         } else {
-            CHECK_MSG(ok, "%s (%s) [%s]: %s\n    text: %.300s", key, tmpl ? tmpl : "-", cv_tc_format_name(co.o.format),
-                      why, text);
+            CHECK_MSG(ok, "%s (%s) [%s, %s]: %s\n    text: %.300s", key, tmpl ? tmpl : "-", jstr(c, "format"),
+                      mode_name[mode], why, text);
             n_fail_runs += !ok;
         }
     }
@@ -491,10 +549,12 @@ static void run_case(const tcase *tc, const char *tmpl)
         tc_coll_fini(&other);
     }
     tc_coll_fini(&whole);
+    cv_buf_free(&co.tmpl);
 }
 
-TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
+static void run_all(void)
 {
+    n_runs = n_judged = n_fail_runs = 0;
     for (int i = 0; i < n_cases; i++) {
         const json_t *t = json_object_get(cases[i].j, "templates");
         if (is_llamacpp(cases[i].j) && json_array_size(t)) {
@@ -504,9 +564,28 @@ TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
             run_case(&cases[i], NULL);
         }
     }
-    printf("  %d cases (%d runs, one per template, each in 6 chunkings): %d judged wrong (judged_wrong.txt), "
-           "%d runs not matching their peer\n", n_cases, n_runs, n_judged, n_fail_runs);
-    CHECK(n_cases == 588);
+    printf("  %s: %d cases (%d runs, one per template, each in 6 chunkings): %d judged wrong (judged_wrong.txt), "
+           "%d runs not matching their peer\n", mode_name[mode], n_cases, n_runs, n_judged, n_fail_runs);
+}
+
+TEST(every_fixture_case_parses_as_its_peer_expects_in_every_chunking)
+{
+    mode = M_NAMED;
+    run_all();
+    CHECK(n_cases >= 588);
+}
+
+TEST(every_fixture_case_parses_the_same_with_output_detection_on)
+{
+    mode = M_DETECT;
+    run_all();
+}
+
+TEST(every_fixture_case_parses_the_same_with_no_format_named)
+{
+    mode = M_AUTO;
+    run_all();
+    mode = M_NAMED;
 }
 
 TEST(judged_wrong_list_names_real_cases)
@@ -556,11 +635,28 @@ TEST(each_case_template_selects_the_case_format)
     json_decref(seen);
 }
 
-TEST(every_fixture_format_is_registered)
+/* Both ways: a case names a registered format (or "auto" for detection
+ * cases), and every registered format has cases, so a new row is tested
+ * the day it is added (and a removed one cannot leave cases behind). */
+TEST(every_fixture_format_is_registered_and_every_format_has_fixtures)
 {
-    for (int i = 0; i < n_cases; i++)
-        CHECK_MSG(cv_tc_format_find(jstr(cases[i].j, "format")) != NULL, "format %s", jstr(cases[i].j, "format"));
-    CHECK(cv_tc_format_count() >= 39);
+    int *per = calloc((size_t)cv_tc_format_count(), sizeof *per);
+    for (int i = 0; i < n_cases; i++) {
+        const json_t *c = cases[i].j;
+        const char *name = jstr(c, "format"), *syn = jstr(c, "expected_syntax");
+        const cv_tc_format *f = cv_tc_format_find(name);
+        CHECK_MSG(f || (is_detection(c) && !strcmp(name, "auto")), "%s#%d: format %s is not registered", cases[i].file,
+                  cases[i].index, name);
+        CHECK_MSG(!syn || cv_tc_format_find(syn), "%s#%d: expected_syntax %s is not registered", cases[i].file,
+                  cases[i].index, syn);
+        for (int k = 0; k < cv_tc_format_count(); k++) {
+            const char *row = cv_tc_format_name(cv_tc_format_at(k));
+            per[k] += (f == cv_tc_format_at(k) && !is_detection(c)) || (syn && !strcmp(syn, row));
+        }
+    }
+    for (int k = 0; k < cv_tc_format_count(); k++)
+        CHECK_MSG(per[k] > 0, "format %s has no fixture cases", cv_tc_format_name(cv_tc_format_at(k)));
+    free(per);
 }
 
 int main(void)
@@ -569,8 +665,10 @@ int main(void)
     load_cases();
     render_all();
     load_wrong();
-    RUN(every_fixture_format_is_registered);
+    RUN(every_fixture_format_is_registered_and_every_format_has_fixtures);
     RUN(every_fixture_case_parses_as_its_peer_expects_in_every_chunking);
+    RUN(every_fixture_case_parses_the_same_with_output_detection_on);
+    RUN(every_fixture_case_parses_the_same_with_no_format_named);
     RUN(judged_wrong_list_names_real_cases);
     RUN(each_case_template_selects_the_case_format);
     for (int i = 0; i < n_cases; i++)

@@ -15,6 +15,10 @@
 #define MIB (1u << 20)
 #define WORK_PER_BYTE 24
 
+/* Every case runs twice: the format alone, then with output detection on
+ * (every other syntax's markers watched too), under the same bound. */
+static bool detect;
+
 static const char *TOOLS =
     "[{\"type\":\"function\",\"function\":{\"name\":\"write\",\"parameters\":{\"type\":\"object\",\"properties\":{"
     "\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}}}}}]";
@@ -44,7 +48,7 @@ static void repeat(cv_buf *b, const char *s, size_t until)
 static void run(const char *name, const char *format, const char *opener, cv_buf *text, counter *k)
 {
     json_t *tools = json_loads(TOOLS, 0, NULL);
-    cv_chat_parse_opts o = { .format = cv_tc_format_find(format), .tools = tools, .id_seed = 1 };
+    cv_chat_parse_opts o = { .format = cv_tc_format_find(format), .tools = tools, .detect = detect, .id_seed = 1 };
     if (opener)
         o.reasoning_open = cv_str_of(opener);
     memset(k, 0, sizeof *k);
@@ -58,8 +62,8 @@ static void run(const char *name, const char *format, const char *opener, cv_buf
     cv_chat_parse_finish(p, &err);
     uint64_t work = cv_chat_parse_work(p);
     cv_chat_parse_destroy(p);
-    printf("  %-34s %8zu bytes, %9llu examined (%.2f per byte)\n", name, text->len, (unsigned long long)work,
-           (double)work / (double)text->len);
+    printf("  %-34s %-9s %8zu bytes, %9llu examined (%.2f per byte)\n", name, detect ? "detect" : "", text->len,
+           (unsigned long long)work, (double)work / (double)text->len);
     CHECK_MSG(work <= (uint64_t)WORK_PER_BYTE * text->len, "%s: %llu bytes examined for %zu input bytes", name,
               (unsigned long long)work, text->len);
     CHECK_MSG(!k->c.bad[0], "%s: %s", name, k->c.bad);
@@ -203,14 +207,43 @@ TEST(harmony_with_many_messages)
     cv_buf_free(&t);
 }
 
+/* What output detection adds: bare shapes that are never calls, markers of
+ * every syntax in prose, and a reply that holds its text back (Harmony's
+ * text form) until the hold bound releases it. */
+TEST(detection_shapes_that_keep_failing)
+{
+    cv_buf t = { 0 };
+    repeat(&t, "{\"name\": \"write\", \"arguments\": {\"nope\": 1}} [{\"name\": \"x\"}] ```json\n{\"a\": [1, {\"b\"",
+           MIB);
+    counter k;
+    run("json shapes that do not fit", "hermes", NULL, &t, &k);
+    CHECK_EQ_INT(k.c.res.n_calls, 0);
+    tc_coll_fini(&k.c);
+    cv_buf_free(&t);
+    repeat(&t, "<|channel|x [TOOL_CALL <|tool_calls_section <｜tool▁call [THIN <seed:thin functools] Action: ", MIB);
+    run("every syntax's marker prefixes", "hermes", NULL, &t, &k);
+    tc_coll_fini(&k.c);
+    cv_buf_free(&t);
+    cv_buf_puts(&t, "analysis ");
+    repeat(&t, "thinking about assistant and <| tokens without a seam ", MIB);
+    run("harmony text form never confirmed", "hermes", NULL, &t, &k);
+    CHECK(k.c.res.content.len > MIB / 2);
+    tc_coll_fini(&k.c);
+    cv_buf_free(&t);
+}
+
 int main(void)
 {
-    RUN(prose_full_of_marker_prefixes);
-    RUN(one_call_with_a_one_mebibyte_argument_streams);
-    RUN(thousands_of_small_calls);
-    RUN(speculation_that_keeps_failing);
-    RUN(reasoning_that_keeps_mentioning_calls);
-    RUN(xml_values_full_of_tag_prefixes);
-    RUN(harmony_with_many_messages);
+    for (int d = 0; d < 2; d++) {
+        detect = d;
+        RUN(prose_full_of_marker_prefixes);
+        RUN(one_call_with_a_one_mebibyte_argument_streams);
+        RUN(thousands_of_small_calls);
+        RUN(speculation_that_keeps_failing);
+        RUN(reasoning_that_keeps_mentioning_calls);
+        RUN(xml_values_full_of_tag_prefixes);
+        RUN(harmony_with_many_messages);
+        RUN(detection_shapes_that_keep_failing);
+    }
     return test_report();
 }

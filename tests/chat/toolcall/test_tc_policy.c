@@ -2,7 +2,8 @@
  * declared tools count, tool_choice none and parallel_tool_calls false,
  * marker text inside string arguments, prose and JSON answers that are not
  * calls (negative cases), ids (generated, injected, carried by the format,
- * Mistral's 9 characters), the cross-format fallback, reasoning (calls inside
+ * Mistral's 9 characters), the cross-format fallback, output detection
+ * (switching and switching back, the call policy, fit), reasoning (calls inside
  * it, calls after it, an unclosed block ending in a call, inline mode, the
  * prompt's opener), fenced JSON responses, the hold bound, and that every one
  * of these gives the same result in every chunking with a well-formed event
@@ -19,7 +20,7 @@ static const char *TOOLS =
 typedef struct popt {
     const char *format;
     const char *tools; /* JSON text, NULL: none given */
-    bool none, no_parallel, inline_r, json_response;
+    bool none, no_parallel, inline_r, json_response, detect;
     const char *opener;
     cv_chat_id_fn id_fn;
 } popt;
@@ -38,6 +39,7 @@ static void parse(const popt *po, const char *text, tc_coll *out)
     o.no_parallel_calls = po->no_parallel;
     o.reasoning_inline = po->inline_r;
     o.json_response = po->json_response;
+    o.detect = po->detect;
     o.id_seed = 7;
     o.id_fn = po->id_fn;
     if (po->opener)
@@ -291,6 +293,155 @@ TEST(the_fallback_takes_no_undeclared_call_and_no_call_without_tools)
     tc_coll_fini(&c);
 }
 
+/* ---- output detection ---- */
+
+TEST(hermes_reads_a_glm_body_with_the_glm_dialect)
+{
+    /* the envelope's GLM dialect was never used: GLM bodies inside Hermes'
+     * <tool_call> were read as Qwen3-Coder XML and lost */
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS },
+          "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n<arg_key>days</arg_key>\n"
+          "<arg_value>3</arg_value>\n</tool_call>",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    if (c.res.n_calls == 1)
+        CHECK_EQ_STR(c.res.calls[0].arguments, "{\"city\": \"Oslo\", \"days\": 3}");
+    tc_coll_fini(&c);
+    /* but a word after a lone tag at the end is still a word */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, "Use <tool_call> tags", &c);
+    CHECK_EQ_STR(content(&c), "Use <tool_call> tags");
+    tc_coll_fini(&c);
+}
+
+TEST(a_detected_syntax_that_turns_out_to_be_prose_gives_the_format_back)
+{
+    /* [TOOL_CALLS] switches to Mistral, finds prose, and Hermes is back:
+     * its call gets Hermes' ids (call_ + 24), not Mistral's 9 characters */
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "Mistral writes [TOOL_CALLS] first. <tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>",
+          &c);
+    CHECK_EQ_STR(content(&c), "Mistral writes [TOOL_CALLS] first.");
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    if (c.res.n_calls == 1)
+        CHECK_EQ_INT((int)strlen(c.res.calls[0].id), 29);
+    CHECK(c.detected == cv_tc_format_find("hermes"));
+    tc_coll_fini(&c);
+    /* and a switch that holds keeps the new syntax's conventions */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true }, "[TOOL_CALLS]get_weather[ARGS]{}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    if (c.res.n_calls == 1)
+        CHECK_EQ_INT((int)strlen(c.res.calls[0].id), 9);
+    CHECK(c.detected == cv_tc_format_find("mistral_v11"));
+    tc_coll_fini(&c);
+}
+
+TEST(after_a_call_another_syntax_is_text)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call> then [TOOL_CALLS]write_file[ARGS]{}",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    CHECK_EQ_STR(content(&c), "then [TOOL_CALLS]write_file[ARGS]{}");
+    tc_coll_fini(&c);
+    /* but more calls in the syntax found first are calls */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}} and {\"name\": \"get_weather\", "
+          "\"arguments\": {\"city\": \"B\"}}",
+          &c);
+    CHECK_EQ_INT(c.res.n_calls, 2);
+    CHECK_EQ_STR(content(&c), "and");
+    tc_coll_fini(&c);
+}
+
+TEST(detection_follows_the_call_policy)
+{
+    static const char *text = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, "
+                              "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}]";
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true, .no_parallel = true }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    tc_coll_fini(&c);
+    /* bare shapes are not even looked for when no call may come of them */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true, .none = true }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), text);
+    tc_coll_fini(&c);
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true, .json_response = true }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    tc_coll_fini(&c);
+    /* an undeclared call in a marked syntax is removed, as in the format's own */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true }, "Ok.[TOOL_CALLS]format_disk[ARGS]{}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), "Ok.");
+    tc_coll_fini(&c);
+}
+
+TEST(without_a_tool_list_any_bare_call_shape_counts)
+{
+    /* parse-tools with no --tools: nothing to fit against, shapes decide */
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .detect = true }, "[lookup(q='x', n=2)]", &c);
+    CHECK_EQ_INT(c.res.n_calls, 1);
+    if (c.res.n_calls == 1)
+        CHECK_EQ_STR(c.res.calls[0].arguments, "{\"q\": \"x\", \"n\": 2}");
+    CHECK(c.detected == cv_tc_format_find("pythonic"));
+    tc_coll_fini(&c);
+    parse(&(popt){ .format = "hermes", .detect = true }, "{\"answer\": 42}", &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    tc_coll_fini(&c);
+}
+
+/* Detection holds a bare JSON object back while it could still be a call;
+ * one that shows a key no call has, or names an undeclared tool, is data and
+ * streams at once instead of at its end. */
+TEST(a_bare_json_answer_is_released_as_soon_as_it_cannot_be_a_call)
+{
+    static const char *heads[] = { "Here: {\"answer\": \"", "{\"name\": \"Ada\", \"arguments\": {\"bio\": \"",
+                                   "[{\"id\": 1, \"note\": \"" };
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    for (size_t i = 0; i < CV_ARRAY_LEN(heads); i++) {
+        cv_chat_parse_opts o = { .format = cv_tc_format_find("hermes"), .tools = tools, .detect = true, .id_seed = 1 };
+        tc_coll c;
+        tc_coll_init(&c);
+        cv_chat_parse *p = NULL;
+        CHECK(cv_chat_parse_create(&o, tc_coll_fn, &c, &p, NULL) == 0);
+        cv_chat_parse_feed(p, heads[i], strlen(heads[i]), NULL);
+        for (int k = 0; k < 200; k++)
+            cv_chat_parse_feed(p, "text of the answer ", 19, NULL);
+        CHECK_MSG(c.res.content.len > 3000, "%s...: only %zu bytes streamed before the end", heads[i],
+                  c.res.content.len);
+        cv_chat_parse_finish(p, NULL);
+        CHECK_EQ_INT(c.res.n_calls, 0);
+        cv_chat_parse_destroy(p);
+        tc_coll_fini(&c);
+    }
+    json_decref(tools);
+}
+
+TEST(reasoning_markers_of_another_syntax_switch_to_it)
+{
+    tc_coll c;
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "<seed:think>hm</seed:think>Done.", &c);
+    CHECK_EQ_STR(reasoning(&c), "hm");
+    CHECK_EQ_STR(content(&c), "Done.");
+    tc_coll_fini(&c);
+    /* but only with detection on */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS }, "<seed:think>hm</seed:think>Done.", &c);
+    CHECK_EQ_STR(content(&c), "<seed:think>hm</seed:think>Done.");
+    tc_coll_fini(&c);
+    /* and only when it opens the reply: in prose it is a word, and the rest
+     * of the reply stays content */
+    parse(&(popt){ .format = "hermes", .tools = TOOLS, .detect = true },
+          "Magistral thinks in [THINK] blocks. Then it answers.", &c);
+    CHECK_EQ_STR(content(&c), "Magistral thinks in [THINK] blocks. Then it answers.");
+    CHECK_EQ_STR(reasoning(&c), "");
+    tc_coll_fini(&c);
+}
+
 /* ---- reasoning ---- */
 
 TEST(a_call_inside_closed_reasoning_is_not_a_call_but_one_after_it_is)
@@ -477,6 +628,13 @@ int main(void)
     RUN(ids_are_generated_injected_or_taken_from_the_format);
     RUN(a_call_in_another_format_is_recovered_when_the_chosen_one_finds_none);
     RUN(the_fallback_takes_no_undeclared_call_and_no_call_without_tools);
+    RUN(hermes_reads_a_glm_body_with_the_glm_dialect);
+    RUN(a_detected_syntax_that_turns_out_to_be_prose_gives_the_format_back);
+    RUN(after_a_call_another_syntax_is_text);
+    RUN(detection_follows_the_call_policy);
+    RUN(without_a_tool_list_any_bare_call_shape_counts);
+    RUN(a_bare_json_answer_is_released_as_soon_as_it_cannot_be_a_call);
+    RUN(reasoning_markers_of_another_syntax_switch_to_it);
     RUN(a_call_inside_closed_reasoning_is_not_a_call_but_one_after_it_is);
     RUN(a_call_ending_unclosed_reasoning_counts_and_one_inside_it_does_not);
     RUN(inline_reasoning_keeps_the_block_and_its_markers_in_the_content);

@@ -103,3 +103,61 @@ for (const backend of backends) describe(`tool calls from recorded model output,
     });
   });
 });
+
+// Output detection through the production parser (fake_serve --parser auto:
+// no syntax known, as for a model without a template): corvid's own cases
+// for the shapes it recovers (bare, listed and fenced JSON calls, whole-reply
+// Python lists, other syntaxes' markers) and the near-misses that must stay
+// content, with their full tool schemas, on every wire through its SDK,
+// streamed and not. Cases that name another chosen format need a server in
+// that syntax; the C test (test_server_toolcalls) runs those.
+const detect = readFileSync(path.join(repo, 'tests', 'chat', 'toolcall', 'fixtures', 'detect.jsonl'), 'utf8')
+  .split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  .filter((c) => c.format === 'auto' || c.format === 'hermes');
+
+describe('tool calls in any syntax, found by output detection, over every wire', () => {
+  let srv, oai, ant;
+  before(async () => {
+    srv = await startServer(['--parser', 'auto']);
+    oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    ant = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
+  });
+  after(async () => assert.equal(await srv.stop(), 0));
+
+  test('enough detection cases were selected', () => assert.ok(detect.length >= 40, `${detect.length} cases`));
+
+  detect.forEach((c) => {
+    const user = `call tools ${say(c.text)}`;
+    const fns = (c.tools || []).map((t) => t.function);
+    const label = `${c.id} (${c.notes})`;
+
+    test(`${label}: chat completions, streamed and not`, async () => {
+      const body = { model: 'm', messages: [{ role: 'user', content: user }] };
+      if (fns.length) body.tools = fns.map((f) => ({ type: 'function', function: f }));
+      for (const r of [await oai.chat.completions.create(body), await oai.chat.completions.stream(body).finalChatCompletion()]) {
+        const m = r.choices[0].message;
+        assert.deepEqual((m.tool_calls || []).map((t) => ({ name: t.function.name, args: JSON.parse(t.function.arguments) })), want(c));
+        assert.equal((m.content ?? '').trim(), content(c));
+      }
+    });
+
+    test(`${label}: responses, streamed and not`, async () => {
+      const body = { model: 'm', input: user, tools: fns.map((f) => ({ type: 'function', ...f })) };
+      for (const r of [await oai.responses.create(body), await oai.responses.stream(body).finalResponse()]) {
+        const calls = r.output.filter((o) => o.type === 'function_call');
+        assert.deepEqual(calls.map((o) => ({ name: o.name, args: JSON.parse(o.arguments) })), want(c));
+        assert.equal(r.output_text.trim(), content(c));
+      }
+    });
+
+    test(`${label}: anthropic messages, streamed and not`, async () => {
+      const body = { model: 'm', max_tokens: 4096, messages: [{ role: 'user', content: user }], tools: fns.map((f) => ({ name: f.name, description: f.name, input_schema: f.parameters })) };
+      if (!fns.length) delete body.tools;
+      for (const m of [await ant.messages.create(body), await ant.messages.stream(body).finalMessage()]) {
+        const calls = m.content.filter((b) => b.type === 'tool_use');
+        assert.deepEqual(calls.map((b) => ({ name: b.name, args: b.input })), want(c));
+        assert.equal(m.content.filter((b) => b.type === 'text').map((b) => b.text).join('').trim(), content(c));
+      }
+    });
+  });
+});
