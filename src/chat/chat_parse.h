@@ -37,6 +37,10 @@ const cv_tc_format *cv_tc_format_at(int i);
 const char *cv_tc_format_name(const cv_tc_format *f);
 /* One line: the syntax it parses. */
 const char *cv_tc_format_summary(const cv_tc_format *f);
+/* The reasoning_effort values the family's chat template takes, least
+ * reasoning first and NULL-terminated (Harmony: low, medium, high), or NULL
+ * when the template takes whatever word it is given. */
+const char *const *cv_tc_format_efforts(const cv_tc_format *f);
 /* By name or alias, case-insensitive; NULL when unknown. */
 const cv_tc_format *cv_tc_format_find(const char *name);
 /* How a call is written in the format's syntax (grammar.h's descriptor, what

@@ -83,7 +83,7 @@ const cv_model_alias cv_model_aliases[] = {
       .arch = "qwen2" },
     { "gpt-oss-20b", "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf",
       "OpenAI gpt-oss 20B MoE (reasoning, MXFP4), 12.1 GB", 65536, GPT_OSS,
-      .arch = "gpt-oss" },
+      .arch = "gpt-oss", .shape = "gpt-oss-20b" },
 };
 const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
 

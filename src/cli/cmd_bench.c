@@ -105,14 +105,20 @@ static int fill_range(cv_engine *e, int32_t seq, int32_t from, int32_t n, int32_
 }
 
 /* One forward call over n tokens of seq after its depth tokens, which it
- * then forgets. */
+ * then forgets: a checkpoint at depth first, so that the truncate reaches
+ * depth on any model (a recurrent state goes back only to its checkpoint;
+ * window layers keep what the length before the call sees). */
 static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, double *secs, phase *ph, cv_err *err)
 {
+    cv_engine_seq_checkpoint(e, seq);
     double t0 = cv_now_s();
     int rc = fill_range(e, seq, depth, depth + n, n, err);
     *secs = cv_now_s() - t0;
     add_stats(ph, e);
-    cv_engine_seq_truncate(e, seq, depth);
+    const int32_t kept = cv_engine_seq_truncate(e, seq, depth);
+    if (rc == 0 && kept != depth)
+        rc = cv_err_set(err, CV_EINVAL, "bench: the sequence went back to %d positions, not the depth %d", kept,
+                        depth);
     return rc;
 }
 
@@ -263,6 +269,16 @@ static int bench(const bench_opts *o)
     int32_t seq;
     if ((rc = cv_engine_seq_open(e, &seq, &err)) || (rc = fill_range(e, seq, 0, o->depth, ep.n_batch, &err)))
         goto fail_t;
+    /* What the KV holds at depth (one sequence of depth positions), per
+     * layer group, against all layers keeping every position. */
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const int32_t n_kg = mi.n_groups;
+    const cv_mem_group_info *kg = mi.group;
+    double kv_bytes = 0;
+    for (int32_t g = 0; g < n_kg; g++)
+        kv_bytes += (double)(kg[g].n_blocks - kg[g].n_free) * (double)kg[g].format.block_bytes;
+    const double kv_full_bytes = (double)(kg[0].n_blocks - kg[0].n_free) * (double)mi.block_bytes;
     for (int r = 0; r < o->repeats && rc == 0; r++)
         if ((rc = measure_ceiling(pool, probe, &c[r], &err)) == 0)
             rc = prefill_once(e, seq, o->depth, o->n_prompt, &t[r], &pph, &err);
@@ -286,6 +302,13 @@ static int bench(const bench_opts *o)
                "\"macs_per_token\":%.0f,",
                js.data, nth, o->repeats, bytes, (double)m->active_bytes, macs);
         cv_buf_free(&js);
+        printf("\"kv\":{\"depth\":%d,\"bytes\":%.0f,\"all_full_bytes\":%.0f,\"groups\":[", o->depth, kv_bytes,
+               kv_full_bytes);
+        for (int32_t g = 0; g < n_kg; g++)
+            printf("%s{\"window\":%d,\"layers\":%d,\"blocks\":%d,\"bytes\":%.0f}", g ? "," : "", kg[g].window,
+                   kg[g].format.n_layer, kg[g].n_blocks - kg[g].n_free,
+                   (double)(kg[g].n_blocks - kg[g].n_free) * (double)kg[g].format.block_bytes);
+        printf("]},");
         printf("\"prefill\":{\"tokens\":%d,\"depth\":%d,\"macs\":%.0f,\"seconds\":%.6f,\"tok_s\":%.3f,", o->n_prompt,
                o->depth, pre_macs, pre.secs, pre_tps);
         if (probe)
@@ -306,6 +329,17 @@ static int bench(const bench_opts *o)
         if (probe)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
                    "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
+        if (o->depth) {
+            printf("  KV at depth %d: %.1f MiB, %.0f%% of the %.1f MiB every layer keeping every position would take",
+                   o->depth, kv_bytes / 1048576, 100 * kv_bytes / kv_full_bytes, kv_full_bytes / 1048576);
+            for (int32_t g = 0; g < n_kg; g++)
+                printf("%s %d %s layers %.2f MiB", g ? "," : ":", kg[g].format.n_layer,
+                       kg[g].window ? "window" : "full",
+                       (double)(kg[g].n_blocks - kg[g].n_free) * (double)kg[g].format.block_bytes / 1048576);
+            if (n_kg > 1)
+                printf(" (window %d)", kg[1].window);
+            printf("\n");
+        }
         double tot = pph.matmul + pph.attention + pph.other;
         char at_depth[32] = "";
         if (o->depth)

@@ -16,8 +16,13 @@
  * the bits it gets in one. The tile kernel is per ISA: the scalar one here
  * is the reference, attention_avx2.c the fast one.
  *
- * Token t at position p sees positions 0..p of its own sequence, which the
- * forward pass wrote to the cache before calling; scale 1/sqrt(head_dim). */
+ * Token t at position p sees positions 0..p of its own sequence (a window
+ * layer's only p - W + 1 .. p: whole blocks before its window are skipped,
+ * the boundary block masked), which the forward pass wrote to the cache
+ * before calling; scores are scaled by the model's attn_scale. A layer
+ * with sinks adds each head's sink logit to the softmax's sum when the
+ * state is written out, after every chunk is merged, so the sink's place
+ * is the same however the context was cut. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -34,18 +39,21 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
+    const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
     const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);
-    for (int32_t blk = a->blk0; blk < end; blk++) {
+    for (int32_t blk = first; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
         for (int32_t k = 0; k < a->n_tok; k++) {
-            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
-            for (int32_t h = 0; h < n_rep && nv > 0; h++) {
+            /* positions j0..nv-1 of the block: causal above, window below */
+            const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
+            const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
+            for (int32_t h = 0; h < n_rep && nv > j0; h++) {
                 const int32_t r = k * n_rep + h;
                 const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * n_rep + h) * hd;
                 float bm = -INFINITY;
-                for (int32_t j = 0; j < nv; j++) {
+                for (int32_t j = j0; j < nv; j++) {
                     float d = 0;
                     for (int32_t i = 0; i < hd; i++)
                         d += q[i] * kv_k_get(kv, K, j, i);
@@ -60,7 +68,7 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                         ar[i] *= c;
                     mx[r] = bm;
                 }
-                for (int32_t j = 0; j < nv; j++) {
+                for (int32_t j = j0; j < nv; j++) {
                     const float pj = expf(s[j] - mx[r]);
                     sum[r] += pj;
                     for (int32_t i = 0; i < hd; i++)
@@ -94,12 +102,18 @@ void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd)
 void cv_att_state_write(const att_tile *a, const float *st)
 {
     const int32_t hd = a->hd, R = a->n_tok * a->n_rep;
-    const float *sum = st + (size_t)R * hd + R;
+    const float *mx = st + (size_t)R * hd, *sum = mx + R;
     for (int32_t k = 0; k < a->n_tok; k++)
         for (int32_t h = 0; h < a->n_rep; h++) {
-            const int32_t r = k * a->n_rep + h;
-            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)(a->g * a->n_rep + h) * hd;
-            const float inv = 1.0f / sum[r];
+            const int32_t r = k * a->n_rep + h, head = a->g * a->n_rep + h;
+            float *o = a->out + (int64_t)a->rows[k] * a->ld_out + (int64_t)head * hd;
+            float inv = 1.0f / sum[r];
+            if (a->sinks) {
+                /* The sink is one more score with no value: it joins the
+                 * sum only, both terms taken against the larger maximum. */
+                const float s = a->sinks[head], m = fmaxf(mx[r], s), c = expf(mx[r] - m);
+                inv = c / (sum[r] * c + expf(s - m));
+            }
             for (int32_t i = 0; i < hd; i++)
                 o[i] = st[(size_t)r * hd + i] * inv;
         }
@@ -107,19 +121,19 @@ void cv_att_state_write(const att_tile *a, const float *st)
 
 void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
 {
-    const int32_t R = a->n_tok * a->n_rep, nc = cv_att_chunks(a->pos0 + a->n_tok - 1);
+    const int32_t R = a->n_tok * a->n_rep, c0 = cv_att_chunk0(a), c1 = cv_att_chunks(a->pos0 + a->n_tok - 1);
     const size_t n = cv_att_state_floats(R, a->hd);
     /* the kernel's scratch first, the running state at the end */
     float *run = scratch + cv_att_scratch_floats(R, a->hd) - n;
-    for (int32_t c = 0; c < nc; c++) {
+    for (int32_t c = c0; c < c1; c++) {
         a->blk0 = c * CV_ATT_CHUNK_BLOCKS;
         a->blk1 = a->blk0 + CV_ATT_CHUNK_BLOCKS;
         fn(a, scratch);
-        if (nc == 1) {
+        if (c1 - c0 == 1) {
             cv_att_state_write(a, scratch);
             return;
         }
-        if (c == 0)
+        if (c == c0)
             memcpy(run, scratch, n * sizeof(float));
         else
             cv_att_state_merge(run, scratch, R, a->hd);
@@ -156,28 +170,61 @@ static int cmp_tile(const void *x, const void *y)
  * chunks are cut into one item per chunk, as far as the state slots go;
  * the caller merges their states once all are done. Same bits either way
  * (cv_att_tile_run merges the chunks in the same order). */
-static void plan_items(cv_engine *e)
+static void plan_items(cv_engine *e, att_plan *pl)
 {
     const int32_t n_kv = e->m->hp.n_head_kv, pairs = e->att_n_tiles * n_kv;
     const bool split = e->n_threads > 1 && pairs < 2 * e->n_threads;
     int32_t ni = 0, ns = 0, slots = 0;
     for (int32_t t = 0; t < e->att_n_tiles; t++)
         for (int32_t g = 0; g < n_kv; g++) {
-            const int32_t nc = cv_att_chunks(e->att_tiles[t].pos0 + e->att_tiles[t].n_tok - 1);
+            const att_plan_tile *pt = &e->att_tiles[t];
+            const int32_t c0 = cv_att_first_block(pt->pos0, pl->window) / CV_ATT_CHUNK_BLOCKS;
+            const int32_t nc = cv_att_chunks(pt->pos0 + pt->n_tok - 1) - c0;
             if (split && nc > 1 && slots + nc <= e->att_n_slots) {
-                e->att_split[ns++] = (att_split_pair){ t, g, slots, nc };
+                pl->split[ns++] = (att_split_pair){ t, g, slots, nc };
                 slots += nc;
             } else {
-                e->att_items[ni++] = (att_item){ t, g, -1, -1 };
+                pl->items[ni++] = (att_item){ t, g, -1, -1 };
             }
         }
     for (int32_t i = 0; i < ns; i++) {
-        const att_split_pair *sp = &e->att_split[i];
+        const att_split_pair *sp = &pl->split[i];
+        const int32_t c0 = cv_att_first_block(e->att_tiles[sp->tile].pos0, pl->window) / CV_ATT_CHUNK_BLOCKS;
         for (int32_t c = 0; c < sp->n_chunks; c++)
-            e->att_items[ni++] = (att_item){ sp->tile, sp->g, c, sp->slot0 + c };
+            pl->items[ni++] = (att_item){ sp->tile, sp->g, c0 + c, sp->slot0 + c };
     }
-    e->att_n_items = ni;
-    e->att_n_split = ns;
+    pl->n_items = ni;
+    pl->n_split = ns;
+}
+
+void cv_engine_att_plans_init(cv_engine *e)
+{
+    const cv_model *m = e->m;
+    const size_t n_items = (size_t)e->p.n_batch * (size_t)m->hp.n_head_kv + (size_t)e->att_n_slots;
+    e->att_plan_of = cv_xmalloc((size_t)m->hp.n_layer * sizeof *e->att_plan_of);
+    e->att_plans = cv_xcalloc((size_t)m->hp.n_layer, sizeof *e->att_plans);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        int32_t k = 0;
+        while (k < e->att_n_plans && e->att_plans[k].window != m->layers[il].n_swa)
+            k++;
+        if (k == e->att_n_plans) {
+            att_plan *pl = &e->att_plans[e->att_n_plans++];
+            pl->window = m->layers[il].n_swa;
+            pl->items = cv_xmalloc(n_items * sizeof *pl->items);
+            pl->split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *pl->split);
+        }
+        e->att_plan_of[il] = k;
+    }
+}
+
+void cv_engine_att_plans_fini(cv_engine *e)
+{
+    for (int32_t k = 0; k < e->att_n_plans; k++) {
+        free(e->att_plans[k].items);
+        free(e->att_plans[k].split);
+    }
+    free(e->att_plans);
+    free(e->att_plan_of);
 }
 
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
@@ -206,19 +253,21 @@ void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
     }
     qsort(e->att_tiles, (size_t)n, sizeof *e->att_tiles, cmp_tile);
     e->att_n_tiles = n;
-    plan_items(e);
+    for (int32_t k = 0; k < e->att_n_plans; k++)
+        plan_items(e, &e->att_plans[k]);
 }
 
 /* ---- running the tiles of one layer ---- */
 
-static att_tile tile_of(cv_engine *e, int32_t layer, int32_t t, int32_t g)
+static att_tile tile_of(cv_engine *e, int32_t il, int32_t t, int32_t g)
 {
     const cv_hparams *hp = &e->m->hp;
+    const cv_layer *L = &e->m->layers[il];
     const att_plan_tile *pt = &e->att_tiles[t];
     return (att_tile){
-        .kv = &e->kv,
-        .blocks = e->seqs[pt->seq].blocks,
-        .layer = layer,
+        .kv = eng_layer_pool(e, il),
+        .blocks = eng_layer_table(e, il, &e->seqs[pt->seq]),
+        .layer = e->kv_layer[il],
         .g = g,
         .n_tok = pt->n_tok,
         .pos0 = pt->pos0,
@@ -229,7 +278,9 @@ static att_tile tile_of(cv_engine *e, int32_t layer, int32_t t, int32_t g)
         .ld_out = e->ld_q,
         .n_rep = hp->n_head / hp->n_head_kv,
         .hd = hp->head_dim,
-        .scale = 1.0f / sqrtf((float)hp->head_dim),
+        .scale = hp->attn_scale,
+        .window = L->n_swa,
+        .sinks = L->sinks,
     };
 }
 
@@ -237,7 +288,8 @@ static inline float *slot(cv_engine *e, int32_t i) { return e->att_slots + (size
 
 typedef struct att_job {
     cv_engine *e;
-    int32_t layer;
+    int32_t il;
+    const att_plan *pl;
     _Atomic int32_t next;
 } att_job;
 
@@ -249,10 +301,10 @@ static void att_worker(void *ctx, int ith, int nth)
     float *scr = e->att_scratch + (size_t)ith * e->att_scratch_floats;
     for (;;) {
         const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= e->att_n_items)
+        if (i >= j->pl->n_items)
             break;
-        const att_item *it = &e->att_items[i];
-        att_tile a = tile_of(e, j->layer, it->tile, it->g);
+        const att_item *it = &j->pl->items[i];
+        att_tile a = tile_of(e, j->il, it->tile, it->g);
         if (it->chunk < 0) {
             cv_att_tile_run(e->att_tile, &a, scr);
             continue;
@@ -264,17 +316,18 @@ static void att_worker(void *ctx, int ith, int nth)
     }
 }
 
-void cv_engine_attention(cv_engine *e, int32_t layer)
+void cv_engine_attention(cv_engine *e, int32_t il)
 {
-    att_job j = { .e = e, .layer = layer };
+    const att_plan *pl = &e->att_plans[e->att_plan_of[il]];
+    att_job j = { .e = e, .il = il, .pl = pl };
     atomic_init(&j.next, 0);
-    if (e->att_n_items == 1 || e->n_threads == 1)
+    if (pl->n_items == 1 || e->n_threads == 1)
         att_worker(&j, 0, 1);
     else
         cv_pool_run(e->pool, att_worker, &j);
-    for (int32_t i = 0; i < e->att_n_split; i++) {
-        const att_split_pair *sp = &e->att_split[i];
-        const att_tile a = tile_of(e, layer, sp->tile, sp->g);
+    for (int32_t i = 0; i < pl->n_split; i++) {
+        const att_split_pair *sp = &pl->split[i];
+        const att_tile a = tile_of(e, il, sp->tile, sp->g);
         float *st = slot(e, sp->slot0);
         for (int32_t c = 1; c < sp->n_chunks; c++)
             cv_att_state_merge(st, slot(e, sp->slot0 + c), a.n_tok * a.n_rep, a.hd);

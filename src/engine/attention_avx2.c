@@ -259,9 +259,11 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
     const __m256 scale = _mm256_set1_ps(a->scale);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    /* the tile's context ends at block ctx_end, this call's range at end */
+    /* the tile's context ends at block ctx_end, this call's range at end;
+     * with a window it starts at the first token's window */
     const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
-    for (int32_t blk = a->blk0; blk < end; blk++) {
+    const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
+    for (int32_t blk = first; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
@@ -293,10 +295,15 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
             }
         }
         for (int32_t k = k0; k < a->n_tok; k++) {
-            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + k + 1 - base);
-            const __m256i nvv = _mm256_set1_epi32(nv);
-            const __m256i ok0 = _mm256_cmpgt_epi32(nvv, lane);
-            const __m256i ok1 = _mm256_cmpgt_epi32(nvv, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
+            /* positions j0..nv-1 of the block: causal above, window below
+             * (a token whose window starts past the block sees none of it:
+             * its probabilities are 0 and its state is unchanged) */
+            const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
+            const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
+            const __m256i nvv = _mm256_set1_epi32(nv), j0v = _mm256_set1_epi32(j0 - 1);
+            const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+            const __m256i ok0 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane), _mm256_cmpgt_epi32(lane, j0v));
+            const __m256i ok1 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane8), _mm256_cmpgt_epi32(lane8, j0v));
             for (int32_t h = 0; h < n_rep; h++) {
                 const int32_t r = k * n_rep + h;
                 float *pr = P + (size_t)r * CV_KV_BLOCK;

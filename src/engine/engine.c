@@ -1,10 +1,10 @@
 /* engine.c — creating and destroying an engine: resolving and validating
  * its parameters against the model and base/limits.h, and allocating once
- * everything a forward call uses (the KV pool over the layers that attend,
- * the per-sequence block tables and recurrent-state slots, the residual
- * stream and logits rows, the attention plan, and each layer kind's own
- * scratch through its traits row), so that the forward pass itself never
- * allocates. */
+ * everything a forward call uses (a KV pool per layer group over the
+ * layers that attend, the per-sequence block tables and recurrent-state
+ * slots, the residual stream and logits rows, the attention plans, and each
+ * layer kind's own scratch through its traits row), so that the forward
+ * pass itself never allocates. */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -74,14 +74,27 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         goto fail;
     }
     e->n_threads = cv_pool_size(e->pool);
+    /* Every group's pool has the same count of blocks: group 0's holds one
+     * for every block of positions held, the window group's no more, and a
+     * pool costs only the pages it touches. */
+    int32_t *group = cv_xmalloc((size_t)hp->n_layer * sizeof *group);
     e->kv_layer = cv_xmalloc((size_t)hp->n_layer * sizeof *e->kv_layer);
-    if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, eng_kv_layers(m, e->kv_layer), hp->n_head_kv, hp->head_dim,
-                           p.kv_type, err)))
-        goto fail;
+    e->kv_group = cv_xmalloc((size_t)hp->n_layer * sizeof *e->kv_group);
+    const eng_kv_groups g = eng_kv_group_layers(m, group, e->kv_layer);
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        e->kv_group[il] = (int8_t)group[il];
+    free(group);
+    e->n_groups = g.n_layer[1] > 0 ? 2 : 1;
+    e->kv_window = g.window;
+    for (int32_t k = 0; k < e->n_groups; k++)
+        if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], hp->n_head_kv, hp->head_dim, p.kv_type,
+                               err)))
+            goto fail;
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
     for (int32_t i = 0; i < p.n_seq_max; i++)
-        e->seqs[i].blocks = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
+        for (int32_t k = 0; k < e->n_groups; k++)
+            e->seqs[i].blocks[k] = cv_xmalloc((size_t)e->max_blocks * sizeof(int32_t));
     e->new_len = cv_xmalloc((size_t)p.n_seq_max * sizeof(int32_t));
 
     e->ld_x = hp->n_embd;
@@ -104,9 +117,7 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
     e->att_slot_floats = (cv_att_state_floats(e->att_tile_tokens * n_rep, hp->head_dim) + 15) & ~(size_t)15;
     e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
-    e->att_items = cv_xmalloc(((size_t)p.n_batch * (size_t)hp->n_head_kv + (size_t)e->att_n_slots) *
-                              sizeof *e->att_items);
-    e->att_split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *e->att_split);
+    cv_engine_att_plans_init(e);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         e->kinds_used[0] |= 1u << m->layers[il].mixer;
         e->kinds_used[1] |= 1u << m->layers[il].ffn;
@@ -140,11 +151,14 @@ void cv_engine_destroy(cv_engine *e)
         if (e->kinds_used[1] >> k & 1)
             eng_ffns[k]->fini(e);
     eng_state_fini(e);
-    kv_pool_fini(&e->kv);
+    for (int32_t k = 0; k < CV_MEM_MAX_GROUPS; k++)
+        kv_pool_fini(&e->kv[k]);
     free(e->kv_layer);
+    free(e->kv_group);
     if (e->seqs)
         for (int32_t i = 0; i < e->p.n_seq_max; i++)
-            free(e->seqs[i].blocks);
+            for (int32_t k = 0; k < CV_MEM_MAX_GROUPS; k++)
+                free(e->seqs[i].blocks[k]);
     free(e->seqs);
     free(e->new_len);
     float *bufs[] = { e->x, e->xn, e->tmp, e->xo, e->logits, e->att_scratch, e->att_slots };
@@ -154,8 +168,7 @@ void cv_engine_destroy(cv_engine *e)
     free(e->att_tiles);
     free(e->att_rows);
     free(e->att_seq_start);
-    free(e->att_items);
-    free(e->att_split);
+    cv_engine_att_plans_fini(e);
     free(e);
 }
 

@@ -4,9 +4,11 @@
  * One forward call takes a batch of tokens that belong to several sequences
  * at different positions (the shape continuous batching needs) and returns
  * logits only for the rows asked for. Each sequence's keys and values live
- * in fixed-size blocks of CV_KV_BLOCK positions drawn from a pool; a
- * sequence holds a block table per layer group, and a recurrent state when
- * the model has recurrent layers ("sequence memory" below). Blocks are
+ * in fixed-size blocks of CV_KV_BLOCK positions drawn from a pool per layer
+ * group (the full layers; the window layers, whose blocks a window has
+ * passed go back to their pool); a sequence holds a block table per layer
+ * group, and a recurrent state when the model has recurrent layers
+ * ("sequence memory" below). Blocks are
  * reference counted, so a fork and the prefix cache share them; a write
  * into a shared block copies it first. Attention walks a sequence's blocks
  * with an online softmax.
@@ -95,10 +97,13 @@ typedef struct cv_engine_params {
     uint32_t kv_type;    /* CV_GGML_F32 (0, default: exact), CV_GGML_F16 (half the memory) or
                             CV_GGML_Q8_0 (int8 with an f16 factor per 32 dimensions: 0.53x f16's at head
                             sizes 32-128) */
+    bool kv_keep_window; /* keep the K/V of window layers' positions their window has passed, as if
+                            they were full layers (to compare against: the outputs are the same) */
 } cv_engine_params;
 
-/* Bytes one KV block (CV_KV_BLOCK positions, every layer) of model m takes
- * in a cache of type kv_type; "f32", "f16" or "q8_0" names the type. */
+/* Bytes one block of CV_KV_BLOCK positions takes over every layer group
+ * (window layers included) of model m in a cache of type kv_type: what the
+ * KV budget is divided by. "f32", "f16" or "q8_0" names the type. */
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type);
 const char *cv_engine_kv_type_name(uint32_t kv_type);
 /* The type a name stands for, or CV_EINVAL with the names in the message. */
@@ -121,13 +126,15 @@ const cv_model *cv_engine_model(const cv_engine *e);
 const cv_engine_params *cv_engine_params_get(const cv_engine *e);
 cv_pool *cv_engine_pool(cv_engine *e);
 
-/* ---- sequence memory (issue 19) ----
+/* ---- sequence memory ----
  * What a sequence holds is its memory, in two parts:
  *  - KV blocks, per layer group: a group is the attention layers that keep
- *    the same positions. Today there is one group, CV_MEM_GROUP_FULL (every
- *    attention layer, every position); a sliding-window group, whose
- *    blocks a window has passed return to the pool, is the next kind. Each
- *    group has a pool of blocks of CV_KV_BLOCK positions, reference
+ *    the same positions. Group 0 is CV_MEM_GROUP_FULL (the full-attention
+ *    layers, every position; it exists even without layers, as the ids and
+ *    references of the blocks of positions); a model with sliding-window
+ *    layers has group 1, CV_MEM_GROUP_WINDOW, whose blocks its window has
+ *    passed go back to the pool as the sequence grows. Each group has a
+ *    pool of blocks of CV_KV_BLOCK positions, reference
  *    counted: a block's content depends only on the tokens at and before
  *    its positions, so one computed for a sequence serves every sequence
  *    with the same prefix, and holders other than sequences (the prefix
@@ -148,7 +155,9 @@ cv_pool *cv_engine_pool(cv_engine *e);
 #define CV_MEM_MAX_GROUPS 4
 
 typedef enum cv_mem_group_kind {
-    CV_MEM_GROUP_FULL, /* every position stays visible: blocks are freed only with the sequence */
+    CV_MEM_GROUP_FULL,   /* every position stays visible: blocks are freed only with the sequence */
+    CV_MEM_GROUP_WINDOW, /* position p sees p - W + 1 .. p: a sequence lets go of the blocks before the
+                          * window of its length when it next grows (other holders keep theirs) */
 } cv_mem_group_kind;
 
 /* What one block's bytes mean: blocks with equal formats (and equal
@@ -162,13 +171,14 @@ typedef struct cv_kv_format {
 
 typedef struct cv_mem_group_info {
     cv_mem_group_kind kind;
-    cv_kv_format format;
+    int32_t window;          /* W of a window group (the largest of its layers'); 0 for the full group */
+    cv_kv_format format;     /* format.n_layer: the group's layers (0 for a full group without any) */
     int32_t n_blocks;        /* the group's pool */
     int32_t n_free;          /* free now */
 } cv_mem_group_info;
 
 typedef struct cv_mem_info {
-    int32_t n_groups;        /* 1 today */
+    int32_t n_groups;        /* 1, or 2 when the model has window layers */
     cv_mem_group_info group[CV_MEM_MAX_GROUPS];
     int32_t n_state_layers;  /* layers with recurrent state (0: a plain transformer) */
     size_t state_bytes;      /* one sequence's recurrent state, every such layer; 0: none, and then
@@ -176,6 +186,7 @@ typedef struct cv_mem_info {
     int32_t snapshot_blocks; /* group-0 blocks one snapshot takes (it lives in that pool, so the
                               * memory budget counts it); 0 when state_bytes is 0 */
     int64_t max_positions;   /* positions one sequence could hold with every block to itself */
+    size_t block_bytes;      /* one block of positions over every group (the groups' formats summed) */
     /* How a sequence's bits depend on the way its positions are split into
      * forward calls (the scheduler's exactness rests on these): calls that
      * split it only at multiples of split_align compute the same bits
@@ -190,8 +201,10 @@ typedef struct cv_mem_info {
 void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out);
 /* Group 0's block format (what cv_mem_info.group[0].format says). */
 void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out);
-/* Blocks in every group's pool / free in them, summed (for status lines
- * and leak checks; admission asks cv_engine_mem_short). */
+/* Blocks in group 0's pool / free in it. Every block of positions held
+ * holds a group-0 block (and snapshots take theirs), so these count what is
+ * held in blocks of positions, whatever the other groups keep: status
+ * lines and leak checks. Admission asks cv_engine_mem_short. */
 int32_t cv_engine_kv_n_blocks(const cv_engine *e);
 int32_t cv_engine_kv_free_blocks(const cv_engine *e);
 
@@ -215,7 +228,10 @@ int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
 /* The length cv_engine_seq_truncate(e, seq, len) would leave: min(len,
  * length) when the sequence has no recurrent state (or len >= its length);
  * otherwise its checkpoint's length when that is <= len, else 0 (the state
- * can only restart). 0 for a closed or invalid id. */
+ * can only restart). Either way 0 when that length's window reaches
+ * before a window block the sequence has let go of (a length at or past
+ * the one before its last forward call always keeps them). 0 for a closed
+ * or invalid id. */
 int32_t cv_engine_seq_truncatable(const cv_engine *e, int32_t seq, int32_t len);
 /* Forgets positions past what cv_engine_seq_truncatable(e, seq, len) says
  * and returns that length (rewind: a rejected draft, an edited prompt,
@@ -256,16 +272,26 @@ void cv_engine_span_release(cv_engine *e, cv_mem_span *s);
 /* True when releasing s would return each of its blocks to its pool (the
  * holder's is the only reference). */
 bool cv_engine_span_sole(const cv_engine *e, const cv_mem_span *s);
+/* A span's KV bytes, for saving and restoring it: every group's block
+ * (cv_engine_kv_block_read's bytes), group 0 first, cv_mem_info.block_bytes
+ * in all. read is false (nothing written) when s lacks some group's block
+ * (dst may be NULL: only that check);
+ * make takes a new block in every group filled from src (refs 1 each, the
+ * caller's; snap NULL) and is false, nothing taken, when a pool is empty. */
+bool cv_engine_span_read(const cv_engine *e, const cv_mem_span *s, void *dst);
+bool cv_engine_span_make(cv_engine *e, const void *src, cv_mem_span *out);
 
 /* The deepest length L <= max_len at which a sequence restored from spans
  * [0..n) of a prefix (spans[i] covers block i) continues exactly as the
  * sequence that computed them would: any L up to 16 n without recurrent
  * state; with it, only 0 or the end of a span that holds a snapshot. Every
- * group must hold the blocks L needs. */
+ * group must hold the blocks L needs: the full group every block below L,
+ * a window group those L's window sees. */
 int32_t cv_engine_resume_len(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t max_len);
 /* Makes open, empty seq hold the prefix up to len, which must be one
  * cv_engine_resume_len accepts for these spans: a reference on each block
- * the positions below len need, and the snapshot at len copied into its
+ * the positions from len on see (a window group's from len's window on),
+ * and the snapshot at len copied into its
  * state. A later write into a shared partly used last block copies it
  * first, as after a fork. CV_EINVAL (nothing changed) for a sequence that
  * is not open and empty, a block that is not in use, or a length the spans
@@ -297,9 +323,10 @@ typedef struct cv_mem_need {
     int32_t blocks[CV_MEM_MAX_GROUPS];
 } cv_mem_need;
 
-/* Adds to *acc what seq draws to grow by n_new positions (new table
- * entries, plus a copy when its partly filled last block is shared).
- * Nothing for a closed or invalid id. */
+/* Adds to *acc what seq draws to grow by n_new positions, per group (new
+ * table entries, plus a copy when its partly filled last block is shared;
+ * window blocks it lets go of first are not counted). Nothing for a closed
+ * or invalid id. */
 void cv_engine_seq_need(const cv_engine *e, int32_t seq, int32_t n_new, cv_mem_need *acc);
 /* Adds one snapshot's blocks to *acc. */
 void cv_engine_snapshot_need(const cv_engine *e, cv_mem_need *acc);

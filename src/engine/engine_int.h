@@ -62,9 +62,28 @@ void kv_pool_unref(kv_pool *p, int32_t b);
 static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
 size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
-/* The layers whose mixer keeps K/V in the pool, numbered in order into
- * map[n_layer] (-1 for the others; map may be NULL); returns their count. */
-int32_t eng_kv_layers(const cv_model *m, int32_t *map);
+
+/* ---- layer groups ----
+ * The layers whose mixer keeps K/V are grouped by what they must keep
+ * (engine.h, "sequence memory"): group 0 the full ones (every position, as
+ * long as the sequence lives), group 1 the window ones (only the last W
+ * positions, W the largest window of theirs). Each group has a pool of its
+ * own, e->kv[g], as many blocks in each, and a sequence a table per group
+ * (kv_seq.blocks[g]). Every holder of a block of positions holds its
+ * group-0 block (a group 0 without layers still has the ids and the
+ * references), and the window group's block as long as it needs it: a
+ * sequence lets go of the window blocks before its window when it next
+ * grows (kv_seq.win_lo), a prefix-cache span keeps what it took. So a
+ * window layer's memory is the windows of the sequences plus what other
+ * holders keep, and group 1's pool never runs out before group 0's. */
+typedef struct eng_kv_groups {
+    int32_t n_layer[2];  /* each group's layers */
+    int32_t window;      /* group 1's window; 0 when there is no group 1 */
+} eng_kv_groups;
+
+/* The layers' groups: group[il] (0, 1, or -1 for a layer without K/V) and
+ * their index in it, index[il] (either array may be NULL). */
+eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index);
 
 /* Block b's piece in region r = (layer * 2 + kv) * n_head_kv + head: one
  * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
@@ -124,7 +143,9 @@ typedef struct kv_seq {
     bool open;
     int32_t len;        /* positions held */
     int32_t n_blocks;   /* blocks in the table: ceil(len / CV_KV_BLOCK) once a forward has run */
-    int32_t *blocks;    /* [max_blocks] */
+    int32_t *blocks[CV_MEM_MAX_GROUPS]; /* [n_groups][max_blocks] group g's table; a window group's
+                                           entries below win_lo are let go of (-1) */
+    int32_t win_lo;     /* the window group's entries from here on are held */
     int32_t ckpt_len;   /* the length its checkpoint slot holds the recurrent state of; -1: none */
 } kv_seq;
 
@@ -147,15 +168,23 @@ struct cv_snapshot {
     int32_t blocks[];
 };
 
-/* Blocks sequence seq needs before it can grow to new_len (new table
- * entries, plus one copy when its partly filled last block is shared). */
-int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_len);
-/* Grows seq's table for positions up to new_len (copying a shared last
- * block first); the caller checked the free count. */
-void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
+/* Adds to *acc the blocks per group s needs before it can grow to new_len
+ * (new table entries, plus one copy of its partly filled last block where
+ * that is shared). */
+void kv_table_need(const cv_engine *e, const kv_seq *s, int32_t new_len, cv_mem_need *acc);
+/* Grows s's tables for positions up to new_len (copying a shared last
+ * block first), after letting go of the window blocks no position from its
+ * length on can see; the caller checked the free counts. */
+void kv_table_grow(cv_engine *e, kv_seq *s, int32_t new_len);
 /* Drops s's table entries past what len positions need and sets its
  * length (the recurrent state is the caller's). */
 void kv_table_cut(cv_engine *e, kv_seq *s, int32_t len);
+/* The first entry of its tables a sequence of length len still needs in
+ * the window group (its window's first block; 0 without a window group or
+ * when the window is kept). */
+int32_t kv_win_first(const cv_engine *e, int32_t len);
+/* Group g's kind, window, format and counts (cv_engine_mem_info's rows). */
+void kv_group_info(const cv_engine *e, int32_t g, cv_mem_group_info *out);
 
 /* ---- attention (attention.c, attention_avx2.c) ---- */
 
@@ -163,7 +192,10 @@ void kv_table_cut(cv_engine *e, kv_seq *s, int32_t len);
  * sequence (batch rows rows[0..n_tok)) against kv head g, all n_rep query
  * heads of that head. Reads q from qkv (row stride ld_qkv, head h of the
  * group at (g * n_rep + h) * hd) and writes out (stride ld_out, same
- * columns). */
+ * columns). With a window W > 0, position p sees only p - W + 1 .. p, so
+ * blocks before the first token's window are never read (a sliding layer's
+ * table may no longer hold them). With sinks, query head q's softmax has
+ * one more logit sinks[q] that takes probability and adds no value. */
 typedef struct att_tile {
     const kv_pool *kv;
     const int32_t *blocks;
@@ -176,6 +208,8 @@ typedef struct att_tile {
     int64_t ld_out;
     int32_t n_rep, hd;
     float scale;
+    int32_t window;      /* 0: every earlier position */
+    const float *sinks;  /* [n_head] or NULL */
     int32_t blk0, blk1;  /* the kernels attend blocks [blk0, blk1) of the context */
 } att_tile;
 
@@ -186,8 +220,8 @@ typedef struct att_tile {
  * than threads, as a decoding agent has) with the bits they get in one. */
 #define CV_ATT_CHUNK_BLOCKS 64
 
-/* The kernels: tile a over blocks [blk0, blk1) (clipped to what its last
- * token sees), from a fresh state, left in scratch as each row's state:
+/* The kernels: tile a over blocks [blk0, blk1) (clipped to what its first
+ * token's window and its last token see), from a fresh state, left in scratch as each row's state:
  * acc [R][hd] (values weighted by exp(score - max), not yet divided by
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
@@ -199,12 +233,26 @@ void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);
 /* Floats of one state (acc, max, sum) of R rows. */
 static inline size_t cv_att_state_floats(int32_t R, int32_t hd) { return (size_t)R * ((size_t)hd + 2); }
-/* Chunks of a context whose last position is last. */
+/* Chunks of a context whose last position is last (the end of the chunk
+ * range: chunk indices below it). */
 static inline int32_t cv_att_chunks(int32_t last) { return last / CV_KV_BLOCK / CV_ATT_CHUNK_BLOCKS + 1; }
+/* The first block position pos sees with window w (0: none). */
+static inline int32_t cv_att_first_block(int32_t pos, int32_t w)
+{
+    return w > 0 && pos >= w ? (pos - w + 1) / CV_KV_BLOCK : 0;
+}
+/* The first chunk of tile a's context: chunks are counted from position 0
+ * whatever the window, so a row meets the same chunks alone or in a tile
+ * whose first token's window starts earlier. */
+static inline int32_t cv_att_chunk0(const att_tile *a)
+{
+    return cv_att_first_block(a->pos0, a->window) / CV_ATT_CHUNK_BLOCKS;
+}
 /* State b (of the same rows) merged into state a, which becomes the state
  * of both sets of positions. */
 void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd);
-/* A state divided through by its sums into a's output rows. */
+/* A state divided through by its sums (each sum with its head's sink term,
+ * when a has sinks) into a's output rows. */
 void cv_att_state_write(const att_tile *a, const float *st);
 /* Tile a, its whole context (blk0/blk1 are set here), chunk by chunk in
  * order with fn, into its output rows. */
@@ -224,6 +272,17 @@ typedef struct att_split_pair {
 typedef struct att_plan_tile {
     int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
 } att_plan_tile;
+
+/* The work items of one forward call's attention for the layers of one
+ * window (each distinct window of the model has its own: a window changes
+ * which chunks a tile reads, so which pairs are worth cutting). */
+typedef struct att_plan {
+    int32_t window;             /* 0: full attention */
+    att_item *items;            /* [n_batch * n_head_kv + att_n_slots] */
+    int32_t n_items;
+    att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
+    int32_t n_split;
+} att_plan;
 
 /* ---- layer kinds ---- */
 
@@ -253,6 +312,12 @@ extern const eng_kind eng_ffn_moe;
 extern const eng_kind *const eng_mixers[CV_MIXER_COUNT];
 extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
 
+/* The model's gated activation (cv_glu) of n gate values g and up values u
+ * into y. */
+void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n);
+/* rows[t] += bias for t < n_rows, rows ld apart, n values each (on the
+ * pool). */
+void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n);
 /* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
  * inline for a handful of rows (waking the pool costs more). */
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
@@ -268,8 +333,12 @@ struct cv_engine {
     cv_engine_params p;
     cv_pool *pool;
     const cv_vec_ops *vec;
-    kv_pool kv;
-    int32_t *kv_layer;   /* [n_layer] the layer's index among the KV pool's layers; -1: none */
+    kv_pool kv[CV_MEM_MAX_GROUPS]; /* per layer group (layer groups above): [0] the full layers (maybe
+                                      none: ids and references only), [1] the window layers */
+    int32_t n_groups;    /* 1, or 2 with window layers */
+    int32_t kv_window;   /* group 1's window; 0: no group 1 */
+    int8_t *kv_group;    /* [n_layer] the layer's group; -1: no K/V */
+    int32_t *kv_layer;   /* [n_layer] the layer's index among its group's layers */
     uint32_t kinds_used[2]; /* bit k: some layer has mixer kind k ([0]) / FFN kind k ([1]) */
     kv_seq *seqs;        /* [n_seq_max] */
     int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
@@ -304,11 +373,11 @@ struct cv_engine {
     int32_t *att_seq_start;     /* [n_seq_max + 1] */
     float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
-    att_item *att_items;        /* [n_batch * n_head_kv + att_n_slots] this call's work */
-    int32_t att_n_items;
-    att_split_pair *att_split;  /* [att_n_slots] pairs cut into chunks this call */
-    int32_t att_n_split;
-    float *att_slots;           /* [att_n_slots][att_slot_floats] their chunks' states */
+    att_plan *att_plans;        /* [att_n_plans] one per distinct window of the attention layers */
+    int32_t att_n_plans;
+    int32_t *att_plan_of;       /* [n_layer] the plan of each attention layer */
+    float *att_slots;           /* [att_n_slots][att_slot_floats] cut pairs' chunk states (each layer's
+                                   attention reuses them) */
     int32_t att_n_slots;        /* 32 per thread (none with one thread) */
     size_t att_slot_floats;
     int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
@@ -324,6 +393,16 @@ struct cv_engine {
 
 static inline uint64_t eng_tick(const cv_engine *e) { return e->profiling ? cv_now_ns() : 0; }
 
+/* The pool and the table of sequence s that model layer il's K/V live in. */
+static inline const kv_pool *eng_layer_pool(const cv_engine *e, int32_t il)
+{
+    return &e->kv[e->kv_group[il]];
+}
+static inline int32_t *eng_layer_table(const cv_engine *e, int32_t il, const kv_seq *s)
+{
+    return s->blocks[e->kv_group[il]];
+}
+
 /* Layer il's recurrent state of open sequence seq (il must keep state). */
 static inline void *eng_state(cv_engine *e, int32_t seq, int32_t il)
 {
@@ -337,9 +416,13 @@ void eng_state_fini(cv_engine *e);
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
-/* Attention for every token of the planned batch at one layer: reads q from
- * e->qkv, keys/values from the cache (already holding this batch's
- * positions), writes e->attn. Runs on the pool. */
-void cv_engine_attention(cv_engine *e, int32_t layer);
+/* Attention for every token of the planned batch at model layer il (its
+ * window and sinks): reads q from e->qkv, keys/values from the cache
+ * (already holding this batch's positions), writes e->attn. Runs on the
+ * pool. */
+void cv_engine_attention(cv_engine *e, int32_t il);
+/* Allocates the per-window plans (engine creation). */
+void cv_engine_att_plans_init(cv_engine *e);
+void cv_engine_att_plans_fini(cv_engine *e);
 
 #endif

@@ -1,6 +1,6 @@
-/* ffn_dense.c — the dense SwiGLU FFN: gate|up projections (one matmul when
- * fused at load), silu(gate) * up per row on the pool, and the down
- * projection. */
+/* ffn_dense.c — the dense gated FFN: gate|up projections (one matmul when
+ * fused at load), act(gate) * up per row on the pool (the model's gated
+ * activation: SwiGLU, GeGLU), and the down projection. */
 #include "engine/engine_int.h"
 
 typedef struct swiglu_job {
@@ -16,7 +16,7 @@ static void rows_swiglu(void *ctx, int ith, int nth)
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         const float *g = e->gu + t * e->ld_gu;
-        e->vec->swiglu(e->ff + t * e->ld_ff, g, g + e->ld_ff, e->ld_ff);
+        eng_glu(e, e->ff + t * e->ld_ff, g, g + e->ld_ff, e->ld_ff);
     }
 }
 
@@ -48,7 +48,7 @@ static void dense_fini(cv_engine *e)
 }
 
 const eng_kind eng_ffn_dense = {
-    .name = "dense SwiGLU",
+    .name = "dense gated FFN",
     .init = dense_init,
     .fini = dense_fini,
     .forward = dense_forward,

@@ -1,8 +1,12 @@
 /* ffn_moe.c — the mixture-of-experts FFN. Per token: the router's logits
- * over n_expert experts, a softmax over all of them, the n_expert_used
- * most probable (ties: the lower index), their probabilities renormalised
- * to sum 1 when the model says so (qwen3moe), and the weighted sum of those
- * experts' SwiGLU outputs. The step's (token, expert) routes go through
+ * over n_expert experts (plus its bias, when it has one), then by the
+ * model's routing either a softmax over all of them, the n_expert_used
+ * most probable (ties: the lower index) and their probabilities
+ * renormalised to sum 1 when the model says so (qwen3moe), or the
+ * n_expert_used largest raw logits weighed by a softmax over those alone
+ * (gpt-oss); then the weighted sum of those experts' gated outputs (the
+ * model's activation, each expert's gate/up/down biases added when it has
+ * them). The step's (token, expert) routes go through
  * expert-routed matmuls, so each expert's weights are read once per step
  * for every token routed to it and an expert no token chose is not read: a
  * decode batch reads the union of its tokens' experts.
@@ -23,30 +27,44 @@ struct ffn_moe_scratch {
     int32_t *src;        /* [n_batch * k] the token of each route */
     float *weight;       /* [n_batch * k] */
     float *gu;           /* [n_batch * k][ld_gu] */
-    float *h;            /* [n_batch * k][n_ff_exp] silu(gate) * up */
+    float *h;            /* [n_batch * k][n_ff_exp] act(gate) * up */
     float *y;            /* [n_batch * k][n_embd] each route's expert output */
     uint8_t *seen;       /* [n_exp] experts some route of this layer names */
     cv_mm_ws *ws;        /* the routed matmuls' scratch */
 };
 
-/* The chosen experts of one token from its router logits: k indices by
- * descending probability (ties: lower index first) and their weights. */
-static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logits, int32_t *idx, float *w)
+/* The k indices of the largest values of x[n], by descending value (ties:
+ * the lower index first). */
+static void top_k(const float *x, int32_t n, int32_t k, int32_t *idx)
 {
-    const int32_t n = hp->n_expert, k = hp->n_expert_used;
-    vec->softmax(logits, n);
-    int32_t m = 0; /* idx[0..m) sorted by descending probability */
+    int32_t m = 0; /* idx[0..m) sorted by descending value */
     for (int32_t e = 0; e < n; e++) {
-        const float p = logits[e];
-        if (m == k && !(p > logits[idx[k - 1]]))
+        const float p = x[e];
+        if (m == k && !(p > x[idx[k - 1]]))
             continue;
         int32_t at = m < k ? m++ : k - 1;
-        while (at > 0 && p > logits[idx[at - 1]]) {
+        while (at > 0 && p > x[idx[at - 1]]) {
             idx[at] = idx[at - 1];
             at--;
         }
         idx[at] = e;
     }
+}
+
+/* The chosen experts of one token from its router logits: k indices and
+ * their weights, in the order of choice. */
+static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logits, int32_t *idx, float *w)
+{
+    const int32_t n = hp->n_expert, k = hp->n_expert_used;
+    if (hp->routing == CV_ROUTE_TOPK_SOFTMAX) {
+        top_k(logits, n, k, idx);
+        for (int32_t j = 0; j < k; j++)
+            w[j] = logits[idx[j]];
+        vec->softmax(w, k);
+        return;
+    }
+    vec->softmax(logits, n);
+    top_k(logits, n, k, idx);
     float sum = 0;
     for (int32_t j = 0; j < k; j++)
         sum += w[j] = logits[idx[j]];
@@ -70,41 +88,58 @@ static void rows_route(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     ffn_moe_scratch *s = j->e->moe;
+    const float *bias = j->e->m->layers[j->layer].router_bias;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
+        if (bias)
+            j->e->vec->add(s->logits + t * s->n_exp, s->logits + t * s->n_exp, bias, s->n_exp);
         route_token(&j->e->m->hp, j->e->vec, s->logits + t * s->n_exp, s->expert + t * s->k, s->weight + t * s->k);
         for (int32_t r = 0; r < s->k; r++)
             s->src[t * s->k + r] = (int32_t)t;
     }
 }
 
-static void rows_swiglu(void *ctx, int ith, int nth)
+/* Per route: its expert's gate and up biases, then the activation. */
+static void rows_glu(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
-    ffn_moe_scratch *s = j->e->moe;
+    const cv_engine *e = j->e;
+    const cv_layer *L = &e->m->layers[j->layer];
+    ffn_moe_scratch *s = e->moe;
     const int64_t ff = s->ld_gu / 2;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
-        const float *g = s->gu + r * s->ld_gu;
-        j->e->vec->swiglu(s->h + r * ff, g, g + ff, ff);
+        float *g = s->gu + r * s->ld_gu;
+        const int64_t x = s->expert[r];
+        if (L->exp_gate_bias)
+            e->vec->add(g, g, L->exp_gate_bias + x * ff, ff);
+        if (L->exp_up_bias)
+            e->vec->add(g + ff, g + ff, L->exp_up_bias + x * ff, ff);
+        eng_glu(e, s->h + r * ff, g, g + ff, ff);
     }
 }
 
-/* tmp[t] = sum_j weight[t][j] y[t * k + j], in the token's order of choice. */
+/* tmp[t] = sum_j weight[t][j] (y[t * k + j] + down bias of its expert), in
+ * the token's order of choice. */
 static void rows_combine(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     cv_engine *e = j->e;
+    const float *down_bias = e->m->layers[j->layer].exp_down_bias;
     ffn_moe_scratch *s = e->moe;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         float *out = e->tmp + t * e->ld_x;
         memset(out, 0, (size_t)e->ld_x * sizeof *out);
-        for (int32_t r = 0; r < s->k; r++)
-            e->vec->axpy(out, s->weight[t * s->k + r], s->y + (t * s->k + r) * e->ld_x, e->ld_x);
+        for (int32_t r = 0; r < s->k; r++) {
+            float *y = s->y + (t * s->k + r) * e->ld_x;
+            if (down_bias)
+                e->vec->add(y, y, down_bias + (int64_t)s->expert[t * s->k + r] * e->ld_x, e->ld_x);
+            e->vec->axpy(out, s->weight[t * s->k + r], y, e->ld_x);
+        }
     }
 }
 
@@ -150,7 +185,7 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
         routed_matmul(e, L->exp_gate_up[i].w, T, e->xn, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
                       s->ld_gu);
     j.n_rows = (int32_t)R;
-    eng_run_rows(e, (int32_t)R, rows_swiglu, &j);
+    eng_run_rows(e, (int32_t)R, rows_glu, &j);
     routed_matmul(e, L->exp_down, R, s->h, s->ld_gu / 2, R, NULL, s->y, e->ld_x);
     j.n_rows = T;
     eng_run_rows(e, T, rows_combine, &j);

@@ -7,10 +7,13 @@
  * stream around them and leaves their math to their traits rows
  * (mix_attn.c, ffn_dense.c, ffn_moe.c):
  *
- * Per layer, for the batch's rows X [T][n_embd]:
- *   X += mixer(rmsnorm(X) * attn_norm)
- *   X += ffn(rmsnorm(X) * ffn_norm)
- * then logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only. */
+ * X [T][n_embd] starts as the rows' token embeddings (times the model's
+ * embedding scale), then per layer:
+ *   X += post_norm(mixer(rmsnorm(X) * attn_norm))
+ *   X += post_norm(ffn(rmsnorm(X) * ffn_norm))
+ * where a post-norm (gemma's) is an RMSNorm with its own weight when the
+ * layer has one and the identity otherwise; then
+ * logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only. */
 #include <math.h>
 
 #include "engine/engine_int.h"
@@ -64,6 +67,39 @@ static void rmsnorm_rows(cv_engine *e, int32_t n, const float *w, const float *s
     eng_run_rows(e, n, rows_rmsnorm, &j);
 }
 
+typedef struct bias_job {
+    cv_engine *e;
+    float *rows;
+    int64_t ld, n;
+    int32_t n_rows;
+    const float *bias;
+} bias_job;
+
+static void rows_bias(void *ctx, int ith, int nth)
+{
+    bias_job *j = ctx;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++)
+        j->e->vec->add(j->rows + t * j->ld, j->rows + t * j->ld, j->bias, j->n);
+}
+
+void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n)
+{
+    bias_job j = { .e = e, .rows = rows, .ld = ld, .n = n, .n_rows = n_rows, .bias = bias };
+    eng_run_rows(e, n_rows, rows_bias, &j);
+}
+
+void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n)
+{
+    const cv_hparams *hp = &e->m->hp;
+    switch (hp->glu) {
+    case CV_GLU_SILU: e->vec->swiglu(y, g, u, n); break;
+    case CV_GLU_GELU_TANH: e->vec->geglu(y, g, u, n); break;
+    case CV_GLU_SILU_CLAMPED: e->vec->swiglu_clamped(y, g, u, n, hp->glu_alpha, hp->glu_limit); break;
+    }
+}
+
 /* ---- validation ---- */
 
 /* Checks the whole batch before anything changes; fills e->new_len for
@@ -100,13 +136,14 @@ static int check_batch(cv_engine *e, const cv_batch *b, int32_t *n_want, cv_err 
             e->rows[nw++] = i;
         }
     }
-    int64_t need = 0;
+    cv_mem_need need = { 0 };
     for (int32_t s = 0; s < e->p.n_seq_max; s++)
         if (e->new_len[s] >= 0)
-            need += cv_engine_kv_blocks_needed(e, s, e->new_len[s]);
-    if (need > e->kv.n_free)
-        return cv_err_set(err, CV_ELIMIT, "engine: the KV cache is full: this batch needs %lld blocks, %d are free",
-                          (long long)need, e->kv.n_free);
+            kv_table_need(e, &e->seqs[s], e->new_len[s], &need);
+    const int32_t short_by = cv_engine_mem_short(e, &need, NULL);
+    if (short_by > 0)
+        return cv_err_set(err, CV_ELIMIT, "engine: the KV cache is full: this batch needs %d blocks more than are free",
+                          short_by);
     *n_want = nw;
     return 0;
 }
@@ -121,7 +158,7 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
         return rc;
     for (int32_t s = 0; s < e->p.n_seq_max; s++)
         if (e->new_len[s] >= 0)
-            cv_engine_kv_grow(e, s, e->new_len[s]);
+            kv_table_grow(e, &e->seqs[s], e->new_len[s]);
 
     const cv_model *m = e->m;
     const int32_t T = b->n_tokens;
@@ -132,17 +169,24 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     e->prof_bytes = 0;
     e->prof_experts = 0;
 
-    for (int32_t t = 0; t < T; t++)
+    for (int32_t t = 0; t < T; t++) {
         cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
+        if (m->hp.embd_scale != 1.0f)
+            e->vec->scale(e->x + (int64_t)t * e->ld_x, m->hp.embd_scale, e->ld_x);
+    }
     cv_engine_att_plan(e, b);
 
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
         rmsnorm_rows(e, T, L->attn_norm, e->x, e->xn, NULL);
         eng_mixers[L->mixer]->forward(e, b, il);
+        if (L->attn_post_norm)
+            rmsnorm_rows(e, T, L->attn_post_norm, e->tmp, e->tmp, NULL);
         e->vec->add(e->x, e->x, e->tmp, n);
         rmsnorm_rows(e, T, L->ffn_norm, e->x, e->xn, NULL);
         eng_ffns[L->ffn]->forward(e, b, il);
+        if (L->ffn_post_norm)
+            rmsnorm_rows(e, T, L->ffn_post_norm, e->tmp, e->tmp, NULL);
         e->vec->add(e->x, e->x, e->tmp, n);
     }
 

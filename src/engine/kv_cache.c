@@ -1,12 +1,16 @@
-/* kv_cache.c — the paged KV cache: a pool of fixed-size blocks with
- * reference counts, writing a position's keys and values, and growing and
- * cutting a sequence's block table. Blocks are shared by reference; a
- * sequence about to write into a block someone else also holds copies it
- * first (copy on write), so sharing is invisible to the forward pass. What
- * a sequence is as a whole (its tables, its recurrent state, snapshots,
- * what a held prefix resumes at) is seq_mem.c's. Invariant: refs[b] equals
- * the number of holders of b (tables, prefix-cache spans, snapshots), and
- * a block with refs 0 is on the free stack exactly once. */
+/* kv_cache.c — the paged KV cache: pools of fixed-size blocks with
+ * reference counts, one per layer group (engine_int.h "layer groups": the
+ * full layers, the window layers), writing a position's keys and values,
+ * and growing and cutting a sequence's block tables. Blocks are shared by
+ * reference; a sequence about to write into a block someone else also
+ * holds copies it first (copy on write), so sharing is invisible to the
+ * forward pass. Before a sequence grows it lets go of the window blocks no
+ * position from its length on can see, so a window layer holds about its
+ * window per sequence. What a sequence is as a whole (its tables, its
+ * recurrent state, snapshots, what a held prefix resumes at) is
+ * seq_mem.c's. Invariant: refs[b] equals the number of holders of b in its
+ * group (tables, prefix-cache spans, snapshots), and a block with refs 0 is
+ * on its pool's free stack exactly once. */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -42,13 +46,17 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
     p->block_bytes = (size_t)n_layer * 2 * (size_t)n_head_kv * p->head_bytes;
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
-     * first touch, so a large cache costs only what sequences use. */
+     * first touch, so a large cache costs only what sequences use (freed
+     * blocks are reused first, so it stays at what they used at most). A
+     * pool of no layer has ids and references only. */
     size_t total = p->block_bytes * (size_t)n_blocks;
-    void *d = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (d == MAP_FAILED)
-        return cv_err_set(err, CV_ENOMEM, "KV cache: cannot map %.1f MiB for %d blocks of %d positions",
-                          total / 1048576.0, n_blocks, CV_KV_BLOCK);
-    p->data = d;
+    if (total > 0) {
+        void *d = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (d == MAP_FAILED)
+            return cv_err_set(err, CV_ENOMEM, "KV cache: cannot map %.1f MiB for %d blocks of %d positions",
+                              total / 1048576.0, n_blocks, CV_KV_BLOCK);
+        p->data = d;
+    }
     p->refs = cv_xcalloc((size_t)n_blocks, sizeof *p->refs);
     p->free_ids = cv_xmalloc((size_t)n_blocks * sizeof *p->free_ids);
     /* Lowest ids on top of the stack: sequences fill the pool from its start. */
@@ -141,118 +149,157 @@ void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t
 
 /* ---- block tables ---- */
 
-/* Blocks sequence s needs before it can grow to new_len: new table entries
- * plus one copy when its partly filled last block is shared. */
-int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_len)
+int32_t kv_win_first(const cv_engine *e, int32_t len)
 {
-    const kv_seq *s = &e->seqs[seq];
-    int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
-    int32_t need = want > s->n_blocks ? want - s->n_blocks : 0;
-    if (s->len % CV_KV_BLOCK && e->kv.refs[s->blocks[s->len / CV_KV_BLOCK]] > 1)
-        need++;
-    return need;
+    return e->n_groups > 1 && !e->p.kv_keep_window ? cv_att_first_block(len, e->kv_window) : 0;
 }
 
-/* Grows the table of seq for positions up to new_len; the caller checked
- * cv_engine_kv_blocks_needed against the free count, so this cannot fail. */
-void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len)
+void kv_table_need(const cv_engine *e, const kv_seq *s, int32_t new_len, cv_mem_need *acc)
 {
-    kv_seq *s = &e->seqs[seq];
-    kv_pool *p = &e->kv;
-    if (s->len % CV_KV_BLOCK) {
-        int32_t i = s->len / CV_KV_BLOCK;
-        int32_t old = s->blocks[i];
-        if (p->refs[old] > 1) {
-            int32_t b = kv_pool_alloc(p);
-            assert(b >= 0);
-            for (size_t r = 0; r < kv_regions(p); r++)
-                memcpy(kv_piece(p, r, b), kv_piece(p, r, old), p->head_bytes);
-            kv_pool_unref(p, old);
-            s->blocks[i] = b;
+    const int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    const int32_t add = want > s->n_blocks ? want - s->n_blocks : 0;
+    for (int32_t g = 0; g < e->n_groups; g++) {
+        acc->blocks[g] += add;
+        /* the partly filled last block is inside the window: every group holds it */
+        if (s->len % CV_KV_BLOCK && e->kv[g].refs[s->blocks[g][s->len / CV_KV_BLOCK]] > 1)
+            acc->blocks[g]++;
+    }
+}
+
+/* Lets go of the window blocks of s's entries that no position from its
+ * length on sees (before its window's first block). */
+static void release_passed(cv_engine *e, kv_seq *s)
+{
+    if (e->n_groups < 2)
+        return;
+    const int32_t first = CV_MIN(kv_win_first(e, s->len), s->n_blocks);
+    for (int32_t i = s->win_lo; i < first; i++) {
+        kv_pool_unref(&e->kv[1], s->blocks[1][i]);
+        s->blocks[1][i] = -1;
+    }
+    s->win_lo = CV_MAX(s->win_lo, first);
+}
+
+void kv_table_grow(cv_engine *e, kv_seq *s, int32_t new_len)
+{
+    release_passed(e, s);
+    for (int32_t g = 0; g < e->n_groups; g++) {
+        kv_pool *p = &e->kv[g];
+        if (s->len % CV_KV_BLOCK) {
+            const int32_t i = s->len / CV_KV_BLOCK, old = s->blocks[g][i];
+            if (p->refs[old] > 1) {
+                const int32_t b = kv_pool_alloc(p);
+                assert(b >= 0);
+                for (size_t r = 0; r < kv_regions(p); r++)
+                    memcpy(kv_piece(p, r, b), kv_piece(p, r, old), p->head_bytes);
+                kv_pool_unref(p, old);
+                s->blocks[g][i] = b;
+            }
         }
     }
-    int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
-    while (s->n_blocks < want) {
-        int32_t b = kv_pool_alloc(p);
-        assert(b >= 0);
-        s->blocks[s->n_blocks++] = b;
-    }
+    const int32_t want = (new_len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    for (; s->n_blocks < want; s->n_blocks++)
+        for (int32_t g = 0; g < e->n_groups; g++) {
+            const int32_t b = kv_pool_alloc(&e->kv[g]);
+            assert(b >= 0);
+            s->blocks[g][s->n_blocks] = b;
+        }
 }
 
-/* Drops the table entries past what len positions need. */
 void kv_table_cut(cv_engine *e, kv_seq *s, int32_t len)
 {
-    int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    const int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     for (int32_t i = keep; i < s->n_blocks; i++)
-        kv_pool_unref(&e->kv, s->blocks[i]);
+        for (int32_t g = 0; g < e->n_groups; g++)
+            if (s->blocks[g][i] >= 0)
+                kv_pool_unref(&e->kv[g], s->blocks[g][i]);
     s->n_blocks = CV_MIN(s->n_blocks, keep);
+    s->win_lo = CV_MIN(s->win_lo, s->n_blocks);
     s->len = len;
 }
 
 /* ---- blocks by id (the cache file) ---- */
 
-int32_t cv_engine_kv_n_blocks(const cv_engine *e) { return e->kv.n_blocks; }
-int32_t cv_engine_kv_free_blocks(const cv_engine *e) { return e->kv.n_free; }
+int32_t cv_engine_kv_n_blocks(const cv_engine *e) { return e->kv[0].n_blocks; }
+int32_t cv_engine_kv_free_blocks(const cv_engine *e) { return e->kv[0].n_free; }
 
 int32_t cv_engine_kv_refs(const cv_engine *e, int32_t g, int32_t b)
 {
-    return g == 0 && b >= 0 && b < e->kv.n_blocks ? e->kv.refs[b] : 0;
+    return g >= 0 && g < e->n_groups && b >= 0 && b < e->kv[g].n_blocks ? e->kv[g].refs[b] : 0;
 }
 
 int32_t cv_engine_kv_alloc(cv_engine *e, int32_t g)
 {
-    assert(g == 0);
-    (void)g;
-    return kv_pool_alloc(&e->kv);
+    assert(g >= 0 && g < e->n_groups);
+    return kv_pool_alloc(&e->kv[g]);
 }
 
-void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out)
+static cv_kv_format pool_format(const kv_pool *p)
 {
-    *out = (cv_kv_format){
-        .n_layer = e->kv.n_layer,
-        .n_head_kv = e->kv.n_head_kv,
-        .head_dim = e->kv.head_dim,
-        .type = e->kv.type,
+    return (cv_kv_format){
+        .n_layer = p->n_layer,
+        .n_head_kv = p->n_head_kv,
+        .head_dim = p->head_dim,
+        .type = p->type,
         .block_positions = CV_KV_BLOCK,
-        .block_bytes = e->kv.block_bytes,
+        .block_bytes = p->block_bytes,
+    };
+}
+
+void cv_engine_kv_format(const cv_engine *e, cv_kv_format *out) { *out = pool_format(&e->kv[0]); }
+
+void kv_group_info(const cv_engine *e, int32_t g, cv_mem_group_info *out)
+{
+    *out = (cv_mem_group_info){
+        .kind = g == 0 ? CV_MEM_GROUP_FULL : CV_MEM_GROUP_WINDOW,
+        .window = g == 0 ? 0 : e->kv_window,
+        .format = pool_format(&e->kv[g]),
+        .n_blocks = e->kv[g].n_blocks,
+        .n_free = e->kv[g].n_free,
     };
 }
 
 void cv_engine_kv_block_read(const cv_engine *e, int32_t g, int32_t b, void *dst)
 {
-    const kv_pool *p = &e->kv;
-    assert(g == 0 && b >= 0 && b < p->n_blocks);
-    (void)g;
+    assert(g >= 0 && g < e->n_groups);
+    const kv_pool *p = &e->kv[g];
+    assert(b >= 0 && b < p->n_blocks);
     for (size_t r = 0; r < kv_regions(p); r++)
         memcpy((uint8_t *)dst + r * p->head_bytes, kv_piece(p, r, b), p->head_bytes);
 }
 
 void cv_engine_kv_block_write(cv_engine *e, int32_t g, int32_t b, const void *src)
 {
-    const kv_pool *p = &e->kv;
-    assert(g == 0 && b >= 0 && b < p->n_blocks);
-    (void)g;
+    assert(g >= 0 && g < e->n_groups);
+    const kv_pool *p = &e->kv[g];
+    assert(b >= 0 && b < p->n_blocks);
     for (size_t r = 0; r < kv_regions(p); r++)
         memcpy(kv_piece(p, r, b), (const uint8_t *)src + r * p->head_bytes, p->head_bytes);
 }
 
-int32_t eng_kv_layers(const cv_model *m, int32_t *map)
+eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index)
 {
-    int32_t n = 0;
+    eng_kv_groups g = { { 0, 0 }, 0 };
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const bool kv = m->layers[il].mixer == CV_MIXER_ATTN;
-        if (map)
-            map[il] = kv ? n : -1;
-        n += kv;
+        const cv_layer *L = &m->layers[il];
+        const int32_t k = L->mixer != CV_MIXER_ATTN ? -1 : L->n_swa > 0 ? 1 : 0;
+        if (group)
+            group[il] = k;
+        if (index)
+            index[il] = k < 0 ? -1 : g.n_layer[k];
+        if (k >= 0)
+            g.n_layer[k]++;
+        if (k == 1)
+            g.window = CV_MAX(g.window, L->n_swa);
     }
-    return n;
+    return g;
 }
 
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
 {
-    return kv_block_bytes(eng_kv_layers(m, NULL), m->hp.n_head_kv, m->hp.head_dim, kv_type);
+    const eng_kv_groups g = eng_kv_group_layers(m, NULL, NULL);
+    return kv_block_bytes(g.n_layer[0] + g.n_layer[1], m->hp.n_head_kv, m->hp.head_dim, kv_type);
 }
-
 /* The KV element types by name: the one table the CLI's --kv-type, the
  * logs and /v1/status read. */
 static const struct {

@@ -1,9 +1,10 @@
 /* mix_attn.c — the attention mixer: Q|K|V projections (fused at load when
  * their dtypes allow), bias, per-head Q/K RMSNorm, RoPE at each row's
  * position, the K/V cache write, attention over each sequence's blocks
- * (attention.c), and the output projection. What varies between
- * architectures is data in the bound layer (a bias or a norm present or
- * not, the RoPE style and factors), never a branch on a name. */
+ * (attention.c: within the layer's window, with its sinks), and the output
+ * projection with its bias. What varies between architectures is data in
+ * the bound layer (a bias, a norm or sinks present or not, the window, the
+ * layer's RoPE), never a branch on a name. */
 #include "engine/engine_int.h"
 
 typedef struct qkv_job {
@@ -22,7 +23,7 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     const cv_hparams *hp = &m->hp;
     const cv_layer *L = &m->layers[j->layer];
     const cv_vec_ops *vec = e->vec;
-    const kv_pool *kv = &e->kv;
+    const kv_pool *kv = eng_layer_pool(e, j->layer);
     const int32_t hd = hp->head_dim, kl = e->kv_layer[j->layer];
     const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)hp->n_head_kv * hd;
     int64_t lo, hi;
@@ -39,9 +40,10 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
             for (int32_t h = 0; h < hp->n_head_kv; h++)
                 vec->rmsnorm(k + (int64_t)h * hd, k + (int64_t)h * hd, L->k_norm, hd, hp->rms_eps);
         const int32_t pos = j->b->pos[t];
-        vec->rope(&m->rope, q, hp->n_head, hd, pos);
-        vec->rope(&m->rope, k, hp->n_head_kv, hd, pos);
-        const int32_t blk = e->seqs[j->b->seq[t]].blocks[pos / CV_KV_BLOCK], at = pos % CV_KV_BLOCK;
+        vec->rope(&L->rope, q, hp->n_head, hd, pos);
+        vec->rope(&L->rope, k, hp->n_head_kv, hd, pos);
+        const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
+        const int32_t at = pos % CV_KV_BLOCK;
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
             const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
             kv_store(kv, vec, kv_k(kv, blk, kl, g), kv_v(kv, blk, kl, g), at, kg, vg);
@@ -59,11 +61,13 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
     eng_run_rows(e, T, rows_post_qkv, &j);
 
     const uint64_t t0 = eng_tick(e);
-    cv_engine_attention(e, e->kv_layer[il]);
+    cv_engine_attention(e, il);
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
 
     eng_matmul(e, L->wo, T, e->attn, e->ld_q, e->tmp, e->ld_x);
+    if (L->o_bias)
+        eng_add_bias(e, e->tmp, e->ld_x, T, L->o_bias, e->ld_x);
 }
 
 static int attn_init(cv_engine *e, cv_err *err)

@@ -4,12 +4,14 @@
  * state, one state slot — and everything that copies, cuts or shares it:
  * open, close, fork, truncate and the checkpoint it may fall back to,
  * snapshots of the state stored in pool blocks, the spans a prefix holder
- * keeps, and the judgement of where a held prefix can resume. The rule
- * that keeps it simple: KV cuts back anywhere, a recurrent state only to a
- * copy of itself (a checkpoint, a snapshot) or to zero, and only this file
- * knows which applies. Invariant: a live slot holds the state after
+ * keeps, and the judgement of where a held prefix can resume. The rules
+ * that keep it simple: full-group KV cuts back anywhere; a window group
+ * only to a length whose window it still holds; a recurrent state only to
+ * a copy of itself (a checkpoint, a snapshot) or to zero; and only this
+ * file knows which applies. Invariants: a live slot holds the state after
  * exactly seqs[s].len positions; a checkpoint slot, when ckpt_len >= 0, the
- * state after ckpt_len <= len of them. */
+ * state after ckpt_len <= len of them; a window group's table holds its
+ * entries from win_lo on. */
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -42,10 +44,10 @@ int eng_state_init(cv_engine *e, cv_err *err)
         return 0;
     /* A snapshot lives in group 0's blocks: a model whose every layer is
      * recurrent would need a pool of its own. */
-    if (e->kv.block_bytes == 0)
+    if (e->kv[0].block_bytes == 0)
         return cv_err_set(err, CV_EUNSUPPORTED, "engine: a model with recurrent layers and no attention layer is "
                           "not supported (its snapshots live in the KV pool)");
-    e->snap_blocks = (int32_t)((off + e->kv.block_bytes - 1) / e->kv.block_bytes);
+    e->snap_blocks = (int32_t)((off + e->kv[0].block_bytes - 1) / e->kv[0].block_bytes);
     const double total = 2.0 * (double)e->p.n_seq_max * (double)off;
     if (total > (double)(1ull << 46))
         return cv_err_set(err, CV_ELIMIT, "engine: %d sequences' recurrent state would take %.0f GiB", e->p.n_seq_max,
@@ -103,6 +105,7 @@ int cv_engine_seq_open(cv_engine *e, int32_t *seq, cv_err *err)
             s->open = true;
             s->len = 0;
             s->n_blocks = 0;
+            s->win_lo = 0;
             s->ckpt_len = -1;
             if (e->state_bytes)
                 memset(live_slot(e, i), 0, e->state_bytes);
@@ -139,11 +142,12 @@ int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
         return rc;
     const kv_seq *s = &e->seqs[src];
     kv_seq *t = &e->seqs[d];
-    for (int32_t i = 0; i < s->n_blocks; i++) {
-        t->blocks[i] = s->blocks[i];
-        kv_pool_ref(&e->kv, s->blocks[i]);
-    }
+    for (int32_t g = 0; g < e->n_groups; g++)
+        for (int32_t i = 0; i < s->n_blocks; i++)
+            if ((t->blocks[g][i] = s->blocks[g][i]) >= 0)
+                kv_pool_ref(&e->kv[g], s->blocks[g][i]);
     t->n_blocks = s->n_blocks;
+    t->win_lo = s->win_lo;
     t->len = s->len;
     if (e->state_bytes)
         memcpy(live_slot(e, d), live_slot(e, src), e->state_bytes);
@@ -162,9 +166,11 @@ int32_t cv_engine_seq_truncatable(const cv_engine *e, int32_t seq, int32_t len)
         len = 0;
     if (len >= s->len)
         return s->len;
-    if (!e->state_bytes)
-        return len;
-    return s->ckpt_len >= 0 && s->ckpt_len <= len ? s->ckpt_len : 0;
+    if (e->state_bytes)
+        len = s->ckpt_len >= 0 && s->ckpt_len <= len ? s->ckpt_len : 0;
+    /* positions from len on see from its window's first block: the table
+     * must still hold it */
+    return kv_win_first(e, len) < s->win_lo ? 0 : len;
 }
 
 int32_t cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len)
@@ -210,41 +216,87 @@ bool cv_engine_seq_span(const cv_engine *e, int32_t seq, int32_t i, cv_mem_span 
     const kv_seq *s = seq_get(e, seq);
     if (!s || i < 0 || i >= s->n_blocks)
         return false;
-    out->kv[0] = s->blocks[i];
+    for (int32_t g = 0; g < e->n_groups; g++)
+        out->kv[g] = s->blocks[g][i];
     return true;
 }
 
 void cv_engine_span_ref(cv_engine *e, const cv_mem_span *s)
 {
-    if (s->kv[0] >= 0)
-        kv_pool_ref(&e->kv, s->kv[0]);
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (s->kv[g] >= 0)
+            kv_pool_ref(&e->kv[g], s->kv[g]);
 }
 
 void cv_engine_span_release(cv_engine *e, cv_mem_span *s)
 {
-    if (s->kv[0] >= 0)
-        kv_pool_unref(&e->kv, s->kv[0]);
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (s->kv[g] >= 0)
+            kv_pool_unref(&e->kv[g], s->kv[g]);
     cv_engine_snapshot_free(e, s->snap);
     *s = empty_span();
 }
 
 bool cv_engine_span_sole(const cv_engine *e, const cv_mem_span *s)
 {
-    return s->kv[0] < 0 || e->kv.refs[s->kv[0]] == 1;
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (s->kv[g] >= 0 && e->kv[g].refs[s->kv[g]] != 1)
+            return false;
+    return true;
+}
+
+bool cv_engine_span_read(const cv_engine *e, const cv_mem_span *s, void *dst)
+{
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (s->kv[g] < 0)
+            return false;
+    for (int32_t g = 0; dst && g < e->n_groups; g++) {
+        cv_engine_kv_block_read(e, g, s->kv[g], dst);
+        dst = (char *)dst + e->kv[g].block_bytes;
+    }
+    return true;
+}
+
+bool cv_engine_span_make(cv_engine *e, const void *src, cv_mem_span *out)
+{
+    *out = empty_span();
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (e->kv[g].n_free == 0)
+            return false;
+    for (int32_t g = 0; g < e->n_groups; g++) {
+        out->kv[g] = kv_pool_alloc(&e->kv[g]);
+        cv_engine_kv_block_write(e, g, out->kv[g], src);
+        src = (const char *)src + e->kv[g].block_bytes;
+    }
+    return true;
 }
 
 void cv_engine_span_frees(const cv_engine *e, const cv_mem_span *s, cv_mem_need *acc)
 {
-    if (s->kv[0] >= 0 && e->kv.refs[s->kv[0]] == 1)
-        acc->blocks[0]++;
+    for (int32_t g = 0; g < e->n_groups; g++)
+        if (s->kv[g] >= 0 && e->kv[g].refs[s->kv[g]] == 1)
+            acc->blocks[g]++;
     if (s->snap)
         acc->blocks[0] += s->snap->n_blocks;
 }
 
 /* ---- resuming a held prefix ---- */
 
+/* The last span index + 1 below len that a group lacks among those a
+ * sequence resumed at len needs (full group: every block below len; window
+ * group: those from len's window on), or 0 when it holds them all. */
+static int32_t kv_gap(const cv_engine *e, const cv_mem_span *const *spans, int32_t len)
+{
+    const int32_t hi = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    for (int32_t i = hi - 1; i >= 0; i--)
+        for (int32_t g = 0; g < e->n_groups; g++)
+            if (spans[i]->kv[g] < 0 && (g == 0 || i >= kv_win_first(e, len)))
+                return i + 1;
+    return 0;
+}
+
 /* Whether spans[0..n) hold what a sequence resumed at len needs: every
- * group's blocks below len, and with recurrent state a snapshot at len. */
+ * group's blocks (kv_gap), and with recurrent state a snapshot at len. */
 static bool resumable(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t len)
 {
     if (len < 0 || len > (int64_t)n * CV_KV_BLOCK || len > e->p.n_ctx)
@@ -254,10 +306,7 @@ static bool resumable(const cv_engine *e, const cv_mem_span *const *spans, int32
         if (!sn || sn->len != len)
             return false;
     }
-    for (int32_t i = 0; i < (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK; i++)
-        if (spans[i]->kv[0] < 0)
-            return false;
-    return true;
+    return kv_gap(e, spans, len) == 0;
 }
 
 int32_t cv_engine_resume_len(const cv_engine *e, const cv_mem_span *const *spans, int32_t n, int32_t max_len)
@@ -266,11 +315,11 @@ int32_t cv_engine_resume_len(const cv_engine *e, const cv_mem_span *const *spans
     if (len <= 0)
         return 0;
     if (!e->state_bytes) {
-        /* KV alone: every block up to len (a holder never holds a hole in
-         * group 0, but say so rather than assume it). */
-        for (int32_t i = 0; i < (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK; i++)
-            if (spans[i]->kv[0] < 0)
-                return i * CV_KV_BLOCK;
+        /* KV alone: past a block some group lacks, only lengths that end
+         * before it (its start) can do, and a shorter length's window
+         * starts no later, so the walk only goes down. */
+        for (int32_t gap; len > 0 && (gap = kv_gap(e, spans, len)) > 0;)
+            len = (gap - 1) * CV_KV_BLOCK;
         return len;
     }
     for (len -= len % CV_KV_BLOCK; len > 0; len -= CV_KV_BLOCK)
@@ -288,23 +337,29 @@ int cv_engine_seq_restore(cv_engine *e, int32_t seq, const cv_mem_span *const *s
     if (n < 0 || len < 0 || len > (int64_t)n * CV_KV_BLOCK || len > e->p.n_ctx)
         return cv_err_set(err, CV_EINVAL, "engine: %d held spans cannot hold a length of %d (context %d)", n, len,
                           e->p.n_ctx);
-    const int32_t nb = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
-    for (int32_t i = 0; i < nb; i++) {
-        const int32_t b = spans[i]->kv[0];
-        if (b < 0 || b >= e->kv.n_blocks || e->kv.refs[b] == 0)
-            return cv_err_set(err, CV_EINVAL, "engine: held span %d names block %d, not a block in use", i, b);
-    }
+    const int32_t nb = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK, lo = CV_MIN(kv_win_first(e, len), nb);
+    for (int32_t i = 0; i < nb; i++)
+        for (int32_t g = 0; g < e->n_groups; g++) {
+            const int32_t b = spans[i]->kv[g];
+            if (b >= 0 && (b >= e->kv[g].n_blocks || e->kv[g].refs[b] == 0))
+                return cv_err_set(err, CV_EINVAL, "engine: held span %d names block %d of group %d, not a block in "
+                                  "use", i, b, g);
+        }
     if (!resumable(e, spans, n, len))
-        return cv_err_set(err, CV_EINVAL, "engine: no snapshot of the recurrent state at length %d: the held "
-                          "prefix cannot resume there", len);
-    for (int32_t i = 0; i < nb; i++) {
-        s->blocks[i] = spans[i]->kv[0];
-        kv_pool_ref(&e->kv, s->blocks[i]);
-    }
+        return cv_err_set(err, CV_EINVAL, "engine: the held prefix cannot resume at length %d (%s)", len,
+                          kv_gap(e, spans, len) ? "a block its positions see is not held"
+                                                : "no snapshot of the recurrent state there");
+    for (int32_t i = 0; i < nb; i++)
+        for (int32_t g = 0; g < e->n_groups; g++) {
+            const int32_t b = g == 0 || i >= lo ? spans[i]->kv[g] : -1;
+            if ((s->blocks[g][i] = b) >= 0)
+                kv_pool_ref(&e->kv[g], b);
+        }
     s->n_blocks = nb;
+    s->win_lo = lo;
     s->len = len;
     if (e->state_bytes && len > 0)
-        snap_copy(&e->kv, spans[nb - 1]->snap, live_slot(e, seq), e->state_bytes, false);
+        snap_copy(&e->kv[0], spans[nb - 1]->snap, live_slot(e, seq), e->state_bytes, false);
     return 0;
 }
 
@@ -314,16 +369,16 @@ int cv_engine_seq_restore(cv_engine *e, int32_t seq, const cv_mem_span *const *s
  * when the pool is short (nothing taken). */
 static cv_snapshot *snap_alloc(cv_engine *e, int32_t len, cv_err *err)
 {
-    if (e->kv.n_free < e->snap_blocks) {
+    if (e->kv[0].n_free < e->snap_blocks) {
         cv_err_set(err, CV_ELIMIT, "engine: a snapshot takes %d KV blocks, %d are free", e->snap_blocks,
-                   e->kv.n_free);
+                   e->kv[0].n_free);
         return NULL;
     }
     cv_snapshot *s = cv_xmalloc(sizeof *s + (size_t)e->snap_blocks * sizeof s->blocks[0]);
     s->len = len;
     s->n_blocks = e->snap_blocks;
     for (int32_t j = 0; j < s->n_blocks; j++)
-        s->blocks[j] = kv_pool_alloc(&e->kv);
+        s->blocks[j] = kv_pool_alloc(&e->kv[0]);
     return s;
 }
 
@@ -339,7 +394,7 @@ int cv_engine_snapshot_take(cv_engine *e, int32_t seq, cv_snapshot **out, cv_err
     cv_snapshot *s = snap_alloc(e, q->len, err);
     if (!s)
         return CV_ELIMIT;
-    snap_copy(&e->kv, s, live_slot(e, seq), e->state_bytes, true);
+    snap_copy(&e->kv[0], s, live_slot(e, seq), e->state_bytes, true);
     *out = s;
     return 0;
 }
@@ -349,7 +404,7 @@ void cv_engine_snapshot_free(cv_engine *e, cv_snapshot *s)
     if (!s)
         return;
     for (int32_t j = 0; j < s->n_blocks; j++)
-        kv_pool_unref(&e->kv, s->blocks[j]);
+        kv_pool_unref(&e->kv[0], s->blocks[j]);
     free(s);
 }
 
@@ -357,7 +412,7 @@ int32_t cv_engine_snapshot_len(const cv_snapshot *s) { return s->len; }
 
 void cv_engine_snapshot_read(const cv_engine *e, const cv_snapshot *s, void *dst)
 {
-    snap_copy(&e->kv, s, dst, e->state_bytes, false);
+    snap_copy(&e->kv[0], s, dst, e->state_bytes, false);
 }
 
 int cv_engine_snapshot_make(cv_engine *e, int32_t len, const void *src, cv_snapshot **out, cv_err *err)
@@ -369,7 +424,7 @@ int cv_engine_snapshot_make(cv_engine *e, int32_t len, const void *src, cv_snaps
     cv_snapshot *s = snap_alloc(e, len, err);
     if (!s)
         return CV_ELIMIT;
-    snap_copy(&e->kv, s, (char *)src, e->state_bytes, true);
+    snap_copy(&e->kv[0], s, (char *)src, e->state_bytes, true);
     *out = s;
     return 0;
 }
@@ -380,29 +435,33 @@ void cv_engine_seq_need(const cv_engine *e, int32_t seq, int32_t n_new, cv_mem_n
 {
     const kv_seq *s = seq_get(e, seq);
     if (s)
-        acc->blocks[0] += cv_engine_kv_blocks_needed(e, seq, s->len + n_new);
+        kv_table_need(e, s, s->len + n_new, acc);
 }
 
 void cv_engine_snapshot_need(const cv_engine *e, cv_mem_need *acc) { acc->blocks[0] += e->snap_blocks; }
 
 int32_t cv_engine_mem_short(const cv_engine *e, const cv_mem_need *need, const cv_mem_need *more)
 {
-    const int64_t have = (int64_t)e->kv.n_free + (more ? more->blocks[0] : 0);
-    return need->blocks[0] > have ? (int32_t)(need->blocks[0] - have) : 0;
+    int64_t missing = 0;
+    for (int32_t g = 0; g < e->n_groups; g++) {
+        const int64_t have = (int64_t)e->kv[g].n_free + (more ? more->blocks[g] : 0);
+        missing += need->blocks[g] > have ? need->blocks[g] - have : 0;
+    }
+    return (int32_t)CV_MIN(missing, INT32_MAX);
 }
 
 void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
 {
     memset(out, 0, sizeof *out);
-    out->n_groups = 1;
-    out->group[0].kind = CV_MEM_GROUP_FULL;
-    cv_engine_kv_format(e, &out->group[0].format);
-    out->group[0].n_blocks = e->kv.n_blocks;
-    out->group[0].n_free = e->kv.n_free;
+    out->n_groups = e->n_groups;
+    for (int32_t g = 0; g < e->n_groups; g++) {
+        kv_group_info(e, g, &out->group[g]);
+        out->block_bytes += out->group[g].format.block_bytes;
+    }
     out->n_state_layers = e->n_state_layers;
     out->state_bytes = e->state_bytes;
     out->snapshot_blocks = e->snap_blocks;
-    out->max_positions = (int64_t)e->kv.n_blocks * CV_KV_BLOCK;
+    out->max_positions = (int64_t)e->kv[0].n_blocks * CV_KV_BLOCK;
     /* attention and the FFNs compute every row on its own: any split is exact */
     out->split_align = 1;
     out->step_run = INT32_MAX;

@@ -214,15 +214,19 @@ typedef enum cv_rope_style {
 
 /* Rotary position embedding for one token. Pair i (i < n_rot/2) of each head
  * is rotated by angle pos * freq_scale * theta^(-2i/n_rot) / freq_factors[i].
- * freq_factors (NULL: all 1) holds the llama3-style per-dimension factors the
- * model loader precomputes; freq_scale is linear position scaling (1: none).
- * Dimensions n_rot..head_dim of each head are left as they are. */
+ * freq_factors (NULL: all 1) holds the per-dimension divisors the model
+ * loader precomputes (llama3's, or YaRN's ramp between interpolated and
+ * original frequencies); freq_scale is linear position scaling (1: none).
+ * mscale multiplies cos and sin (YaRN's attention factor; 0 or 1: none), so
+ * a rotated pair also grows by it. Dimensions n_rot..head_dim of each head
+ * are left as they are. */
 typedef struct cv_rope_params {
     cv_rope_style style;
     int32_t n_rot;              /* even, <= head_dim and <= CV_MAX_ROPE_DIMS (the loader checks) */
     float theta;                /* rope base, e.g. 10000 or 1e6 */
     float freq_scale;           /* 1 for none */
     const float *freq_factors;  /* [n_rot/2] or NULL */
+    float mscale;               /* 0 or 1 for none */
 } cv_rope_params;
 
 /* The per-ISA vector ops (cv_vec_ops) and their process-ISA wrappers below.
@@ -233,6 +237,15 @@ typedef struct cv_vec_ops {
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* y = silu(g) * u (SwiGLU); y may be g or u. */
     void (*swiglu)(float *y, const float *g, const float *u, int64_t n);
+    /* y = gelu(g) * u (GeGLU) with the tanh form of GELU,
+     * 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), computed as
+     * g * sigmoid(2 sqrt(2/pi) (g + 0.044715 g^3)), the same function; y may
+     * be g or u. */
+    void (*geglu)(float *y, const float *g, const float *u, int64_t n);
+    /* The clamped SwiGLU of gpt-oss: g' = min(g, limit),
+     * u' = clamp(u, -limit, limit), y = g' sigmoid(alpha g') (u' + 1); y may
+     * be g or u. */
+    void (*swiglu_clamped)(float *y, const float *g, const float *u, int64_t n, float alpha, float limit);
     /* x = softmax(x) in place (max-subtracted); returns the sum of exps
      * before normalisation. n == 0 returns 0. -INFINITY entries become 0. */
     float (*softmax)(float *x, int64_t n);
@@ -264,6 +277,8 @@ const cv_vec_ops *cv_vec_ops_for(cv_isa isa);
 
 void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n);
+void cv_geglu(float *y, const float *g, const float *u, int64_t n);
+void cv_swiglu_clamped(float *y, const float *g, const float *u, int64_t n, float alpha, float limit);
 float cv_softmax(float *x, int64_t n);
 void cv_add(float *y, const float *a, const float *b, int64_t n);
 void cv_scale(float *x, float s, int64_t n);

@@ -238,6 +238,9 @@ void cv_dt_mxfp4_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 
 extern const cv_vec_ops cv_vec_ops_scalar;
 extern const cv_vec_ops cv_vec_ops_avx2;
+/* 2 sqrt(2/pi): the tanh GELU's argument doubled, for its sigmoid form
+ * gelu(x) = x sigmoid(CV_GELU_2C (x + 0.044715 x^3)). */
+#define CV_GELU_2C 1.5957691216057308f
 /* cos/sin of the n_rot/2 rotation angles of one position (vec.c). */
 void cv_rope_cos_sin(const cv_rope_params *p, int64_t pos, float *cs, float *sn);
 

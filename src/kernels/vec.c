@@ -1,6 +1,6 @@
 /* vec.c — the scalar reference of the vector ops a forward pass needs
- * (RMSNorm, SwiGLU, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16
- * conversion), and the process-ISA entry points that dispatch to the table
+ * (RMSNorm, SwiGLU and its GeGLU and clamped variants, softmax, RoPE,
+ * add/scale/axpy, f32/f16 dots, f16/bf16 conversion), and the process-ISA entry points that dispatch to the table
  * of the active ISA. Reductions accumulate in double here: the reference
  * should be the most accurate version, the SIMD one is checked against it. */
 #include "kernels/kernels_int.h"
@@ -19,6 +19,22 @@ static void swiglu(float *y, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void geglu(float *y, const float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        y[i] = x / (1.0f + expf(-CV_GELU_2C * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+static void swiglu_clamped(float *y, const float *g, const float *u, int64_t n, float alpha, float limit)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = fminf(g[i], limit), v = fmaxf(fminf(u[i], limit), -limit);
+        y[i] = x / (1.0f + expf(-alpha * x)) * (v + 1.0f);
+    }
 }
 
 static float softmax(float *x, int64_t n)
@@ -115,12 +131,13 @@ void cv_rope_cos_sin(const cv_rope_params *p, int64_t pos, float *cs, float *sn)
 {
     const int half = p->n_rot / 2;
     const double base = p->theta, fs = p->freq_scale > 0 ? p->freq_scale : 1.0;
+    const double ms = p->mscale > 0 ? p->mscale : 1.0;
     for (int i = 0; i < half; i++) {
         double ang = (double)pos * fs * pow(base, -2.0 * i / p->n_rot);
         if (p->freq_factors)
             ang /= p->freq_factors[i];
-        cs[i] = (float)cos(ang);
-        sn[i] = (float)sin(ang);
+        cs[i] = (float)(cos(ang) * ms);
+        sn[i] = (float)(sin(ang) * ms);
     }
 }
 
@@ -155,6 +172,8 @@ static int64_t argmax(const float *x, int64_t n)
 const cv_vec_ops cv_vec_ops_scalar = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
+    .geglu = geglu,
+    .swiglu_clamped = swiglu_clamped,
     .softmax = softmax,
     .add = add,
     .scale = scale,
@@ -183,6 +202,11 @@ static const cv_vec_ops *active(void) { return cv_vec_ops_for(cv_isa_active()); 
 
 void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) { active()->rmsnorm(y, x, w, n, eps); }
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n) { active()->swiglu(y, g, u, n); }
+void cv_geglu(float *y, const float *g, const float *u, int64_t n) { active()->geglu(y, g, u, n); }
+void cv_swiglu_clamped(float *y, const float *g, const float *u, int64_t n, float alpha, float limit)
+{
+    active()->swiglu_clamped(y, g, u, n, alpha, limit);
+}
 float cv_softmax(float *x, int64_t n) { return active()->softmax(x, n); }
 void cv_add(float *y, const float *a, const float *b, int64_t n) { active()->add(y, a, b, n); }
 void cv_scale(float *x, float s, int64_t n) { active()->scale(x, s, n); }

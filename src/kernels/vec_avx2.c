@@ -73,6 +73,42 @@ static void swiglu(float *y, const float *g, const float *u, int64_t n)
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* GELU as x sigmoid(2c (x + 0.044715 x^3)) (vec.c's formula). For very
+ * negative x the exponential saturates at e^88.7 and x / that is -0. */
+static void geglu(float *y, const float *g, const float *u, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), m2c = _mm256_set1_ps(-CV_GELU_2C);
+    const __m256 k = _mm256_set1_ps(0.044715f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 e = exp_ps(_mm256_mul_ps(m2c, _mm256_fmadd_ps(k, x3, x)));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) {
+        const float x = g[i];
+        y[i] = x / (1.0f + expf(-CV_GELU_2C * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+static void swiglu_clamped(float *y, const float *g, const float *u, int64_t n, float alpha, float limit)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), na = _mm256_set1_ps(-alpha);
+    const __m256 hi = _mm256_set1_ps(limit), lo = _mm256_set1_ps(-limit);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_min_ps(_mm256_loadu_ps(g + i), hi);
+        const __m256 v = _mm256_max_ps(_mm256_min_ps(_mm256_loadu_ps(u + i), hi), lo);
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp_ps(_mm256_mul_ps(na, x))));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_add_ps(v, one)));
+    }
+    for (; i < n; i++) {
+        const float x = fminf(g[i], limit), v = fmaxf(fminf(u[i], limit), -limit);
+        y[i] = x / (1.0f + expf(-alpha * x)) * (v + 1.0f);
+    }
+}
+
 static float softmax(float *x, int64_t n)
 {
     if (n <= 0)
@@ -286,6 +322,8 @@ static int64_t argmax(const float *x, int64_t n)
 const cv_vec_ops cv_vec_ops_avx2 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
+    .geglu = geglu,
+    .swiglu_clamped = swiglu_clamped,
     .softmax = softmax,
     .add = add,
     .scale = scale,

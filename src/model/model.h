@@ -39,6 +39,9 @@ typedef enum cv_role {
     CV_ROLE_ATTN_Q_NORM, /* [head_dim], RMSNorm of each query head before RoPE */
     CV_ROLE_ATTN_K_NORM, /* [head_dim] */
     CV_ROLE_ATTN_OUT,    /* [n_embd][n_q] */
+    CV_ROLE_ATTN_OUT_BIAS,  /* [n_embd] */
+    CV_ROLE_ATTN_SINKS,     /* [n_head] one learned logit per query head (gpt-oss) */
+    CV_ROLE_ATTN_POST_NORM, /* [n_embd] RMSNorm of the attention output before the residual add (gemma) */
     CV_ROLE_FFN_NORM,    /* [n_embd] */
     CV_ROLE_FFN_GATE,    /* [n_ff][n_embd] */
     CV_ROLE_FFN_UP,      /* [n_ff][n_embd] */
@@ -47,6 +50,11 @@ typedef enum cv_role {
     CV_ROLE_FFN_GATE_EXPS, /* [n_expert][n_ff_exp][n_embd] */
     CV_ROLE_FFN_UP_EXPS,   /* [n_expert][n_ff_exp][n_embd] */
     CV_ROLE_FFN_DOWN_EXPS, /* [n_expert][n_embd][n_ff_exp] */
+    CV_ROLE_FFN_GATE_INP_BIAS,  /* [n_expert] */
+    CV_ROLE_FFN_GATE_EXPS_BIAS, /* [n_expert][n_ff_exp] */
+    CV_ROLE_FFN_UP_EXPS_BIAS,   /* [n_expert][n_ff_exp] */
+    CV_ROLE_FFN_DOWN_EXPS_BIAS, /* [n_expert][n_embd] */
+    CV_ROLE_FFN_POST_NORM,      /* [n_embd] RMSNorm of the FFN output before the residual add (gemma) */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -62,6 +70,7 @@ typedef enum cv_dim {
     CV_DIM_KV,       /* n_head_kv * head_dim */
     CV_DIM_FF,
     CV_DIM_HEAD,     /* head_dim */
+    CV_DIM_HEADS,    /* n_head */
     CV_DIM_ROT_HALF, /* n_rot / 2 */
     CV_DIM_EXPERT,   /* n_expert */
     CV_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
@@ -84,10 +93,35 @@ typedef enum cv_mixer_kind {
 } cv_mixer_kind;
 
 typedef enum cv_ffn_kind {
-    CV_FFN_DENSE,    /* SwiGLU: down(silu(gate x) * up x) */
-    CV_FFN_MOE,      /* a router picks n_expert_used of n_expert SwiGLU experts */
+    CV_FFN_DENSE,    /* gated: down(act(gate x) * up x) */
+    CV_FFN_MOE,      /* a router picks n_expert_used of n_expert gated experts */
     CV_FFN_COUNT
 } cv_ffn_kind;
+
+/* The gate's activation of a gated FFN (dense and expert alike). */
+typedef enum cv_glu {
+    CV_GLU_SILU,         /* SwiGLU: silu(g) * u */
+    CV_GLU_GELU_TANH,    /* GeGLU with the tanh GELU (gemma's gelu_pytorch_tanh) */
+    CV_GLU_SILU_CLAMPED, /* gpt-oss: min(g, limit) sigmoid(alpha min(g, limit)) (clamp(u, +-limit) + 1) */
+} cv_glu;
+
+/* How an MoE router's logits become a token's experts and weights. */
+typedef enum cv_routing {
+    CV_ROUTE_SOFTMAX_TOPK, /* softmax over every expert, the k most probable, renormalised when
+                              expert_norm (qwen3moe) */
+    CV_ROUTE_TOPK_SOFTMAX, /* the k largest raw logits, softmax over those k only (gpt-oss) */
+} cv_routing;
+
+/* Position scaling a file's metadata names (rope.scaling.type). llama3's
+ * arrives as the rope_freqs tensor instead; CV_ROPE_SCALING_LLAMA3 names it
+ * for `corvid synth` only. */
+typedef enum cv_rope_scaling {
+    CV_ROPE_SCALING_NONE,
+    CV_ROPE_SCALING_LINEAR, /* positions divided by the factor */
+    CV_ROPE_SCALING_YARN,   /* per-dimension ramp between original and interpolated frequencies, cos and sin
+                               times 1 + 0.1 ln(factor) */
+    CV_ROPE_SCALING_LLAMA3, /* the rope_freqs.weight tensor */
+} cv_rope_scaling;
 
 /* Which layers a per-layer tensor belongs to: 0 every layer, else a mask
  * of the kinds that have it (a layer matches when its mixer or its FFN
@@ -115,6 +149,23 @@ typedef struct cv_arch {
     cv_ffn_kind ffn;         /* every layer's FFN kind */
     bool expert_norm;        /* MoE: renormalise the chosen experts' weights (a file's
                                 {arch}.expert_weights_norm overrides) */
+    cv_routing routing;      /* MoE: how the router's logits choose and weigh experts */
+    cv_glu glu;              /* every gated FFN's activation */
+    float glu_alpha, glu_limit; /* CV_GLU_SILU_CLAMPED's sigmoid slope and clamp */
+    /* Sliding-window layers: with swa_period p > 0, layer il attends only the
+     * last {arch}.attention.sliding_window positions iff il mod p < p - 1
+     * (llama.cpp's pattern rule; {arch}.attention.sliding_window_pattern, a
+     * period or one flag per layer, overrides). 0: every layer is full. */
+    int32_t swa_period;
+    float default_rope_theta_swa; /* window layers' RoPE base without {arch}.rope.freq_base_swa; 0: the
+                                     full layers' base */
+    bool swa_rope_unscaled;  /* window layers ignore rope.scaling (gemma3 scales global layers only) */
+    bool embd_scale_sqrt;    /* token embeddings times sqrt(n_embd) (gemma) */
+    /* Queries are scaled by 1/sqrt(head_dim), except in a model of exactly
+     * this many layers, which scales by 1/sqrt(n_embd / n_head) (Gemma 3
+     * 27B's query_pre_attn_scalar, which GGUF files do not carry; llama.cpp
+     * tells the model by its 62 layers too). 0: never. */
+    int32_t attn_scale_wide_at_layers;
     const cv_arch_tensor *tensors;
     int n_tensors;
 } cv_arch;
@@ -123,6 +174,8 @@ extern const cv_arch cv_arch_llama;
 extern const cv_arch cv_arch_qwen2;
 extern const cv_arch cv_arch_qwen3;
 extern const cv_arch cv_arch_qwen3moe;
+extern const cv_arch cv_arch_gpt_oss;
+extern const cv_arch cv_arch_gemma3;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -146,6 +199,17 @@ typedef struct cv_hparams {
     float rms_eps;
     float rope_theta;
     float rope_freq_scale; /* linear position scaling: 1 / rope.scaling.factor, else 1 */
+    cv_rope_scaling rope_scaling; /* none, linear or yarn */
+    float rope_factor;     /* rope.scaling.factor (1: none) */
+    int32_t rope_orig_ctx; /* YaRN: rope.scaling.original_context_length */
+    float yarn_beta_fast, yarn_beta_slow; /* YaRN's correction-dimension bounds (32 and 1 by default) */
+    float rope_theta_swa;  /* window layers' RoPE base */
+    int32_t n_swa;         /* {arch}.attention.sliding_window: what window layers see; 0: no window */
+    float attn_scale;      /* score = attn_scale * q.k */
+    float embd_scale;      /* token embedding multiplier (1, or sqrt(n_embd) for gemma) */
+    cv_glu glu;
+    float glu_alpha, glu_limit;
+    cv_routing routing;
     /* Mixture of experts (0 experts: a dense model). */
     int32_t n_expert;      /* {arch}.expert_count */
     int32_t n_expert_used; /* {arch}.expert_used_count: experts per token */
@@ -174,6 +238,10 @@ typedef struct cv_expert_proj {
 typedef struct cv_layer {
     cv_mixer_kind mixer;
     cv_ffn_kind ffn;
+    /* Attention: a position p sees p - n_swa + 1 .. p (the n_swa last, itself
+     * included; llama.cpp masks p0 when p - p0 >= n_swa); 0: all of 0 .. p. */
+    int32_t n_swa;
+    cv_rope_params rope;     /* this layer's RoPE (window layers may have their own base) */
     const float *attn_norm;  /* [n_embd] */
     cv_proj qkv[3];          /* result row: q [n_q] | k [n_kv] | v [n_kv] */
     int32_t n_qkv;
@@ -183,7 +251,11 @@ typedef struct cv_layer {
     const float *q_norm;     /* [head_dim] or NULL */
     const float *k_norm;     /* [head_dim] or NULL */
     cv_wmat *wo;             /* [n_embd][n_q] */
+    const float *o_bias;     /* [n_embd] or NULL */
+    const float *sinks;      /* [n_head] or NULL: softmax sink logits */
+    const float *attn_post_norm; /* [n_embd] or NULL */
     const float *ffn_norm;   /* [n_embd] */
+    const float *ffn_post_norm;  /* [n_embd] or NULL */
     cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
     int32_t n_gate_up;
     cv_wmat *w_down;         /* [n_embd][n_ff] */
@@ -192,6 +264,10 @@ typedef struct cv_layer {
     cv_expert_proj exp_gate_up[2]; /* result row: gate [n_ff_exp] | up [n_ff_exp] */
     int32_t n_exp_gate_up;
     cv_wmat **exp_down;      /* [n_expert] of [n_embd][n_ff_exp] */
+    const float *router_bias;   /* [n_expert] or NULL */
+    const float *exp_gate_bias; /* [n_expert][n_ff_exp] or NULL */
+    const float *exp_up_bias;   /* [n_expert][n_ff_exp] or NULL */
+    const float *exp_down_bias; /* [n_expert][n_embd] or NULL */
 } cv_layer;
 
 typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
@@ -204,7 +280,8 @@ typedef struct cv_model {
     const float *output_norm;       /* [n_embd] */
     cv_wmat *output;                /* [n_vocab][n_embd]; token_embd's data when tied */
     bool tied_output;
-    cv_rope_params rope;            /* style, n_rot, theta, scale, factors: ready for cv_rope */
+    cv_rope_params rope;            /* full layers': style, n_rot, theta, scale, factors, mscale (each
+                                       layer holds its own copy, window layers maybe another base) */
     cv_layer *layers;               /* [n_layer] */
     bool dequantized;               /* opened with cv_model_params.dequantize */
     size_t matmul_bytes;            /* bytes of every matrix (what RAM must hold) */
@@ -280,6 +357,16 @@ void cv_model_describe(const cv_model *m, cv_buf *out);
  * `rope_freqs.weight` tensor, which `corvid synth` writes with this. */
 void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,
                             float high_freq_factor, int32_t original_ctx);
+/* YaRN RoPE scaling (arXiv 2309.00071, as ggml applies it): fills
+ * factors[n_rot/2] with the divisors of the rotation frequencies. Pair i
+ * keeps its frequency below the correction dimension of beta_fast, is
+ * interpolated (divided by factor) above that of beta_slow, and mixes the
+ * two linearly between; a correction dimension of beta is
+ * n_rot ln(original_ctx / (2 pi beta)) / (2 ln theta), the lower one
+ * floored and the upper one ceiled. The matching cos/sin factor is
+ * 1 + 0.1 ln(factor). */
+void cv_rope_yarn_factors(float *factors, int32_t n_rot, float theta, float factor, int32_t original_ctx,
+                          float beta_fast, float beta_slow);
 
 /* ---- synthetic models (synth.c) ---- */
 
@@ -290,11 +377,16 @@ typedef struct cv_model_shape {
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_theta, rms_eps;
     bool tied;
-    /* llama3 RoPE scaling (factor 0: none). */
+    /* RoPE scaling: llama3's (factor, low/high frequency factors, original
+     * context), linear (factor) or YaRN (factor, original context). */
+    cv_rope_scaling rope_scaling;
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
     /* Mixture of experts (0: dense). */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    /* Sliding-window layers (0: none) and their RoPE base (0: the full layers'). */
+    int32_t n_swa;
+    float rope_theta_swa;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];
@@ -302,9 +394,10 @@ extern const int cv_n_model_shapes;
 const cv_model_shape *cv_model_shape_find(const char *name);
 
 /* The quantization mixes `synth` writes, named as llama-quantize names its
- * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k". */
+ * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
+ * "mxfp4" (MXFP4 experts, Q8_0 elsewhere). */
 typedef struct cv_synth_params {
-    const char *arch;      /* llama | qwen2 | qwen3 */
+    const char *arch;      /* a cv_archs name */
     const char *shape;     /* a cv_model_shapes name */
     const char *dtype;     /* a mix above */
     const char *vocab;     /* optional vocab-only GGUF: its tokenizer.* metadata is copied */

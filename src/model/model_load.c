@@ -10,7 +10,10 @@
  * .feed_forward_length, .context_length, .attention.head_count,
  * .attention.head_count_kv, .attention.key_length, .attention.value_length,
  * .attention.layer_norm_rms_epsilon, .rope.freq_base, .rope.dimension_count,
- * .rope.scaling.type, .rope.scaling.factor, .rope.scale_linear. */
+ * .rope.scaling.type, .rope.scaling.factor, .rope.scale_linear,
+ * .rope.scaling.original_context_length, .rope.scaling.yarn_beta_fast/slow,
+ * .attention.sliding_window, .attention.sliding_window_pattern,
+ * .rope.freq_base_swa. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -141,6 +144,31 @@ static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
     return 0;
 }
 
+/* What the architecture decides about every layer, and the window layers'
+ * keys: the sliding window (required when the architecture has window
+ * layers), their RoPE base, the query scale, the embedding multiplier and
+ * the FFN's activation and routing. */
+static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
+{
+    int rc;
+    hp->n_swa = 0;
+    if (a->swa_period > 0 &&
+        (rc = hp_int(g, a, "attention.sliding_window", -1, 1, CV_MAX_CONTEXT, &hp->n_swa, err)))
+        return rc;
+    const float theta_swa = a->default_rope_theta_swa > 0 ? a->default_rope_theta_swa : hp->rope_theta;
+    if ((rc = hp_float(g, a, "rope.freq_base_swa", theta_swa, 1, 1e12, &hp->rope_theta_swa, err)))
+        return rc;
+    const bool wide = a->attn_scale_wide_at_layers > 0 && hp->n_layer == a->attn_scale_wide_at_layers;
+    hp->attn_scale = 1.0f / sqrtf(wide ? (float)(hp->n_embd / hp->n_head) : (float)hp->head_dim);
+    hp->embd_scale = a->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f;
+    hp->glu = a->glu;
+    hp->glu_alpha = a->glu_alpha;
+    hp->glu_limit = a->glu_limit;
+    hp->routing = a->routing;
+    cv_err_clear(err);
+    return 0;
+}
+
 static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
@@ -186,8 +214,11 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
         return rc;
 
     /* Position scaling. llama3 scaling arrives as the rope_freqs tensor, so
-     * only "linear" (DeepSeek-Coder, CodeLlama variants) is read here. */
+     * only "linear" (DeepSeek-Coder, CodeLlama variants, Gemma 3's global
+     * layers) and "yarn" (gpt-oss) are read here. */
     hp->rope_freq_scale = 1.0f;
+    hp->rope_factor = 1.0f;
+    hp->rope_scaling = CV_ROPE_SCALING_NONE;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a->name);
     cv_str type;
@@ -196,9 +227,13 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
         return rc;
     float factor = 0;
     if (rc == 0 && !cv_str_eqz(type, "none")) {
-        if (!cv_str_eqz(type, "linear"))
+        if (cv_str_eqz(type, "linear"))
+            hp->rope_scaling = CV_ROPE_SCALING_LINEAR;
+        else if (cv_str_eqz(type, "yarn"))
+            hp->rope_scaling = CV_ROPE_SCALING_YARN;
+        else
             return cv_err_set(err, CV_EUNSUPPORTED,
-                              "%s: RoPE scaling '%.*s' is not supported (corvid runs none, linear, and llama3 "
+                              "%s: RoPE scaling '%.*s' is not supported (corvid runs none, linear, yarn, and llama3 "
                               "via rope_freqs.weight)",
                               path, (int)CV_MIN(type.len, 64), type.ptr);
         if ((rc = hp_float(g, a, "rope.scaling.factor", 1, 1e-3, 1e6, &factor, err)))
@@ -206,11 +241,27 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     } else if (rc == CV_ENOTFOUND) {
         if ((rc = hp_float(g, a, "rope.scale_linear", 0, 0, 1e6, &factor, err)))
             return rc;
+        if (factor > 0)
+            hp->rope_scaling = CV_ROPE_SCALING_LINEAR;
     }
-    if (factor > 0)
+    if (hp->rope_scaling == CV_ROPE_SCALING_YARN) {
+        /* The factor divides the interpolated frequencies; the original
+         * context and the betas place the ramp between kept and divided. */
+        if (factor < 1)
+            return CV_CORRUPT(err, "%s: metadata '%s.rope.scaling.factor' = %g, YaRN needs a factor >= 1", path,
+                              a->name, factor);
+        if ((rc = hp_int(g, a, "rope.scaling.original_context_length", hp->n_ctx_train, 1, CV_MAX_CONTEXT,
+                         &hp->rope_orig_ctx, err)) ||
+            (rc = hp_float(g, a, "rope.scaling.yarn_beta_fast", 32, 1e-3, 1e6, &hp->yarn_beta_fast, err)) ||
+            (rc = hp_float(g, a, "rope.scaling.yarn_beta_slow", 1, 1e-3, 1e6, &hp->yarn_beta_slow, err)))
+            return rc;
+        hp->rope_factor = factor;
+    } else if (factor > 0) {
+        hp->rope_factor = factor;
         hp->rope_freq_scale = 1.0f / factor;
+    }
     cv_err_clear(err);
-    return 0;
+    return read_layer_hparams(g, a, hp, err);
 }
 
 /* ---- tensors ---- */
@@ -225,6 +276,7 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
     case CV_DIM_FF: return hp->n_ff;
     case CV_DIM_HEAD: return hp->head_dim;
+    case CV_DIM_HEADS: return hp->n_head;
     case CV_DIM_ROT_HALF: return hp->n_rot / 2;
     case CV_DIM_EXPERT: return hp->n_expert;
     case CV_DIM_FF_EXP: return hp->n_ff_exp;
@@ -277,20 +329,24 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     return 0;
 }
 
-/* A vector tensor as f32: the mapping itself when it is f32 (GGUF aligns
- * data to >= 8 bytes... but a hostile alignment of 1 is legal, hence the
- * check), else dequantized into memory the model owns. */
+/* A vector tensor (or a table of them, as per-expert biases are) as f32:
+ * the mapping itself when it is f32 (GGUF aligns data to >= 8 bytes... but
+ * a hostile alignment of 1 is legal, hence the check), else dequantized
+ * row by row into memory the model owns. */
 static const float *bind_vector(cv_model *m, const cv_gguf_tensor *t)
 {
     if (!t)
         return NULL;
-    int64_t n = t->ne[0];
+    const int64_t n = t->ne[0], rows = t->ne[1];
     if (t->type == CV_GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0)
         return t->data;
-    float *v = own_buf(m, (size_t)n * sizeof(float));
-    int rc = cv_dequantize_row(t->type, t->data, v, n, NULL);
-    assert(rc == 0); /* check_tensor vetted the type and the row length */
-    (void)rc;
+    float *v = own_buf(m, (size_t)(n * rows) * sizeof(float));
+    const size_t rb = cv_ggml_row_bytes(t->type, n);
+    for (int64_t r = 0; r < rows; r++) {
+        int rc = cv_dequantize_row(t->type, (const char *)t->data + (size_t)r * rb, v + r * n, n, NULL);
+        assert(rc == 0); /* check_tensor vetted the type and the row length */
+        (void)rc;
+    }
     return v;
 }
 
@@ -484,15 +540,53 @@ static int bind_experts(cv_model *m, const cv_gguf_tensor *const *ts, int n, boo
     return for_each_run(m, types, n_out, n, fuse, bind_experts_run, &c, n_projs, err);
 }
 
-/* Each layer's mixer and FFN kind. Every layer of the architectures so far
- * has the architecture's kinds; patterns read from metadata (hybrid and
- * sliding-window models) resolve here. */
-static void resolve_kinds(cv_model *m)
+/* Each layer's mixer and FFN kind, its window and its RoPE. Every layer
+ * has the architecture's kinds; a sliding-window architecture's pattern
+ * (its period, or {arch}.attention.sliding_window_pattern: a period or one
+ * flag per layer, as llama.cpp reads it) says which layers are local, and
+ * those take the window, their own RoPE base and, unless the architecture
+ * scales them too, no position scaling. */
+static int resolve_layers(cv_model *m, cv_err *err)
 {
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        m->layers[il].mixer = m->arch->mixer;
-        m->layers[il].ffn = m->arch->ffn;
+    const cv_arch *a = m->arch;
+    const cv_hparams *hp = &m->hp;
+    const char *path = cv_gguf_path(m->gguf);
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    const cv_gguf_value *pat = a->swa_period > 0 ? cv_gguf_get(m->gguf, key) : NULL;
+    int64_t period = a->swa_period;
+    if (pat && pat->type == CV_GGUF_ARRAY) {
+        if (pat->arr.n != (uint64_t)hp->n_layer || pat->arr.type == CV_GGUF_STRING || pat->arr.type == CV_GGUF_ARRAY)
+            return CV_CORRUPT(err, "%s: metadata '%s' is an array of %llu, expected one number or flag per layer "
+                              "(%d)", path, key, (unsigned long long)pat->arr.n, hp->n_layer);
+    } else if (pat) {
+        int rc = cv_gguf_get_int(m->gguf, key, &period, err);
+        if (rc)
+            return rc;
+        if (period < 0 || period > CV_MAX_LAYERS)
+            return CV_CORRUPT(err, "%s: metadata '%s' = %lld, must be 0..%d", path, key, (long long)period,
+                              CV_MAX_LAYERS);
     }
+    cv_rope_params swa_rope = m->rope;
+    swa_rope.theta = hp->rope_theta_swa;
+    if (a->swa_rope_unscaled) {
+        swa_rope.freq_scale = 1.0f;
+        swa_rope.freq_factors = NULL;
+        swa_rope.mscale = 1.0f;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        cv_layer *L = &m->layers[il];
+        L->mixer = a->mixer;
+        L->ffn = a->ffn;
+        bool local;
+        if (pat && pat->type == CV_GGUF_ARRAY)
+            local = cv_gguf_arr_int(pat, (uint64_t)il) != 0;
+        else
+            local = period > 0 && il % period < period - 1;
+        L->n_swa = local ? hp->n_swa : 0;
+        L->rope = local ? swa_rope : m->rope;
+    }
+    return 0;
 }
 
 /* Whether descriptor row d belongs to layer L (by the layer's kinds). */
@@ -547,6 +641,10 @@ static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fus
         cv_expert_proj down;
         int32_t n_down;
         int rc;
+        L->router_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_BIAS]);
+        L->exp_gate_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_EXPS_BIAS]);
+        L->exp_up_bias = bind_vector(m, f[CV_ROLE_FFN_UP_EXPS_BIAS]);
+        L->exp_down_bias = bind_vector(m, f[CV_ROLE_FFN_DOWN_EXPS_BIAS]);
         if ((rc = bind_matrix(m, f[CV_ROLE_FFN_GATE_INP], &L->router, err)) ||
             (rc = bind_experts(m, gu, 2, fuse, L->exp_gate_up, &L->n_exp_gate_up, err)) ||
             (rc = bind_experts(m, &f[CV_ROLE_FFN_DOWN_EXPS], 1, false, &down, &n_down, err)))
@@ -572,6 +670,10 @@ static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
     L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
     L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
     L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
+    L->o_bias = bind_vector(m, f[CV_ROLE_ATTN_OUT_BIAS]);
+    L->sinks = bind_vector(m, f[CV_ROLE_ATTN_SINKS]);
+    L->attn_post_norm = bind_vector(m, f[CV_ROLE_ATTN_POST_NORM]);
+    L->ffn_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM]);
     const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
     if ((rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err)) ||
         (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)))
@@ -681,7 +783,19 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     if ((rc = bind_matrix(m, f[CV_ROLE_OUTPUT], &m->output, err)))
         goto fail;
     const float *factors = bind_vector(m, f[CV_ROLE_ROPE_FREQS]);
-    if (factors) {
+    float mscale = 1.0f;
+    if (factors && m->hp.rope_scaling == CV_ROPE_SCALING_YARN) {
+        rc = cv_err_set(err, CV_EUNSUPPORTED, "%s: tensor 'rope_freqs.weight' with YaRN scaling: corvid runs one "
+                        "or the other", path);
+        goto fail;
+    }
+    if (m->hp.rope_scaling == CV_ROPE_SCALING_YARN) {
+        float *yarn = own_buf(m, (size_t)(m->hp.n_rot / 2) * sizeof *yarn);
+        cv_rope_yarn_factors(yarn, m->hp.n_rot, m->hp.rope_theta, m->hp.rope_factor, m->hp.rope_orig_ctx,
+                             m->hp.yarn_beta_fast, m->hp.yarn_beta_slow);
+        factors = yarn;
+        mscale = 1.0f + 0.1f * logf(m->hp.rope_factor);
+    } else if (factors) {
         for (int i = 0; i < m->hp.n_rot / 2; i++) {
             if (!(factors[i] > 0 && isfinite(factors[i]))) {
                 rc = CV_CORRUPT(err, "%s: tensor 'rope_freqs.weight' element %d = %g, must be a positive finite "
@@ -696,10 +810,12 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
         .theta = m->hp.rope_theta,
         .freq_scale = m->hp.rope_freq_scale,
         .freq_factors = factors,
+        .mscale = mscale,
     };
 
     m->layers = cv_xcalloc((size_t)m->hp.n_layer, sizeof *m->layers);
-    resolve_kinds(m);
+    if ((rc = resolve_layers(m, err)))
+        goto fail;
     for (int il = 0; il < m->hp.n_layer; il++)
         if ((rc = bind_layer(m, il, !params->no_fuse, err)))
             goto fail;
@@ -807,7 +923,8 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, "ffn %d, ", hp->n_ff);
     cv_buf_printf(out, "vocab %d, rope %s theta %g%s%s, %s output, %.1f MiB of matrices", hp->n_vocab,
                   m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
-                  m->rope.freq_factors ? " (freq factors)" : "", hp->rope_freq_scale != 1.0f ? " (linear)" : "",
+                  m->rope.freq_factors && hp->rope_scaling != CV_ROPE_SCALING_YARN ? " (freq factors)" : "",
+                  hp->rope_freq_scale != 1.0f ? " (linear)" : "",
                   m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
     if (hp->n_expert > 0) {
         const double scale = m->n_params >= 1000000000 ? 1e9 : 1e6;
@@ -815,6 +932,15 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, ", %.2f%s of %.2f%s parameters active per token (%.1f MiB read)",
                       m->n_params_active / scale, unit, m->n_params / scale, unit, m->active_bytes / 1048576.0);
     }
+    int n_local = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        n_local += m->layers[il].n_swa > 0;
+    if (n_local > 0)
+        cv_buf_printf(out, ", sliding window %d on %d of %d layers", hp->n_swa, n_local, hp->n_layer);
+    if (hp->rope_scaling == CV_ROPE_SCALING_YARN)
+        cv_buf_printf(out, ", YaRN x%g from %d", hp->rope_factor, hp->rope_orig_ctx);
+    if (m->layers[0].sinks)
+        cv_buf_printf(out, ", attention sinks");
 }
 
 void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,
@@ -835,5 +961,21 @@ void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float fa
             f = 1.0 / ((1 - smooth) / factor + smooth);
         }
         factors[i] = (float)f;
+    }
+}
+
+void cv_rope_yarn_factors(float *factors, int32_t n_rot, float theta, float factor, int32_t original_ctx,
+                          float beta_fast, float beta_slow)
+{
+    const double denom = 2 * log((double)theta);
+    const double c_fast = n_rot * log(original_ctx / (2 * M_PI * beta_fast)) / denom;
+    const double c_slow = n_rot * log(original_ctx / (2 * M_PI * beta_slow)) / denom;
+    const double lo = fmax(0, floor(c_fast)), hi = fmin(n_rot - 1, ceil(c_slow));
+    const double s = 1.0 / factor;
+    for (int i = 0; i < n_rot / 2; i++) {
+        /* r = 1 keeps the original frequency, r = 0 takes the interpolated
+         * one (divided by factor); the angle is theta_ext (s (1 - r) + r). */
+        const double r = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+        factors[i] = (float)(1.0 / (s * (1 - r) + r));
     }
 }

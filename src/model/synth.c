@@ -16,6 +16,8 @@
  *     "more bits" layers (the first and last eighth, and every third one in
  *     between), and the output matrix (or a tied embedding) takes Q6_K;
  *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
+ *   mxfp4 (llama-quantize's MXFP4_MOE, as gpt-oss ships): experts MXFP4,
+ *     every other matrix Q8_0;
  *   experts as their dense counterparts (gate/up the base type, down bumped
  *   in the same layers), routers F32 as in released MoE files;
  *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
@@ -35,10 +37,11 @@
 /* From each model's published config.json. */
 const cv_model_shape cv_model_shapes[] = {
     /* The smallest shape whose rows fit every K-quant block (256); its
-     * expert fields make it a tiny MoE under an MoE architecture. */
+     * expert fields make it a tiny MoE under an MoE architecture, its
+     * window a 32-position one under a sliding-window one. */
     { .name = "tiny", .arch = "llama", .n_vocab = 2048, .n_embd = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 4,
       .head_dim = 32, .n_ff = 512, .n_ctx = 2048, .rope_theta = 10000.0f, .rms_eps = 1e-5f,
-      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256 },
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_swa = 32 },
     { .name = "qwen2.5-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24, .n_head = 14,
       .n_head_kv = 2, .head_dim = 64, .n_ff = 4864, .n_ctx = 32768, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
       .tied = true },
@@ -47,7 +50,8 @@ const cv_model_shape cv_model_shapes[] = {
       .tied = true },
     { .name = "llama3.2-1b", .arch = "llama", .n_vocab = 128256, .n_embd = 2048, .n_layer = 16, .n_head = 32,
       .n_head_kv = 8, .head_dim = 64, .n_ff = 8192, .n_ctx = 131072, .rope_theta = 500000.0f, .rms_eps = 1e-5f,
-      .tied = true, .rope_factor = 32, .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_ctx = 8192 },
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LLAMA3, .rope_factor = 32, .rope_low_freq = 1,
+      .rope_high_freq = 4, .rope_orig_ctx = 8192 },
     /* Qwen3-30B-A3B and Qwen3-Coder-30B-A3B-Instruct: the same tensors;
      * the coder's context is 256k. */
     { .name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32,
@@ -56,6 +60,26 @@ const cv_model_shape cv_model_shapes[] = {
     { .name = "qwen3-coder-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48,
       .n_head = 32, .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_ctx = 262144, .rope_theta = 10000000.0f,
       .rms_eps = 1e-6f, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
+    /* openai/gpt-oss-20b config.json: 24 layers alternating a 128-token
+     * window with full attention, 64 heads (8 kv) of 64, 32 experts of 2880
+     * (4 per token), YaRN x32 from 4096, base 150000, untied. */
+    { .name = "gpt-oss-20b", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24, .n_head = 64,
+      .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_theta = 150000.0f, .rms_eps = 1e-5f,
+      .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 32, .rope_orig_ctx = 4096, .n_expert = 32,
+      .n_expert_used = 4, .n_ff_exp = 2880, .n_swa = 128 },
+    /* google/gemma-3-4b-it and -12b-it config.json (text_config): five
+     * 1024-token window layers to one global, head_dim 256, local base
+     * 10000, global base 1e6 with linear x8, tied. The vocabulary is the
+     * tokenizer's 262144 that GGUF files carry (config.json's 262208 adds
+     * image soft tokens). */
+    { .name = "gemma3-4b", .arch = "gemma3", .n_vocab = 262144, .n_embd = 2560, .n_layer = 34, .n_head = 8,
+      .n_head_kv = 4, .head_dim = 256, .n_ff = 10240, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LINEAR, .rope_factor = 8, .n_swa = 1024,
+      .rope_theta_swa = 10000.0f },
+    { .name = "gemma3-12b", .arch = "gemma3", .n_vocab = 262144, .n_embd = 3840, .n_layer = 48, .n_head = 16,
+      .n_head_kv = 8, .head_dim = 256, .n_ff = 15360, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .rope_scaling = CV_ROPE_SCALING_LINEAR, .rope_factor = 8, .n_swa = 1024,
+      .rope_theta_swa = 10000.0f },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -75,16 +99,20 @@ typedef struct mix {
     uint32_t base;      /* most matrices */
     uint32_t output;    /* the output matrix, or the embedding when tied */
     uint32_t bumped;    /* attn_v / ffn_down of "more bits" layers; base if none */
+    uint32_t experts;   /* every expert matrix, when not 0; 0: as their dense counterparts */
 } mix;
 
 static const mix mixes[] = {
-    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32 },
-    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16 },
-    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0 },
-    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0 },
-    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
-    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
-    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K },
+    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32, 0 },
+    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16, 0 },
+    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, 0 },
+    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0, 0 },
+    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
+    /* llama-quantize's MXFP4_MOE, gpt-oss's released mix (ggml-org's
+     * gpt-oss-20b-mxfp4.gguf: 72 MXFP4 tensors, 98 Q8_0, 289 F32) */
+    { "mxfp4", 38, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_MXFP4 },
 };
 
 static bool more_bits(int il, int n)
@@ -110,11 +138,17 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
     switch (role) {
     case CV_ROLE_OUTPUT: t = x->output; break;
     case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_EXPS:
+    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
+        if (x->experts) {
+            t = x->experts;
+            break;
+        }
+        t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
+        break;
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN:
         t = more_bits(il, n_layer) ? x->bumped : x->base;
         break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
-    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS:
         t = x->base;
         break;
     default: return CV_GGML_F32; /* norms, biases, rope factors, routers */
@@ -187,6 +221,7 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
     case CV_DIM_FF: return s->n_ff;
     case CV_DIM_HEAD: return s->head_dim;
+    case CV_DIM_HEADS: return s->n_head;
     case CV_DIM_ROT_HALF: return s->head_dim / 2;
     case CV_DIM_EXPERT: return s->n_expert;
     case CV_DIM_FF_EXP: return s->n_ff_exp;
@@ -215,6 +250,17 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
         cv_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         cv_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         cv_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
+    }
+    if (a->swa_period > 0)
+        cv_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
+    if (s->rope_theta_swa > 0)
+        cv_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), s->rope_theta_swa);
+    if (s->rope_scaling == CV_ROPE_SCALING_LINEAR || s->rope_scaling == CV_ROPE_SCALING_YARN) {
+        cv_gguf_writer_set_str(w, KEY("rope.scaling.type"),
+                               cv_str_of(s->rope_scaling == CV_ROPE_SCALING_YARN ? "yarn" : "linear"));
+        cv_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), s->rope_factor);
+        if (s->rope_scaling == CV_ROPE_SCALING_YARN)
+            cv_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->rope_orig_ctx);
     }
 #undef KEY
 }
@@ -273,12 +319,16 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (a->ffn == CV_FFN_MOE && s->n_expert == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no experts; a %s model needs a shape that has",
                           s->name, a->name);
+    if (a->swa_period > 0 && s->n_swa == 0)
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no sliding window; a %s model needs one", s->name,
+                          a->name);
     const mix *x = NULL;
     for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
         if (p->dtype && !strcmp(p->dtype, mixes[i].name))
             x = &mixes[i];
     if (!x)
-        return cv_err_set(err, CV_EINVAL, "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k",
+        return cv_err_set(err, CV_EINVAL,
+                          "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, mxfp4",
                           p->dtype ? p->dtype : "(none)");
 
     cv_gguf_writer *w = cv_gguf_writer_create();
@@ -298,7 +348,7 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
     set_hparams(w, a, s);
 
-    const bool rope_freqs = s->rope_factor > 0;
+    const bool rope_freqs = s->rope_scaling == CV_ROPE_SCALING_LLAMA3;
     jobs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *jobs);
     uint64_t tensor_index = 0;
     for (int il = -1; il < s->n_layer && rc == 0; il++) {
@@ -330,13 +380,19 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             };
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
-            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM:
+            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM: case CV_ROLE_ATTN_POST_NORM:
+            case CV_ROLE_FFN_POST_NORM:
                 j->how = DIST_UNIFORM_NORM;
                 break;
             case CV_ROLE_ROPE_FREQS: j->how = DIST_ROPE; break;
-            case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS:
+            case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS: case CV_ROLE_ATTN_OUT_BIAS:
+            case CV_ROLE_FFN_GATE_INP_BIAS: case CV_ROLE_FFN_GATE_EXPS_BIAS: case CV_ROLE_FFN_UP_EXPS_BIAS:
+            case CV_ROLE_FFN_DOWN_EXPS_BIAS:
                 j->how = DIST_NORMAL, j->std = 0.3f;
                 break;
+            /* Sink logits of the size of a score: they take a share of the
+             * softmax, as trained ones do. */
+            case CV_ROLE_ATTN_SINKS: j->how = DIST_NORMAL, j->std = 1.0f; break;
             /* Embedding and output alike: logits then have a spread of
              * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
             case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j->how = DIST_NORMAL, j->std = 0.15f; break;

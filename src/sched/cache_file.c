@@ -18,16 +18,19 @@
  *                       where it resumes)
  *   12      4           positions per block (CV_KV_BLOCK)
  *   16      8           model identity (model_identity below)
- *   24      4 x 4       KV format of layer group 0: n_layer, n_head_kv,
+ *   24      4 x 4       KV format of a block of positions: n_layer (the
+ *                       attention layers of every layer group), n_head_kv,
  *                       head_dim, element type
- *   40      8           block bytes (group 0)
+ *   40      8           block bytes (every group's: cv_mem_info.block_bytes)
  *   48      4           node count n
  *   52      4           ISA the blocks were computed with (cv_isa)
  *   56      8           hash of bytes 0..56
  *   64      n x 68      nodes: parent index (u32; 0xffffffff: a first
  *                       block), then CV_KV_BLOCK token ids (i32); a parent
  *                       always comes before its children
- *   64+68n  n x bytes   block data, in node order (engine block layout)
+ *   64+68n  n x bytes   block data, in node order: each node's block of
+ *                       every layer group, group 0 first (the engine's
+ *                       block layout, cv_engine_span_read)
  *   then, only for a model with recurrent state (the model identity says
  *   which; cv_mem_info.state_bytes > 0), the snapshot section:
  *           8           state bytes S (must be the engine's)
@@ -155,8 +158,12 @@ static uint64_t header_hash(const file_header *fh) { return cv_sched_hash(SEED_H
 
 static void fill_header(cv_engine *e, file_header *fh, uint32_t n_nodes)
 {
-    cv_kv_format f;
-    cv_engine_kv_format(e, &f);
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    cv_kv_format f = mi.group[0].format;
+    for (int32_t g = 1; g < mi.n_groups; g++)
+        f.n_layer += mi.group[g].format.n_layer;
+    f.block_bytes = mi.block_bytes;
     memset(fh, 0, sizeof *fh);
     memcpy(fh->magic, MAGIC, 8);
     fh->version = VERSION;
@@ -189,6 +196,7 @@ void cv_sched_cache_file_name(cv_engine *e, char *out, size_t n)
 /* ---- saving ---- */
 
 typedef struct pick {
+    const cv_engine *e;
     rx_node **nodes;
     bool *snap;          /* [cap] the node's snapshot is written too */
     int32_t n, cap, n_snaps;
@@ -206,7 +214,7 @@ static bool pick_fn(void *ud, const rx_node *n)
     /* A parent more recent than its child is the tree's invariant; a node
      * whose parent was not picked cannot be written and neither can its
      * descendants, which then find no index either. */
-    if (node->parent->depth > 0 && node->parent->file_ix < 0)
+    if ((node->parent->depth > 0 && node->parent->file_ix < 0) || !cv_engine_span_read(p->e, &node->span, NULL))
         return true;
     p->budget -= p->per_node;
     const bool snap = node->span.snap && p->per_snap > 0 && p->budget >= p->per_snap;
@@ -278,8 +286,9 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
         return 0;
     cv_mem_info mi;
     cv_engine_mem_info(t->e, &mi);
-    const size_t bb = mi.group[0].format.block_bytes, sb = mi.state_bytes;
+    const size_t bb = mi.block_bytes, sb = mi.state_bytes;
     pick p = {
+        .e = t->e,
         .cap = t->n_nodes,
         .budget = max_bytes - HEADER_BYTES - 8 - (sb ? SNAP_HEADER_BYTES : 0),
         .per_node = NODE_BYTES + (int64_t)bb,
@@ -325,7 +334,7 @@ int cv_sched_cache_save(radix *t, const char *path, int64_t max_bytes, int64_t *
     if (write_all(fd, &fh, sizeof fh) || write_all(fd, node_tab, (size_t)p.n * NODE_BYTES))
         goto io_fail;
     for (int32_t i = 0; i < p.n; i++) {
-        cv_engine_kv_block_read(t->e, 0, p.nodes[i]->span.kv[0], data);
+        cv_engine_span_read(t->e, &p.nodes[i]->span, data);
         sums[n_sums++] = cv_sched_hash(SEED_BLOCK, data, bb);
         if (write_all(fd, data, bb))
             goto io_fail;
@@ -412,8 +421,8 @@ static int recompute(cv_engine *e, const int32_t *tok, int32_t n, const uint32_t
     for (int32_t i = 0; i < n / CV_KV_BLOCK && rc == 0; i++) {
         cv_mem_span span;
         cv_engine_seq_span(e, seq, i, &span);
-        cv_engine_kv_block_read(e, 0, span.kv[0], mine);
-        if (memcmp(mine, blocks + (size_t)want[i] * block_bytes, block_bytes))
+        /* (a window block the sequence let go of is not compared) */
+        if (cv_engine_span_read(e, &span, mine) && memcmp(mine, blocks + (size_t)want[i] * block_bytes, block_bytes))
             rc = cv_err_set(err, CV_ECORRUPT, "its blocks differ from what this build computes for the same "
                             "tokens (another corvid version or kernel)");
     }
@@ -650,10 +659,9 @@ int cv_sched_cache_load(radix *t, const char *path, int32_t max_blocks, int64_t 
         rx_node *parent = row[0] == NO_PARENT ? NULL : nodes[row[0]];
         if (row[0] != NO_PARENT && !parent)
             continue; /* its parent was not loaded */
-        cv_mem_span span = { .kv = { cv_engine_kv_alloc(e, 0), -1, -1, -1 } };
-        if (span.kv[0] < 0)
+        cv_mem_span span;
+        if (!cv_engine_span_make(e, blocks + (size_t)i * fh.block_bytes, &span))
             break;
-        cv_engine_kv_block_write(e, 0, span.kv[0], blocks + (size_t)i * fh.block_bytes);
         int32_t before = t->n_nodes;
         nodes[i] = rx_insert(t, parent, (const int32_t *)(row + 1), &span);
         cv_engine_span_release(e, &span); /* the tree's reference stays (none if the node existed: a duplicate) */

@@ -276,6 +276,8 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->st.state_bytes = (int64_t)s->mem.state_bytes;
     s->st.kv_blocks = cv_engine_kv_n_blocks(e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(e);
+    s->st.n_kv_groups = s->mem.n_groups;
+    memcpy(s->st.kv_groups, s->mem.group, sizeof s->st.kv_groups);
 
     int rc = pthread_create(&s->thread, NULL, cv_sched_engine_main, s);
     if (rc) {
@@ -423,7 +425,7 @@ json_t *cv_sched_status(cv_sched *s)
     json_t *kv = json_object();
     json_object_set_new(kv, "type", json_string(cv_engine_kv_type_name(cv_engine_params_get(s->e)->kv_type)));
     json_object_set_new(kv, "block_positions", json_integer(CV_KV_BLOCK));
-    json_object_set_new(kv, "block_bytes", json_integer((json_int_t)s->mem.group[0].format.block_bytes));
+    json_object_set_new(kv, "block_bytes", json_integer((json_int_t)s->mem.block_bytes));
     json_object_set_new(kv, "blocks", json_integer(st.kv_blocks));
     json_object_set_new(kv, "free", json_integer(st.kv_blocks_free));
     json_object_set_new(kv, "used", json_integer(st.kv_blocks_used));
@@ -431,6 +433,20 @@ json_t *cv_sched_status(cv_sched *s)
     json_object_set_new(kv, "state_bytes_per_sequence", json_integer(st.state_bytes));
     json_object_set_new(kv, "snapshot_bytes", json_integer((json_int_t)(st.snapshot_blocks *
                                                                         (int64_t)s->mem.group[0].format.block_bytes)));
+    /* per layer group: a window group's blocks are what its windows hold */
+    json_t *groups = json_array();
+    double kv_bytes = 0;
+    for (int32_t g = 0; g < st.n_kv_groups; g++) {
+        const cv_mem_group_info *k = &st.kv_groups[g];
+        const int32_t used = k->n_blocks - k->n_free;
+        const double bytes = (double)used * (double)k->format.block_bytes;
+        kv_bytes += bytes;
+        json_array_append_new(groups, json_pack("{s:i, s:i, s:i, s:i, s:f}", "window", k->window, "layers",
+                                                k->format.n_layer, "blocks", k->n_blocks, "used", used, "bytes_used",
+                                                bytes));
+    }
+    json_object_set_new(kv, "bytes_used", json_real(kv_bytes));
+    json_object_set_new(kv, "groups", groups);
     json_object_set_new(o, "kv", kv);
     json_t *tot = json_object();
     json_object_set_new(tot, "submitted", json_integer(st.submitted));

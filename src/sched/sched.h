@@ -173,8 +173,7 @@ typedef struct cv_sched_stats {
     /* What drafts are weighed by (seconds; 0 until measured): a decode step
      * besides attention, and attention per position a row attends. */
     double step_base_s, att_per_pos_s;
-    /* Added with sequence memory (issue 19; zero on a model without
-     * recurrent state): */
+    /* Sequence memory (zero on a model without recurrent state): */
     int64_t state_bytes;      /* one sequence's recurrent state */
     int64_t snapshots;        /* snapshots of it held by the prefix tree */
     int64_t snapshot_blocks;  /* pool blocks they take (a part of tree_blocks) */
@@ -182,6 +181,9 @@ typedef struct cv_sched_stats {
     int64_t snapshot_hits;    /* admissions that resumed from a snapshot */
     int64_t draft_recomputed; /* positions recomputed after a partly taken draft (a state that cut back to
                                * its checkpoint) */
+    /* The KV layer groups (full; window), each with its pool's counts. */
+    int32_t n_kv_groups;
+    cv_mem_group_info kv_groups[CV_MEM_MAX_GROUPS];
 } cv_sched_stats;
 
 /* A consistent snapshot: the figures settle before a request's final event
@@ -189,7 +191,8 @@ typedef struct cv_sched_stats {
  * Thread-safe. */
 void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
 /* The body of GET /v1/status: {"running": [...], "waiting": [...],
- * "cache": {...}, "kv": {...}, "totals": {...}}; each request shows its
+ * "cache": {...}, "kv": {..., "bytes_used", "groups": [{window, layers,
+ * blocks, used, bytes_used}]}, "totals": {...}}; each request shows its
  * id, phase (waiting | prefill | decode), prompt, cached, computed and
  * generated tokens, tokens/s since its first token and age. Caller decrefs.
  * Thread-safe. */

@@ -97,6 +97,10 @@ static void publish_locked(cv_sched *s)
     s->st.draft_recomputed = s->eng.draft_recomputed;
     s->st.kv_blocks = cv_engine_kv_n_blocks(s->e);
     s->st.kv_blocks_free = cv_engine_kv_free_blocks(s->e);
+    cv_mem_info mi;
+    cv_engine_mem_info(s->e, &mi);
+    s->st.n_kv_groups = mi.n_groups;
+    memcpy(s->st.kv_groups, mi.group, sizeof s->st.kv_groups);
 }
 
 static void publish(cv_sched *s)
@@ -325,7 +329,8 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
      * How deep the matched path resumes is the engine's call: anywhere for
      * plain KV (a whole cached prompt shares its last block and rewrites
      * its last position, which copies the block first); only where a
-     * snapshot was kept for a recurrent state. */
+     * snapshot was kept for a recurrent state; only where the window
+     * layers' blocks the next position sees are still held. */
     for (int32_t i = 0; i < m; i++)
         s->spans[i] = &s->path[i]->span;
     const int32_t reuse = cv_engine_resume_len(e, s->spans, m, n_known - 1);

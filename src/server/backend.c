@@ -4,7 +4,8 @@
  * fills the backend table with them:
  *
  *   encode_chat  chat template (messages, tools, enable_thinking /
- *                reasoning_effort / chat_template_kwargs, bos/eos text) →
+ *                reasoning_effort in the family's words / chat_template_kwargs,
+ *                bos/eos text) →
  *                tokenizer with special tokens parsed; BOS prepended when the
  *                vocabulary wants one and the template did not write it
  *   encode_text  tokenizer with BOS as the vocabulary says (completions)
@@ -49,16 +50,6 @@ typedef struct model_backend {
 
 /* ---- prompt ---- */
 
-static json_t *template_kwargs(const cv_chat_request *r)
-{
-    json_t *kw = r->template_kwargs ? json_deep_copy(r->template_kwargs) : json_object();
-    if (r->thinking != CV_THINKING_DEFAULT && !json_object_get(kw, "enable_thinking"))
-        json_object_set_new(kw, "enable_thinking", json_boolean(r->thinking == CV_THINKING_ON));
-    if (r->reasoning_effort && !json_object_get(kw, "reasoning_effort"))
-        json_object_set_new(kw, "reasoning_effort", json_string(r->reasoning_effort));
-    return kw;
-}
-
 static int tokenize(model_backend *mb, const char *s, size_t len, unsigned flags, int32_t **ids, int32_t *n,
                     cv_err *err)
 {
@@ -77,7 +68,7 @@ static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32
                        cv_err *err)
 {
     model_backend *mb = ctx;
-    json_t *kw = template_kwargs(r);
+    json_t *kw = cv_req_template_kwargs(r, mb->tc_format);
     cv_chat_render_opts o = {
         .messages = r->messages,
         .tools = json_array_size(r->tools) ? r->tools : NULL,

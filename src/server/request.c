@@ -375,6 +375,60 @@ static void append_text(json_t *m, json_t *from)
     cv_buf_free(&t);
 }
 
+/* ---- template variables ---- */
+
+/* The wire vocabularies' efforts in order; -1 for a word not in them. */
+static int effort_rank(const char *w)
+{
+    static const char *const words[] = { "none", "minimal", "low", "medium", "high", "xhigh" };
+    for (int i = 0; i < (int)CV_ARRAY_LEN(words); i++)
+        if (!strcmp(w, words[i]))
+            return i;
+    return !strcmp(w, "max") ? 5 : -1;
+}
+
+/* The level of levels[] nearest to rank (ties: the lower one). */
+static const char *nearest_level(const char *const *levels, int rank)
+{
+    const char *best = NULL;
+    int best_d = 0;
+    for (int i = 0; levels[i]; i++) {
+        const int r = effort_rank(levels[i]), d = r < 0 ? 99 : abs(r - rank);
+        if (!best || d < best_d)
+            best = levels[i], best_d = d;
+    }
+    return best;
+}
+
+static const char *template_effort(const cv_chat_request *r, const char *const *levels)
+{
+    if (!levels)
+        return r->reasoning_effort;
+    if (r->reasoning_effort) {
+        for (int i = 0; levels[i]; i++)
+            if (!strcmp(levels[i], r->reasoning_effort))
+                return levels[i];
+        const int rank = effort_rank(r->reasoning_effort);
+        return rank < 0 ? NULL : nearest_level(levels, rank);
+    }
+    if (r->thinking == CV_THINKING_OFF)
+        return levels[0];
+    if (r->thinking == CV_THINKING_ON && r->thinking_budget > 0)
+        return nearest_level(levels, r->thinking_budget < 8192 ? 2 : r->thinking_budget < 24576 ? 3 : 4);
+    return NULL;
+}
+
+json_t *cv_req_template_kwargs(const cv_chat_request *r, const cv_tc_format *f)
+{
+    json_t *kw = r->template_kwargs ? json_deep_copy(r->template_kwargs) : json_object();
+    if (r->thinking != CV_THINKING_DEFAULT && !json_object_get(kw, "enable_thinking"))
+        json_object_set_new(kw, "enable_thinking", json_boolean(r->thinking == CV_THINKING_ON));
+    const char *effort = template_effort(r, cv_tc_format_efforts(f));
+    if (effort && !json_object_get(kw, "reasoning_effort"))
+        json_object_set_new(kw, "reasoning_effort", json_string(effort));
+    return kw;
+}
+
 json_t *cv_req_strict_messages(json_t *messages)
 {
     json_t *out = json_array();

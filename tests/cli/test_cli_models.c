@@ -466,7 +466,7 @@ TEST(every_alias_runs_or_is_refused_before_its_download)
     /* A row corvid runs names an architecture the loader knows, and its
      * synth shape (where it has one) is that architecture's, and in the
      * file's quant mix every tensor takes a type the kernels compute; the
-     * 30B MoE rows size like their 18.6 GB files. A row it cannot run is
+     * 30B MoE rows size like their 18.6 GB files, gpt-oss-20b like its 12.1. A row it cannot run is
      * refused by cv_model_pull with the reason before any network access
      * (the endpoint here accepts no connection). */
     setenv("CORVID_MODELS", tmp_root, 1);
@@ -489,6 +489,10 @@ TEST(every_alias_runs_or_is_refused_before_its_download)
             CHECK_MSG(cv_model_synth(&sp, "/nonexistent/never-written.gguf", &err) == 0, "%s: %s", a->name, err.msg);
             if (!strcmp(a->shape, "qwen3-30b-a3b") || !strcmp(a->shape, "qwen3-coder-30b-a3b"))
                 CHECK_MSG(bytes > 17e9 && bytes < 20e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,
+                          bytes / 1e9);
+            /* ggml-org's file is 12.1 GB (11.27 GiB): MXFP4 experts, Q8_0 else */
+            if (!strcmp(a->shape, "gpt-oss-20b"))
+                CHECK_MSG(bytes > 11.8e9 && bytes < 12.4e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,
                           bytes / 1e9);
             continue;
         }

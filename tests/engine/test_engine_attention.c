@@ -2,7 +2,12 @@
  * two-pass softmax written out here: random queries, keys and values in a
  * real KV block pool (f32, f16 and q8_0, written by kv_store as the forward
  * pass writes them), tiles of 1..16 tokens starting anywhere (block edges,
- * mid-block), GQA groups of 1..7 heads, head sizes 8..128. The scalar tile
+ * mid-block), GQA groups of 1..7 heads, head sizes 8..128; sliding windows
+ * (position p sees p - W + 1 .. p) of 1 to 1024 positions, boundaries
+ * inside a block and across chunks of 1024, and per-head sink logits that
+ * join the softmax's sum with no value. A window tile's table holds no
+ * block before its first token's window (an id far past the pool there,
+ * where a sliding layer's freed blocks would be): reading one faults. The scalar tile
  * is the reference; the AVX2 one must agree with it and with the plain
  * softmax within 2e-5 relative (its exp is a polynomial). Before that,
  * kv_store's conversions read back (kv_k_get / kv_v_get) within each type's
@@ -18,18 +23,27 @@ typedef struct att_case {
     uint32_t kv_type;
 } att_case;
 
-/* out[k][h][hd] by the book: scores for positions 0..pos, max, exp, sum. */
+/* A case with a window (0: none) and sinks or not. */
+typedef struct win_case {
+    att_case c;
+    int32_t window;
+    bool sinks;
+} win_case;
+
+/* out[k][h][hd] by the book: scores for positions lo..pos (lo = 0, or the
+ * window's first), max (the sink's logit included), exp, sum. */
 static void naive(const att_tile *a, const float *q_all, float *out)
 {
     const kv_pool *kv = a->kv;
     const int32_t hd = a->hd;
     for (int32_t k = 0; k < a->n_tok; k++) {
-        const int32_t n = a->pos0 + k + 1;
+        const int32_t n = a->pos0 + k + 1, lo = a->window > 0 ? CV_MAX(0, n - a->window) : 0;
         double *s = malloc((size_t)n * sizeof *s);
         for (int32_t h = 0; h < a->n_rep; h++) {
             const float *q = q_all + ((size_t)k * a->n_rep + h) * hd;
-            double mx = -INFINITY, z = 0;
-            for (int32_t p = 0; p < n; p++) {
+            const double sink = a->sinks ? a->sinks[a->g * a->n_rep + h] : -INFINITY;
+            double mx = sink, z = a->sinks ? 1 : 0; /* exp(sink - mx) once mx is known: fixed below */
+            for (int32_t p = lo; p < n; p++) {
                 const char *K = kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
                 double d = 0;
                 for (int32_t i = 0; i < hd; i++)
@@ -37,11 +51,12 @@ static void naive(const att_tile *a, const float *q_all, float *out)
                 s[p] = d * a->scale;
                 mx = fmax(mx, s[p]);
             }
-            for (int32_t p = 0; p < n; p++)
+            z = a->sinks ? exp(sink - mx) : 0;
+            for (int32_t p = lo; p < n; p++)
                 z += exp(s[p] - mx);
             for (int32_t i = 0; i < hd; i++) {
                 double o = 0;
-                for (int32_t p = 0; p < n; p++) {
+                for (int32_t p = lo; p < n; p++) {
                     const char *V = kv_v(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
                     o += exp(s[p] - mx) / z * kv_v_get(kv, V, p % CV_KV_BLOCK, i);
                 }
@@ -52,7 +67,7 @@ static void naive(const att_tile *a, const float *q_all, float *out)
     }
 }
 
-static void run_case(const att_case *c, bool avx2)
+static void run_case(const att_case *c, int32_t window, bool with_sinks, bool avx2)
 {
     const int32_t n_kv = 2, g = 1, layer = 1, last = c->pos0 + c->n_tok - 1;
     const int32_t n_blocks = last / CV_KV_BLOCK + 1;
@@ -62,12 +77,14 @@ static void run_case(const att_case *c, bool avx2)
         CHECK_MSG(0, "%s", err.msg);
         return;
     }
-    /* Blocks out of order in the pool, as a real table may be. */
+    /* Blocks out of order in the pool, as a real table may be; none before
+     * the window of the tile's first token. */
     int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
     for (int32_t i = 0; i < n_blocks + 3; i++)
         kv_pool_alloc(&kv);
+    const int32_t first = cv_att_first_block(c->pos0, window);
     for (int32_t i = 0; i < n_blocks; i++)
-        blocks[i] = n_blocks + 2 - i;
+        blocks[i] = i < first ? 1 << 28 : n_blocks + 2 - i; /* far past the pool's mapping */
     cv_rng r;
     cv_rng_seed(&r, (uint64_t)(c->n_tok * 1000 + c->pos0 * 10 + c->n_rep + c->hd));
     const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
@@ -95,9 +112,15 @@ static void run_case(const att_case *c, bool avx2)
                 q_tile[((size_t)k * c->n_rep + h) * c->hd + i] = v;
             }
     }
+    /* Sink logits around the scores' size, one per query head of both kv
+     * heads: some above a row's best score, some far below. */
+    float sinks[2 * 8];
+    for (int32_t i = 0; i < n_kv * c->n_rep; i++)
+        sinks[i] = cv_rng_normal(&r) * 2.5f + 1.0f;
     att_tile a = { .kv = &kv, .blocks = blocks, .layer = layer, .g = g, .n_tok = c->n_tok, .pos0 = c->pos0,
                    .rows = rows, .qkv = qkv, .ld_qkv = ld_qkv, .out = out, .ld_out = ld_out, .n_rep = c->n_rep,
-                   .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd) };
+                   .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .window = window,
+                   .sinks = with_sinks ? sinks : NULL };
     float *scratch = malloc(cv_att_scratch_floats(c->n_tok * c->n_rep, c->hd) * sizeof(float));
     cv_att_tile_run(avx2 ? cv_att_tile_avx2 : cv_att_tile_scalar, &a, scratch);
     float *ref = malloc((size_t)c->n_tok * c->n_rep * c->hd * sizeof(float));
@@ -115,9 +138,10 @@ static void run_case(const att_case *c, bool avx2)
     for (int32_t t = 0; t < 2 * c->n_tok + 1; t += 2)
         for (int32_t i = 0; i < ld_out; i++)
             clean = clean && out[(size_t)t * ld_out + i] == 0;
-    CHECK_MSG(worst <= 2e-5 && clean, "%s tile n_tok %d pos0 %d n_rep %d hd %d %s: worst relative error %g%s",
-              avx2 ? "avx2" : "scalar", c->n_tok, c->pos0, c->n_rep, c->hd,
-              cv_engine_kv_type_name(c->kv_type), worst, clean ? "" : ", wrote outside its rows");
+    CHECK_MSG(worst <= 2e-5 && clean,
+              "%s tile n_tok %d pos0 %d n_rep %d hd %d %s window %d%s: worst relative error %g%s",
+              avx2 ? "avx2" : "scalar", c->n_tok, c->pos0, c->n_rep, c->hd, cv_engine_kv_type_name(c->kv_type),
+              window, with_sinks ? " sinks" : "", worst, clean ? "" : ", wrote outside its rows");
     free(scratch);
     free(ref);
     free(q_tile);
@@ -140,6 +164,20 @@ static const att_case cases[] = {
     { 4, 1001, 7, 64, CV_GGML_Q8_0 }, { 1, 200, 4, 128, CV_GGML_Q8_0 },
     /* deeper: past 1024 and 2048 positions, a tile across 1024 */
     { 1, 2100, 7, 64, CV_GGML_F16 }, { 5, 1021, 2, 64, CV_GGML_F32 }, { 3, 2047, 4, 128, CV_GGML_Q8_0 },
+};
+
+/* Sliding windows: the reference2 models' 32 (inside the window, at its
+ * edge, past it, prefill tiles whose last tokens' windows start past their
+ * first blocks), gpt-oss's 128, gemma3's 1024 across chunks of 1024
+ * positions, a window of one position; sinks with and without a window. */
+static const win_case win_cases[] = {
+    { { 1, 17, 4, 64, CV_GGML_F32 }, 32, true },    { { 1, 31, 4, 64, CV_GGML_F32 }, 32, false },
+    { { 1, 32, 4, 64, CV_GGML_F32 }, 32, true },    { { 1, 199, 4, 64, CV_GGML_F16 }, 32, true },
+    { { 16, 40, 4, 64, CV_GGML_F32 }, 32, true },   { { 16, 184, 2, 64, CV_GGML_Q8_0 }, 32, false },
+    { { 9, 7, 2, 64, CV_GGML_F32 }, 32, true },     { { 5, 300, 8, 64, CV_GGML_F16 }, 128, true },
+    { { 1, 2100, 7, 64, CV_GGML_F32 }, 1024, false }, { { 3, 1100, 2, 128, CV_GGML_Q8_0 }, 1024, true },
+    { { 4, 50, 3, 40, CV_GGML_F32 }, 1, true },     { { 1, 0, 1, 8, CV_GGML_F32 }, 0, true },
+    { { 7, 13, 3, 64, CV_GGML_F16 }, 0, true },
 };
 
 /* kv_store then kv_k_get / kv_v_get: f32 exact, f16 within half an f16 ulp,
@@ -211,7 +249,9 @@ TEST(stored_keys_and_values_read_back_within_their_types_rounding)
 TEST(scalar_tile_matches_a_plain_softmax)
 {
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
-        run_case(&cases[i], false);
+        run_case(&cases[i], 0, false, false);
+    for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
+        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, false);
 }
 
 TEST(avx2_tile_matches_a_plain_softmax)
@@ -220,7 +260,9 @@ TEST(avx2_tile_matches_a_plain_softmax)
         TEST_SKIP("no AVX2 on this CPU");
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
         if (cases[i].hd % 8 == 0)
-            run_case(&cases[i], true);
+            run_case(&cases[i], 0, false, true);
+    for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
+        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, true);
 }
 
 int main(void)

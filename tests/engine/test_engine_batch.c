@@ -6,7 +6,9 @@
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
  * with biases; qwen3moe: routed experts, including steps where every token
  * picks the same experts and steps where no two share one), with f32, f16
- * and q8_0 KV caches. */
+ * and q8_0 KV caches, and on reference2's sliding-window models (gpt-oss
+ * with sinks and experts, gemma3), whose rows must be the same bits
+ * batched, alone and prefilled in chunks across the window. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
@@ -165,6 +167,11 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
      * so sharing a call with other sequences changes none of their bytes. */
     check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F16);
     check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_Q8_0);
+    /* Sliding windows, sinks and routed experts (gpt-oss), 5:1 windows and
+     * post-norms (gemma3): the 206 positions cross every window. */
+    check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
 }
 
 /* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
@@ -396,11 +403,21 @@ static bool fill_deep(fixture *f, int32_t seq, const int32_t *ids, int32_t n)
     return true;
 }
 
+/* The full-attention layers' plan (window 0). */
+static const att_plan *full_plan(const cv_engine *e)
+{
+    for (int32_t k = 0; k < e->att_n_plans; k++)
+        if (e->att_plans[k].window == 0)
+            return &e->att_plans[k];
+    return NULL;
+}
+
 /* A deep sequence decoding alone has too few tiles x kv heads for the
  * threads, so its attention is cut into chunks run on different threads
  * and merged; in a batch of five, or with one thread, each tile runs its
- * chunks in one thread. Its logits are the same bits all three ways. */
-TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
+ * chunks in one thread. Its logits are the same bits all three ways (with
+ * sinks too: they join after the merge). */
+static void check_cut(const char *model)
 {
     int32_t n200;
     int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
@@ -413,7 +430,7 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
         cv_engine_params ep = { .n_threads = way == 2 ? 1 : 4, .n_ctx = 2048, .n_seq_max = 5, .n_batch = 256,
                                 .kv_type = CV_GGML_F16 };
         fixture f;
-        if (!open_fixture(&f, "tiny-qwen2-gpt2-Q4_K_M", &ep))
+        if (!open_fixture(&f, model, &ep))
             break;
         cv_err err = { 0 };
         int32_t seq[5], tok[5], pos[5], nl;
@@ -427,20 +444,71 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
         for (int32_t s = 0; s < n; s++)
             tok[s] = ids[DEEP - s], pos[s] = DEEP, want[s] = true;
         CHECK(cv_engine_forward(f.e, &(cv_batch){ n, tok, seq, pos, want }, &lg, &nl, &err) == 0);
+        const int32_t n_kv = f.m->hp.n_head_kv, n_split = full_plan(f.e)->n_split;
         if (way == 0)
-            CHECK_MSG(f.e->att_n_split == 4, "alone on 4 threads: %d of 4 kv heads cut into chunks",
-                      f.e->att_n_split);
+            CHECK_MSG(n_split == n_kv, "%s alone on 4 threads: %d of %d kv heads cut into chunks", model, n_split,
+                      n_kv);
         else
-            CHECK_EQ_INT(f.e->att_n_split, 0);
+            CHECK_EQ_INT(n_split, 0);
         got[way] = malloc((size_t)f.V * sizeof(float));
         memcpy(got[way], lg, (size_t)f.V * sizeof(float));
-        CHECK(memcmp(got[way], got[0], (size_t)f.V * sizeof(float)) == 0);
+        CHECK_MSG(memcmp(got[way], got[0], (size_t)f.V * sizeof(float)) == 0, "%s: way %d differs", model, way);
         close_fixture(&f);
     }
     for (int way = 0; way < 3; way++)
         free(got[way]);
     free(ids);
     free(src);
+}
+
+TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
+{
+    check_cut("tiny-qwen2-gpt2-Q4_K_M");
+    check_cut(REF2 "tiny-gptoss-gpt2-F32");
+}
+
+/* Prefill in chunks whose edges fall before, on and past the 32-position
+ * window (and inside blocks) gives every position the bits of one call. */
+static void check_chunks_across_window(const char *model)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256, .n_logits = 256 };
+    fixture f;
+    if (!open_fixture(&f, model, &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    float *one = alone(&f, ids, n), *lg_all = malloc((size_t)n * f.V * sizeof(float));
+    static const int32_t chunks[] = { 1, 30, 1, 2, 16, 17, 33, 100 }; /* 200 in all */
+    int32_t seq, at = 0;
+    cv_err err = { 0 };
+    CHECK(cv_engine_seq_open(f.e, &seq, &err) == 0);
+    for (size_t c = 0; c < CV_ARRAY_LEN(chunks); c++) {
+        int32_t pos[200], sq[200], nl;
+        bool want[200];
+        for (int32_t i = 0; i < chunks[c]; i++)
+            pos[i] = at + i, sq[i] = seq, want[i] = true;
+        const float *lg;
+        if (cv_engine_forward(f.e, &(cv_batch){ chunks[c], ids + at, sq, pos, want }, &lg, &nl, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            break;
+        }
+        memcpy(lg_all + (size_t)at * f.V, lg, (size_t)chunks[c] * f.V * sizeof(float));
+        at += chunks[c];
+    }
+    CHECK_EQ_INT(at, n);
+    const double d = max_diff(one, lg_all, (int64_t)n * f.V);
+    printf("  %s: prefill in chunks across the window vs one call, every position: max|Δ| %.3g\n", model, d);
+    CHECK_MSG(d == 0, "%s: chunked prefill differs by %g", model, d);
+    free(one);
+    free(lg_all);
+    free(ids);
+    close_fixture(&f);
+}
+
+TEST(prefill_in_chunks_across_the_window_equals_one_call)
+{
+    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32");
+    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0");
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)
@@ -571,6 +639,7 @@ int main(void)
     RUN(prefill_in_chunks_equals_prefill_in_one_call);
     RUN(forked_sequence_shares_blocks_and_copies_only_on_write);
     RUN(attention_cut_across_threads_gives_the_bits_of_one_thread);
+    RUN(prefill_in_chunks_across_the_window_equals_one_call);
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);
     RUN(engine_parameters_out_of_range_are_refused);

@@ -196,7 +196,7 @@ static void check_model(const char *model, const char *family)
         { g, path, 2, -1, "cannot hold" },
         { g, p_free, 1, 16, "not a block in use" },
         { g, p_range, 1, 16, "not a block in use" },
-        { g, p_hole, 2, 17, "not a block in use" },
+        { g, p_hole, 2, 17, "not held" },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
         cv_err e2 = { 0 };

@@ -47,10 +47,15 @@ static const ref_model models[] = {
     { REF, "tiny-qwen2-gpt2-F32", "gpt2" },        { REF, "tiny-qwen2-gpt2-Q8_0", "gpt2" },
     { REF, "tiny-qwen2-gpt2-Q4_K_M", "gpt2" },     { REF, "tiny-qwen3-gpt2-F32", "gpt2" },
     { REF, "tiny-qwen3-gpt2-Q8_0", "gpt2" },       { REF, "tiny-qwen3-gpt2-Q4_K_M", "gpt2" },
-    /* reference2/: routed MoE (qwen3moe). */
+    /* reference2/: routed MoE (qwen3moe); sliding window, sinks, YaRN,
+     * biases, the clamped SwiGLU, top-k-then-softmax routing (gpt-oss);
+     * 5:1 local/global layers, post-norms, GeGLU, per-layer RoPE (gemma3). */
     { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" }, { REF2, "tiny-qwen3moe-gpt2-Q3_K_M", "gpt2" },
     { REF2, "tiny-qwen3moe-gpt2-Q2_K", "gpt2" },   { REF2, "tiny-qwen3moe-gpt2-IQ4_XS", "gpt2" },
+    { REF2, "tiny-gptoss-gpt2-F32", "gpt2" },      { REF2, "tiny-gptoss-gpt2-MXFP4_MOE", "gpt2" },
+    { REF2, "tiny-gemma3-gpt2-F32", "gpt2" },      { REF2, "tiny-gemma3-gpt2-Q8_0", "gpt2" },
+    { REF2, "tiny-gemma3-gpt2-Q4_K_M", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -60,6 +65,12 @@ static const char *const seq_names[N_SEQS] = { "len1", "len17",
 };
 
 static json_t *g_seqs, *g_manifest, *g_manifest2;
+
+/* The exact paths' max |Δ|: 1e-3, but Gemma 3's looser bound (reference2
+ * README, item 1) with KL <= 1e-4: corvid computes the tanh GELU in f32
+ * (vec.c's geglu), not ggml's f16 lookup table, which the README measured
+ * at 1.2e-2 / KL 1.1e-5 for an exact GELU. 0 when the default holds. */
+static double loose_tol(const ref_model *rm) { return strstr(rm->name, "gemma3") ? 2e-2 : 0; }
 
 static bool is_f32(const ref_model *rm) { return strstr(rm->name, "-F32") != NULL; }
 static bool is_f16(const ref_model *rm) { return strstr(rm->name, "-F16") != NULL; }
@@ -85,9 +96,11 @@ static cv_engine *open_engine(const ref_model *rm, bool dequantize, cv_model **m
 }
 
 /* Exact comparison: our logits vs `<model><suffix>.<seq>.bin` (suffix "" or
- * ".deq") within 1e-3 and the same top-1; then the 32 greedy tokens. */
+ * ".deq") within 1e-3 (the model's own bound, with KL <= 1e-4, where the
+ * README sets a looser one) and the same top-1; then the 32 greedy tokens. */
 static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
 {
+    const double tol = loose_tol(rm) > 0 ? loose_tol(rm) : 1e-3;
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
     float *ours = malloc((size_t)V * sizeof(float));
     char rel[256];
@@ -99,9 +112,11 @@ static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
         CHECK_MSG(ref != NULL, "%s: cannot read %s", rm->name, rel);
         if (ref && ref_run(e, ids, n, NULL, ours) == 0) {
             ref_metrics m = ref_compare(ref, ours, V);
-            printf("  %-24s%-5s %-6s max|d| %.2e  rms %.2e\n", rm->name, suffix, seq_names[s], m.max_abs, m.rms);
-            CHECK_MSG(m.max_abs <= 1e-3, "%s%s %s: max|Δ| = %g > 1e-3 (rms %g)", rm->name, suffix, seq_names[s],
-                      m.max_abs, m.rms);
+            printf("  %-26s%-5s %-6s max|d| %.2e  rms %.2e  KL %.1e\n", rm->name, suffix, seq_names[s], m.max_abs,
+                   m.rms, m.kl);
+            CHECK_MSG(m.max_abs <= tol, "%s%s %s: max|Δ| = %g > %g (rms %g)", rm->name, suffix, seq_names[s],
+                      m.max_abs, tol, m.rms);
+            CHECK_MSG(loose_tol(rm) == 0 || m.kl <= 1e-4, "%s%s %s: KL %g > 1e-4", rm->name, suffix, seq_names[s], m.kl);
             CHECK_MSG(m.top1_a == m.top1_b, "%s%s %s: top-1 %d, reference %d", rm->name, suffix, seq_names[s],
                       m.top1_b, m.top1_a);
         }

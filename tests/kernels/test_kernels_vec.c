@@ -1,8 +1,9 @@
 /* test_kernels_vec.c — the vector ops: each ISA's version against the
  * scalar reference and against the defining formula in double, on lengths
  * that exercise every tail (0, 1, 7, 8, 9, 31, 33, 1000); RoPE in both
- * styles against the rotation written out, with frequency factors and
- * linear scaling; softmax with masked entries; conversions against the
+ * styles against the rotation written out, with frequency factors, linear
+ * scaling and YaRN's factor on cos and sin; GeGLU and the clamped SwiGLU
+ * against their formulas; softmax with masked entries; conversions against the
  * single-value reference; and the ISA override through $CORVID_ISA. */
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -65,6 +66,26 @@ TEST(elementwise_ops_match_their_formulas_on_every_isa_and_tail)
                 ref[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
             v->swiglu(y, a, b, n);
             CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s swiglu n=%lld", cv_isa_name(isa), (long long)n);
+
+            /* GeGLU with the tanh GELU, in its defining tanh form. */
+            for (int64_t i = 0; i < n; i++) {
+                const double x = a[i];
+                ref[i] = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * b[i];
+            }
+            v->geglu(y, a, b, n);
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s geglu n=%lld", cv_isa_name(isa), (long long)n);
+
+            /* gpt-oss's clamped SwiGLU: a, spread ~+-9, crosses both clamps. */
+            for (int64_t i = 0; i < n; i++) {
+                const double x = fmin(a[i] * 3, 7), u = fmax(fmin(b[i] * 9, 7), -7);
+                ref[i] = x / (1 + exp(-1.702 * x)) * (u + 1);
+            }
+            for (int64_t i = 0; i < n; i++)
+                w[i] = a[i] * 3, y[i] = b[i] * 9;
+            v->swiglu_clamped(y, w, y, n, 1.702f, 7.0f); /* in place over u */
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-6) == 0, "%s swiglu_clamped n=%lld", cv_isa_name(isa),
+                      (long long)n);
+            fill(w, n, 3 + n, 0.5f);
 
             for (int64_t i = 0; i < n; i++)
                 ref[i] = (float)(a[i] + b[i]);
@@ -171,10 +192,11 @@ static void rope_ref(const cv_rope_params *p, double *x, int n_head, int head_di
             double ang = pos * (double)p->freq_scale * pow(p->theta, -2.0 * i / p->n_rot);
             if (p->freq_factors)
                 ang /= p->freq_factors[i];
+            const double ms = p->mscale > 0 ? p->mscale : 1;
             int i0 = p->style == CV_ROPE_NEOX ? i : 2 * i, i1 = p->style == CV_ROPE_NEOX ? i + half : 2 * i + 1;
             double *v = x + h * head_dim, a = v[i0], b = v[i1];
-            v[i0] = a * cos(ang) - b * sin(ang);
-            v[i1] = a * sin(ang) + b * cos(ang);
+            v[i0] = (a * cos(ang) - b * sin(ang)) * ms;
+            v[i1] = (a * sin(ang) + b * cos(ang)) * ms;
         }
 }
 
@@ -183,10 +205,12 @@ TEST(rope_rotates_pairs_by_position_in_both_styles)
     float ff[64];
     for (int i = 0; i < 64; i++)
         ff[i] = 1.0f + (float)i / 8; /* llama3-like: low frequencies stretched */
-    const struct { cv_rope_style style; int n_rot, head_dim; float theta, fs; bool factors; } cfg[] = {
-        { CV_ROPE_NORM, 32, 32, 10000, 1, false }, { CV_ROPE_NEOX, 32, 32, 1e6f, 1, false },
-        { CV_ROPE_NEOX, 64, 64, 1e6f, 1, true },   { CV_ROPE_NORM, 16, 24, 10000, 0.25f, false },
-        { CV_ROPE_NEOX, 20, 36, 500000, 1, true }, { CV_ROPE_NORM, 128, 128, 500000, 1, true },
+    const struct { cv_rope_style style; int n_rot, head_dim; float theta, fs; bool factors; float ms; } cfg[] = {
+        { CV_ROPE_NORM, 32, 32, 10000, 1, false, 0 }, { CV_ROPE_NEOX, 32, 32, 1e6f, 1, false, 0 },
+        { CV_ROPE_NEOX, 64, 64, 1e6f, 1, true, 0 },   { CV_ROPE_NORM, 16, 24, 10000, 0.25f, false, 0 },
+        { CV_ROPE_NEOX, 20, 36, 500000, 1, true, 0 }, { CV_ROPE_NORM, 128, 128, 500000, 1, true, 0 },
+        /* YaRN: per-dimension divisors and the attention factor on cos and sin */
+        { CV_ROPE_NEOX, 64, 64, 150000, 1, true, 1.3465736f },
     };
     const int64_t positions[] = { 0, 1, 17, 199, 4096, 131071 };
     for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
@@ -195,7 +219,8 @@ TEST(rope_rotates_pairs_by_position_in_both_styles)
         for (size_t c = 0; c < CV_ARRAY_LEN(cfg); c++)
             for (size_t k = 0; k < CV_ARRAY_LEN(positions); k++) {
                 const int n_head = 3, hd = cfg[c].head_dim;
-                cv_rope_params p = { cfg[c].style, cfg[c].n_rot, cfg[c].theta, cfg[c].fs, cfg[c].factors ? ff : NULL };
+                cv_rope_params p = { cfg[c].style, cfg[c].n_rot, cfg[c].theta, cfg[c].fs, cfg[c].factors ? ff : NULL,
+                                     cfg[c].ms };
                 float x[3 * 128];
                 double ref[3 * 128];
                 fill(x, n_head * hd, c * 10 + k, 1.0f);
@@ -214,7 +239,7 @@ TEST(rope_rotates_pairs_by_position_in_both_styles)
     float x[64], y[64];
     fill(x, 64, 3, 1.0f);
     memcpy(y, x, sizeof x);
-    cv_rope_params p = { CV_ROPE_NEOX, 64, 1e6f, 1, NULL };
+    cv_rope_params p = { CV_ROPE_NEOX, 64, 1e6f, 1, NULL, 0 };
     cv_rope(&p, y, 1, 64, 0);
     CHECK(!memcmp(x, y, sizeof x));
 }

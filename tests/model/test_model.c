@@ -5,11 +5,14 @@
  * fail with the right code and a message naming what is wrong, never
  * abort. Then: head_dim from key_length, tied and untied outputs, fused
  * and separate projections computing the same logits, llama3 RoPE factors
- * (the rule and the tensor really being used), linear scaling, and a
- * bounded storm of random hyper-parameters that must never crash. */
+ * (the rule and the tensor really being used), linear scaling, YaRN's
+ * factors, the window layers and per-layer RoPE of gpt-oss and gemma3 from
+ * their metadata, and a bounded storm of random hyper-parameters that must
+ * never crash. */
 #include "../engine/ref_util.h"
 
 #define REF "reference/models/"
+#define REF2 "reference2/models/"
 
 /* ---- copying a model with one change ---- */
 
@@ -159,8 +162,31 @@ TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
           { .type = -1, .key = "qwen2.attention.key_length", .op = SET_U32, .u32 = 2048 }, CV_ECORRUPT,
           "'qwen2.rope.dimension_count' = 2048, must be 2..1024" },
         { REF "tiny-llama-spm-F32.gguf",
-          { .type = -1, .key = "llama.rope.scaling.type", .op = SET_STR, .str = "yarn" }, CV_EUNSUPPORTED,
-          "RoPE scaling 'yarn'" },
+          { .type = -1, .key = "llama.rope.scaling.type", .op = SET_STR, .str = "longrope" }, CV_EUNSUPPORTED,
+          "RoPE scaling 'longrope'" },
+        /* gpt-oss and gemma3: the tensors and keys only they have */
+        { REF2 "tiny-gptoss-gpt2-F32.gguf", { .drop_tensor = "blk.1.attn_sinks.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.1.attn_sinks.weight' is missing" },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf", { .drop_tensor = "blk.0.ffn_down_exps.bias", .type = -1 }, CV_ECORRUPT,
+          "'blk.0.ffn_down_exps.bias' is missing" },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf", { .drop_tensor = "output.weight", .type = -1 }, CV_ECORRUPT,
+          "'output.weight' is missing" },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf", { .tensor = "blk.0.attn_sinks.weight", .ne0 = 4, .ne1 = 2, .type = -1 },
+          CV_ECORRUPT, "'blk.0.attn_sinks.weight' has shape [4, 2" },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf",
+          { .type = -1, .key = "gpt-oss.attention.sliding_window", .op = REMOVE }, CV_ECORRUPT,
+          "'gpt-oss.attention.sliding_window' is missing" },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf",
+          { .type = -1, .key = "gpt-oss.attention.sliding_window", .op = SET_U32, .u32 = 0 }, CV_ECORRUPT,
+          "'gpt-oss.attention.sliding_window' = 0, must be 1.." },
+        { REF2 "tiny-gptoss-gpt2-F32.gguf",
+          { .type = -1, .key = "gpt-oss.rope.scaling.factor", .op = SET_F32, .f32 = 0.5f }, CV_ECORRUPT,
+          "YaRN needs a factor >= 1" },
+        { REF2 "tiny-gemma3-gpt2-F32.gguf", { .drop_tensor = "blk.5.post_ffw_norm.weight", .type = -1 },
+          CV_ECORRUPT, "'blk.5.post_ffw_norm.weight' is missing" },
+        { REF2 "tiny-gemma3-gpt2-F32.gguf",
+          { .type = -1, .key = "gemma3.attention.sliding_window_pattern", .op = SET_I32_NEG, .u32 = 2 },
+          CV_ECORRUPT, "'gemma3.attention.sliding_window_pattern' = -2, must be 0.." },
         { REF "tiny-llama-spm-F32.gguf",
           { .type = -1, .key = "llama.attention.layer_norm_rms_epsilon", .op = SET_F32, .f32 = NAN }, CV_ECORRUPT,
           "layer_norm_rms_epsilon' = nan" },
@@ -369,6 +395,88 @@ TEST(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used)
     cv_buf_free(&b2);
 }
 
+TEST(yarn_factors_keep_fast_pairs_and_interpolate_slow_ones)
+{
+    /* gpt-oss: 64 rotated dims, base 150000, factor 32 from 4096: pairs up
+     * to 8 keep their frequency, pairs from 18 are divided by 32 (the
+     * reference2 README's correction dimensions), a linear ramp between. */
+    float f[32];
+    cv_rope_yarn_factors(f, 64, 150000.0f, 32, 4096, 32, 1);
+    for (int i = 0; i <= 8; i++)
+        CHECK_NEAR(f[i], 1, 1e-7);
+    for (int i = 18; i < 32; i++)
+        CHECK_NEAR(f[i], 32, 1e-5);
+    for (int i = 9; i < 18; i++) {
+        const double r = 1 - (i - 8) / 10.0;
+        CHECK_NEAR(f[i], 1 / (r + (1 - r) / 32), 1e-5);
+        CHECK(f[i] > f[i - 1]);
+    }
+    cv_model *m;
+    cv_err err = { 0 };
+    if (cv_model_open(test_data(REF2 "tiny-gptoss-gpt2-F32.gguf"), NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    CHECK_EQ_INT(m->hp.rope_scaling, CV_ROPE_SCALING_YARN);
+    CHECK_NEAR(m->rope.mscale, 1 + 0.1 * log(32), 1e-6);
+    CHECK(m->rope.freq_factors && m->rope.freq_scale == 1.0f);
+    for (int i = 0; i < 32; i++)
+        CHECK_NEAR(m->rope.freq_factors[i], f[i], 0);
+    cv_model_close(m);
+}
+
+TEST(window_layers_and_their_rope_come_from_the_pattern)
+{
+    /* gpt-oss: even layers local with window 32, YaRN on both kinds, sinks
+     * and biases everywhere; gemma3: layers 0-4 local (base 10000, no
+     * scaling), layer 5 global (base 1e6, linear x8), post-norms, the
+     * embedding scale 16 and queries scaled by 1/sqrt(64). */
+    cv_model *g, *m;
+    cv_err err = { 0 };
+    if (cv_model_open(test_data(REF2 "tiny-gptoss-gpt2-F32.gguf"), NULL, &g, &err) ||
+        cv_model_open(test_data(REF2 "tiny-gemma3-gpt2-F32.gguf"), NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    CHECK_EQ_INT(g->layers[0].n_swa, 32);
+    CHECK_EQ_INT(g->layers[1].n_swa, 0);
+    for (int il = 0; il < 2; il++) {
+        const cv_layer *L = &g->layers[il];
+        CHECK(L->rope.theta == 150000.0f && L->rope.freq_factors == g->rope.freq_factors && L->rope.mscale > 1.3f);
+        CHECK(L->sinks && L->o_bias && L->q_bias && L->router_bias && L->exp_gate_bias && L->exp_up_bias &&
+              L->exp_down_bias && !L->attn_post_norm && !L->ffn_post_norm);
+    }
+    CHECK(!g->tied_output && g->hp.glu == CV_GLU_SILU_CLAMPED && g->hp.routing == CV_ROUTE_TOPK_SOFTMAX);
+    CHECK(g->hp.embd_scale == 1.0f && g->hp.attn_scale == 0.125f);
+    for (int il = 0; il < 6; il++) {
+        const cv_layer *L = &m->layers[il];
+        const bool local = il < 5;
+        CHECK_EQ_INT(L->n_swa, local ? 32 : 0);
+        CHECK_NEAR(L->rope.theta, local ? 10000 : 1e6, 0);
+        CHECK_NEAR(L->rope.freq_scale, local ? 1 : 0.125, 0);
+        CHECK(L->attn_post_norm && L->ffn_post_norm && !L->sinks);
+    }
+    CHECK(m->tied_output && m->hp.glu == CV_GLU_GELU_TANH && m->hp.embd_scale == 16.0f && m->hp.attn_scale == 0.125f);
+    cv_buf d = { 0 };
+    cv_model_describe(g, &d);
+    CHECK_MSG(strstr(d.data, "sliding window 32 on 1 of 2 layers") && strstr(d.data, "YaRN x32 from 4096") &&
+              strstr(d.data, "attention sinks"), "%s", d.data);
+    cv_buf_free(&d);
+    cv_model_close(g);
+    /* A period of 3 in the file: layers 0, 1, 3, 4 local. */
+    cv_buf buf = { 0 };
+    mutation mu = { .type = -1, .key = "gemma3.attention.sliding_window_pattern", .op = SET_U32, .u32 = 3 };
+    cv_model_close(m);
+    if (open_mutated(REF2 "tiny-gemma3-gpt2-F32.gguf", &mu, NULL, &buf, &m, &err) == 0) {
+        for (int il = 0; il < 6; il++)
+            CHECK_EQ_INT(m->layers[il].n_swa, il % 3 < 2 ? 32 : 0);
+        cv_model_close(m);
+    } else {
+        CHECK_MSG(0, "%s", err.msg);
+    }
+    cv_buf_free(&buf);
+}
+
 TEST(linear_rope_scaling_is_read_from_metadata)
 {
     cv_model *m;
@@ -400,5 +508,7 @@ int main(void)
     RUN(fused_and_separate_projections_compute_the_same_logits);
     RUN(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used);
     RUN(linear_rope_scaling_is_read_from_metadata);
+    RUN(yarn_factors_keep_fast_pairs_and_interpolate_slow_ones);
+    RUN(window_layers_and_their_rope_come_from_the_pattern);
     return test_report();
 }

@@ -11,6 +11,8 @@
  * (the grammar's slot) chooses tokens and is destroyed exactly once.
  * Every output is compared with the same request on a scheduler with the
  * cache off. */
+#include <semaphore.h>
+
 #include "sched_util.h"
 
 static char g_model[512];
@@ -38,6 +40,26 @@ static cv_sched_stats stats(cv_sched *s)
     cv_sched_get_stats(s, &st);
     return st;
 }
+
+/* A sampling hook that samples as the scheduler would without one but
+ * holds the engine thread at its stop_at-th token until the test posts
+ * `open`: a test reads figures while the request is known to be running. */
+typedef struct gate {
+    sem_t open;
+    int calls, stop_at;
+} gate;
+
+static int gate_choose(void *ud, cv_sampler *smp, const float *logits, int32_t n_vocab, int32_t *token, cv_err *err)
+{
+    gate *g = ud;
+    (void)n_vocab, (void)err;
+    if (++g->calls == g->stop_at)
+        sem_wait(&g->open);
+    *token = cv_sampler_sample(smp, logits);
+    return 0;
+}
+
+static const cv_sched_hook g_gate = { gate_choose, NULL };
 
 TEST(second_request_with_the_same_prefix_prefills_only_the_new_tokens)
 {
@@ -120,13 +142,22 @@ TEST(two_sessions_sharing_a_system_prompt_share_its_blocks)
     cv_sched_req *q;
     cv_err err = { 0 };
     outcome_init(&got[1]);
-    CHECK(cv_sched_submit(r.s, &p[1], &q, &err) == 0);
-    read_events(q, &got[1], 2); /* the step that sampled token 1 has published its figures */
+    gate g = { .stop_at = 3 };
+    sem_init(&g.open, 0, 0);
+    cv_sched_params py = p[1];
+    py.hook = &g_gate;
+    py.hook_ud = &g;
+    CHECK(cv_sched_submit(r.s, &py, &q, &err) == 0);
+    /* the step that sampled token 1 has published its figures, and Y
+     * cannot finish before the gate opens */
+    read_events(q, &got[1], 2);
     st = stats(r.s);
     CHECK_EQ_INT(got[1].n_cached, 160);
     CHECK_EQ_INT(st.tree_blocks, 12);
     CHECK_MSG(st.kv_blocks_used == 13, "%d blocks in use while Y runs, want 13 (S shared)", (int)st.kv_blocks_used);
+    sem_post(&g.open);
     read_events(q, &got[1], 0);
+    sem_destroy(&g.open);
     cv_sched_release(q);
     CHECK(same_tokens(&got[0], &ref[0]) && same_tokens(&got[1], &ref[1]));
 
@@ -370,7 +401,8 @@ TEST(a_full_queue_refuses_at_once_and_status_lists_the_waiting)
     CHECK_EQ_INT((int)st.submitted, accepted);
     json_t *stj = cv_sched_status(r.s);
     json_t *waiting = json_object_get(stj, "waiting");
-    CHECK(json_array_size(waiting) >= 2 && json_array_size(waiting) <= 4);
+    CHECK_MSG(json_array_size(waiting) >= 2 && json_array_size(waiting) <= 4, "%zu waiting, %zu running, %d accepted",
+              json_array_size(waiting), json_array_size(json_object_get(stj, "running")), accepted);
     CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(waiting, 0), "phase")), "waiting");
     CHECK_EQ_INT((int)JSON_INT(json_object_get(stj, "totals"), "refused_busy"), refused);
     json_decref(stj);

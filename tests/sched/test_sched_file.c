@@ -199,14 +199,14 @@ TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
     int64_t saved = 0;
     fill_and_save(g_model, &g_ep, &saved);
     char path[700];
-    cv_kv_format f;
+    cv_mem_info f; /* f.block_bytes: a node's blocks, every layer group's */
     {
         cv_model *m;
         cv_engine *e;
         if (!open_engine(g_model, &g_ep, &m, &e))
             return;
         cache_path(e, path, sizeof path);
-        cv_engine_kv_format(e, &f);
+        cv_engine_mem_info(e, &f);
         cv_engine_destroy(e);
         cv_model_close(m);
     }
@@ -359,11 +359,11 @@ TEST(a_size_budget_keeps_the_most_recent_prefixes)
     /* Room for 5 blocks: prompt 2 (the most recent) keeps its first 5,
      * root first (a parent is always more recent than its children). */
     rig r;
-    cv_kv_format f;
+    cv_mem_info f;
     cv_sched_config sc = with_dir();
     if (!rig_open_with(&r, g_model, &g_ep, &sc))
         return;
-    cv_engine_kv_format(r.e, &f);
+    cv_engine_mem_info(r.e, &f);
     char path[700];
     cache_path(r.e, path, sizeof path);
     rig_close(&r);

@@ -11,7 +11,10 @@
  *   - with --no-prefix-cache nothing is cached and no file is written;
  *   - the load generator (`corvid bench --serve`) drives a small agents
  *     case against it: every turn reported, later turns served from the
- *     prefix cache, --tool-ms accepted and a bad value refused, --in-flight 1. */
+ *     prefix cache, --tool-ms accepted and a bad value refused, --in-flight 1;
+ *   - tiny gpt-oss and gemma3 models (window layers): a second turn is
+ *     served from the prefix cache and equals a cold server's answer, and
+ *     /v1/status shows both KV layer groups. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -150,10 +153,10 @@ static const char *BODY = "{\"model\":\"m\",\"max_tokens\":8,\"temperature\":0,\
                           "\"content\":\"A long and winding question about foxes, rivers, clouds and the weather "
                           "over the hills in the early morning, asked twice.\"}]}";
 
-/* Cached tokens and text of BODY. */
-static int64_t ask(int port, cv_buf *text)
+/* Cached tokens and text of a chat request. */
+static int64_t ask_body(int port, const char *body, cv_buf *text)
 {
-    json_t *v = get(port, "/v1/chat/completions", BODY);
+    json_t *v = get(port, "/v1/chat/completions", body);
     json_t *m = json_object_get(json_array_get(json_object_get(v, "choices"), 0), "message");
     cv_buf_reset(text);
     const char *c = json_string_value(json_object_get(m, "content"));
@@ -163,6 +166,8 @@ static int64_t ask(int port, cv_buf *text)
     json_decref(v);
     return cached;
 }
+
+static int64_t ask(int port, cv_buf *text) { return ask_body(port, BODY, text); }
 
 static int count_cache_files(void)
 {
@@ -312,6 +317,62 @@ TEST(the_load_generator_runs_agent_turns_against_the_server)
     CHECK_EQ_INT(stop(pid), 0);
 }
 
+/* gpt-oss and gemma3 (window layers): a second turn, the first one's
+ * question and answer plus a new question, is served from the prefix cache
+ * (its window layers' blocks kept with the tree's) and answers what a cold
+ * server answers; /v1/status shows the two layer groups' KV. */
+TEST(a_second_turn_on_window_models_reuses_the_prefix_cache_and_equals_a_cold_server)
+{
+    static const char *const archs[] = { "gpt-oss", "gemma3" };
+    char saved[sizeof model];
+    memcpy(saved, model, sizeof model);
+    for (size_t a = 0; a < CV_ARRAY_LEN(archs); a++) {
+        snprintf(model, sizeof model, "%s/%s.gguf", dir, archs[a]);
+        proc_out po;
+        run((const char *const[]){ CV_RELEASE_BIN, "synth", "--arch", archs[a], "--shape", "tiny", "--dtype", "q8_0",
+                                   "--vocab", test_data("vocab/ggml-vocab-gpt-2.gguf"), "--seed", "7", "-o", model,
+                                   NULL },
+            NULL, &po);
+        CHECK_MSG(po.status == 0, "synth %s: %s", archs[a], po.err.data);
+        proc_out_free(&po);
+        int port;
+        pid_t pid = start((const char *const[]){ "--cache-dir", "", NULL }, &port);
+        CHECK_MSG(pid, "corvid serve %s did not start", archs[a]);
+        if (!pid)
+            continue;
+        cv_buf one = { 0 }, two = { 0 }, cold = { 0 };
+        ask(port, &one);
+        json_t *turn2 = json_loads(BODY, 0, NULL), *msgs = json_object_get(turn2, "messages");
+        json_array_append_new(msgs, json_pack("{s:s, s:s%}", "role", "assistant", "content", one.data ? one.data : "",
+                                              one.len));
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "And what of the river?"));
+        char *b2 = json_dumps(turn2, JSON_COMPACT);
+        const int64_t cached = ask_body(port, b2, &two);
+        CHECK_MSG(cached >= 32, "%s: the second turn had %lld cached tokens", archs[a], (long long)cached);
+        json_t *st = get(port, "/v1/status", NULL);
+        json_t *groups = json_object_get(json_object_get(st, "kv"), "groups");
+        CHECK_MSG(json_array_size(groups) == 2, "%s: %zu KV groups in /v1/status", archs[a], json_array_size(groups));
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(groups, 1), "window")), 32);
+        CHECK(json_real_value(json_object_get(json_object_get(st, "kv"), "bytes_used")) > 0);
+        json_decref(st);
+        CHECK_EQ_INT(stop(pid), 0);
+        pid = start((const char *const[]){ "--cache-dir", "", NULL }, &port);
+        if (pid) {
+            CHECK_EQ_INT(ask_body(port, b2, &cold), 0);
+            CHECK_MSG(two.len == cold.len && (!two.len || !memcmp(two.data, cold.data, two.len)),
+                      "%s: the cached second turn says '%.*s', a cold server '%.*s'", archs[a], (int)two.len,
+                      two.data ? two.data : "", (int)cold.len, cold.data ? cold.data : "");
+            CHECK_EQ_INT(stop(pid), 0);
+        }
+        free(b2);
+        json_decref(turn2);
+        cv_buf_free(&one);
+        cv_buf_free(&two);
+        cv_buf_free(&cold);
+    }
+    memcpy(model, saved, sizeof model);
+}
+
 int main(void)
 {
     if (!have_bin())
@@ -335,6 +396,7 @@ int main(void)
         RUN(kv_type_f32_holds_half_the_positions_q8_0_over_three_times_and_each_answers);
         RUN(the_load_generator_runs_agent_turns_against_the_server);
     }
+    RUN(a_second_turn_on_window_models_reuses_the_prefix_cache_and_equals_a_cold_server);
     proc_out ro;
     run((const char *const[]){ "/bin/rm", "-rf", dir, NULL }, NULL, &ro);
     proc_out_free(&ro);

@@ -6,7 +6,10 @@
  * the backend does: when a strict template raises (roles must alternate,
  * one system message first, Mistral's 9-character call ids, a tools loop
  * over None), once more with cv_req_strict_messages and tools []. Every
- * render must succeed one way or the other. */
+ * render must succeed one way or the other. Then the template variables
+ * the backend adds: every wire's reasoning switch reaches gpt-oss's
+ * Harmony template as one of its three efforts, and Gemma 3's template
+ * folds the system prompt into the first user turn from every wire. */
 #include <dirent.h>
 
 #include "test.h"
@@ -128,10 +131,135 @@ TEST(every_recorded_request_renders_with_the_templates_agents_run)
         cv_chat_template_destroy(tmpl[t]);
 }
 
+static cv_chat_template *load_template(const char *rel)
+{
+    cv_buf src = { 0 };
+    cv_err err = { 0 };
+    cv_chat_template *t = NULL;
+    if (cv_read_file(test_data(rel), &src, 1 << 24, &err) || cv_chat_template_create(src.data, src.len, rel, &t, &err))
+        CHECK_MSG(0, "%s: %s", rel, err.msg);
+    cv_buf_free(&src);
+    return t;
+}
+
+/* Renders one wire request as the backend does (cv_req_template_kwargs
+ * with the model family's format), strict form on a raise; out: the prompt. */
+static bool render_as_backend(const cv_chat_template *t, const cv_tc_format *f, parse_fn fn, const char *body,
+                              cv_buf *out)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    cv_chat_request r;
+    cv_chat_request_init(&r);
+    cv_err err = { 0 };
+    bool ok = b && fn(b, &r, &err) == 0;
+    CHECK_MSG(ok, "%s: %s", body, err.msg);
+    if (ok) {
+        json_t *kw = cv_req_template_kwargs(&r, f), *strict = cv_req_strict_messages(r.messages);
+        cv_chat_render_opts o = { .messages = r.messages, .add_generation_prompt = true, .bos_token = "<bos>",
+                                  .kwargs = kw };
+        cv_buf_reset(out);
+        if (cv_chat_template_render(t, &o, out, &err)) {
+            o.messages = strict;
+            cv_buf_reset(out);
+            ok = cv_chat_template_render(t, &o, out, &err) == 0;
+            CHECK_MSG(ok, "%s: %s", body, err.msg);
+        }
+        json_decref(kw);
+        json_decref(strict);
+    }
+    cv_chat_request_fini(&r);
+    json_decref(b);
+    return ok;
+}
+
+TEST(every_wires_reasoning_switch_reaches_the_harmony_template_as_its_effort)
+{
+    cv_chat_template *t = load_template("templates/openai-gpt-oss-120b.jinja");
+    const cv_tc_format *f = cv_tc_format_find("gpt_oss_harmony");
+    if (!t || !f)
+        return;
+    static const struct {
+        parse_fn fn;
+        const char *extra, *want;
+    } cases[] = {
+        { parse_chat, "", "medium" }, /* the template's default */
+        { parse_chat, ",\"reasoning_effort\":\"high\"", "high" },
+        { parse_chat, ",\"reasoning_effort\":\"minimal\"", "low" },
+        { parse_chat, ",\"reasoning_effort\":\"none\"", "low" }, /* gpt-oss always reasons */
+        { parse_chat, ",\"reasoning_effort\":\"low\",\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}",
+          "high" },
+        { parse_resp, ",\"reasoning\":{\"effort\":\"low\"}", "low" },
+        { parse_resp, ",\"reasoning\":{\"effort\":\"xhigh\"}", "high" },
+        { parse_msgs, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4000}", "low" },
+        { parse_msgs, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":10000}", "medium" },
+        { parse_msgs, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":31999}", "high" },
+        { parse_msgs, ",\"thinking\":{\"type\":\"disabled\"}", "low" },
+        { parse_msgs, ",\"thinking\":{\"type\":\"adaptive\"},\"output_config\":{\"effort\":\"high\"}", "high" },
+    };
+    cv_buf body = { 0 }, out = { 0 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        const bool msgs = cases[i].fn == parse_msgs;
+        cv_buf_reset(&body);
+        cv_buf_printf(&body, "{\"model\":\"m\",%s\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}",
+                      msgs ? "\"max_tokens\":64," : "", cases[i].extra);
+        if (cases[i].fn == parse_resp) {
+            cv_buf_reset(&body);
+            cv_buf_printf(&body, "{\"model\":\"m\",\"input\":\"hi\"%s}", cases[i].extra);
+        }
+        char want[64];
+        snprintf(want, sizeof want, "Reasoning: %s\n", cases[i].want);
+        if (render_as_backend(t, f, cases[i].fn, body.data, &out))
+            CHECK_MSG(strstr(out.data, want), "case %zu (%s): no \"%s\" in the prompt", i, body.data, cases[i].want);
+    }
+    /* A family without a vocabulary gets the wire's word as given. */
+    cv_chat_request r;
+    cv_chat_request_init(&r);
+    r.reasoning_effort = cv_xstrdup("minimal");
+    json_t *kw = cv_req_template_kwargs(&r, cv_tc_format_find("hermes"));
+    CHECK_EQ_STR(json_string_value(json_object_get(kw, "reasoning_effort")), "minimal");
+    json_decref(kw);
+    cv_chat_request_fini(&r);
+    cv_buf_free(&body);
+    cv_buf_free(&out);
+    cv_chat_template_destroy(t);
+}
+
+TEST(gemma3s_template_puts_the_system_prompt_in_the_first_user_turn)
+{
+    /* Gemma 3 has no system role: its template (vLLM's tool-calling
+     * variant of Google's) prefixes the first user turn with the system
+     * text and a blank line, from every wire; two user turns in a row make
+     * it raise, and the strict form joins them. */
+    cv_chat_template *t = load_template("templates/vllm/tool_chat_template_gemma3_pythonic.jinja");
+    const cv_tc_format *f = cv_tc_format_find("pythonic");
+    if (!t)
+        return;
+    cv_buf out = { 0 };
+    static const char *const want = "<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n";
+    if (render_as_backend(t, f, parse_chat,
+                          "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                          "{\"role\":\"user\",\"content\":\"hi\"}]}", &out))
+        CHECK_EQ_STR(out.data, want);
+    if (render_as_backend(t, f, parse_msgs,
+                          "{\"model\":\"m\",\"max_tokens\":8,\"system\":\"Be brief.\",\"messages\":[{\"role\":"
+                          "\"user\",\"content\":\"hi\"}]}", &out))
+        CHECK_EQ_STR(out.data, want);
+    if (render_as_backend(t, f, parse_resp, "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":\"hi\"}", &out))
+        CHECK_EQ_STR(out.data, want);
+    if (render_as_backend(t, f, parse_chat,
+                          "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                          "{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}", &out))
+        CHECK_EQ_STR(out.data, "<bos><start_of_turn>user\nBe brief.\n\na\n\nb<end_of_turn>\n<start_of_turn>model\n");
+    cv_buf_free(&out);
+    cv_chat_template_destroy(t);
+}
+
 int main(void)
 {
     test_require_data();
     cv_log_set_level(CV_LOG_ERROR);
     RUN(every_recorded_request_renders_with_the_templates_agents_run);
+    RUN(every_wires_reasoning_switch_reaches_the_harmony_template_as_its_effort);
+    RUN(gemma3s_template_puts_the_system_prompt_in_the_first_user_turn);
     return test_report();
 }

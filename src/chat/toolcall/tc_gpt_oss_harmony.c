@@ -417,4 +417,7 @@ const cv_tc_format tc_fmt_gpt_oss_harmony = {
     .stream = harmony,
     .detect = detect,
     .flags = TC_F_NO_FALLBACK,
+    /* the template's "Reasoning: " line (openai-gpt-oss-120b.jinja, default
+     * medium); gpt-oss always reasons, at least at low */
+    .efforts = (const char *const[]){ "low", "medium", "high", NULL },
 };

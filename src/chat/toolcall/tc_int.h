@@ -225,6 +225,10 @@ struct cv_tc_format {
      * Functionary's >>> recipients) instead of content + sections. */
     int (*stream)(tc_run *r);
     unsigned flags;
+    /* The reasoning_effort values the family's chat template takes, least
+     * reasoning first, NULL-terminated; NULL: the template takes the wire's
+     * word as given (or none). */
+    const char *const *efforts;
 };
 
 extern const cv_tc_format *const cv_tc_formats[];

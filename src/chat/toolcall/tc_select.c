@@ -42,6 +42,7 @@ const cv_tc_format *cv_tc_format_at(int i)
 
 const char *cv_tc_format_name(const cv_tc_format *f) { return f ? f->name : NULL; }
 const char *cv_tc_format_summary(const cv_tc_format *f) { return f ? f->summary : NULL; }
+const char *const *cv_tc_format_efforts(const cv_tc_format *f) { return f ? f->efforts : NULL; }
 const cv_tool_syntax *cv_tc_format_syntax(const cv_tc_format *f) { return f ? f->syntax : NULL; }
 
 static bool eq_ci(const char *a, const char *b)
