@@ -1,7 +1,8 @@
 /* engine.c — creating and destroying an engine: resolving and validating
  * its parameters against the model and base/limits.h, and allocating once
  * everything a forward call uses (the KV pool over the layers that attend,
- * the per-sequence block tables, the residual stream and logits rows, the
+ * the recurrent layers' per-sequence state slots, the per-sequence block
+ * tables, the residual stream and logits rows, the
  * attention plan, and each layer kind's own scratch through its traits
  * row), so that the forward pass itself never allocates. */
 #include <stdlib.h>
@@ -77,6 +78,8 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     if ((rc = kv_pool_init(&e->kv, (int32_t)n_blocks, eng_kv_layers(m, e->kv_layer), hp->n_head_kv, hp->head_dim,
                            p.kv_type, err)))
         goto fail;
+    if ((rc = rec_pool_init(&e->rec, m, p.n_seq_max, err)))
+        goto fail;
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
     for (int32_t i = 0; i < p.n_seq_max; i++)
@@ -137,6 +140,7 @@ void cv_engine_destroy(cv_engine *e)
         if (e->kinds_used[1] >> k & 1)
             eng_ffns[k]->fini(e);
     kv_pool_fini(&e->kv);
+    rec_pool_fini(&e->rec, e->p.n_seq_max);
     free(e->kv_layer);
     if (e->seqs)
         for (int32_t i = 0; i < e->p.n_seq_max; i++)

@@ -123,11 +123,15 @@ void cv_engine_seq_close(cv_engine *e, int32_t seq);
 /* Positions the sequence holds (the next token goes at this position). */
 int32_t cv_engine_seq_len(const cv_engine *e, int32_t seq);
 /* Forgets positions >= len (rewind: a rejected draft, an edited prompt).
- * len > current length is clamped. */
+ * len > current length is clamped. A hybrid model's sequence (recurrent
+ * layers: cv_hparams.n_recurrent > 0) carries a state that sums every
+ * position and can only go back to 0: any other shorter length is logged
+ * as an error and leaves the sequence refused by cv_engine_forward
+ * (CV_EUNSUPPORTED) until it is closed or truncated to 0. */
 void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len);
 /* Opens a new sequence that shares every block of src (no copy; a later
- * write into a shared block copies that block first). CV_EBUSY when no
- * slot is free. */
+ * write into a shared block copies that block first) and a copy of its
+ * recurrent state, if the model has one. CV_EBUSY when no slot is free. */
 int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err);
 /* KV blocks free in the pool (for admission control). */
 int32_t cv_engine_kv_free_blocks(const cv_engine *e);
@@ -155,7 +159,10 @@ int32_t cv_engine_seq_blocks_needed(const cv_engine *e, int32_t seq, int32_t n_n
  * taking one reference on each block. A later write into a shared partly
  * used last block copies it first, as after a fork. CV_EINVAL (nothing
  * changed) for a sequence that is not open and empty, a free or invalid
- * block id, or a length that does not match n. */
+ * block id, or a length that does not match n. On a hybrid model the
+ * blocks alone do not make a usable sequence (its recurrent state for
+ * those positions is missing): the sequence is refused by
+ * cv_engine_forward as after a truncate it cannot follow. */
 int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_t n, int32_t len, cv_err *err);
 /* References of block b (0: free). */
 int32_t cv_engine_kv_refs(const cv_engine *e, int32_t b);

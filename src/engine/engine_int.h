@@ -1,7 +1,9 @@
 /* engine_int.h — the engine layer's guts, shared by its files only: the
- * KV block pool (kv_cache.c), the per-sequence block tables, the engine
- * struct with its scratch, the traits row each layer kind implements
- * (mix_*.c, ffn_*.c), and the attention entry (attention.c). */
+ * KV block pool (kv_cache.c), the per-sequence block tables, the
+ * recurrent-state slots of hybrid models (rec_state.c), the engine struct
+ * with its scratch, the traits row each layer kind implements (mix_*.c,
+ * ffn_*.c), the attention entry (attention.c) and the Gated DeltaNet
+ * kernels (mix_deltanet.c). */
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
@@ -121,6 +123,11 @@ void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t
 
 typedef struct kv_seq {
     bool open;
+    /* A hybrid model's sequence whose recurrent state no longer matches
+     * len: truncated to a length the state cannot return to, or given
+     * shared KV blocks without it. Its next forward call is refused; a
+     * truncate to 0 or a close clears it. */
+    bool rec_lost;
     int32_t len;        /* positions held */
     int32_t n_blocks;   /* blocks in the table: ceil(len / CV_KV_BLOCK) once a forward has run */
     int32_t *blocks;    /* [max_blocks] */
@@ -132,6 +139,56 @@ int32_t cv_engine_kv_blocks_needed(const cv_engine *e, int32_t seq, int32_t new_
 /* Grows seq's table for positions up to new_len (copying a shared last
  * block first); the caller checked the free count. */
 void cv_engine_kv_grow(cv_engine *e, int32_t seq, int32_t new_len);
+
+/* ---- recurrent state (rec_state.c): the other half of a hybrid's
+ * sequence memory ----
+ * Every sequence slot (0..n_seq_max-1) owns a fixed region that holds, for
+ * each Gated DeltaNet layer in layer order, its conv state then its
+ * DeltaNet state:
+ *   conv [ssm_conv - 1][C]  the conv's inputs at the K - 1 positions before
+ *                           the sequence's next one, oldest first
+ *                           (C = 2 * ssm_group * ssm_state + ssm_inner);
+ *   ssm  [ssm_heads][d][d]  value head j's state S_j[i][m] (i: key index,
+ *                           m: value index), d = ssm_state.
+ * Zero is the state of an empty sequence. A slot is one contiguous run of
+ * seq_bytes whatever the layer count, so a snapshot of a sequence is one
+ * copy of eng_rec_state(e, seq) and a restore one copy back; the state at a
+ * position depends only on the tokens before it (the forward pass keeps
+ * sequences independent), so a snapshot serves every sequence with that
+ * prefix. Slots are allocated for every sequence at engine creation (an
+ * anonymous mapping: untouched slots cost no memory) and are zero while
+ * closed: close gives the pages back. */
+typedef struct rec_pool {
+    int32_t n_layer;      /* recurrent layers; 0: the model has none (nothing below is set) */
+    size_t conv_floats;   /* (ssm_conv - 1) * C per layer */
+    size_t ssm_floats;    /* ssm_heads * d * d per layer */
+    size_t layer_floats;  /* conv + ssm, rounded up to 16 floats (64-byte aligned) */
+    size_t seq_bytes;     /* one slot: n_layer * layer_floats floats, rounded up to whole pages */
+    char *data;           /* [n_seq_max][seq_bytes] */
+    int32_t *layer;       /* [n_layer of the model] index among the recurrent layers; -1: not recurrent */
+} rec_pool;
+
+/* Sizes the pool for m's recurrent layers and n_seq slots; CV_ELIMIT when
+ * the slots would not be addressable, CV_ENOMEM when the OS refuses the
+ * mapping. A model without recurrent layers gets an empty pool. */
+int rec_pool_init(rec_pool *p, const cv_model *m, int32_t n_seq, cv_err *err);
+void rec_pool_fini(rec_pool *p, int32_t n_seq);
+/* Bytes of one sequence's recurrent state (0 without recurrent layers):
+ * what a snapshot holds. */
+size_t eng_rec_bytes(const cv_engine *e);
+/* Sequence seq's whole slot, eng_rec_bytes long (NULL without recurrent
+ * layers). Valid for the engine's lifetime; the caller keeps it consistent
+ * with the sequence's length (a restore must match the positions held). */
+void *eng_rec_state(const cv_engine *e, int32_t seq);
+/* Layer il's conv state [(ssm_conv - 1)][C] and DeltaNet state
+ * [ssm_heads][d][d] inside seq's slot; il must be a recurrent layer. */
+float *eng_rec_conv(const cv_engine *e, int32_t seq, int32_t il);
+float *eng_rec_ssm(const cv_engine *e, int32_t seq, int32_t il);
+/* Zeroes seq's state (an empty sequence's); for a closed slot also gives
+ * its pages back to the OS. */
+void eng_rec_clear(cv_engine *e, int32_t seq, bool closing);
+/* dst's state becomes a copy of src's (a fork). */
+void eng_rec_copy(cv_engine *e, int32_t dst, int32_t src);
 
 /* ---- attention (attention.c, attention_avx2.c) ---- */
 
@@ -201,6 +258,39 @@ typedef struct att_plan_tile {
     int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
 } att_plan_tile;
 
+/* ---- Gated DeltaNet kernels (mix_deltanet.c, mix_deltanet_avx2.c) ---- */
+
+/* Positions per chunk of the chunked (parallel) form. Chunks start at
+ * multiples of it in the sequence, whatever the calls' boundaries, so a
+ * prompt fed in pieces runs the same chunks as in one call. */
+#define CV_DN_CHUNK 64
+
+/* The two inner loops the mixer runs per value head, per ISA. */
+typedef struct dn_kernels {
+    /* C[M][N] = (acc ? C : 0) + alpha * A[M][K] B[K][N]; rows lda, ldb,
+     * ldc floats apart; C overlaps neither A nor B. */
+    void (*gemm)(int32_t M, int32_t N, int32_t K, float alpha, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, float *C, int64_t ldc, bool acc);
+    /* One token through one value head (the recurrent form): S [d][d] is
+     * decayed by exp(g), corrected toward v along k with strength beta, and
+     * read by q into o [d]. q is already scaled by 1/sqrt(d). scratch holds
+     * d floats. */
+    void (*step)(int32_t d, float *S, const float *q, const float *k, const float *v, float beta, float g, float *o,
+                 float *scratch);
+} dn_kernels;
+
+extern const dn_kernels eng_dn_kernels_scalar;
+extern const dn_kernels eng_dn_kernels_avx2; /* needs d % 8 == 0 */
+
+/* n (1..CV_DN_CHUNK) consecutive tokens of one value head through S by the
+ * chunked form (the derivation heads mix_deltanet.c): q, k, v [n][d]
+ * contiguous (q scaled by 1/sqrt(d)), beta and g [n]; writes o [n][d] and
+ * leaves S as the step form would after the n tokens, up to rounding.
+ * scratch holds eng_dn_chunk_floats(d) floats. */
+void eng_dn_chunk(const dn_kernels *kn, int32_t d, int32_t n, float *S, const float *q, const float *k,
+                  const float *v, const float *beta, const float *g, float *o, float *scratch);
+size_t eng_dn_chunk_floats(int32_t d);
+
 /* ---- layer kinds ---- */
 
 /* What one kind of sub-block does, as a row of functions (docs/ENGINE.md).
@@ -220,6 +310,7 @@ typedef struct eng_kind {
 } eng_kind;
 
 extern const eng_kind eng_mix_attn;
+extern const eng_kind eng_mix_deltanet;
 extern const eng_kind eng_ffn_dense;
 extern const eng_kind eng_ffn_moe;
 /* The rows by kind (forward.c). */
@@ -233,6 +324,7 @@ void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
 void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
 
 typedef struct ffn_moe_scratch ffn_moe_scratch;
+typedef struct dn_scratch dn_scratch;
 
 /* ---- the engine ---- */
 
@@ -244,6 +336,7 @@ struct cv_engine {
     kv_pool kv;
     int32_t *kv_layer;   /* [n_layer] the layer's index among the KV pool's layers; -1: none */
     uint32_t kinds_used[2]; /* bit k: some layer has mixer kind k ([0]) / FFN kind k ([1]) */
+    rec_pool rec;        /* recurrent layers' per-sequence state */
     kv_seq *seqs;        /* [n_seq_max] */
     int32_t max_blocks;  /* per sequence: ceil(n_ctx / CV_KV_BLOCK) */
 
@@ -257,6 +350,8 @@ struct cv_engine {
     float *xn;           /* [n_batch][ld_x] normed input of a block */
     float *qkv;          /* [n_batch][ld_qkv] */
     float *attn;         /* [n_batch][ld_q] attention output */
+    float *gate;         /* [n_batch][ld_q] gated attention's per-head output gates (NULL: no layer has them) */
+    dn_scratch *dn;      /* the Gated DeltaNet mixer's */
     float *gu;           /* [n_batch][ld_gu] dense FFN */
     float *ff;           /* [n_batch][ld_ff] dense FFN */
     ffn_moe_scratch *moe;
@@ -268,8 +363,10 @@ struct cv_engine {
     int32_t att_tile_tokens;    /* tokens per tile: keeps a tile's rows in L1 */
     att_plan_tile *att_tiles;   /* [n_batch] this forward call's tiles */
     int32_t att_n_tiles;
-    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence */
-    int32_t *att_seq_start;     /* [n_seq_max + 1] */
+    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence, in position order; the
+                                   recurrent mixer reads each sequence's rows through it too */
+    int32_t *att_seq_start;     /* [n_seq_max + 1] after planning: [s] ends sequence s's run in att_rows
+                                   (it starts at [s - 1], or 0) */
     float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
     att_item *att_items;        /* [n_batch * n_head_kv + att_n_slots] this call's work */

@@ -5,7 +5,7 @@
  * attention reads each sequence's own blocks. Each layer is a mixer and an
  * FFN of the kinds the model resolved at load; this file runs the residual
  * stream around them and leaves their math to their traits rows
- * (mix_attn.c, ffn_dense.c, ffn_moe.c):
+ * (mix_attn.c, mix_deltanet.c, ffn_dense.c, ffn_moe.c):
  *
  * Per layer, for the batch's rows X [T][n_embd]:
  *   X += mixer(rmsnorm(X) * attn_norm)
@@ -15,7 +15,8 @@
 
 #include "engine/engine_int.h"
 
-const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn };
+const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn,
+                                                     [CV_MIXER_DELTANET] = &eng_mix_deltanet };
 const eng_kind *const eng_ffns[CV_FFN_COUNT] = { [CV_FFN_DENSE] = &eng_ffn_dense, [CV_FFN_MOE] = &eng_ffn_moe };
 
 /* ---- per-row work on the pool ---- */
@@ -79,6 +80,9 @@ static int check_batch(cv_engine *e, const cv_batch *b, int32_t *n_want, cv_err 
         int32_t s = b->seq[i];
         if (s < 0 || s >= e->p.n_seq_max || !e->seqs[s].open)
             return cv_err_set(err, CV_EINVAL, "engine: batch token %d names sequence %d, which is not open", i, s);
+        if (e->seqs[s].rec_lost)
+            return cv_err_set(err, CV_EUNSUPPORTED, "engine: sequence %d was truncated or shared to a length its "
+                              "recurrent (Gated DeltaNet) state cannot return to; close it or truncate it to 0", s);
         if (b->token[i] < 0 || b->token[i] >= n_vocab)
             return cv_err_set(err, CV_EINVAL, "engine: batch token %d has id %d, must be 0..%d", i, b->token[i],
                               n_vocab - 1);

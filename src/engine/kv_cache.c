@@ -4,7 +4,16 @@
  * reference; a sequence about to write into a block someone else also
  * holds copies it first (copy on write), so sharing is invisible to the
  * forward pass. Invariant: refs[b] equals the number of tables holding b,
- * and a block with refs 0 is on the free stack exactly once. */
+ * and a block with refs 0 is on the free stack exactly once.
+ *
+ * A hybrid model's sequence also holds a recurrent state (rec_state.c),
+ * which these operations keep in step: close clears it, fork copies it. It
+ * sums every position, so it cannot be cut back the way a block table can:
+ * truncate keeps it only at the whole length or at 0, and a sequence
+ * truncated elsewhere (or handed shared blocks without the state that goes
+ * with them) is marked rec_lost and refused by the next forward call, with
+ * a line in the log saying why. (Issue 19's sequence-memory interface
+ * answers "not possible" up front and restores snapshots instead.) */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -168,8 +177,10 @@ void cv_engine_seq_close(cv_engine *e, int32_t seq)
         return;
     for (int32_t i = 0; i < s->n_blocks; i++)
         kv_pool_unref(&e->kv, s->blocks[i]);
+    eng_rec_clear(e, seq, true);
     s->n_blocks = 0;
     s->len = 0;
+    s->rec_lost = false;
     s->open = false;
 }
 
@@ -186,6 +197,17 @@ void cv_engine_seq_truncate(cv_engine *e, int32_t seq, int32_t len)
         return;
     if (len < 0)
         len = 0;
+    if (e->rec.n_layer > 0) {
+        if (len == 0) {
+            eng_rec_clear(e, seq, false);
+            s->rec_lost = false;
+        } else if (!s->rec_lost) {
+            cv_error("engine: sequence %d truncated from %d to %d positions, which its recurrent (Gated DeltaNet) "
+                     "state cannot follow (only 0 or the whole length); its next forward call is refused", seq,
+                     s->len, len);
+            s->rec_lost = true;
+        }
+    }
     int32_t keep = (len + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     for (int32_t i = keep; i < s->n_blocks; i++)
         kv_pool_unref(&e->kv, s->blocks[i]);
@@ -210,6 +232,8 @@ int cv_engine_seq_fork(cv_engine *e, int32_t src, int32_t *dst, cv_err *err)
     }
     t->n_blocks = s->n_blocks;
     t->len = s->len;
+    t->rec_lost = s->rec_lost;
+    eng_rec_copy(e, d, src);
     *dst = d;
     return 0;
 }
@@ -289,6 +313,11 @@ int cv_engine_seq_share(cv_engine *e, int32_t seq, const int32_t *blocks, int32_
     }
     s->n_blocks = n;
     s->len = len;
+    if (e->rec.n_layer > 0) {
+        cv_error("engine: sequence %d was given %d shared KV blocks (%d positions) without the recurrent state that "
+                 "goes with them; its next forward call is refused", seq, n, len);
+        s->rec_lost = true;
+    }
     return 0;
 }
 

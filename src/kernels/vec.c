@@ -1,5 +1,5 @@
 /* vec.c — the scalar reference of the vector ops a forward pass needs
- * (RMSNorm, SwiGLU, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16
+ * (RMSNorm, SwiGLU, the sigmoid gate, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16
  * conversion), and the process-ISA entry points that dispatch to the table
  * of the active ISA. Reductions accumulate in double here: the reference
  * should be the most accurate version, the SIMD one is checked against it. */
@@ -19,6 +19,12 @@ static void swiglu(float *y, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-g[i]));
 }
 
 static float softmax(float *x, int64_t n)
@@ -155,6 +161,7 @@ static int64_t argmax(const float *x, int64_t n)
 const cv_vec_ops cv_vec_ops_scalar = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
+    .sigmoid_mul = sigmoid_mul,
     .softmax = softmax,
     .add = add,
     .scale = scale,
@@ -183,6 +190,7 @@ static const cv_vec_ops *active(void) { return cv_vec_ops_for(cv_isa_active()); 
 
 void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) { active()->rmsnorm(y, x, w, n, eps); }
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n) { active()->swiglu(y, g, u, n); }
+void cv_sigmoid_mul(float *y, const float *x, const float *g, int64_t n) { active()->sigmoid_mul(y, x, g, n); }
 float cv_softmax(float *x, int64_t n) { return active()->softmax(x, n); }
 void cv_add(float *y, const float *a, const float *b, int64_t n) { active()->add(y, a, b, n); }
 void cv_scale(float *x, float s, int64_t n) { active()->scale(x, s, n); }

@@ -50,6 +50,11 @@ static const ref_model models[] = {
     /* reference2/: routed MoE (qwen3moe). */
     { REF2, "tiny-qwen3moe-gpt2-F32", "gpt2" },    { REF2, "tiny-qwen3moe-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-qwen3moe-gpt2-Q4_K_M", "gpt2" },
+    /* reference2/: hybrids (Gated DeltaNet + gated attention; qwen35moe
+     * adds routed experts and a shared one). */
+    { REF2, "tiny-qwen35-gpt2-F32", "gpt2" },      { REF2, "tiny-qwen35-gpt2-Q8_0", "gpt2" },
+    { REF2, "tiny-qwen35-gpt2-Q4_K_M", "gpt2" },   { REF2, "tiny-qwen35moe-gpt2-F32", "gpt2" },
+    { REF2, "tiny-qwen35moe-gpt2-Q4_K_M", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",

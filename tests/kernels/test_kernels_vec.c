@@ -66,6 +66,19 @@ TEST(elementwise_ops_match_their_formulas_on_every_isa_and_tail)
             v->swiglu(y, a, b, n);
             CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s swiglu n=%lld", cv_isa_name(isa), (long long)n);
 
+            /* The sigmoid gate x * sigmoid(g), and silu as x gated by
+             * itself in place (how the DeltaNet conv uses it). */
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = b[i] / (1.0 + exp(-(double)a[i]));
+            v->sigmoid_mul(y, b, a, n);
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s sigmoid_mul n=%lld", cv_isa_name(isa), (long long)n);
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = a[i] / (1.0 + exp(-(double)a[i]));
+            memcpy(y, a, n * sizeof *y);
+            v->sigmoid_mul(y, y, y, n);
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s silu in place n=%lld", cv_isa_name(isa),
+                      (long long)n);
+
             for (int64_t i = 0; i < n; i++)
                 ref[i] = (float)(a[i] + b[i]);
             v->add(y, a, b, n);
