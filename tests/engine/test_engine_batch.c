@@ -4,11 +4,15 @@
  * call; a forked sequence shares blocks and copies only on write; truncate
  * rewinds; every malformed batch fails without changing any state. Runs on
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
- * with biases), with f32, f16 and q8_0 KV caches. */
+ * with biases), with f32, f16 and q8_0 KV caches; and on reference2's
+ * hybrids (Gated DeltaNet layers with a recurrent state per sequence):
+ * their sequences in one batch get the bits each gets alone, a fork copies
+ * the state, and a truncate the state cannot follow is refused. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
 #define REF "reference/"
+#define HYB "reference2/models/"
 
 static json_t *g_seqs;
 
@@ -23,7 +27,11 @@ static bool open_fixture(fixture *f, const char *model, const cv_engine_params *
     cv_err err = { 0 };
     memset(f, 0, sizeof *f);
     char rel[256];
-    snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
+    /* a bare name is one of reference/'s; "reference2/models/x" names its folder */
+    if (strchr(model, '/'))
+        snprintf(rel, sizeof rel, "%s.gguf", model);
+    else
+        snprintf(rel, sizeof rel, REF "models/%s.gguf", model);
     if (cv_model_open(test_data(rel), NULL, &f->m, &err) || cv_engine_create(f->m, ep, &f->e, &err)) {
         CHECK_MSG(0, "%s: %s", model, err.msg);
         if (f->m) cv_model_close(f->m);
@@ -151,6 +159,205 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
      * so sharing a call with other sequences changes none of their bytes. */
     check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 1e-3, CV_GGML_F16);
     check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_Q8_0);
+    /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
+     * other pieces (and single steps), which agree to rounding: measured
+     * 3.7e-5 and 1.2e-4 on logits of magnitude ~20. (Batched vs alone with
+     * the same pieces is exact: the next test.) */
+    check_interleaved(HYB "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
+    check_interleaved(HYB "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F16);
+}
+
+/* The batch = alone invariant for a hybrid, bit for bit: three sequences
+ * fed with the interleaved schedule of check_interleaved (calls of 90/17/1
+ * tokens, then 110/23/4, then single steps of all three), and each alone
+ * with the very same calls. A sequence's recurrent state sees only its own
+ * tokens, in the same pieces, so every row matches exactly. */
+static void check_hybrid_bits(const char *model, int n_threads)
+{
+    cv_engine_params ep = { .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256 };
+    fixture f;
+    if (!open_fixture(&f, model, &ep))
+        return;
+    int32_t n200;
+    int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
+    const int32_t lens[3] = { 206, 46, 11 }, offs[3] = { 0, 50, 120 };
+    const int32_t stops[3][2] = { { 90, 200 }, { 17, 40 }, { 1, 5 } };
+    enum { CALLS = 8 };
+    /* rows[call][s]: the logits of sequence s's tokens in that call */
+    float *mine[CALLS][3] = { { 0 } }, *together[CALLS][3] = { { 0 } };
+    int32_t from[CALLS][3], cnt[CALLS][3];
+    for (int s = 0; s < 3; s++) {
+        int32_t done = 0;
+        for (int c = 0; c < CALLS; c++) {
+            const int32_t goal = c < 2 ? stops[s][c] : CV_MIN(done + 1, lens[s]);
+            from[c][s] = done, cnt[c][s] = goal - done, done = goal;
+        }
+    }
+    cv_err err = { 0 };
+    for (int way = 0; way < 4; way++) { /* 0..2: sequence `way` alone; 3: all three together */
+        int32_t seq[3];
+        for (int s = 0; s < 3; s++)
+            CHECK(cv_engine_seq_open(f.e, &seq[s], &err) == 0);
+        for (int c = 0; c < CALLS; c++) {
+            int32_t tok[256], sq[256], pos[256], who[256], n = 0;
+            bool want[256];
+            /* round-robin, as check_interleaved feeds them */
+            for (int32_t k = 0; k < 256; k++)
+                for (int s = 0; s < 3; s++)
+                    if ((way == 3 || way == s) && k < cnt[c][s]) {
+                        const int32_t p = from[c][s] + k;
+                        tok[n] = src[(offs[s] + p) % n200], sq[n] = seq[s], pos[n] = p, who[n] = s, want[n] = true;
+                        n++;
+                    }
+            if (n == 0)
+                continue;
+            const float *lg;
+            int32_t nl;
+            if (cv_engine_forward(f.e, &(cv_batch){ n, tok, sq, pos, want }, &lg, &nl, &err)) {
+                CHECK_MSG(0, "%s", err.msg);
+                break;
+            }
+            for (int s = 0; s < 3; s++) {
+                float **dst = way == 3 ? &together[c][s] : &mine[c][s];
+                if (!(way == 3 || way == s) || cnt[c][s] == 0)
+                    continue;
+                *dst = malloc((size_t)cnt[c][s] * f.V * sizeof(float));
+                for (int32_t r = 0, k = 0; r < nl; r++)
+                    if (who[r] == s)
+                        memcpy(*dst + (size_t)k++ * f.V, lg + (size_t)r * f.V, (size_t)f.V * sizeof(float));
+            }
+        }
+        for (int s = 0; s < 3; s++)
+            cv_engine_seq_close(f.e, seq[s]);
+    }
+    int same = 0, rows = 0;
+    for (int c = 0; c < CALLS; c++)
+        for (int s = 0; s < 3; s++)
+            for (int32_t k = 0; k < cnt[c][s]; k++) {
+                rows++;
+                same += mine[c][s] && together[c][s] &&
+                        !memcmp(mine[c][s] + (size_t)k * f.V, together[c][s] + (size_t)k * f.V, (size_t)f.V * sizeof(float));
+            }
+    printf("  %s, %d threads: %d of %d rows the same bits batched as alone\n", model, n_threads, same, rows);
+    CHECK_MSG(same == rows && rows == 206 + 46 + 11, "%s: %d of %d rows differ batched from alone", model,
+              rows - same, rows);
+    for (int c = 0; c < CALLS; c++)
+        for (int s = 0; s < 3; s++)
+            free(mine[c][s]), free(together[c][s]);
+    free(src);
+    close_fixture(&f);
+}
+
+TEST(hybrid_sequences_batched_get_the_bits_each_gets_alone)
+{
+    check_hybrid_bits(HYB "tiny-qwen35-gpt2-F32", 2);
+    check_hybrid_bits(HYB "tiny-qwen35-gpt2-Q4_K_M", 2);
+    check_hybrid_bits(HYB "tiny-qwen35moe-gpt2-Q4_K_M", 1);
+}
+
+/* A fork copies the recurrent state: both branches then continue as
+ * sequences run alone from the start; truncating to 0 restarts one. */
+TEST(hybrid_fork_copies_the_recurrent_state)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 3 };
+    fixture f;
+    if (!open_fixture(&f, HYB "tiny-qwen35-gpt2-F32", &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    int32_t a[48], b[48];
+    memcpy(a, ids, 48 * sizeof *a);
+    memcpy(b, ids, 40 * sizeof *b);
+    memcpy(b + 40, ids + 100, 8 * sizeof *b);
+    float *ra = malloc((size_t)f.V * sizeof(float)), *rb = malloc((size_t)f.V * sizeof(float));
+    CHECK(ref_run(f.e, a, 48, NULL, ra) == 0);
+    CHECK(ref_run(f.e, b, 48, NULL, rb) == 0);
+    cv_err err = { 0 };
+    int32_t s0, s1, pos[48], sq[48], nl;
+    const float *lg;
+    CHECK(cv_engine_seq_open(f.e, &s0, &err) == 0);
+    for (int i = 0; i < 40; i++)
+        pos[i] = i, sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 40, a, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK(cv_engine_seq_fork(f.e, s0, &s1, &err) == 0);
+    for (int i = 0; i < 8; i++)
+        pos[i] = 40 + i, sq[i] = s1;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, b + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(max_diff(lg, rb, f.V) <= 1e-4, "fork continuation b differs by %g", max_diff(lg, rb, f.V));
+    for (int i = 0; i < 8; i++)
+        sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, a + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(max_diff(lg, ra, f.V) <= 1e-4, "original continuation a differs by %g (did the fork's state leak?)",
+              max_diff(lg, ra, f.V));
+    /* Back to 0 and run a again: the same logits as a fresh sequence. */
+    cv_engine_seq_truncate(f.e, s0, 0);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s0), 0);
+    for (int i = 0; i < 48; i++)
+        pos[i] = i, sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 48, a, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(memcmp(lg, ra, (size_t)f.V * sizeof(float)) == 0, "after truncate to 0: %g", max_diff(lg, ra, f.V));
+    free(ra);
+    free(rb);
+    free(ids);
+    close_fixture(&f);
+}
+
+/* The recurrent state sums every position: a truncate to any length but 0
+ * (or the whole) cannot be followed, nor blocks shared without the state.
+ * Such a sequence is refused by the next forward call, with a message
+ * saying why, and nothing else changes; closing it or truncating it to 0
+ * makes the slot usable again. */
+TEST(hybrid_truncate_the_state_cannot_follow_is_refused)
+{
+    cv_engine_params ep = { .n_threads = 1, .n_ctx = 128, .n_seq_max = 2 };
+    fixture f;
+    if (!open_fixture(&f, HYB "tiny-qwen35-gpt2-Q8_0", &ep))
+        return;
+    CHECK_EQ_INT(f.m->hp.n_recurrent, 3);
+    cv_err err = { 0 };
+    int32_t s, s2, tok[40], pos[40], sq[40], nl;
+    const float *lg;
+    for (int i = 0; i < 40; i++)
+        tok[i] = i + 10, pos[i] = i;
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    for (int i = 0; i < 40; i++)
+        sq[i] = s;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 40, tok, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    cv_log_level lv = cv_log_get_level();
+    cv_log_set_level(CV_LOG_OFF); /* the refusal's log line is expected here */
+    cv_engine_seq_truncate(f.e, s, 40); /* the whole length: nothing to do */
+    int32_t p40 = 40;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq, &p40, NULL }, &lg, &nl, &err) == 0);
+    cv_engine_seq_truncate(f.e, s, 20);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 20);
+    int32_t p20 = 20;
+    cv_err_clear(&err);
+    CHECK_EQ_INT(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq, &p20, NULL }, &lg, &nl, &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "recurrent") && strstr(err.msg, "sequence 0"), "%s", err.msg);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 20);
+    /* a fork inherits the refusal; truncating to 0 lifts it */
+    CHECK(cv_engine_seq_fork(f.e, s, &s2, &err) == 0);
+    int32_t sq2 = s2;
+    CHECK_EQ_INT(cv_engine_forward(f.e, &(cv_batch){ 1, tok, &sq2, &p20, NULL }, &lg, &nl, &err), CV_EUNSUPPORTED);
+    cv_engine_seq_close(f.e, s2);
+    cv_engine_seq_truncate(f.e, s, 0);
+    int32_t p0 = 0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 1, tok, sq, &p0, NULL }, &lg, &nl, &err) == 0);
+    /* shared blocks without their state */
+    int32_t nb;
+    const int32_t *tab = cv_engine_seq_blocks(f.e, s, &nb);
+    int32_t held[1] = { tab[0] };
+    CHECK(cv_engine_seq_open(f.e, &s2, &err) == 0);
+    CHECK(cv_engine_seq_share(f.e, s2, held, 1, 1, &err) == 0);
+    int32_t p1 = 1;
+    sq2 = s2;
+    CHECK_EQ_INT(cv_engine_forward(f.e, &(cv_batch){ 1, tok, &sq2, &p1, NULL }, &lg, &nl, &err), CV_EUNSUPPORTED);
+    cv_log_set_level(lv);
+    cv_engine_seq_close(f.e, s2);
+    CHECK(cv_engine_seq_open(f.e, &s2, &err) == 0); /* a closed slot comes back empty and usable */
+    sq2 = s2;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 1, tok, &sq2, &p0, NULL }, &lg, &nl, &err) == 0);
+    close_fixture(&f);
 }
 
 TEST(prefill_in_chunks_equals_prefill_in_one_call)
@@ -429,6 +636,9 @@ int main(void)
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);
     RUN(engine_parameters_out_of_range_are_refused);
+    RUN(hybrid_sequences_batched_get_the_bits_each_gets_alone);
+    RUN(hybrid_fork_copies_the_recurrent_state);
+    RUN(hybrid_truncate_the_state_cannot_follow_is_refused);
     json_decref(g_seqs);
     return test_report();
 }
