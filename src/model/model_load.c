@@ -336,10 +336,6 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     if (is_matrix_role(d->role) && !dt->is_weight)
         return cv_err_set(err, CV_EUNSUPPORTED, "%s: tensor '%s' has type %s, which corvid cannot use as a weight "
                           "matrix", path, t->name, tname);
-    /* A vector (or the conv's small rows) is dequantized row by row. */
-    if (!is_matrix_role(d->role) && t->ne[0] % dt->block_elems)
-        return cv_err_set(err, CV_EUNSUPPORTED, "%s: tensor '%s' has rows of %lld values in type %s, whose blocks "
-                          "hold %u", path, t->name, (long long)t->ne[0], tname, dt->block_elems);
     return 0;
 }
 
