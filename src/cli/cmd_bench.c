@@ -102,15 +102,22 @@ static int fill_range(cv_engine *e, int32_t seq, int32_t from, int32_t n, int32_
     return rc;
 }
 
-/* One forward call over n tokens of seq after its depth tokens, which it
- * then forgets. */
+/* One forward call over n tokens after the depth tokens seq holds, on a
+ * fork of it (its blocks shared, its recurrent state copied, untimed) that
+ * is closed after, so every repeat starts from the same depth. (Truncating
+ * back to depth instead cannot work on a hybrid model: its recurrent state
+ * only goes back to 0.) */
 static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, double *secs, phase *ph, cv_err *err)
 {
+    int32_t f;
+    int rc = cv_engine_seq_fork(e, seq, &f, err);
+    if (rc)
+        return rc;
     double t0 = cv_now_s();
-    int rc = fill_range(e, seq, depth, depth + n, n, err);
+    rc = fill_range(e, f, depth, depth + n, n, err);
     *secs = cv_now_s() - t0;
     add_stats(ph, e);
-    cv_engine_seq_truncate(e, seq, depth);
+    cv_engine_seq_close(e, f);
     return rc;
 }
 
@@ -240,7 +247,7 @@ static int bench(const bench_opts *o)
     cv_engine_params ep = {
         .n_threads = o->threads,
         .n_ctx = o->depth + CV_MAX(o->n_prompt, o->n_gen) + 1,
-        .n_seq_max = max_b,
+        .n_seq_max = CV_MAX(max_b, 2), /* a prefill runs on a fork of the depth sequence */
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
         .kv_type = o->kv_type,
