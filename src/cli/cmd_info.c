@@ -1,12 +1,16 @@
 /* cmd_info.c — `corvid info MODEL.gguf`: what a GGUF file holds — version,
  * metadata (long arrays and strings abbreviated) and tensors with their
- * types and shapes. Also the quickest check that a file is intact: it runs
- * the full validation of the reader. */
+ * types and shapes, then what corvid makes of it as a model (its
+ * architecture's validation and layer kinds, e.g. a hybrid's recurrent
+ * layers). Also the quickest check that a file is intact: it runs the full
+ * validation of the reader and of the model loader, without preparing any
+ * weight. */
 #include <getopt.h>
 #include <stdio.h>
 
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 
 static void print_scalar(const cv_gguf_value *v)
 {
@@ -87,6 +91,21 @@ int cv_cmd_info(int argc, char **argv)
         for (uint32_t d = 0; d < t->n_dims; d++)
             printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("] %zu bytes\n", t->n_bytes);
+    }
+    /* What corvid makes of it as a model (architecture, layer kinds: a
+     * hybrid's recurrent layers), validated without preparing weights. */
+    if (cv_gguf_get(g, "general.architecture")) {
+        cv_model *m;
+        const cv_model_params mp = { .inspect_only = true };
+        if (cv_model_open_gguf(g, &mp, &m, &err) == 0) {
+            cv_buf d = { 0 };
+            cv_model_describe(m, &d);
+            printf("  model: %s\n", d.data);
+            cv_buf_free(&d);
+            cv_model_close(m); /* closes g too */
+            return 0;
+        }
+        printf("  model: corvid cannot run it: %s\n", err.msg);
     }
     cv_gguf_close(g);
     return 0;

@@ -36,7 +36,9 @@ const cv_cmd cv_cmds[] = {
       "                    [--id-range 500] [--ban ID]... [--favor ID]... [--temp T] [--seed S] [--api-key KEY]",
       cv_cmd_bench },
     { "synth", "write a random-weight model with a real model's shape (tests, benchmarks)",
-      "corvid synth [--arch llama|qwen2|qwen3] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b "
+      "corvid synth [--arch llama|qwen2|qwen3|qwen3moe|qwen35|qwen35moe] --shape tiny|qwen2.5-0.5b|qwen3-0.6b|"
+      "llama3.2-1b|qwen3-30b-a3b|qwen3-coder-30b-a3b|qwen3.5-4b|qwen3.5-9b|qwen3.6-35b-a3b\n"
+      "             "
       "[--dtype f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] [--vocab VOCAB.gguf] [--seed S] [--threads N] -o OUT.gguf",
       cv_cmd_synth },
     { "import", "convert another format to GGUF",

@@ -5,6 +5,7 @@
  * tables, the residual stream and logits rows, the
  * attention plan, and each layer kind's own scratch through its traits
  * row), so that the forward pass itself never allocates. */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -52,6 +53,7 @@ static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engi
 int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engine **out, cv_err *err)
 {
     *out = NULL;
+    assert(!m->inspect_only); /* a model opened for `corvid info` has no matrices */
     cv_engine_params p;
     int rc = resolve_params(m, params, &p, err);
     if (rc)

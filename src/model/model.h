@@ -274,6 +274,7 @@ typedef struct cv_model {
     cv_rope_params rope;            /* style, n_rot, theta, scale, factors: ready for cv_rope */
     cv_layer *layers;               /* [n_layer] */
     bool dequantized;               /* opened with cv_model_params.dequantize */
+    bool inspect_only;              /* opened with cv_model_params.inspect_only: not runnable */
     size_t matmul_bytes;            /* bytes of every matrix (what RAM must hold) */
     size_t active_bytes;            /* weight bytes one token reads: every matrix once, but of an MoE
                                        layer's experts only the n_expert_used it is routed to */
@@ -292,6 +293,10 @@ typedef struct cv_model_params {
     /* Keep q/k/v and gate/up as separate matmuls even when they could be
      * fused (tests compare both; fusion only changes the launch count). */
     bool no_fuse;
+    /* Validate the file and resolve every layer, but prepare no matrix
+     * (`corvid info`): the model can be described, without its sizes, and
+     * not run (its matrices are NULL; an engine refuses it). */
+    bool inspect_only;
 } cv_model_params;
 
 /* Opens a GGUF model: validates the architecture, the hyper-parameters
@@ -312,7 +317,8 @@ void cv_model_close(cv_model *m);
  * out [n_embd]. */
 void cv_model_embed(const cv_model *m, int32_t token, float *out);
 
-/* "llama (Llama 2/3.x, ...): 2 layers, 256 hidden, 8/4 heads of 32, ..." */
+/* "llama: 2 layers, 256 hidden, 8 heads (4 kv) of 32, ..."; a hybrid's
+ * line says which layers are Gated DeltaNet. */
 void cv_model_describe(const cv_model *m, cv_buf *out);
 
 /* llama3 RoPE scaling: fills factors[n_rot/2] with the per-dimension

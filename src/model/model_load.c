@@ -393,6 +393,10 @@ static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *
     const bool deq = m->dequantized;
     const int64_t n_in = ps[0].n_in;
     int rc;
+    if (m->inspect_only) {
+        *out = NULL;
+        return 0;
+    }
     if (n == 1 && !deq) {
         rc = cv_wmat_create(ps[0].type, n_in, ps[0].n_out, ps[0].data, ps[0].n_bytes, out, err);
     } else {
@@ -787,6 +791,7 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     m->owned = cv_xcalloc(1, sizeof *m->owned);
     m->gguf = g;
     m->dequantized = params->dequantize;
+    m->inspect_only = params->inspect_only;
     int rc;
 
     cv_str an;
@@ -856,7 +861,8 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     for (int il = 0; il < m->hp.n_layer; il++)
         if ((rc = bind_layer(m, il, !params->no_fuse, err)))
             goto fail;
-    count_work(m);
+    if (!m->inspect_only)
+        count_work(m);
     *out = m;
     return 0;
 fail:
@@ -917,9 +923,11 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
     cv_buf_printf(out, "vocab %d, rope %s", hp->n_vocab, m->rope.style == CV_ROPE_NEOX ? "neox" : "norm");
     if (hp->n_rot < hp->head_dim)
         cv_buf_printf(out, " on %d of %d dims", hp->n_rot, hp->head_dim);
-    cv_buf_printf(out, " theta %g%s%s, %s output, %.1f MiB of matrices", hp->rope_theta,
-                  m->rope.freq_factors ? " (freq factors)" : "", hp->rope_freq_scale != 1.0f ? " (linear)" : "",
-                  m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
+    cv_buf_printf(out, " theta %g%s%s, %s output", hp->rope_theta, m->rope.freq_factors ? " (freq factors)" : "",
+                  hp->rope_freq_scale != 1.0f ? " (linear)" : "", m->tied_output ? "tied" : "separate");
+    if (m->inspect_only)
+        return;
+    cv_buf_printf(out, ", %.1f MiB of matrices", m->matmul_bytes / 1048576.0);
     if (hp->n_expert > 0)
         cv_buf_printf(out, ", %.2fB of %.2fB parameters active per token (%.1f MiB read)", m->n_params_active / 1e9,
                       m->n_params / 1e9, m->active_bytes / 1048576.0);
