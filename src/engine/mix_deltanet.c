@@ -128,12 +128,8 @@ void eng_dn_chunk(const dn_kernels *kn, int32_t d, int32_t n, float *S, const fl
             x[i] = beta[t] * v[(size_t)t * d + i];
             x[d + i] = beta[t] * eG[t] * k[(size_t)t * d + i];
         }
-        for (int32_t s = 0; s < t; s++) {
-            const float a = A[t * N + s];
-            const float *xs = X + s * ldx;
-            for (int32_t i = 0; i < 2 * d; i++)
-                x[i] -= a * xs[i];
-        }
+        /* x_t -= A[t][0..t) X[0..t): one row of a product */
+        kn->gemm(1, 2 * d, t, -1.0f, A + t * N, N, X, ldx, x, ldx, true);
     }
     /* Delta = U - W S0 */
     for (int32_t t = 0; t < n; t++)

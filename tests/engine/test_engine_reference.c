@@ -213,6 +213,7 @@ static void check_native(const ref_model *rm, cv_engine *e)
     free(ours);
 }
 
+#if N_SEQS > 2 /* len200 is the release build's */
 /* ids fed to a fresh sequence in calls of `piece` tokens (0: one call);
  * the last row's logits into out. */
 static int run_pieces(cv_engine *e, const int32_t *ids, int32_t n, int32_t piece, float *out)
@@ -260,6 +261,7 @@ static int run_64_64_72(cv_engine *e, const int32_t *ids, float *out)
     cv_engine_seq_close(e, seq);
     return rc;
 }
+#endif
 
 /* The recurrent checks of a hybrid (README "Guidance" item 4) on one path:
  * suffix "" or ".deq"; exact: the fp32 path (tight bounds), else the int8
