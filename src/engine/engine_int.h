@@ -287,8 +287,8 @@ extern const dn_kernels eng_dn_kernels_avx2; /* needs d % 8 == 0 */
  * contiguous (q scaled by 1/sqrt(d)), beta and g [n]; writes o [n][d] and
  * leaves S as the step form would after the n tokens, up to rounding.
  * scratch holds eng_dn_chunk_floats(d) floats. */
-void eng_dn_chunk(const dn_kernels *kn, int32_t d, int32_t n, float *S, const float *q, const float *k,
-                  const float *v, const float *beta, const float *g, float *o, float *scratch);
+void eng_dn_chunk(const dn_kernels *kn, const cv_vec_ops *vec, int32_t d, int32_t n, float *S, const float *q,
+                  const float *k, const float *v, const float *beta, const float *g, float *o, float *scratch);
 size_t eng_dn_chunk_floats(int32_t d);
 
 /* ---- layer kinds ---- */

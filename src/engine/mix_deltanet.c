@@ -88,36 +88,39 @@ struct dn_scratch {
 size_t eng_dn_chunk_floats(int32_t d)
 {
     const size_t n = CV_DN_CHUNK;
-    /* G, Gamma [n]; K^T [d][n]; A, M [n][n]; X [n][2d] (U | W); Delta [n][d] */
-    return 2 * n + (size_t)d * n + 2 * n * n + n * 2 * (size_t)d + n * (size_t)d;
+    /* G, Gamma, a row of decays [n]; K^T [d][n]; A, M [n][n]; X [n][2d]
+     * (U | W); Delta [n][d] */
+    return 3 * n + (size_t)d * n + 2 * n * n + n * 2 * (size_t)d + n * (size_t)d;
 }
 
-void eng_dn_chunk(const dn_kernels *kn, int32_t d, int32_t n, float *S, const float *q, const float *k,
-                  const float *v, const float *beta, const float *g, float *o, float *scratch)
+void eng_dn_chunk(const dn_kernels *kn, const cv_vec_ops *vec, int32_t d, int32_t n, float *S, const float *q,
+                  const float *k, const float *v, const float *beta, const float *g, float *o, float *scratch)
 {
     enum { N = CV_DN_CHUNK };
     assert(n >= 1 && n <= N);
-    float *G = scratch, *eG = G + N, *KT = eG + N, *A = KT + (size_t)d * N, *M = A + N * N, *X = M + N * N;
-    float *D = X + (size_t)N * 2 * d;
+    float *G = scratch, *eG = G + N, *row = eG + N, *KT = row + N, *A = KT + (size_t)d * N, *M = A + N * N;
+    float *X = M + N * N, *D = X + (size_t)N * 2 * d;
     const int64_t ldx = 2 * (int64_t)d;
     float acc = 0;
     for (int32_t t = 0; t < n; t++) {
         acc += g[t];
         G[t] = acc;
-        eG[t] = expf(acc);
     }
+    vec->exp(eG, G, n);
     for (int32_t t = 0; t < n; t++)
         for (int32_t i = 0; i < d; i++)
             KT[(size_t)i * N + t] = k[(size_t)t * d + i];
     /* A = strict lower part of K K^T, weighted; M = lower part (with the
-     * diagonal) of Q K^T, weighted. */
+     * diagonal) of Q K^T, weighted; row t's decays exp(G_t - G_s), s <= t. */
     kn->gemm(n, n, d, 1.0f, k, d, KT, N, A, N, false);
     kn->gemm(n, n, d, 1.0f, q, d, KT, N, M, N, false);
     for (int32_t t = 0; t < n; t++) {
+        for (int32_t s = 0; s <= t; s++)
+            row[s] = G[t] - G[s];
+        vec->exp(row, row, t + 1);
         for (int32_t s = 0; s < n; s++) {
-            const float decay = s <= t ? expf(G[t] - G[s]) : 0.0f;
-            A[t * N + s] = s < t ? beta[t] * decay * A[t * N + s] : 0.0f;
-            M[t * N + s] *= decay;
+            A[t * N + s] = s < t ? beta[t] * row[s] * A[t * N + s] : 0.0f;
+            M[t * N + s] = s <= t ? row[s] * M[t * N + s] : 0.0f;
         }
     }
     /* (2): X = [beta V | beta Gamma K], then X <- (I + A)^-1 X by forward
@@ -142,12 +145,13 @@ void eng_dn_chunk(const dn_kernels *kn, int32_t d, int32_t n, float *S, const fl
             o[(size_t)t * d + i] *= eG[t];
     kn->gemm(n, d, n, 1.0f, M, N, D, d, o, d, true);
     /* (4): S = Gamma_n S0 + (K^T diag(exp(G_n - G_s))) Delta */
-    const float last = G[n - 1];
-    for (int64_t i = 0; i < (int64_t)d * d; i++)
-        S[i] *= eG[n - 1];
+    vec->scale(S, eG[n - 1], (int64_t)d * d);
+    for (int32_t t = 0; t < n; t++)
+        row[t] = G[n - 1] - G[t];
+    vec->exp(row, row, n);
     for (int32_t i = 0; i < d; i++)
         for (int32_t t = 0; t < n; t++)
-            KT[(size_t)i * N + t] *= expf(last - G[t]);
+            KT[(size_t)i * N + t] *= row[t];
     kn->gemm(d, d, n, 1.0f, KT, N, D, d, S, d, true);
 }
 
@@ -302,7 +306,7 @@ static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
                 B[i] = gb[hv];
                 Gt[i] = gb[dn->H_v + hv];
             }
-            eng_dn_chunk(dn->kn, d, len, S, Q, Kc, V, B, Gt, O, chunk);
+            eng_dn_chunk(dn->kn, e->vec, d, len, S, Q, Kc, V, B, Gt, O, chunk);
             for (int32_t i = 0; i < len; i++) {
                 const int64_t t = e->att_rows[begin + r + i];
                 memcpy(dn->o + t * dn->inner + (int64_t)hv * d, O + (size_t)i * d, (size_t)d * sizeof(float));

@@ -1,5 +1,5 @@
 /* vec.c — the scalar reference of the vector ops a forward pass needs
- * (RMSNorm, SwiGLU, the sigmoid gate, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16
+ * (RMSNorm, SwiGLU, the sigmoid gate, exp, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16
  * conversion), and the process-ISA entry points that dispatch to the table
  * of the active ISA. Reductions accumulate in double here: the reference
  * should be the most accurate version, the SIMD one is checked against it. */
@@ -25,6 +25,12 @@ static void sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = x[i] / (1.0f + expf(-g[i]));
+}
+
+static void vexp(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = expf(x[i]);
 }
 
 static float softmax(float *x, int64_t n)
@@ -162,6 +168,7 @@ const cv_vec_ops cv_vec_ops_scalar = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .sigmoid_mul = sigmoid_mul,
+    .exp = vexp,
     .softmax = softmax,
     .add = add,
     .scale = scale,
@@ -191,6 +198,7 @@ static const cv_vec_ops *active(void) { return cv_vec_ops_for(cv_isa_active()); 
 void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) { active()->rmsnorm(y, x, w, n, eps); }
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n) { active()->swiglu(y, g, u, n); }
 void cv_sigmoid_mul(float *y, const float *x, const float *g, int64_t n) { active()->sigmoid_mul(y, x, g, n); }
+void cv_exp(float *y, const float *x, int64_t n) { active()->exp(y, x, n); }
 float cv_softmax(float *x, int64_t n) { return active()->softmax(x, n); }
 void cv_add(float *y, const float *a, const float *b, int64_t n) { active()->add(y, a, b, n); }
 void cv_scale(float *x, float s, int64_t n) { active()->scale(x, s, n); }

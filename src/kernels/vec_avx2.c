@@ -85,6 +85,15 @@ static void sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
         y[i] = x[i] / (1.0f + expf(-g[i]));
 }
 
+static void vexp(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
 static float softmax(float *x, int64_t n)
 {
     if (n <= 0)
@@ -299,6 +308,7 @@ const cv_vec_ops cv_vec_ops_avx2 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .sigmoid_mul = sigmoid_mul,
+    .exp = vexp,
     .softmax = softmax,
     .add = add,
     .scale = scale,

@@ -126,7 +126,8 @@ static double compare_forms(const dn_kernels *kn, int32_t d, int32_t n, float gm
         for (size_t i = 0; i < dd; i++)
             Sd[i] = Sc[i];
     }
-    eng_dn_chunk(kn, d, n, Sc, q, k, v, beta, g, oc, scratch);
+    eng_dn_chunk(kn, cv_vec_ops_for(kn == &eng_dn_kernels_avx2 ? CV_ISA_AVX2 : CV_ISA_SCALAR), d, n, Sc, q, k, v, beta,
+                 g, oc, scratch);
     double worst_c = 0, worst_s = 0, scale = 0;
     float *od_f = malloc((size_t)n * d * 4);
     for (int32_t t = 0; t < n; t++) {
