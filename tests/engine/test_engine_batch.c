@@ -161,10 +161,12 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
     check_interleaved("tiny-qwen3-gpt2-F32", 1e-4, CV_GGML_Q8_0);
     /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
      * other pieces (and single steps), which agree to rounding: measured
-     * 3.7e-5 and 1.2e-4 on logits of magnitude ~20. (Batched vs alone with
-     * the same pieces is exact: the next test.) */
+     * 3.9e-5 and 2.7e-5 on logits of magnitude ~20. An f16 cache would
+     * round those differences into an f16 step now and then (measured up to
+     * 8e-4), so these run an f32 one; batched vs alone with the same pieces
+     * is exact whatever the cache (the next test). */
     check_interleaved(HYB "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
-    check_interleaved(HYB "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F16);
+    check_interleaved(HYB "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32);
 }
 
 /* The batch = alone invariant for a hybrid, bit for bit: three sequences
