@@ -283,7 +283,9 @@ static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
     dn_scratch *dn = e->dn;
     const int32_t d = dn->d, C = dn->C, hv = item % dn->H_v, s = dn->seqs[item / dn->H_v];
     const int32_t hk = hv % dn->H_k, begin = run_begin(e, s), n = e->att_seq_start[s] - begin;
-    const int64_t q_at = (int64_t)hk * d, k_at = (int64_t)(dn->H_k + hk) * d, v_at = (int64_t)(2 * dn->H_k) * d + (int64_t)hv * d;
+    /* offsets in a conv-output row: q of key head hk, its k, v of value head hv */
+    const int64_t q_at = (int64_t)hk * d, k_at = (int64_t)(dn->H_k + hk) * d;
+    const int64_t v_at = (int64_t)(2 * dn->H_k + hv) * d;
     float *S = eng_rec_ssm(e, s, il) + (size_t)hv * d * d;
     enum { N = CV_DN_CHUNK };
     float *Q = work, *Kc = Q + (size_t)N * d, *V = Kc + (size_t)N * d, *O = V + (size_t)N * d, *B = O + (size_t)N * d;
@@ -294,8 +296,8 @@ static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
         if (len == 1) {
             const int64_t t = e->att_rows[begin + r];
             const float *u = dn->u + t * C, *gb = dn->in + t * dn->ld_in + C + dn->inner;
-            dn->kn->step(d, S, u + q_at, u + k_at, u + v_at, gb[hv], gb[dn->H_v + hv], dn->o + t * dn->inner + (int64_t)hv * d,
-                         chunk);
+            float *o = dn->o + t * dn->inner + (int64_t)hv * d;
+            dn->kn->step(d, S, u + q_at, u + k_at, u + v_at, gb[hv], gb[dn->H_v + hv], o, chunk);
         } else {
             for (int32_t i = 0; i < len; i++) {
                 const int64_t t = e->att_rows[begin + r + i];

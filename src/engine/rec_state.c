@@ -38,8 +38,8 @@ int rec_pool_init(rec_pool *p, const cv_model *m, int32_t n_seq, cv_err *err)
         return rc;
     }
     p->seq_bytes = ((size_t)bytes + page - 1) / page * page;
-    void *d = mmap(NULL, p->seq_bytes * (size_t)n_seq, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *d = mmap(NULL, p->seq_bytes * (size_t)n_seq, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (d == MAP_FAILED) {
         int rc = cv_err_set(err, CV_ENOMEM, "engine: cannot map %.1f MiB of recurrent state for %d sequences",
                             (double)p->seq_bytes * n_seq / 1048576.0, n_seq);
@@ -74,7 +74,10 @@ float *eng_rec_conv(const cv_engine *e, int32_t seq, int32_t il)
     return (float *)eng_rec_state(e, seq) + (size_t)p->layer[il] * p->layer_floats;
 }
 
-float *eng_rec_ssm(const cv_engine *e, int32_t seq, int32_t il) { return eng_rec_conv(e, seq, il) + e->rec.conv_floats; }
+float *eng_rec_ssm(const cv_engine *e, int32_t seq, int32_t il)
+{
+    return eng_rec_conv(e, seq, il) + e->rec.conv_floats;
+}
 
 void eng_rec_clear(cv_engine *e, int32_t seq, bool closing)
 {

@@ -237,8 +237,9 @@ static void check_hybrid_bits(const char *model, int n_threads)
         for (int s = 0; s < 3; s++)
             for (int32_t k = 0; k < cnt[c][s]; k++) {
                 rows++;
+                const size_t at = (size_t)k * f.V;
                 same += mine[c][s] && together[c][s] &&
-                        !memcmp(mine[c][s] + (size_t)k * f.V, together[c][s] + (size_t)k * f.V, (size_t)f.V * sizeof(float));
+                        !memcmp(mine[c][s] + at, together[c][s] + at, (size_t)f.V * sizeof(float));
             }
     printf("  %s, %d threads: %d of %d rows the same bits batched as alone\n", model, n_threads, same, rows);
     CHECK_MSG(same == rows && rows == 206 + 46 + 11, "%s: %d of %d rows differ batched from alone", model,
