@@ -200,6 +200,12 @@
  * 1..16 used); bounds the router rows and the per-token route tables. */
 #define CV_MAX_EXPERTS 1024
 #define CV_MAX_EXPERTS_USED 64
+/* Gated DeltaNet layers (hybrid models): the causal conv's taps (real: 4)
+ * and a head's key/value size d (real: 128). Every sequence holds d x d
+ * floats of state per value head and layer, so d bounds that memory; the
+ * taps bound the conv state, (taps - 1) rows of the conv's channels. */
+#define CV_MAX_SSM_CONV 64
+#define CV_MAX_SSM_STATE 1024
 
 /* ---- engine (engine/) ---- */
 /* Positions one sequence may hold (context window). 1M tokens is beyond

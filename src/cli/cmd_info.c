@@ -1,8 +1,11 @@
 /* cmd_info.c — `corvid info MODEL.gguf`: what a GGUF file holds — version,
  * metadata (long arrays and strings abbreviated) and tensors with their
- * types and shapes, then the model it is (dense or MoE, parameters, active
- * parameters) and the RAM serving it takes. Also the quickest check that a
- * file is intact: it runs the full validation of the reader. */
+ * types and shapes, then the model it is (dense or MoE, a hybrid's
+ * recurrent layers, window layers, parameters, active parameters) and the
+ * RAM serving it takes (cv_model_summarize: the loader's own reading of the
+ * architecture and its layers, without preparing a weight). Also the
+ * quickest check that a file is intact: it runs the full validation of the
+ * reader. */
 #include <stdio.h>
 
 #include "cli/cli.h"

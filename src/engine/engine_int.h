@@ -1,8 +1,9 @@
 /* engine_int.h — the engine layer's guts, shared by its files only: the
- * KV block pool (kv_cache.c), the per-sequence block tables and recurrent
- * state slots, snapshots, the engine struct with its scratch, the traits
- * row each layer kind implements (mix_*.c, ffn_*.c), and the attention
- * entry (attention.c). */
+ * KV block pools (kv_cache.c), the per-sequence block tables and recurrent
+ * state slots, snapshots (seq_mem.c), the engine struct with its scratch,
+ * the traits row each layer kind implements (mix_*.c, ffn_*.c), the
+ * attention entry (attention.c) and the Gated DeltaNet kernels
+ * (mix_deltanet.c). */
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
@@ -149,7 +150,7 @@ typedef struct kv_seq {
     int32_t ckpt_len;   /* the length its checkpoint slot holds the recurrent state of; -1: none */
 } kv_seq;
 
-/* ---- recurrent state (kv_cache.c) ----
+/* ---- recurrent state (seq_mem.c) ----
  * A mixer kind with per-sequence state says how many bytes a layer of it
  * keeps (eng_kind.state_bytes); the engine lays those layers' states out
  * one after another (each 64-byte aligned) in a slot of state_bytes, and
@@ -283,6 +284,42 @@ typedef struct att_plan {
     att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
     int32_t n_split;
 } att_plan;
+/* ---- Gated DeltaNet kernels (mix_deltanet.c, mix_deltanet_avx2.c) ---- */
+
+/* Positions per chunk of the chunked (parallel) form. Chunks start at
+ * multiples of it in the sequence, whatever the calls' boundaries, so a
+ * prompt fed in pieces runs the same chunks as in one call. */
+#define CV_DN_CHUNK 64
+/* Pieces of a call of at most this many tokens (within one chunk) take the
+ * step form, token by token: a speculative step of a decoding token and
+ * up to CV_SCHED_DRAFT_MAX drafts computes what decoding them does. */
+#define CV_DN_STEP_RUN 32
+
+/* The two inner loops the mixer runs per value head, per ISA. */
+typedef struct dn_kernels {
+    /* C[M][N] = (acc ? C : 0) + alpha * A[M][K] B[K][N]; rows lda, ldb,
+     * ldc floats apart; C overlaps neither A nor B. */
+    void (*gemm)(int32_t M, int32_t N, int32_t K, float alpha, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, float *C, int64_t ldc, bool acc);
+    /* One token through one value head (the recurrent form): S [d][d] is
+     * decayed by exp(g), corrected toward v along k with strength beta, and
+     * read by q into o [d]. q is already scaled by 1/sqrt(d). scratch holds
+     * d floats. */
+    void (*step)(int32_t d, float *S, const float *q, const float *k, const float *v, float beta, float g, float *o,
+                 float *scratch);
+} dn_kernels;
+
+extern const dn_kernels eng_dn_kernels_scalar;
+extern const dn_kernels eng_dn_kernels_avx2; /* needs d % 8 == 0 */
+
+/* n (1..CV_DN_CHUNK) consecutive tokens of one value head through S by the
+ * chunked form (the derivation heads mix_deltanet.c): q, k, v [n][d]
+ * contiguous (q scaled by 1/sqrt(d)), beta and g [n]; writes o [n][d] and
+ * leaves S as the step form would after the n tokens, up to rounding.
+ * scratch holds eng_dn_chunk_floats(d) floats. */
+void eng_dn_chunk(const dn_kernels *kn, const cv_vec_ops *vec, int32_t d, int32_t n, float *S, const float *q,
+                  const float *k, const float *v, const float *beta, const float *g, float *o, float *scratch);
+size_t eng_dn_chunk_floats(int32_t d);
 
 /* ---- layer kinds ---- */
 
@@ -303,9 +340,15 @@ typedef struct eng_kind {
     /* Bytes of per-sequence recurrent state layer il keeps (eng_state);
      * NULL for a kind without any. Called once, after init. */
     size_t (*state_bytes)(const cv_engine *e, int32_t il);
+    /* How its bits depend on the way a sequence's positions are split into
+     * calls (cv_mem_info.split_align / .step_run; 0: not at all): splits at
+     * multiples of split_align change nothing, and a run of at most
+     * step_run tokens in one call computes what one call per token does. */
+    int32_t split_align, step_run;
 } eng_kind;
 
 extern const eng_kind eng_mix_attn;
+extern const eng_kind eng_mix_deltanet;
 extern const eng_kind eng_ffn_dense;
 extern const eng_kind eng_ffn_moe;
 /* The rows by kind (forward.c). */
@@ -325,6 +368,7 @@ void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
 void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
 
 typedef struct ffn_moe_scratch ffn_moe_scratch;
+typedef struct dn_scratch dn_scratch;
 
 /* ---- the engine ---- */
 
@@ -358,6 +402,8 @@ struct cv_engine {
     float *xn;           /* [n_batch][ld_x] normed input of a block */
     float *qkv;          /* [n_batch][ld_qkv] */
     float *attn;         /* [n_batch][ld_q] attention output */
+    float *gate;         /* [n_batch][ld_q] gated attention's per-head output gates (NULL: no layer has them) */
+    dn_scratch *dn;      /* the Gated DeltaNet mixer's */
     float *gu;           /* [n_batch][ld_gu] dense FFN */
     float *ff;           /* [n_batch][ld_ff] dense FFN */
     ffn_moe_scratch *moe;
@@ -369,8 +415,10 @@ struct cv_engine {
     int32_t att_tile_tokens;    /* tokens per tile: keeps a tile's rows in L1 */
     att_plan_tile *att_tiles;   /* [n_batch] this forward call's tiles */
     int32_t att_n_tiles;
-    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence */
-    int32_t *att_seq_start;     /* [n_seq_max + 1] */
+    int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence, in position order; the
+                                   recurrent mixer reads each sequence's rows through it too */
+    int32_t *att_seq_start;     /* [n_seq_max + 1] after planning: [s] ends sequence s's run in att_rows
+                                   (it starts at [s - 1], or 0) */
     float *att_scratch;         /* per thread */
     size_t att_scratch_floats;
     att_plan *att_plans;        /* [att_n_plans] one per distinct window of the attention layers */

@@ -6,7 +6,9 @@
  * n_expert_used largest raw logits weighed by a softmax over those alone
  * (gpt-oss); then the weighted sum of those experts' gated outputs (the
  * model's activation, each expert's gate/up/down biases added when it has
- * them). The step's (token, expert) routes go through
+ * them); a layer with a shared expert (qwen35moe: bound shexp_down) adds
+ * that dense SwiGLU's output scaled by sigmoid(shexp_gate . x), one scalar
+ * per token. The step's (token, expert) routes go through
  * expert-routed matmuls, so each expert's weights are read once per step
  * for every token routed to it and an expert no token chose is not read: a
  * decode batch reads the union of its tokens' experts.
@@ -31,6 +33,11 @@ struct ffn_moe_scratch {
     float *y;            /* [n_batch * k][n_embd] each route's expert output */
     uint8_t *seen;       /* [n_exp] experts some route of this layer names */
     cv_mm_ws *ws;        /* the routed matmuls' scratch */
+    /* the shared expert (NULL when no layer has one) */
+    int64_t ld_sh_gu;    /* 2 n_ff_shexp */
+    float *sh_gu;        /* [n_batch][ld_sh_gu] */
+    float *sh_h;         /* [n_batch][n_ff_shexp] */
+    float *sh_y;         /* [n_batch][n_embd] */
 };
 
 /* The k indices of the largest values of x[n], by descending value (ties:
@@ -160,6 +167,34 @@ static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
     e->prof_bytes += (double)n * (double)per;
 }
 
+static void rows_shared_swiglu(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    ffn_moe_scratch *s = j->e->moe;
+    const int64_t ff = s->ld_sh_gu / 2;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float *g = s->sh_gu + t * s->ld_sh_gu;
+        j->e->vec->swiglu(s->sh_h + t * ff, g, g + ff, ff);
+    }
+}
+
+/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum. */
+static void rows_shared_add(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    cv_engine *e = j->e;
+    ffn_moe_scratch *s = e->moe;
+    const float *w = e->m->layers[j->layer].shexp_gate;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float gate = 1.0f / (1.0f + expf(-e->vec->dot_f32(w, e->xn + t * e->ld_x, e->ld_x)));
+        e->vec->axpy(e->tmp + t * e->ld_x, gate, s->sh_y + t * e->ld_x, e->ld_x);
+    }
+}
+
 static void routed_matmul(cv_engine *e, cv_wmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
                           const int32_t *src, float *y, int64_t ldy)
 {
@@ -189,6 +224,13 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
     routed_matmul(e, L->exp_down, R, s->h, s->ld_gu / 2, R, NULL, s->y, e->ld_x);
     j.n_rows = T;
     eng_run_rows(e, T, rows_combine, &j);
+    if (L->shexp_down) {
+        for (int32_t i = 0; i < L->n_shexp_gate_up; i++)
+            eng_matmul(e, L->shexp_gate_up[i].w, T, e->xn, e->ld_x, s->sh_gu + L->shexp_gate_up[i].col, s->ld_sh_gu);
+        eng_run_rows(e, T, rows_shared_swiglu, &j);
+        eng_matmul(e, L->shexp_down, T, s->sh_h, s->ld_sh_gu / 2, s->sh_y, e->ld_x);
+        eng_run_rows(e, T, rows_shared_add, &j);
+    }
 }
 
 static int moe_init(cv_engine *e, cv_err *err)
@@ -209,6 +251,15 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
     s->seen = cv_xmalloc((size_t)s->n_exp);
     s->ws = cv_mm_ws_create((int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
+    bool shared = false;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        shared |= e->m->layers[il].shexp_down != NULL;
+    if (shared) {
+        s->ld_sh_gu = 2 * (int64_t)hp->n_ff_shexp;
+        s->sh_gu = cv_aligned_alloc(T * (size_t)s->ld_sh_gu * sizeof(float));
+        s->sh_h = cv_aligned_alloc(T * (size_t)hp->n_ff_shexp * sizeof(float));
+        s->sh_y = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
+    }
     return 0;
 }
 
@@ -226,6 +277,9 @@ static void moe_fini(cv_engine *e)
     cv_aligned_free(s->y);
     free(s->seen);
     cv_mm_ws_destroy(s->ws);
+    cv_aligned_free(s->sh_gu);
+    cv_aligned_free(s->sh_h);
+    cv_aligned_free(s->sh_y);
     free(s);
     e->moe = NULL;
 }

@@ -5,7 +5,7 @@
  * attention reads each sequence's own blocks. Each layer is a mixer and an
  * FFN of the kinds the model resolved at load; this file runs the residual
  * stream around them and leaves their math to their traits rows
- * (mix_attn.c, ffn_dense.c, ffn_moe.c):
+ * (mix_attn.c, mix_deltanet.c, ffn_dense.c, ffn_moe.c):
  *
  * X [T][n_embd] starts as the rows' token embeddings (times the model's
  * embedding scale), then per layer:
@@ -18,7 +18,8 @@
 
 #include "engine/engine_int.h"
 
-const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn };
+const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn,
+                                                     [CV_MIXER_DELTANET] = &eng_mix_deltanet };
 const eng_kind *const eng_ffns[CV_FFN_COUNT] = { [CV_FFN_DENSE] = &eng_ffn_dense, [CV_FFN_MOE] = &eng_ffn_moe };
 
 /* ---- per-row work on the pool ---- */

@@ -1,10 +1,19 @@
 /* mix_attn.c — the attention mixer: Q|K|V projections (fused at load when
  * their dtypes allow), bias, per-head Q/K RMSNorm, RoPE at each row's
  * position, the K/V cache write, attention over each sequence's blocks
- * (attention.c: within the layer's window, with its sinks), and the output
- * projection with its bias. What varies between architectures is data in
- * the bound layer (a bias, a norm or sinks present or not, the window, the
- * layer's RoPE), never a branch on a name. */
+ * (attention.c: within the layer's window, with its sinks), an optional
+ * per-head output gate, and the output projection with its bias. What
+ * varies between architectures is data in the bound layer (a bias, a norm
+ * or sinks present or not, the window, the layer's RoPE, a gate), never a
+ * branch on a name.
+ *
+ * The gate (cv_layer.attn_gate, Qwen3.5's gated attention) is data on this
+ * kind rather than a kind of its own: it changes only where q sits in the
+ * projection's row and one elementwise product after attention. Its q
+ * projection gives each head's query then its gate g (2 n_q values); the
+ * gates move to e->gate and the queries close up to the row's first n_q
+ * values, where attention reads them, and the heads' outputs are
+ * multiplied by sigmoid(g) before W_o. */
 #include "engine/engine_int.h"
 
 typedef struct qkv_job {
@@ -29,7 +38,15 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
-        float *q = e->qkv + t * e->ld_qkv, *k = q + n_q, *v = k + n_kv;
+        float *q = e->qkv + t * e->ld_qkv, *k = q + (L->attn_gate ? 2 : 1) * n_q, *v = k + n_kv;
+        if (L->attn_gate) {
+            /* [query h | gate h] per head -> queries in order, gates apart;
+             * query h moves down to h * hd, never over one not yet moved */
+            for (int32_t h = 0; h < hp->n_head; h++) {
+                memcpy(e->gate + t * n_q + (int64_t)h * hd, q + (2 * (int64_t)h + 1) * hd, (size_t)hd * sizeof(float));
+                memmove(q + (int64_t)h * hd, q + 2 * (int64_t)h * hd, (size_t)hd * sizeof(float));
+            }
+        }
         if (L->q_bias) vec->add(q, q, L->q_bias, n_q);
         if (L->k_bias) vec->add(k, k, L->k_bias, n_kv);
         if (L->v_bias) vec->add(v, v, L->v_bias, n_kv);
@@ -51,6 +68,17 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     }
 }
 
+/* The heads' outputs times sigmoid of their gates. */
+static void rows_gate(void *ctx, int ith, int nth)
+{
+    qkv_job *j = ctx;
+    cv_engine *e = j->e;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++)
+        e->vec->sigmoid_mul(e->attn + t * e->ld_q, e->attn + t * e->ld_q, e->gate + t * e->ld_q, e->ld_q);
+}
+
 static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 {
     const cv_layer *L = &e->m->layers[il];
@@ -65,6 +93,8 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
 
+    if (L->attn_gate)
+        eng_run_rows(e, T, rows_gate, &j);
     eng_matmul(e, L->wo, T, e->attn, e->ld_q, e->tmp, e->ld_x);
     if (L->o_bias)
         eng_add_bias(e, e->tmp, e->ld_x, T, L->o_bias, e->ld_x);
@@ -75,10 +105,14 @@ static int attn_init(cv_engine *e, cv_err *err)
     (void)err;
     const cv_hparams *hp = &e->m->hp;
     const int64_t n_q = (int64_t)hp->n_head * hp->head_dim, n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
-    e->ld_qkv = n_q + 2 * n_kv;
+    bool gated = false;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        gated |= e->m->layers[il].mixer == CV_MIXER_ATTN && e->m->layers[il].attn_gate;
+    e->ld_qkv = (gated ? 2 : 1) * n_q + 2 * n_kv;
     e->ld_q = n_q;
     e->qkv = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float));
+    e->gate = gated ? cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float)) : NULL;
     return 0;
 }
 
@@ -86,6 +120,7 @@ static void attn_fini(cv_engine *e)
 {
     cv_aligned_free(e->qkv);
     cv_aligned_free(e->attn);
+    cv_aligned_free(e->gate);
 }
 
 const eng_kind eng_mix_attn = {

@@ -462,7 +462,17 @@ void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
     out->state_bytes = e->state_bytes;
     out->snapshot_blocks = e->snap_blocks;
     out->max_positions = (int64_t)e->kv[0].n_blocks * CV_KV_BLOCK;
-    /* attention and the FFNs compute every row on its own: any split is exact */
+    /* attention and the FFNs compute every row on its own: any split is
+     * exact unless a kind in use says otherwise */
     out->split_align = 1;
     out->step_run = INT32_MAX;
+    for (int k = 0; k < CV_MIXER_COUNT; k++) {
+        const eng_kind *kind = eng_mixers[k];
+        if (!(e->kinds_used[0] >> k & 1) || !kind)
+            continue;
+        if (kind->split_align > 0)
+            out->split_align = CV_MAX(out->split_align, kind->split_align);
+        if (kind->step_run > 0)
+            out->step_run = CV_MIN(out->step_run, kind->step_run);
+    }
 }

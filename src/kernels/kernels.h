@@ -246,6 +246,11 @@ typedef struct cv_vec_ops {
      * u' = clamp(u, -limit, limit), y = g' sigmoid(alpha g') (u' + 1); y may
      * be g or u. */
     void (*swiglu_clamped)(float *y, const float *g, const float *u, int64_t n, float alpha, float limit);
+    /* y = x * sigmoid(g) (an output gate; silu(x) is x gated by itself);
+     * y may be x or g. */
+    void (*sigmoid_mul)(float *y, const float *x, const float *g, int64_t n);
+    /* y = e^x; y may be x. Underflows to 0 (-INFINITY gives 0). */
+    void (*exp)(float *y, const float *x, int64_t n);
     /* x = softmax(x) in place (max-subtracted); returns the sum of exps
      * before normalisation. n == 0 returns 0. -INFINITY entries become 0. */
     float (*softmax)(float *x, int64_t n);
@@ -279,6 +284,8 @@ void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n);
 void cv_geglu(float *y, const float *g, const float *u, int64_t n);
 void cv_swiglu_clamped(float *y, const float *g, const float *u, int64_t n, float alpha, float limit);
+void cv_sigmoid_mul(float *y, const float *x, const float *g, int64_t n);
+void cv_exp(float *y, const float *x, int64_t n);
 float cv_softmax(float *x, int64_t n);
 void cv_add(float *y, const float *a, const float *b, int64_t n);
 void cv_scale(float *x, float s, int64_t n);

@@ -1,6 +1,7 @@
 /* vec.c — the scalar reference of the vector ops a forward pass needs
- * (RMSNorm, SwiGLU and its GeGLU and clamped variants, softmax, RoPE,
- * add/scale/axpy, f32/f16 dots, f16/bf16 conversion), and the process-ISA entry points that dispatch to the table
+ * (RMSNorm, SwiGLU and its GeGLU and clamped variants, the sigmoid gate,
+ * exp, softmax, RoPE, add/scale/axpy, f32/f16 dots, f16/bf16 conversion),
+ * and the process-ISA entry points that dispatch to the table
  * of the active ISA. Reductions accumulate in double here: the reference
  * should be the most accurate version, the SIMD one is checked against it. */
 #include "kernels/kernels_int.h"
@@ -35,6 +36,18 @@ static void swiglu_clamped(float *y, const float *g, const float *u, int64_t n, 
         const float x = fminf(g[i], limit), v = fmaxf(fminf(u[i], limit), -limit);
         y[i] = x / (1.0f + expf(-alpha * x)) * (v + 1.0f);
     }
+}
+
+static void sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-g[i]));
+}
+
+static void vexp(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = expf(x[i]);
 }
 
 static float softmax(float *x, int64_t n)
@@ -174,6 +187,8 @@ const cv_vec_ops cv_vec_ops_scalar = {
     .swiglu = swiglu,
     .geglu = geglu,
     .swiglu_clamped = swiglu_clamped,
+    .sigmoid_mul = sigmoid_mul,
+    .exp = vexp,
     .softmax = softmax,
     .add = add,
     .scale = scale,
@@ -207,6 +222,8 @@ void cv_swiglu_clamped(float *y, const float *g, const float *u, int64_t n, floa
 {
     active()->swiglu_clamped(y, g, u, n, alpha, limit);
 }
+void cv_sigmoid_mul(float *y, const float *x, const float *g, int64_t n) { active()->sigmoid_mul(y, x, g, n); }
+void cv_exp(float *y, const float *x, int64_t n) { active()->exp(y, x, n); }
 float cv_softmax(float *x, int64_t n) { return active()->softmax(x, n); }
 void cv_add(float *y, const float *a, const float *b, int64_t n) { active()->add(y, a, b, n); }
 void cv_scale(float *x, float s, int64_t n) { active()->scale(x, s, n); }

@@ -109,6 +109,27 @@ static void swiglu_clamped(float *y, const float *g, const float *u, int64_t n, 
     }
 }
 
+static void sigmoid_mul(float *y, const float *x, const float *g, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(g + i)));
+        _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(x + i), _mm256_add_ps(one, e)));
+    }
+    for (; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-g[i]));
+}
+
+static void vexp(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
 static float softmax(float *x, int64_t n)
 {
     if (n <= 0)
@@ -324,6 +345,8 @@ const cv_vec_ops cv_vec_ops_avx2 = {
     .swiglu = swiglu,
     .geglu = geglu,
     .swiglu_clamped = swiglu_clamped,
+    .sigmoid_mul = sigmoid_mul,
+    .exp = vexp,
     .softmax = softmax,
     .add = add,
     .scale = scale,

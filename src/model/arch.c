@@ -3,8 +3,8 @@
  * else in corvid switches on the name. */
 #include "model/model.h"
 
-const cv_arch *const cv_archs[] = { &cv_arch_llama,    &cv_arch_qwen2,   &cv_arch_qwen3,
-                                     &cv_arch_qwen3moe, &cv_arch_gpt_oss, &cv_arch_gemma3 };
+const cv_arch *const cv_archs[] = { &cv_arch_llama,   &cv_arch_qwen2,  &cv_arch_qwen3,     &cv_arch_qwen3moe,
+                                     &cv_arch_gpt_oss, &cv_arch_gemma3, &cv_arch_qwen35,    &cv_arch_qwen35moe };
 const int cv_n_archs = (int)CV_ARRAY_LEN(cv_archs);
 
 const cv_arch *cv_arch_find(cv_str name)

@@ -3,7 +3,7 @@
  * weight matrix prepared for the kernels' matmul.
  *
  * An architecture is data, not code: one `cv_arch` row per GGUF
- * `general.architecture` (arch_llama.c, arch_qwen2.c, arch_qwen3.c) lists
+ * `general.architecture` (arch_llama.c, arch_qwen2.c, arch_qwen3.c, ...) lists
  * its tensors with their symbolic shapes, which are required or optional,
  * which fall back to another (a tied output), and its RoPE style. The
  * loader validates the file against that list; the engine reads the bound
@@ -55,6 +55,21 @@ typedef enum cv_role {
     CV_ROLE_FFN_UP_EXPS_BIAS,   /* [n_expert][n_ff_exp] */
     CV_ROLE_FFN_DOWN_EXPS_BIAS, /* [n_expert][n_embd] */
     CV_ROLE_FFN_POST_NORM,      /* [n_embd] RMSNorm of the FFN output before the residual add (gemma) */
+    CV_ROLE_FFN_GATE_INP_SHEXP, /* [n_embd] the shared expert's gate: sigmoid(w . x) scales it */
+    CV_ROLE_FFN_GATE_SHEXP,     /* [n_ff_shexp][n_embd] */
+    CV_ROLE_FFN_UP_SHEXP,       /* [n_ff_shexp][n_embd] */
+    CV_ROLE_FFN_DOWN_SHEXP,     /* [n_embd][n_ff_shexp] */
+    /* Gated DeltaNet (CV_MIXER_DELTANET); C = 2 * ssm_group * ssm_state +
+     * ssm_inner conv channels, H_v = ssm_heads value heads of d = ssm_state. */
+    CV_ROLE_SSM_QKV,     /* [C][n_embd] q of the key heads | k of the key heads | v of the value heads */
+    CV_ROLE_SSM_Z,       /* [ssm_inner][n_embd] the output gate z (GGUF attn_gate) */
+    CV_ROLE_SSM_BETA,    /* [H_v][n_embd] */
+    CV_ROLE_SSM_ALPHA,   /* [H_v][n_embd] */
+    CV_ROLE_SSM_CONV1D,  /* [C][ssm_conv] the causal depthwise conv, last tap on the current token */
+    CV_ROLE_SSM_DT_BIAS, /* [H_v] */
+    CV_ROLE_SSM_A,       /* [H_v] -exp(A_log), negative */
+    CV_ROLE_SSM_NORM,    /* [ssm_state] RMSNorm of each value head's output */
+    CV_ROLE_SSM_OUT,     /* [n_embd][ssm_inner] */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -74,6 +89,13 @@ typedef enum cv_dim {
     CV_DIM_ROT_HALF, /* n_rot / 2 */
     CV_DIM_EXPERT,   /* n_expert */
     CV_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
+    CV_DIM_Q_GATED,  /* 2 * n_head * head_dim: each head's query, then its output gate */
+    CV_DIM_FF_SHEXP, /* n_ff_shexp: the shared expert's width */
+    CV_DIM_SSM_CONV, /* ssm_conv: the conv's taps */
+    CV_DIM_SSM_CH,   /* 2 * ssm_group * ssm_state + ssm_inner: the conv's channels */
+    CV_DIM_SSM_INNER,/* ssm_inner = ssm_heads * ssm_state */
+    CV_DIM_SSM_HEADS,/* ssm_heads: value heads */
+    CV_DIM_SSM_STATE,/* ssm_state: one head's key and value size */
 } cv_dim;
 
 typedef enum cv_need {
@@ -88,7 +110,8 @@ typedef enum cv_need {
  * engine runs one traits row per kind (docs/ENGINE.md); the model only says
  * which kind each layer is and binds its tensors. */
 typedef enum cv_mixer_kind {
-    CV_MIXER_ATTN,   /* causal softmax attention over the layer's KV cache */
+    CV_MIXER_ATTN,     /* causal softmax attention over the layer's KV cache */
+    CV_MIXER_DELTANET, /* Gated DeltaNet: linear attention with a recurrent state per sequence */
     CV_MIXER_COUNT
 } cv_mixer_kind;
 
@@ -145,7 +168,15 @@ typedef struct cv_arch {
     cv_rope_style rope_style;
     float default_rms_eps;   /* when {arch}.attention.layer_norm_rms_epsilon is absent */
     float default_rope_theta;
-    cv_mixer_kind mixer;     /* every layer's mixer kind */
+    cv_mixer_kind mixer;     /* every layer's mixer kind (of a hybrid's attending layers) */
+    /* A hybrid: layers are Gated DeltaNet except every
+     * {arch}.full_attention_interval-th one (or as the per-layer array
+     * {arch}.attention.recurrent_layers says), which has `mixer`. */
+    bool hybrid;
+    /* Attention output gated per head: attn_q holds each head's query then
+     * its gate g (CV_DIM_Q_GATED rows), and the head's output is multiplied
+     * by sigmoid(g) before the output projection (Qwen3.5, Qwen3-Next). */
+    bool attn_gate;
     cv_ffn_kind ffn;         /* every layer's FFN kind */
     bool expert_norm;        /* MoE: renormalise the chosen experts' weights (a file's
                                 {arch}.expert_weights_norm overrides) */
@@ -176,6 +207,8 @@ extern const cv_arch cv_arch_qwen3;
 extern const cv_arch cv_arch_qwen3moe;
 extern const cv_arch cv_arch_gpt_oss;
 extern const cv_arch cv_arch_gemma3;
+extern const cv_arch cv_arch_qwen35;
+extern const cv_arch cv_arch_qwen35moe;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -183,6 +216,14 @@ extern const cv_arch *const cv_archs[];
 extern const int cv_n_archs;
 /* NULL when no row has that general.architecture. */
 const cv_arch *cv_arch_find(cv_str name);
+
+/* A hybrid's rule for layer il when every interval-th layer attends
+ * (llama.cpp's reading of {arch}.full_attention_interval): Gated DeltaNet
+ * unless (il + 1) is a multiple of interval. */
+static inline cv_mixer_kind cv_hybrid_layer_mixer(int32_t il, int32_t interval)
+{
+    return (il + 1) % interval ? CV_MIXER_DELTANET : CV_MIXER_ATTN;
+}
 
 /* ---- hyper-parameters ---- */
 
@@ -215,6 +256,15 @@ typedef struct cv_hparams {
     int32_t n_expert_used; /* {arch}.expert_used_count: experts per token */
     int32_t n_ff_exp;      /* {arch}.expert_feed_forward_length */
     bool expert_norm;      /* the chosen experts' weights renormalised to sum 1 */
+    int32_t n_ff_shexp;    /* {arch}.expert_shared_feed_forward_length (0: no shared expert) */
+    /* Gated DeltaNet layers of a hybrid (all 0 otherwise). */
+    int32_t ssm_conv;      /* {arch}.ssm.conv_kernel: the causal conv's taps K */
+    int32_t ssm_state;     /* {arch}.ssm.state_size: key and value head size d */
+    int32_t ssm_group;     /* {arch}.ssm.group_count: key heads H_k */
+    int32_t ssm_heads;     /* {arch}.ssm.time_step_rank: value heads H_v (value head j reads key head j mod H_k) */
+    int32_t ssm_inner;     /* {arch}.ssm.inner_size = H_v * d */
+    int32_t full_attn_interval; /* {arch}.full_attention_interval (4 when absent) */
+    int32_t n_recurrent;   /* layers whose mixer is Gated DeltaNet */
 } cv_hparams;
 
 /* ---- the bound model ---- */
@@ -243,7 +293,9 @@ typedef struct cv_layer {
     int32_t n_swa;
     cv_rope_params rope;     /* this layer's RoPE (window layers may have their own base) */
     const float *attn_norm;  /* [n_embd] */
-    cv_proj qkv[3];          /* result row: q [n_q] | k [n_kv] | v [n_kv] */
+    /* CV_MIXER_ATTN */
+    cv_proj qkv[3];          /* result row: q [n_q] | k [n_kv] | v [n_kv]; with attn_gate q is
+                                [n_head][query head_dim | gate head_dim] (2 n_q) */
     int32_t n_qkv;
     const float *q_bias;     /* [n_q] or NULL */
     const float *k_bias;     /* [n_kv] or NULL */
@@ -253,9 +305,18 @@ typedef struct cv_layer {
     cv_wmat *wo;             /* [n_embd][n_q] */
     const float *o_bias;     /* [n_embd] or NULL */
     const float *sinks;      /* [n_head] or NULL: softmax sink logits */
-    const float *attn_post_norm; /* [n_embd] or NULL */
-    const float *ffn_norm;   /* [n_embd] */
-    const float *ffn_post_norm;  /* [n_embd] or NULL */
+    const float *attn_post_norm; /* [n_embd] or NULL: RMSNorm of the mixer's output (gemma3) */
+    bool attn_gate;          /* output gated by sigmoid of each head's gate (cv_arch.attn_gate) */
+    /* CV_MIXER_DELTANET (C, H_v, d as at CV_ROLE_SSM_QKV) */
+    cv_proj ssm_in[4];       /* result row: qkv [C] | z [ssm_inner] | beta [H_v] | alpha [H_v] */
+    int32_t n_ssm_in;
+    const float *ssm_conv1d; /* [C][ssm_conv] */
+    const float *ssm_dt_bias;/* [H_v] */
+    const float *ssm_a;      /* [H_v] */
+    const float *ssm_norm;   /* [d] */
+    cv_wmat *ssm_out;        /* [n_embd][ssm_inner] */
+    const float *ffn_norm;   /* [n_embd] the pre-FFN norm (qwen35: post_attention_norm) */
+    const float *ffn_post_norm;  /* [n_embd] or NULL: RMSNorm of the FFN's output (gemma3) */
     cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
     int32_t n_gate_up;
     cv_wmat *w_down;         /* [n_embd][n_ff] */
@@ -268,6 +329,12 @@ typedef struct cv_layer {
     const float *exp_gate_bias; /* [n_expert][n_ff_exp] or NULL */
     const float *exp_up_bias;   /* [n_expert][n_ff_exp] or NULL */
     const float *exp_down_bias; /* [n_expert][n_embd] or NULL */
+    /* A shared expert every token runs besides its routed ones (NULL
+     * shexp_down: none), scaled by sigmoid(shexp_gate . x). */
+    const float *shexp_gate; /* [n_embd] */
+    cv_proj shexp_gate_up[2];/* result row: gate [n_ff_shexp] | up [n_ff_shexp] */
+    int32_t n_shexp_gate_up;
+    cv_wmat *shexp_down;     /* [n_embd][n_ff_shexp] */
 } cv_layer;
 
 typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
@@ -329,25 +396,32 @@ typedef struct cv_model_summary {
     int64_t n_params, n_params_active;
     size_t bytes;          /* every tensor's data: what RAM must hold */
     size_t active_bytes;   /* the tensors one token reads (embedding lookups apart) */
-    int32_t n_kv_layers;   /* layers that keep K/V */
+    int32_t n_kv_layers;   /* layers that keep K/V (full or window attention) */
+    int32_t n_window_layers; /* of which keep only the last hp.n_swa positions */
+    size_t state_bytes;    /* recurrent state one sequence holds (every Gated DeltaNet layer's conv and
+                              delta-rule state, f32); 0 without recurrent layers */
+    uint8_t recurrent[CV_MAX_LAYERS / 8]; /* bit il: layer il is Gated DeltaNet */
 } cv_model_summary;
 
 /* Fills *out (CV_EUNSUPPORTED / CV_ECORRUPT as cv_model_open words them,
  * for the architecture and its hyper-parameters). */
 int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err);
 /* "qwen3moe, MoE: 128 experts, 8 used per token; 30.53B parameters, 3.35B
- * active" */
+ * active", and a hybrid's Gated DeltaNet layers and a model's window
+ * layers as cv_model_describe says them. */
 void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out);
 /* Bytes of RAM serving the model takes: every tensor (an MoE's experts all
- * stay resident whichever a token uses) plus an f32 KV cache of n_ctx
- * positions for each of n_seq sequences (kv_elt_bytes per element). */
+ * stay resident whichever a token uses) plus, for each of n_seq sequences,
+ * a KV cache of n_ctx positions (kv_elt_bytes per element; a window layer
+ * keeps min(n_ctx, window) of them) and its recurrent state. */
 double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes);
 
 /* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
  * out [n_embd]. */
 void cv_model_embed(const cv_model *m, int32_t token, float *out);
 
-/* "llama (Llama 2/3.x, ...): 2 layers, 256 hidden, 8/4 heads of 32, ..." */
+/* "llama: 2 layers, 256 hidden, 8 heads (4 kv) of 32, ..."; a hybrid's
+ * line says which layers are Gated DeltaNet. */
 void cv_model_describe(const cv_model *m, cv_buf *out);
 
 /* llama3 RoPE scaling: fills factors[n_rot/2] with the per-dimension
@@ -382,11 +456,16 @@ typedef struct cv_model_shape {
     cv_rope_scaling rope_scaling;
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
-    /* Mixture of experts (0: dense). */
-    int32_t n_expert, n_expert_used, n_ff_exp;
+    /* Mixture of experts (0: dense); n_ff_shexp: a shared expert's width. */
+    int32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    int32_t n_rot;     /* rotated dimensions per head (0: head_dim) */
     /* Sliding-window layers (0: none) and their RoPE base (0: the full layers'). */
     int32_t n_swa;
     float rope_theta_swa;
+    /* Gated DeltaNet layers of a hybrid (ssm_state 0: none): conv taps,
+     * head size, key heads, value heads, and every how many layers one
+     * attends. */
+    int32_t ssm_conv, ssm_state, ssm_group, ssm_heads, full_attn_interval;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];

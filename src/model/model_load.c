@@ -11,9 +11,13 @@
  * .attention.head_count_kv, .attention.key_length, .attention.value_length,
  * .attention.layer_norm_rms_epsilon, .rope.freq_base, .rope.dimension_count,
  * .rope.scaling.type, .rope.scaling.factor, .rope.scale_linear,
- * .rope.scaling.original_context_length, .rope.scaling.yarn_beta_fast/slow,
- * .attention.sliding_window, .attention.sliding_window_pattern,
- * .rope.freq_base_swa. */
+ * .rope.scaling.original_context_length, .rope.scaling.yarn_beta_fast/slow;
+ * sliding windows: .attention.sliding_window,
+ * .attention.sliding_window_pattern, .rope.freq_base_swa; MoE:
+ * .expert_count, .expert_used_count, .expert_feed_forward_length,
+ * .expert_shared_feed_forward_length; hybrids: .full_attention_interval,
+ * .attention.recurrent_layers, .ssm.conv_kernel, .ssm.state_size,
+ * .ssm.group_count, .ssm.time_step_rank, .ssm.inner_size. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -120,14 +124,17 @@ static int hp_float(const cv_gguf *g, const cv_arch *a, const char *suffix, doub
  * are MoE and ignored otherwise. */
 static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
-    hp->n_expert = hp->n_expert_used = hp->n_ff_exp = 0;
+    hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
     if (a->ffn != CV_FFN_MOE)
         return 0;
     int rc;
+    /* A shared expert's width: the descriptor's shared-expert tensors need
+     * it (check_dims names the key when they do and it is absent). */
     if ((rc = hp_int(g, a, "expert_count", -1, 1, CV_MAX_EXPERTS, &hp->n_expert, err)) ||
         (rc = hp_int(g, a, "expert_used_count", -1, 1, CV_MIN(hp->n_expert, CV_MAX_EXPERTS_USED),
                      &hp->n_expert_used, err)) ||
-        (rc = hp_int(g, a, "expert_feed_forward_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_ff_exp, err)))
+        (rc = hp_int(g, a, "expert_feed_forward_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_ff_exp, err)) ||
+        (rc = hp_int(g, a, "expert_shared_feed_forward_length", 0, 0, CV_MAX_MODEL_DIM, &hp->n_ff_shexp, err)))
         return rc;
     /* Renormalising the chosen experts' weights is the architecture's rule
      * (qwen3moe: always); a file may state it. */
@@ -169,6 +176,38 @@ static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp
     return 0;
 }
 
+/* The Gated DeltaNet keys of a hybrid, required for one and ignored
+ * otherwise. The state a sequence holds is sized from them, so each is
+ * bounded (base/limits.h) and they must agree with each other. */
+static int read_ssm(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
+{
+    hp->ssm_conv = hp->ssm_state = hp->ssm_group = hp->ssm_heads = hp->ssm_inner = 0;
+    hp->full_attn_interval = 0;
+    if (!a->hybrid)
+        return 0;
+    const char *path = cv_gguf_path(g);
+    int rc;
+    if ((rc = hp_int(g, a, "ssm.conv_kernel", -1, 1, CV_MAX_SSM_CONV, &hp->ssm_conv, err)) ||
+        (rc = hp_int(g, a, "ssm.state_size", -1, 1, CV_MAX_SSM_STATE, &hp->ssm_state, err)) ||
+        (rc = hp_int(g, a, "ssm.group_count", -1, 1, CV_MAX_HEADS, &hp->ssm_group, err)) ||
+        (rc = hp_int(g, a, "ssm.time_step_rank", -1, 1, CV_MAX_HEADS, &hp->ssm_heads, err)) ||
+        (rc = hp_int(g, a, "ssm.inner_size", -1, 1, CV_MAX_MODEL_DIM, &hp->ssm_inner, err)) ||
+        (rc = hp_int(g, a, "full_attention_interval", 4, 1, CV_MAX_LAYERS, &hp->full_attn_interval, err)))
+        return rc;
+    if ((int64_t)hp->ssm_heads * hp->ssm_state != hp->ssm_inner)
+        return CV_CORRUPT(err, "%s: metadata '%s.ssm.inner_size' = %d, must be %s.ssm.time_step_rank (%d value heads) "
+                          "x %s.ssm.state_size (%d)", path, a->name, hp->ssm_inner, a->name, hp->ssm_heads, a->name,
+                          hp->ssm_state);
+    if (hp->ssm_heads % hp->ssm_group)
+        return CV_CORRUPT(err, "%s: metadata '%s.ssm.time_step_rank' = %d value heads do not split evenly over "
+                          "'%s.ssm.group_count' = %d key heads", path, a->name, hp->ssm_heads, a->name,
+                          hp->ssm_group);
+    if ((int64_t)2 * hp->ssm_group * hp->ssm_state + hp->ssm_inner > CV_MAX_MODEL_DIM)
+        return CV_CORRUPT(err, "%s: %d key heads and %d value heads of %d exceed the %d-wide limit", path,
+                          hp->ssm_group, hp->ssm_heads, hp->ssm_state, CV_MAX_MODEL_DIM);
+    return 0;
+}
+
 static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
@@ -187,7 +226,7 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     if (a->ffn == CV_FFN_DENSE && hp->n_ff < 1)
         return CV_CORRUPT(err, "%s: metadata '%s.feed_forward_length' = 0, a %s model needs a dense FFN width",
                           path, a->name, a->name);
-    if ((rc = read_moe(g, a, hp, err)))
+    if ((rc = read_moe(g, a, hp, err)) || (rc = read_ssm(g, a, hp, err)))
         return rc;
     /* head_dim: key_length when given (qwen3), else the even split. */
     int32_t dflt_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
@@ -280,8 +319,26 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_ROT_HALF: return hp->n_rot / 2;
     case CV_DIM_EXPERT: return hp->n_expert;
     case CV_DIM_FF_EXP: return hp->n_ff_exp;
+    case CV_DIM_Q_GATED: return 2 * (int64_t)hp->n_head * hp->head_dim;
+    case CV_DIM_FF_SHEXP: return hp->n_ff_shexp;
+    case CV_DIM_SSM_CONV: return hp->ssm_conv;
+    case CV_DIM_SSM_CH: return 2 * (int64_t)hp->ssm_group * hp->ssm_state + hp->ssm_inner;
+    case CV_DIM_SSM_INNER: return hp->ssm_inner;
+    case CV_DIM_SSM_HEADS: return hp->ssm_heads;
+    case CV_DIM_SSM_STATE: return hp->ssm_state;
     }
     return -1;
+}
+
+/* The metadata key a dimension comes from, where a file may lack it (a
+ * tensor that needs it then says which key is missing). */
+static const char *dim_key(cv_dim d)
+{
+    switch (d) {
+    case CV_DIM_FF: return "feed_forward_length";
+    case CV_DIM_FF_SHEXP: return "expert_shared_feed_forward_length";
+    default: return NULL;
+    }
 }
 
 static bool is_matrix_role(cv_role r)
@@ -290,6 +347,8 @@ static bool is_matrix_role(cv_role r)
     case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_V:
     case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP: case CV_ROLE_FFN_DOWN:
     case CV_ROLE_FFN_GATE_INP: case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
+    case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP: case CV_ROLE_FFN_DOWN_SHEXP:
+    case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
         return true;
     default:
         return false;
@@ -302,6 +361,11 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
 {
     const char *path = cv_gguf_path(g);
     int64_t ne0 = dim_value(hp, d->ne0), ne1 = dim_value(hp, d->ne1), ne2 = dim_value(hp, d->ne2);
+    const cv_dim dims[3] = { d->ne0, d->ne1, d->ne2 };
+    for (int i = 0; i < 3; i++)
+        if (dim_value(hp, dims[i]) == 0 && dim_key(dims[i]))
+            return CV_CORRUPT(err, "%s: metadata '%s.%s' is missing or 0; tensor '%s' needs it", path, a->name,
+                              dim_key(dims[i]), t->name);
     bool shape_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == 1;
     if (!shape_ok) {
         char expect[96], experts[64] = "";
@@ -329,10 +393,11 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     return 0;
 }
 
-/* A vector tensor (or a table of them, as per-expert biases are) as f32:
- * the mapping itself when it is f32 (GGUF aligns data to >= 8 bytes... but
- * a hostile alignment of 1 is legal, hence the check), else dequantized
- * row by row into memory the model owns. */
+/* A vector tensor (or a table of them, as per-expert biases are, or a
+ * small 2-D one read as rows, like the conv's taps) as f32: the mapping
+ * itself when it is f32 (GGUF aligns data to >= 8 bytes... but a hostile
+ * alignment of 1 is legal, hence the check), else dequantized row by row
+ * into memory the model owns. */
 static const float *bind_vector(cv_model *m, const cv_gguf_tensor *t)
 {
     if (!t)
@@ -540,52 +605,94 @@ static int bind_experts(cv_model *m, const cv_gguf_tensor *const *ts, int n, boo
     return for_each_run(m, types, n_out, n, fuse, bind_experts_run, &c, n_projs, err);
 }
 
-/* Each layer's mixer and FFN kind, its window and its RoPE. Every layer
- * has the architecture's kinds; a sliding-window architecture's pattern
- * (its period, or {arch}.attention.sliding_window_pattern: a period or one
- * flag per layer, as llama.cpp reads it) says which layers are local, and
- * those take the window, their own RoPE base and, unless the architecture
- * scales them too, no position scaling. */
-static int resolve_layers(cv_model *m, cv_err *err)
+/* Each layer's mixer and FFN kind and its window (layers[il].mixer, .ffn,
+ * .n_swa), from the architecture and the file: every layer has the
+ * architecture's kinds, except a hybrid's recurrent layers, which are every
+ * layer but each full_attention_interval-th, or those a per-layer array
+ * {arch}.attention.recurrent_layers (one 0/1 or bool per layer) marks; a
+ * sliding-window architecture's pattern (its period, or
+ * {arch}.attention.sliding_window_pattern: a period or one flag per layer,
+ * as llama.cpp reads it) says which layers are local and take the window.
+ * Sets hp->n_recurrent. Shared by the loader and cv_model_summarize, so a
+ * model and its summary agree on every layer. */
+static int layer_kinds(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_layer *layers, cv_err *err)
 {
-    const cv_arch *a = m->arch;
-    const cv_hparams *hp = &m->hp;
-    const char *path = cv_gguf_path(m->gguf);
+    const char *path = cv_gguf_path(g);
     char key[160];
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
-    const cv_gguf_value *pat = a->swa_period > 0 ? cv_gguf_get(m->gguf, key) : NULL;
+    const cv_gguf_value *pat = a->swa_period > 0 ? cv_gguf_get(g, key) : NULL;
     int64_t period = a->swa_period;
     if (pat && pat->type == CV_GGUF_ARRAY) {
         if (pat->arr.n != (uint64_t)hp->n_layer || pat->arr.type == CV_GGUF_STRING || pat->arr.type == CV_GGUF_ARRAY)
             return CV_CORRUPT(err, "%s: metadata '%s' is an array of %llu, expected one number or flag per layer "
                               "(%d)", path, key, (unsigned long long)pat->arr.n, hp->n_layer);
     } else if (pat) {
-        int rc = cv_gguf_get_int(m->gguf, key, &period, err);
+        int rc = cv_gguf_get_int(g, key, &period, err);
         if (rc)
             return rc;
         if (period < 0 || period > CV_MAX_LAYERS)
             return CV_CORRUPT(err, "%s: metadata '%s' = %lld, must be 0..%d", path, key, (long long)period,
                               CV_MAX_LAYERS);
     }
-    cv_rope_params swa_rope = m->rope;
-    swa_rope.theta = hp->rope_theta_swa;
-    if (a->swa_rope_unscaled) {
-        swa_rope.freq_scale = 1.0f;
-        swa_rope.freq_factors = NULL;
-        swa_rope.mscale = 1.0f;
+    const cv_gguf_value *rec = NULL;
+    char rkey[160];
+    snprintf(rkey, sizeof rkey, "%s.attention.recurrent_layers", a->name);
+    if (a->hybrid) {
+        int rc = cv_gguf_get_arr(g, rkey, -1, &rec, err);
+        if (rc == CV_ENOTFOUND)
+            rec = NULL;
+        else if (rc)
+            return rc;
+        if (rec && (rec->arr.type == CV_GGUF_STRING || rec->arr.type == CV_GGUF_ARRAY ||
+                    rec->arr.type == CV_GGUF_FLOAT32 || rec->arr.type == CV_GGUF_FLOAT64 ||
+                    rec->arr.n != (uint64_t)hp->n_layer))
+            return CV_CORRUPT(err, "%s: metadata '%s' must hold one integer or bool per layer (%d)", path, rkey,
+                              hp->n_layer);
     }
-    for (int il = 0; il < hp->n_layer; il++) {
-        cv_layer *L = &m->layers[il];
+    hp->n_recurrent = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        cv_layer *L = &layers[il];
         L->mixer = a->mixer;
         L->ffn = a->ffn;
+        if (rec) {
+            const int64_t v = cv_gguf_arr_int(rec, (uint64_t)il);
+            if (v != 0 && v != 1)
+                return CV_CORRUPT(err, "%s: metadata '%s' element %d = %lld, must be 0 or 1", path, rkey, il,
+                                  (long long)v);
+            L->mixer = v ? CV_MIXER_DELTANET : a->mixer;
+        } else if (a->hybrid) {
+            L->mixer = cv_hybrid_layer_mixer(il, hp->full_attn_interval);
+        }
+        hp->n_recurrent += L->mixer == CV_MIXER_DELTANET;
         bool local;
         if (pat && pat->type == CV_GGUF_ARRAY)
             local = cv_gguf_arr_int(pat, (uint64_t)il) != 0;
         else
             local = period > 0 && il % period < period - 1;
-        L->n_swa = local ? hp->n_swa : 0;
-        L->rope = local ? swa_rope : m->rope;
+        L->n_swa = local && L->mixer == CV_MIXER_ATTN ? hp->n_swa : 0;
     }
+    cv_err_clear(err);
+    return 0;
+}
+
+/* The loaded model's layers: their kinds and windows (layer_kinds), and
+ * each layer's RoPE: local layers take their own RoPE base and, unless the
+ * architecture scales them too, no position scaling. */
+static int resolve_layers(cv_model *m, cv_err *err)
+{
+    const cv_arch *a = m->arch;
+    int rc = layer_kinds(m->gguf, a, &m->hp, m->layers, err);
+    if (rc)
+        return rc;
+    cv_rope_params swa_rope = m->rope;
+    swa_rope.theta = m->hp.rope_theta_swa;
+    if (a->swa_rope_unscaled) {
+        swa_rope.freq_scale = 1.0f;
+        swa_rope.freq_factors = NULL;
+        swa_rope.mscale = 1.0f;
+    }
+    for (int32_t il = 0; il < m->hp.n_layer; il++)
+        m->layers[il].rope = m->layers[il].n_swa > 0 ? swa_rope : m->rope;
     return 0;
 }
 
@@ -627,6 +734,33 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     return 0;
 }
 
+/* The shared expert: all four tensors or none (the descriptor may mark
+ * them optional). */
+static int bind_shared_expert(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+{
+    static const cv_role roles[4] = { CV_ROLE_FFN_GATE_INP_SHEXP, CV_ROLE_FFN_GATE_SHEXP, CV_ROLE_FFN_UP_SHEXP,
+                                      CV_ROLE_FFN_DOWN_SHEXP };
+    static const char *const names[4] = { "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp" };
+    int present = 0, missing = -1;
+    for (int i = 0; i < 4; i++) {
+        if (f[roles[i]])
+            present++;
+        else
+            missing = i;
+    }
+    if (present == 0)
+        return 0;
+    if (present < 4) {
+        const cv_gguf_tensor *any = f[roles[missing == 0 ? 1 : 0]];
+        return CV_CORRUPT(err, "%s: tensor '%s' belongs to a shared expert, but that layer's %s tensor is missing",
+                          cv_gguf_path(m->gguf), any->name, names[missing]);
+    }
+    L->shexp_gate = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_SHEXP]);
+    const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE_SHEXP], f[CV_ROLE_FFN_UP_SHEXP] };
+    int rc = bind_group(m, gu, 2, fuse, L->shexp_gate_up, &L->n_shexp_gate_up, err);
+    return rc ? rc : bind_matrix(m, f[CV_ROLE_FFN_DOWN_SHEXP], &L->shexp_down, err);
+}
+
 static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
 {
     L->ffn_norm = bind_vector(m, f[CV_ROLE_FFN_NORM]);
@@ -650,10 +784,49 @@ static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fus
             (rc = bind_experts(m, &f[CV_ROLE_FFN_DOWN_EXPS], 1, false, &down, &n_down, err)))
             return rc;
         L->exp_down = down.w;
-        return 0;
+        return bind_shared_expert(m, L, f, fuse, err);
     }
     case CV_FFN_COUNT: break;
     }
+    return 0;
+}
+
+static int bind_attention(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+{
+    L->q_bias = bind_vector(m, f[CV_ROLE_ATTN_Q_BIAS]);
+    L->k_bias = bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]);
+    L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
+    L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
+    L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
+    L->o_bias = bind_vector(m, f[CV_ROLE_ATTN_OUT_BIAS]);
+    L->sinks = bind_vector(m, f[CV_ROLE_ATTN_SINKS]);
+    L->attn_gate = m->arch->attn_gate;
+    const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
+    int rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err);
+    return rc ? rc : bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err);
+}
+
+/* A Gated DeltaNet layer: the four projections of the normed input
+ * (conv input, output gate, beta, alpha) as one group, the conv's taps,
+ * the per-head decay parameters, the output norm and projection. ssm_a
+ * must be negative (it is -exp(A_log)): a positive one would make the
+ * state grow without bound. */
+static int bind_deltanet(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+{
+    const cv_gguf_tensor *in[4] = { f[CV_ROLE_SSM_QKV], f[CV_ROLE_SSM_Z], f[CV_ROLE_SSM_BETA],
+                                    f[CV_ROLE_SSM_ALPHA] };
+    int rc;
+    if ((rc = bind_group(m, in, 4, fuse, L->ssm_in, &L->n_ssm_in, err)) ||
+        (rc = bind_matrix(m, f[CV_ROLE_SSM_OUT], &L->ssm_out, err)))
+        return rc;
+    L->ssm_conv1d = bind_vector(m, f[CV_ROLE_SSM_CONV1D]);
+    L->ssm_dt_bias = bind_vector(m, f[CV_ROLE_SSM_DT_BIAS]);
+    L->ssm_a = bind_vector(m, f[CV_ROLE_SSM_A]);
+    L->ssm_norm = bind_vector(m, f[CV_ROLE_SSM_NORM]);
+    for (int32_t h = 0; h < m->hp.ssm_heads; h++)
+        if (!(L->ssm_a[h] < 0) || !isfinite(L->ssm_a[h]))
+            return CV_CORRUPT(err, "%s: tensor '%s' element %d = %g, must be negative and finite (-exp(A_log))",
+                              cv_gguf_path(m->gguf), f[CV_ROLE_SSM_A]->name, h, L->ssm_a[h]);
     return 0;
 }
 
@@ -665,18 +838,9 @@ static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
     if (rc)
         return rc;
     L->attn_norm = bind_vector(m, f[CV_ROLE_ATTN_NORM]);
-    L->q_bias = bind_vector(m, f[CV_ROLE_ATTN_Q_BIAS]);
-    L->k_bias = bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]);
-    L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
-    L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
-    L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
-    L->o_bias = bind_vector(m, f[CV_ROLE_ATTN_OUT_BIAS]);
-    L->sinks = bind_vector(m, f[CV_ROLE_ATTN_SINKS]);
     L->attn_post_norm = bind_vector(m, f[CV_ROLE_ATTN_POST_NORM]);
     L->ffn_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM]);
-    const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
-    if ((rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err)) ||
-        (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)))
+    if ((rc = L->mixer == CV_MIXER_DELTANET ? bind_deltanet(m, L, f, fuse, err) : bind_attention(m, L, f, fuse, err)))
         return rc;
     return bind_ffn(m, L, f, fuse, err);
 }
@@ -702,9 +866,19 @@ static void count_work(cv_model *m)
     work w = { 0 };
     for (int il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
-        for (int i = 0; i < L->n_qkv; i++)
-            add_wmat(&w, L->qkv[i].w, 1, 1);
-        add_wmat(&w, L->wo, 1, 1);
+        if (L->mixer == CV_MIXER_DELTANET) {
+            for (int i = 0; i < L->n_ssm_in; i++)
+                add_wmat(&w, L->ssm_in[i].w, 1, 1);
+            add_wmat(&w, L->ssm_out, 1, 1);
+        } else {
+            for (int i = 0; i < L->n_qkv; i++)
+                add_wmat(&w, L->qkv[i].w, 1, 1);
+            add_wmat(&w, L->wo, 1, 1);
+        }
+        for (int i = 0; L->shexp_down && i < L->n_shexp_gate_up; i++)
+            add_wmat(&w, L->shexp_gate_up[i].w, 1, 1);
+        if (L->shexp_down)
+            add_wmat(&w, L->shexp_down, 1, 1);
         if (L->ffn == CV_FFN_DENSE) {
             for (int i = 0; i < L->n_gate_up; i++)
                 add_wmat(&w, L->gate_up[i].w, 1, 1);
@@ -888,9 +1062,47 @@ int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
         if (!lookup_only)
             out->active_bytes += experts ? t->n_bytes / (size_t)hp->n_expert * (size_t)hp->n_expert_used : t->n_bytes;
     }
-    /* Every layer of the architectures read so far attends. */
-    out->n_kv_layers = hp->n_layer;
-    return 0;
+    cv_layer *layers = cv_xcalloc((size_t)out->hp.n_layer, sizeof *layers);
+    rc = layer_kinds(g, out->arch, &out->hp, layers, err);
+    const size_t C = 2 * (size_t)hp->ssm_group * (size_t)hp->ssm_state + (size_t)hp->ssm_inner;
+    for (int32_t il = 0; rc == 0 && il < hp->n_layer; il++) {
+        const cv_layer *L = &layers[il];
+        out->n_kv_layers += L->mixer == CV_MIXER_ATTN;
+        out->n_window_layers += L->mixer == CV_MIXER_ATTN && L->n_swa > 0;
+        if (L->mixer == CV_MIXER_DELTANET) {
+            out->recurrent[il / 8] |= (uint8_t)(1u << (il % 8));
+            out->state_bytes += ((size_t)(hp->ssm_conv - 1) * C +
+                                 (size_t)hp->ssm_heads * (size_t)hp->ssm_state * (size_t)hp->ssm_state) *
+                                sizeof(float);
+        }
+    }
+    free(layers);
+    return rc;
+}
+
+/* ", hybrid: 18 of 24 layers Gated DeltaNet (0-2,4-6,...) of 16 value / 16
+ * key heads of 128, conv 4; the others attend with an output gate": the
+ * recurrent layers as ranges (bit il of rec), for both describers. */
+static void describe_recurrent(cv_buf *out, const cv_arch *a, const cv_hparams *hp, const uint8_t *rec)
+{
+    if (hp->n_recurrent == 0)
+        return;
+    cv_buf_printf(out, "hybrid: %d of %d layers Gated DeltaNet (", hp->n_recurrent, hp->n_layer);
+#define REC(il) (rec[(il) / 8] >> ((il) % 8) & 1)
+    for (int32_t il = 0, first = 1; il < hp->n_layer; il++) {
+        if (!REC(il) || (il > 0 && REC(il - 1)))
+            continue;
+        int32_t end = il;
+        while (end + 1 < hp->n_layer && REC(end + 1))
+            end++;
+        cv_buf_printf(out, first ? "%d" : ",%d", il);
+        if (end > il)
+            cv_buf_printf(out, "-%d", end);
+        first = 0;
+    }
+#undef REC
+    cv_buf_printf(out, ") of %d value / %d key heads of %d, conv %d; the others attend%s", hp->ssm_heads,
+                  hp->ssm_group, hp->ssm_state, hp->ssm_conv, a->attn_gate ? " with an output gate" : "");
 }
 
 void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
@@ -904,12 +1116,24 @@ void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
                       hp->n_expert_used, s->n_params / scale, unit, s->n_params_active / scale, unit);
     else
         cv_buf_printf(out, ", dense; %.2f%s parameters", s->n_params / scale, unit);
+    if (hp->n_recurrent > 0) {
+        cv_buf_puts(out, "; ");
+        describe_recurrent(out, s->arch, hp, s->recurrent);
+        if (s->state_bytes < 1048576)
+            cv_buf_printf(out, " (%.1f KiB of state a sequence)", s->state_bytes / 1024.0);
+        else
+            cv_buf_printf(out, " (%.1f MiB of state a sequence)", s->state_bytes / 1048576.0);
+    }
+    if (s->n_window_layers > 0)
+        cv_buf_printf(out, "; sliding window %d on %d of %d layers", hp->n_swa, s->n_window_layers, hp->n_layer);
 }
 
 double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
 {
-    const double kv = 2.0 * s->n_kv_layers * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
-    return (double)s->bytes + kv * n_ctx * n_seq;
+    const double per_pos = 2.0 * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
+    const double full = (double)(s->n_kv_layers - s->n_window_layers) * n_ctx;
+    const double window = (double)s->n_window_layers * CV_MIN(n_ctx, s->hp.n_swa);
+    return (double)s->bytes + ((full + window) * per_pos + (double)s->state_bytes) * n_seq;
 }
 
 void cv_model_describe(const cv_model *m, cv_buf *out)
@@ -917,15 +1141,25 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
     const cv_hparams *hp = &m->hp;
     cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ", m->arch->name, hp->n_layer, hp->n_embd,
                   hp->n_head, hp->n_head_kv, hp->head_dim);
+    if (hp->n_recurrent > 0) {
+        uint8_t rec[CV_MAX_LAYERS / 8] = { 0 };
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            rec[il / 8] |= (uint8_t)((m->layers[il].mixer == CV_MIXER_DELTANET) << (il % 8));
+        describe_recurrent(out, m->arch, hp, rec);
+        cv_buf_puts(out, ", ");
+    }
     if (hp->n_expert > 0)
-        cv_buf_printf(out, "MoE %d experts (%d used) of ffn %d, ", hp->n_expert, hp->n_expert_used, hp->n_ff_exp);
+        cv_buf_printf(out, "MoE %d experts (%d used) of ffn %d%s, ", hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
+                      hp->n_ff_shexp > 0 ? " + a shared expert" : "");
     else
         cv_buf_printf(out, "ffn %d, ", hp->n_ff);
-    cv_buf_printf(out, "vocab %d, rope %s theta %g%s%s, %s output, %.1f MiB of matrices", hp->n_vocab,
-                  m->rope.style == CV_ROPE_NEOX ? "neox" : "norm", hp->rope_theta,
+    cv_buf_printf(out, "vocab %d, rope %s", hp->n_vocab, m->rope.style == CV_ROPE_NEOX ? "neox" : "norm");
+    if (hp->n_rot < hp->head_dim)
+        cv_buf_printf(out, " on %d of %d dims", hp->n_rot, hp->head_dim);
+    cv_buf_printf(out, " theta %g%s%s, %s output, %.1f MiB of matrices", hp->rope_theta,
                   m->rope.freq_factors && hp->rope_scaling != CV_ROPE_SCALING_YARN ? " (freq factors)" : "",
-                  hp->rope_freq_scale != 1.0f ? " (linear)" : "",
-                  m->tied_output ? "tied" : "separate", m->matmul_bytes / 1048576.0);
+                  hp->rope_freq_scale != 1.0f ? " (linear)" : "", m->tied_output ? "tied" : "separate",
+                  m->matmul_bytes / 1048576.0);
     if (hp->n_expert > 0) {
         const double scale = m->n_params >= 1000000000 ? 1e9 : 1e6;
         const char *unit = scale == 1e9 ? "B" : "M";

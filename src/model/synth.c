@@ -22,9 +22,17 @@
  *   in the same layers), routers F32 as in released MoE files;
  *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
  *   tools do: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
- * Norm weights and biases stay F32. Weights: matrices N(0, 1/fan_in), the
+ *   a hybrid's DeltaNet input (attn_qkv) as attn_v, its other matrices the
+ *   base type; the shared expert as the routed ones.
+ * Norm weights, biases, routers and a hybrid's conv taps, decay parameters
+ * and shared-expert gate stay F32. Weights: matrices N(0, 1/fan_in), the
  * embedding and the output N(0, 0.15^2), norms U(0.5, 1.5), biases
- * N(0, 0.3^2). */
+ * N(0, 0.3^2); a hybrid's tensors as testdata/reference2/README.md draws
+ * them, so a synthetic hybrid's recurrence behaves like a real one:
+ * attn_qkv and the shared expert's gate N(0, (1.5/sqrt(fan_in))^2),
+ * ssm_a = -U(1, 16) (per-token decay exp(softplus(.) * a) in a useful range),
+ * ssm_dt.bias = softplus^-1(dt) for dt log-uniform in [1e-3, 0.1], conv
+ * taps N(0, 0.5^2), the shared expert's gate vector N(0, (2/sqrt(n_embd))^2). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +49,10 @@ const cv_model_shape cv_model_shapes[] = {
      * window a 32-position one under a sliding-window one. */
     { .name = "tiny", .arch = "llama", .n_vocab = 2048, .n_embd = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 4,
       .head_dim = 32, .n_ff = 512, .n_ctx = 2048, .rope_theta = 10000.0f, .rms_eps = 1e-5f,
-      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_swa = 32 },
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256, .n_swa = 32,
+      /* Under a hybrid architecture: layer 0 Gated DeltaNet (4 key, 8 value
+       * heads of 32: 512 conv channels, rows of 256), layer 1 attends. */
+      .ssm_conv = 4, .ssm_state = 32, .ssm_group = 4, .ssm_heads = 8, .full_attn_interval = 2 },
     { .name = "qwen2.5-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24, .n_head = 14,
       .n_head_kv = 2, .head_dim = 64, .n_ff = 4864, .n_ctx = 32768, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
       .tied = true },
@@ -80,6 +91,24 @@ const cv_model_shape cv_model_shapes[] = {
       .n_head_kv = 8, .head_dim = 256, .n_ff = 15360, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
       .tied = true, .rope_scaling = CV_ROPE_SCALING_LINEAR, .rope_factor = 8, .n_swa = 1024,
       .rope_theta_swa = 10000.0f },
+    /* Qwen3.5 and Qwen3.6: no config.json was reachable; the sizes are
+     * the model cards' (hidden, layers, the 3:1 layout, DeltaNet heads
+     * 32 V / 16 QK of 128, attention heads and their size, RoPE on 64
+     * dims, FFN width, vocabulary 248320, context 262144), with RoPE base
+     * 1e7 and the tensor shapes checked against a Qwen3.5-4B GGUF's
+     * listing. Tied output on the dense ones, untied on the MoE one. */
+    { .name = "qwen3.5-4b", .arch = "qwen35", .n_vocab = 248320, .n_embd = 2560, .n_layer = 32, .n_head = 16,
+      .n_head_kv = 4, .head_dim = 256, .n_ff = 9216, .n_ctx = 262144, .rope_theta = 10000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .n_rot = 64, .ssm_conv = 4, .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32,
+      .full_attn_interval = 4 },
+    { .name = "qwen3.5-9b", .arch = "qwen35", .n_vocab = 248320, .n_embd = 4096, .n_layer = 32, .n_head = 16,
+      .n_head_kv = 4, .head_dim = 256, .n_ff = 12288, .n_ctx = 262144, .rope_theta = 10000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .n_rot = 64, .ssm_conv = 4, .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32,
+      .full_attn_interval = 4 },
+    { .name = "qwen3.6-35b-a3b", .arch = "qwen35moe", .n_vocab = 248320, .n_embd = 2048, .n_layer = 40, .n_head = 16,
+      .n_head_kv = 2, .head_dim = 256, .n_ff = 0, .n_ctx = 262144, .rope_theta = 10000000.0f, .rms_eps = 1e-6f,
+      .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512, .n_rot = 64, .ssm_conv = 4,
+      .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32, .full_attn_interval = 4 },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -145,13 +174,15 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
         }
         t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
         break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN:
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_SHEXP: case CV_ROLE_SSM_QKV:
         t = more_bits(il, n_layer) ? x->bumped : x->base;
         break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
+    case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
+    case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
         t = x->base;
         break;
-    default: return CV_GGML_F32; /* norms, biases, rope factors, routers */
+    default: return CV_GGML_F32; /* norms, biases, rope factors, routers, conv taps, decays, gate vectors */
     }
     return fallback(t, n_in);
 }
@@ -160,7 +191,7 @@ static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64
 
 #define FAST_EXPERTS 8
 
-typedef enum { DIST_NORMAL, DIST_UNIFORM_NORM, DIST_ROPE } dist;
+typedef enum { DIST_NORMAL, DIST_UNIFORM_NORM, DIST_ROPE, DIST_SSM_A, DIST_SSM_DT } dist;
 
 typedef struct gen_job {
     uint32_t type;
@@ -189,8 +220,19 @@ static void gen_rows(void *ctx, int ith, int nth)
             cv_rope_llama3_factors(row, (int32_t)(2 * j->n_in), s->rope_theta, s->rope_factor, s->rope_low_freq,
                                    s->rope_high_freq, s->rope_orig_ctx);
         } else {
-            for (int64_t i = 0; i < j->n_in; i++)
-                row[i] = j->how == DIST_UNIFORM_NORM ? 0.5f + cv_rng_f32(&rng) : cv_rng_normal(&rng) * j->std;
+            for (int64_t i = 0; i < j->n_in; i++) {
+                switch (j->how) {
+                case DIST_UNIFORM_NORM: row[i] = 0.5f + cv_rng_f32(&rng); break;
+                case DIST_SSM_A: row[i] = -(1.0f + 15.0f * cv_rng_f32(&rng)); break;
+                case DIST_SSM_DT: {
+                    /* dt = e^U(ln 1e-3, ln 0.1); the bias is softplus^-1(dt) = ln(e^dt - 1) */
+                    const double dt = exp(log(1e-3) + (log(0.1) - log(1e-3)) * cv_rng_f32(&rng));
+                    row[i] = (float)log(expm1(dt));
+                    break;
+                }
+                default: row[i] = cv_rng_normal(&rng) * j->std; break;
+                }
+            }
         }
         int rc = cv_quantize_row(j->type, row, j->data + (size_t)r * j->row_bytes, j->n_in, NULL);
         assert(rc == 0);
@@ -225,6 +267,13 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_ROT_HALF: return s->head_dim / 2;
     case CV_DIM_EXPERT: return s->n_expert;
     case CV_DIM_FF_EXP: return s->n_ff_exp;
+    case CV_DIM_Q_GATED: return 2 * (int64_t)s->n_head * s->head_dim;
+    case CV_DIM_FF_SHEXP: return s->n_ff_shexp;
+    case CV_DIM_SSM_CONV: return s->ssm_conv;
+    case CV_DIM_SSM_CH: return 2 * (int64_t)s->ssm_group * s->ssm_state + (int64_t)s->ssm_heads * s->ssm_state;
+    case CV_DIM_SSM_INNER: return (int64_t)s->ssm_heads * s->ssm_state;
+    case CV_DIM_SSM_HEADS: return s->ssm_heads;
+    case CV_DIM_SSM_STATE: return s->ssm_state;
     }
     return 1;
 }
@@ -239,17 +288,35 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
     cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
-    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe) {
+    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe || a->hybrid) {
         cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
         cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
     }
-    cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)s->head_dim);
+    const int32_t n_rot = s->n_rot ? s->n_rot : s->head_dim;
+    cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot);
     cv_gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_theta);
     cv_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->rms_eps);
     if (a->ffn == CV_FFN_MOE) {
         cv_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         cv_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         cv_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
+        if (a->hybrid) /* the MoE hybrid's shared expert */
+            cv_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)s->n_ff_shexp);
+    }
+    if (a->hybrid) {
+        cv_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)s->ssm_conv);
+        cv_gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)s->ssm_state);
+        cv_gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)s->ssm_group);
+        cv_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)s->ssm_heads);
+        cv_gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)(s->ssm_heads * s->ssm_state));
+        cv_gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)s->full_attn_interval);
+        /* llama.cpp runs these files with interleaved M-RoPE, which wants
+         * the rotated pairs split into sections; Qwen's own split of 32
+         * pairs is 11/11/10, kept in proportion (text ignores it: every
+         * section gets the same position). */
+        const int32_t pairs = n_rot / 2, sec = (pairs * 11 + 16) / 32;
+        const int32_t sections[4] = { sec, sec, pairs - 2 * sec, 0 };
+        cv_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), CV_GGUF_INT32, 4, sections);
     }
     if (a->swa_period > 0)
         cv_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->n_swa);
@@ -322,6 +389,12 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (a->swa_period > 0 && s->n_swa == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no sliding window; a %s model needs one", s->name,
                           a->name);
+    if (a->hybrid && (s->ssm_state == 0 || (a->ffn == CV_FFN_MOE && s->n_ff_shexp == 0)))
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no Gated DeltaNet %s; a %s model needs them",
+                          s->name, s->ssm_state == 0 ? "sizes" : "shared expert", a->name);
+    if (a->ffn == CV_FFN_DENSE && s->n_ff == 0)
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no dense FFN width; a %s model needs one", s->name,
+                          a->name);
     const mix *x = NULL;
     for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
         if (p->dtype && !strcmp(p->dtype, mixes[i].name))
@@ -357,7 +430,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
             if (per_layer != (il >= 0))
                 continue;
-            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(a->mixer) | CV_WHEN_FFN(a->ffn))))
+            const cv_mixer_kind mixer = a->hybrid && il >= 0 ? cv_hybrid_layer_mixer(il, s->full_attn_interval)
+                                                              : a->mixer;
+            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(mixer) | CV_WHEN_FFN(a->ffn))))
                 continue;
             if (d->need == CV_NEED_FALLBACK && s->tied)
                 continue;
@@ -381,8 +456,15 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
             case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM: case CV_ROLE_ATTN_POST_NORM:
-            case CV_ROLE_FFN_POST_NORM:
+            case CV_ROLE_FFN_POST_NORM: case CV_ROLE_SSM_NORM:
                 j->how = DIST_UNIFORM_NORM;
+                break;
+            case CV_ROLE_SSM_A: j->how = DIST_SSM_A; break;
+            case CV_ROLE_SSM_DT_BIAS: j->how = DIST_SSM_DT; break;
+            case CV_ROLE_SSM_CONV1D: j->how = DIST_NORMAL, j->std = 0.5f; break;
+            case CV_ROLE_FFN_GATE_INP_SHEXP: j->how = DIST_NORMAL, j->std = 2.0f / sqrtf((float)ne[0]); break;
+            case CV_ROLE_SSM_QKV: case CV_ROLE_FFN_GATE_SHEXP:
+                j->how = DIST_NORMAL, j->std = 1.5f / sqrtf((float)ne[0]);
                 break;
             case CV_ROLE_ROPE_FREQS: j->how = DIST_ROPE; break;
             case CV_ROLE_ATTN_Q_BIAS: case CV_ROLE_ATTN_K_BIAS: case CV_ROLE_ATTN_V_BIAS: case CV_ROLE_ATTN_OUT_BIAS:

@@ -6,9 +6,13 @@
  * the reference models (qwen3 F32: exact path; qwen2 Q4_K_M: int8 fast path
  * with biases; qwen3moe: routed experts, including steps where every token
  * picks the same experts and steps where no two share one), with f32, f16
- * and q8_0 KV caches, and on reference2's sliding-window models (gpt-oss
- * with sinks and experts, gemma3), whose rows must be the same bits
- * batched, alone and prefilled in chunks across the window. */
+ * and q8_0 KV caches; on reference2's sliding-window models (gpt-oss with
+ * sinks and experts, gemma3), whose rows must be the same bits batched,
+ * alone and prefilled in chunks across the window; and on reference2's
+ * hybrids (Gated DeltaNet layers with a recurrent state per sequence):
+ * their sequences in one batch get the bits each gets alone, a fork copies
+ * the state, and a truncate the state cannot follow goes back only as far
+ * as the state can. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
@@ -172,6 +176,14 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
     check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
+     * other pieces (and single steps), which agree to rounding: measured
+     * 3.9e-5 and 2.7e-5 on logits of magnitude ~20. An f16 cache would
+     * round those differences into an f16 step now and then (measured up to
+     * 8e-4), so these run an f32 one; batched vs alone with the same pieces
+     * is exact whatever the cache (the next test). */
+    check_interleaved(REF2 "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32);
 }
 
 /* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
@@ -300,6 +312,247 @@ TEST(moe_step_where_no_two_tokens_share_an_expert_equals_each_alone)
         CHECK_EQ_INT(one_step(&f, found, 3, ref), 3 * k * L);
         free(ref);
     }
+    close_fixture(&f);
+}
+
+/* The batch = alone invariant for a hybrid, bit for bit: three sequences
+ * fed with the interleaved schedule of check_interleaved (calls of 90/17/1
+ * tokens, then 110/23/4, then single steps of all three), and each alone
+ * with the very same calls. A sequence's recurrent state sees only its own
+ * tokens, in the same pieces, so every row matches exactly. */
+static void check_hybrid_bits(const char *model, int n_threads)
+{
+    cv_engine_params ep = { .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256 };
+    fixture f;
+    if (!open_fixture(&f, model, &ep))
+        return;
+    int32_t n200;
+    int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
+    const int32_t lens[3] = { 206, 46, 11 }, offs[3] = { 0, 50, 120 };
+    const int32_t stops[3][2] = { { 90, 200 }, { 17, 40 }, { 1, 5 } };
+    enum { CALLS = 8 };
+    /* rows[call][s]: the logits of sequence s's tokens in that call */
+    float *mine[CALLS][3] = { { 0 } }, *together[CALLS][3] = { { 0 } };
+    int32_t from[CALLS][3], cnt[CALLS][3];
+    for (int s = 0; s < 3; s++) {
+        int32_t done = 0;
+        for (int c = 0; c < CALLS; c++) {
+            const int32_t goal = c < 2 ? stops[s][c] : CV_MIN(done + 1, lens[s]);
+            from[c][s] = done, cnt[c][s] = goal - done, done = goal;
+        }
+    }
+    cv_err err = { 0 };
+    for (int way = 0; way < 4; way++) { /* 0..2: sequence `way` alone; 3: all three together */
+        int32_t seq[3];
+        for (int s = 0; s < 3; s++)
+            CHECK(cv_engine_seq_open(f.e, &seq[s], &err) == 0);
+        for (int c = 0; c < CALLS; c++) {
+            int32_t tok[256], sq[256], pos[256], who[256], n = 0;
+            bool want[256];
+            /* round-robin, as check_interleaved feeds them */
+            for (int32_t k = 0; k < 256; k++)
+                for (int s = 0; s < 3; s++)
+                    if ((way == 3 || way == s) && k < cnt[c][s]) {
+                        const int32_t p = from[c][s] + k;
+                        tok[n] = src[(offs[s] + p) % n200], sq[n] = seq[s], pos[n] = p, who[n] = s, want[n] = true;
+                        n++;
+                    }
+            if (n == 0)
+                continue;
+            const float *lg;
+            int32_t nl;
+            if (cv_engine_forward(f.e, &(cv_batch){ n, tok, sq, pos, want }, &lg, &nl, &err)) {
+                CHECK_MSG(0, "%s", err.msg);
+                break;
+            }
+            for (int s = 0; s < 3; s++) {
+                float **dst = way == 3 ? &together[c][s] : &mine[c][s];
+                if (!(way == 3 || way == s) || cnt[c][s] == 0)
+                    continue;
+                *dst = malloc((size_t)cnt[c][s] * f.V * sizeof(float));
+                for (int32_t r = 0, k = 0; r < nl; r++)
+                    if (who[r] == s)
+                        memcpy(*dst + (size_t)k++ * f.V, lg + (size_t)r * f.V, (size_t)f.V * sizeof(float));
+            }
+        }
+        for (int s = 0; s < 3; s++)
+            cv_engine_seq_close(f.e, seq[s]);
+    }
+    int same = 0, rows = 0;
+    for (int c = 0; c < CALLS; c++)
+        for (int s = 0; s < 3; s++)
+            for (int32_t k = 0; k < cnt[c][s]; k++) {
+                rows++;
+                const size_t at = (size_t)k * f.V;
+                same += mine[c][s] && together[c][s] &&
+                        !memcmp(mine[c][s] + at, together[c][s] + at, (size_t)f.V * sizeof(float));
+            }
+    printf("  %s, %d threads: %d of %d rows the same bits batched as alone\n", model, n_threads, same, rows);
+    CHECK_MSG(same == rows && rows == 206 + 46 + 11, "%s: %d of %d rows differ batched from alone", model,
+              rows - same, rows);
+    for (int c = 0; c < CALLS; c++)
+        for (int s = 0; s < 3; s++)
+            free(mine[c][s]), free(together[c][s]);
+    free(src);
+    close_fixture(&f);
+}
+
+TEST(hybrid_sequences_batched_get_the_bits_each_gets_alone)
+{
+    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-F32", 2);
+    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-Q4_K_M", 2);
+    check_hybrid_bits(REF2 "tiny-qwen35moe-gpt2-Q4_K_M", 1);
+}
+
+/* A fork copies the recurrent state: both branches then continue as
+ * sequences run alone from the start; truncating to 0 restarts one. */
+TEST(hybrid_fork_copies_the_recurrent_state)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 3 };
+    fixture f;
+    if (!open_fixture(&f, REF2 "tiny-qwen35-gpt2-F32", &ep))
+        return;
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    int32_t a[48], b[48];
+    memcpy(a, ids, 48 * sizeof *a);
+    memcpy(b, ids, 40 * sizeof *b);
+    memcpy(b + 40, ids + 100, 8 * sizeof *b);
+    float *ra = malloc((size_t)f.V * sizeof(float)), *rb = malloc((size_t)f.V * sizeof(float));
+    CHECK(ref_run(f.e, a, 48, NULL, ra) == 0);
+    CHECK(ref_run(f.e, b, 48, NULL, rb) == 0);
+    cv_err err = { 0 };
+    int32_t s0, s1, pos[48], sq[48], nl;
+    const float *lg;
+    CHECK(cv_engine_seq_open(f.e, &s0, &err) == 0);
+    for (int i = 0; i < 40; i++)
+        pos[i] = i, sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 40, a, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK(cv_engine_seq_fork(f.e, s0, &s1, &err) == 0);
+    for (int i = 0; i < 8; i++)
+        pos[i] = 40 + i, sq[i] = s1;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, b + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(max_diff(lg, rb, f.V) <= 1e-4, "fork continuation b differs by %g", max_diff(lg, rb, f.V));
+    for (int i = 0; i < 8; i++)
+        sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 8, a + 40, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(max_diff(lg, ra, f.V) <= 1e-4, "original continuation a differs by %g (did the fork's state leak?)",
+              max_diff(lg, ra, f.V));
+    /* Back to 0 and run a again: the same logits as a fresh sequence. */
+    cv_engine_seq_truncate(f.e, s0, 0);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s0), 0);
+    for (int i = 0; i < 48; i++)
+        pos[i] = i, sq[i] = s0;
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ 48, a, sq, pos, NULL }, &lg, &nl, &err) == 0);
+    CHECK_MSG(memcmp(lg, ra, (size_t)f.V * sizeof(float)) == 0, "after truncate to 0: %g", max_diff(lg, ra, f.V));
+    free(ra);
+    free(rb);
+    free(ids);
+    close_fixture(&f);
+}
+
+/* Feeds tok[0..n) to seq at positions from its length, in one call; the
+ * last row's logits into out (may be NULL). */
+static int feed_one_call(fixture *f, int32_t seq, const int32_t *tok, int32_t n, float *out)
+{
+    int32_t pos[64], sq[64], nl;
+    const int32_t at = cv_engine_seq_len(f->e, seq);
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = at + i, sq[i] = seq;
+    const float *lg;
+    cv_err err = { 0 };
+    int rc = cv_engine_forward(f->e, &(cv_batch){ n, tok, sq, pos, NULL }, &lg, &nl, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc == 0 && out)
+        memcpy(out, lg, (size_t)f->V * sizeof(float));
+    return rc;
+}
+
+/* The recurrent state sums every position, so a sequence goes back only
+ * where a copy of it is kept: its checkpoint, or 0. The engine says so up
+ * front (cv_engine_seq_truncatable) and truncate goes exactly there; the
+ * positions between are the caller's to recompute, and recomputing them
+ * in the same calls gives the same bits. A fork copies the state but not
+ * the checkpoint. A held prefix resumes only where a snapshot of the state
+ * was kept, and a restore anywhere else is refused. */
+TEST(hybrid_truncate_goes_back_only_where_the_state_is_kept)
+{
+    cv_engine_params ep = { .n_threads = 1, .n_ctx = 128, .n_seq_max = 3, .n_kv_tokens = 1024 };
+    fixture f;
+    if (!open_fixture(&f, REF2 "tiny-qwen35-gpt2-Q8_0", &ep))
+        return;
+    CHECK_EQ_INT(f.m->hp.n_recurrent, 3);
+    cv_mem_info mi;
+    cv_engine_mem_info(f.e, &mi);
+    CHECK(mi.state_bytes > 0 && mi.n_state_layers == 3 && mi.split_align == 64 && mi.step_run > CV_SCHED_DRAFT_MAX);
+    cv_err err = { 0 };
+    int32_t tok[48];
+    for (int i = 0; i < 48; i++)
+        tok[i] = i + 10;
+    float *cont = malloc((size_t)f.V * sizeof(float)), *got = malloc((size_t)f.V * sizeof(float));
+    float *fresh = malloc((size_t)f.V * sizeof(float));
+    int32_t s, s2;
+    /* the bits of 40 in one call, then 8 more in one call */
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    CHECK(feed_one_call(&f, s, tok, 40, fresh) == 0 && feed_one_call(&f, s, tok + 40, 8, cont) == 0);
+    cv_engine_seq_close(f.e, s);
+
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    CHECK(feed_one_call(&f, s, tok, 40, NULL) == 0);
+    CHECK_EQ_INT(cv_engine_seq_truncatable(f.e, s, 40), 40); /* the whole length: nothing to do */
+    CHECK_EQ_INT(cv_engine_seq_truncatable(f.e, s, 20), 0);  /* no copy of the state at 20 */
+    /* a checkpoint at 40: a cut to anywhere from 40 on goes back to it */
+    cv_engine_seq_checkpoint(f.e, s);
+    CHECK(feed_one_call(&f, s, tok + 40, 8, got) == 0);
+    CHECK(!memcmp(got, cont, (size_t)f.V * sizeof(float)));
+    CHECK_EQ_INT(cv_engine_seq_truncatable(f.e, s, 44), 40);
+    CHECK_EQ_INT(cv_engine_seq_truncate(f.e, s, 44), 40);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 40);
+    CHECK(feed_one_call(&f, s, tok + 40, 8, got) == 0);
+    CHECK_MSG(!memcmp(got, cont, (size_t)f.V * sizeof(float)), "back at the checkpoint and fed again: %g",
+              max_diff(got, cont, f.V));
+    /* a fork copies the state, not the checkpoint */
+    CHECK(cv_engine_seq_fork(f.e, s, &s2, &err) == 0);
+    CHECK_EQ_INT(cv_engine_seq_truncatable(f.e, s2, 44), 0);
+    cv_engine_seq_close(f.e, s2);
+    /* below the checkpoint only 0 is left, and the checkpoint goes */
+    CHECK_EQ_INT(cv_engine_seq_truncate(f.e, s, 30), 0);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s), 0);
+    CHECK_EQ_INT(cv_engine_seq_truncatable(f.e, s, 40), 0);
+    CHECK(feed_one_call(&f, s, tok, 40, got) == 0);
+    CHECK_MSG(!memcmp(got, fresh, (size_t)f.V * sizeof(float)), "after a truncate to 0: %g", max_diff(got, fresh, f.V));
+
+    /* held spans: no snapshot, no resume; a snapshot at 32 resumes there */
+    cv_engine_seq_close(f.e, s);
+    CHECK(cv_engine_seq_open(f.e, &s, &err) == 0);
+    CHECK(feed_one_call(&f, s, tok, 32, NULL) == 0);
+    cv_mem_span held[2];
+    const cv_mem_span *hp[2] = { &held[0], &held[1] };
+    for (int i = 0; i < 2; i++) {
+        CHECK(cv_engine_seq_span(f.e, s, i, &held[i]));
+        cv_engine_span_ref(f.e, &held[i]);
+    }
+    CHECK_EQ_INT(cv_engine_resume_len(f.e, hp, 2, 32), 0);
+    CHECK(cv_engine_seq_open(f.e, &s2, &err) == 0);
+    CHECK_EQ_INT(cv_engine_seq_restore(f.e, s2, hp, 2, 32, &err), CV_EINVAL);
+    CHECK(strstr(err.msg, "snapshot") != NULL);
+    CHECK_EQ_INT(cv_engine_seq_len(f.e, s2), 0);
+    CHECK(cv_engine_snapshot_take(f.e, s, &held[1].snap, &err) == 0);
+    CHECK_EQ_INT(cv_engine_resume_len(f.e, hp, 2, 32), 32);
+    CHECK_EQ_INT(cv_engine_resume_len(f.e, hp, 2, 31), 0); /* 31: inside a block, no state there */
+    CHECK(cv_engine_seq_restore(f.e, s2, hp, 2, 32, &err) == 0);
+    CHECK(feed_one_call(&f, s2, tok + 32, 16, got) == 0);
+    CHECK(feed_one_call(&f, s, tok + 32, 16, cont) == 0);
+    CHECK_MSG(!memcmp(got, cont, (size_t)f.V * sizeof(float)), "resumed from the snapshot: %g",
+              max_diff(got, cont, f.V));
+    for (int i = 0; i < 2; i++)
+        cv_engine_span_release(f.e, &held[i]);
+    cv_engine_seq_close(f.e, s);
+    cv_engine_seq_close(f.e, s2);
+    CHECK_EQ_INT(cv_engine_kv_free_blocks(f.e), cv_engine_kv_n_blocks(f.e));
+    free(cont);
+    free(got);
+    free(fresh);
     close_fixture(&f);
 }
 
@@ -643,6 +896,9 @@ int main(void)
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);
     RUN(engine_parameters_out_of_range_are_refused);
+    RUN(hybrid_sequences_batched_get_the_bits_each_gets_alone);
+    RUN(hybrid_fork_copies_the_recurrent_state);
+    RUN(hybrid_truncate_goes_back_only_where_the_state_is_kept);
     json_decref(g_seqs);
     return test_report();
 }

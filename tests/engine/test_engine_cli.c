@@ -150,6 +150,40 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
     unlink(model);
 }
 
+/* A hybrid end to end through the binary: synth's tiny qwen35, `info`
+ * naming its recurrent layer and its state, and `bench --depth`, whose
+ * prefill at depth goes back to the depth through a checkpoint (a hybrid's
+ * state cannot be cut back otherwise). */
+TEST(hybrid_synth_info_and_bench_at_depth)
+{
+    char model[512], cmd[2048];
+    ref_tmp_path(model, sizeof model, "cli-hybrid");
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --arch qwen35 --dtype q8_0 --seed 3 -o '%s'", bin, model);
+    CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd, "'%s' info '%s'", bin, model);
+    cv_buf out = { 0 };
+    CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+    CHECK_MSG(out.data && strstr(out.data, "model: qwen35, dense") &&
+                  strstr(out.data, "hybrid: 1 of 2 layers Gated DeltaNet (0)") &&
+                  strstr(out.data, "(38.0 KiB of state a sequence)"),
+              "%s", out.data ? out.data : "");
+    cv_buf_reset(&out);
+    snprintf(cmd, sizeof cmd, "'%s' bench '%s' -p 16 -n 4 --batch 1,2 --depth 40 --repeats 2 --no-probe --json "
+             "--threads 2", bin, model);
+    CHECK_EQ_INT(sh(cmd, &out, NULL), 0);
+    cv_err err = { 0 };
+    json_t *j = out.data ? cv_json_parse(out.data, out.len, &err) : NULL;
+    CHECK_MSG(j != NULL, "bench --json: %s", err.msg);
+    if (j) {
+        CHECK(json_number_value(json_object_get(json_object_get(j, "prefill"), "tok_s")) > 0);
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "prefill"), "depth")), 40);
+        CHECK_EQ_INT(json_array_size(json_object_get(j, "decode")), 2);
+        json_decref(j);
+    }
+    cv_buf_free(&out);
+    unlink(model);
+}
+
 TEST(bad_flags_exit_2_with_the_usage)
 {
     static const char *const lines[] = {
@@ -187,6 +221,7 @@ int main(void)
         test_skip("the release binary is not built (make release)");
     RUN(run_with_ids_prints_the_documented_stories260k_continuation);
     RUN(synth_then_bench_reports_ceilings_and_a_stable_output_hash);
+    RUN(hybrid_synth_info_and_bench_at_depth);
     RUN(bad_flags_exit_2_with_the_usage);
     return test_report();
 }

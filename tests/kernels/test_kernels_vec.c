@@ -86,6 +86,34 @@ TEST(elementwise_ops_match_their_formulas_on_every_isa_and_tail)
             CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-6) == 0, "%s swiglu_clamped n=%lld", cv_isa_name(isa),
                       (long long)n);
             fill(w, n, 3 + n, 0.5f);
+            /* e^x over a wide range (a is N(0, 3^2)), in place too; and its
+             * underflow: below ~-87.3, and -inf, give 0. */
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = exp((double)a[i]);
+            v->exp(y, a, n);
+            CHECK_MSG(count_far(y, ref, n, 1e-6, 0) == 0, "%s exp n=%lld", cv_isa_name(isa), (long long)n);
+            memcpy(y, a, n * sizeof *y);
+            v->exp(y, y, n);
+            CHECK_MSG(count_far(y, ref, n, 1e-6, 0) == 0, "%s exp in place n=%lld", cv_isa_name(isa), (long long)n);
+            for (int64_t i = 0; i < n; i++)
+                y[i] = i % 2 ? -INFINITY : -90.0f - (float)i;
+            v->exp(y, y, n);
+            for (int64_t i = 0; i < n; i++)
+                CHECK_MSG(y[i] >= 0 && y[i] < 1e-38f, "%s exp underflow at %lld: %g", cv_isa_name(isa), (long long)i,
+                          y[i]);
+
+            /* The sigmoid gate x * sigmoid(g), and silu as x gated by
+             * itself in place (how the DeltaNet conv uses it). */
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = b[i] / (1.0 + exp(-(double)a[i]));
+            v->sigmoid_mul(y, b, a, n);
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s sigmoid_mul n=%lld", cv_isa_name(isa), (long long)n);
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = a[i] / (1.0 + exp(-(double)a[i]));
+            memcpy(y, a, n * sizeof *y);
+            v->sigmoid_mul(y, y, y, n);
+            CHECK_MSG(count_far(y, ref, n, 4e-6, 1e-7) == 0, "%s silu in place n=%lld", cv_isa_name(isa),
+                      (long long)n);
 
             for (int64_t i = 0; i < n; i++)
                 ref[i] = (float)(a[i] + b[i]);

@@ -29,6 +29,9 @@ typedef struct mutation {
     const char *add_tensor;    /* an extra f32 vector of add_n elements, all add_value */
     int64_t add_n;
     float add_value;
+    const char *arr_key;       /* an int32 array key of n_arr elements */
+    const int32_t *arr;
+    int n_arr;
 } mutation;
 
 static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
@@ -54,6 +57,8 @@ static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
         case KEEP: break;
         }
     }
+    if (mu->arr_key)
+        cv_gguf_writer_set_arr(w, mu->arr_key, CV_GGUF_INT32, (uint64_t)mu->n_arr, mu->arr);
     float *extra = NULL;
     for (int64_t i = 0; rc == 0 && i < cv_gguf_n_tensors(g); i++) {
         const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
@@ -200,6 +205,49 @@ TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
           CV_ECORRUPT, "'token_embd.weight' has 1 dims" },
         { REF "tiny-llama-spm-F32.gguf", { .tensor = "output.weight", .ne0 = 512, .ne1 = 1024, .type = -1 },
           CV_ECORRUPT, "'output.weight' has shape [512, 1024" },
+        /* hybrids: the DeltaNet keys, tensors and layer pattern */
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .type = -1, .key = "qwen35.ssm.state_size", .op = REMOVE },
+          CV_ECORRUPT, "'qwen35.ssm.state_size' is missing" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .type = -1, .key = "qwen35.ssm.inner_size", .op = SET_U32, .u32 = 128 },
+          CV_ECORRUPT, "'qwen35.ssm.inner_size' = 128, must be" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .type = -1, .key = "qwen35.ssm.group_count", .op = SET_U32, .u32 = 3 },
+          CV_ECORRUPT, "do not split evenly over 'qwen35.ssm.group_count' = 3" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .type = -1, .key = "qwen35.ssm.conv_kernel", .op = SET_U32, .u32 = 100 },
+          CV_ECORRUPT, "'qwen35.ssm.conv_kernel' = 100, must be 1..64" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .type = -1, .key = "qwen35.ssm.state_size", .op = SET_U32, .u32 = 4096 },
+          CV_ECORRUPT, "'qwen35.ssm.state_size' = 4096, must be 1..1024" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .drop_tensor = "blk.1.ssm_conv1d.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.1.ssm_conv1d.weight' is missing" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .drop_tensor = "blk.3.attn_q.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.3.attn_q.weight' is missing" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .drop_tensor = "blk.0.ssm_a", .type = -1, .add_tensor = "blk.0.ssm_a",
+                                               .add_n = 4, .add_value = 0.5f },
+          CV_ECORRUPT, "'blk.0.ssm_a' element 0 = 0.5, must be negative" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf", { .tensor = "blk.0.ssm_conv1d.weight", .ne0 = 8, .ne1 = 256, .type = -1 },
+          CV_ECORRUPT, "'blk.0.ssm_conv1d.weight' has shape [8, 256" },
+        /* the interval is read, not assumed: 2 makes layer 1 attend, and
+         * the file has no attention tensors there */
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf",
+          { .type = -1, .key = "qwen35.full_attention_interval", .op = SET_U32, .u32 = 2 }, CV_ECORRUPT,
+          "'blk.1.attn_q.weight' is missing" },
+        /* a per-layer array overrides it */
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf",
+          { .type = -1, .arr_key = "qwen35.attention.recurrent_layers", .arr = (const int32_t[]){ 1, 1, 0, 0 },
+            .n_arr = 4 },
+          CV_ECORRUPT, "'blk.2.attn_q.weight' is missing" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf",
+          { .type = -1, .arr_key = "qwen35.attention.recurrent_layers", .arr = (const int32_t[]){ 1, 1, 1 },
+            .n_arr = 3 },
+          CV_ECORRUPT, "one integer or bool per layer (4)" },
+        { REF2 "tiny-qwen35-gpt2-Q8_0.gguf",
+          { .type = -1, .arr_key = "qwen35.attention.recurrent_layers", .arr = (const int32_t[]){ 1, 1, 2, 0 },
+            .n_arr = 4 },
+          CV_ECORRUPT, "element 2 = 2, must be 0 or 1" },
+        { REF2 "tiny-qwen35moe-gpt2-Q4_K_M.gguf",
+          { .type = -1, .key = "qwen35moe.expert_shared_feed_forward_length", .op = REMOVE }, CV_ECORRUPT,
+          "'qwen35moe.expert_shared_feed_forward_length' is missing or 0; tensor 'blk.0.ffn_gate_shexp.weight'" },
+        { REF2 "tiny-qwen35moe-gpt2-Q4_K_M.gguf", { .drop_tensor = "blk.1.ffn_down_shexp.weight", .type = -1 },
+          CV_ECORRUPT, "'blk.1.ffn_down_shexp.weight' is missing" },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
         cv_buf buf = { 0 };
@@ -223,6 +271,50 @@ TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
               err.msg);
     rc = cv_model_open("/nonexistent/model.gguf", NULL, &m, &err);
     CHECK(rc != 0 && m == NULL && strstr(err.msg, "/nonexistent/model.gguf"));
+}
+
+TEST(hybrid_layers_resolve_from_the_interval_or_the_per_layer_array)
+{
+    struct {
+        const char *file;
+        mutation mu;
+        int32_t n_recurrent;
+        const char *pattern; /* D: Gated DeltaNet, A: attention */
+        const char *describe;
+    } cases[] = {
+        { REF2 "tiny-qwen35-gpt2-F32.gguf", { .type = -1 }, 3, "DDDA",
+          "hybrid: 3 of 4 layers Gated DeltaNet (0-2)" },
+        { REF2 "tiny-qwen35moe-gpt2-Q4_K_M.gguf", { .type = -1 }, 1, "DA",
+          "hybrid: 1 of 2 layers Gated DeltaNet (0)" },
+        /* the array says what the interval says */
+        { REF2 "tiny-qwen35moe-gpt2-Q4_K_M.gguf",
+          { .type = -1, .arr_key = "qwen35moe.attention.recurrent_layers", .arr = (const int32_t[]){ 1, 0 },
+            .n_arr = 2 },
+          1, "DA", "a shared expert" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
+        cv_buf buf = { 0 };
+        cv_model *m = NULL;
+        cv_err err = { 0 };
+        if (open_mutated(cases[i].file, &cases[i].mu, NULL, &buf, &m, &err)) {
+            CHECK_MSG(0, "case %zu: %s", i, err.msg);
+            cv_buf_free(&buf);
+            continue;
+        }
+        CHECK_EQ_INT(m->hp.n_recurrent, cases[i].n_recurrent);
+        CHECK_EQ_INT(m->hp.n_rot, 16);
+        CHECK(m->layers[m->hp.n_layer - 1].attn_gate);
+        for (int32_t il = 0; il < m->hp.n_layer; il++)
+            CHECK_MSG((m->layers[il].mixer == CV_MIXER_DELTANET) == (cases[i].pattern[il] == 'D'), "case %zu layer %d",
+                      i, il);
+        cv_buf d = { 0 };
+        cv_model_describe(m, &d);
+        CHECK_MSG(strstr(d.data, cases[i].describe) && strstr(d.data, "rope neox on 16 of 64 dims"), "case %zu: %s", i,
+                  d.data);
+        cv_buf_free(&d);
+        cv_model_close(m);
+        cv_buf_free(&buf);
+    }
 }
 
 TEST(random_hyperparameters_never_crash_the_loader)
@@ -504,6 +596,7 @@ int main(void)
     test_require_data();
     RUN(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault);
     RUN(random_hyperparameters_never_crash_the_loader);
+    RUN(hybrid_layers_resolve_from_the_interval_or_the_per_layer_array);
     RUN(qwen3_head_dim_comes_from_key_length_and_outputs_tie_or_not);
     RUN(fused_and_separate_projections_compute_the_same_logits);
     RUN(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used);

@@ -1,0 +1,461 @@
+/* mix_deltanet.c — the Gated DeltaNet mixer (CV_MIXER_DELTANET) of hybrid
+ * models (qwen35, qwen35moe): linear attention whose memory is a fixed
+ * matrix per value head, carried across tokens and forward calls in the
+ * sequence's recurrent-state slot (seq_mem.c; this kind declares its bytes
+ * through eng_kind.state_bytes, layout below). Per token t of a sequence, from
+ * the normed input a_t:
+ *
+ *   c_t = W_qkv a_t,  z_t = W_z a_t,  beta_t = sigmoid(W_beta a_t),
+ *   g_t = softplus(W_alpha a_t + dt_bias) * ssm_a          (g_t <= 0)
+ *   u_t = silu(sum_j conv[c][j] c_{t-K+1+j}[c])             (causal, per channel)
+ *   q_h, k_h = u_t's key-head slices / their L2 norms, q_h also / sqrt(d)
+ *   v_j = u_t's value-head slice; value head j reads key head j mod H_k
+ *   S_j <- exp(g) S_j;  delta = beta (v_j - S_j^T k);  S_j <- S_j + k delta^T
+ *   o_j = S_j^T q;  y_j = rmsnorm(o_j) * ssm_norm * silu(z_j);  out = W_out y
+ *
+ * (testdata/reference2/README.md states it with llama.cpp's conventions.)
+ * Decode runs that recurrence one token at a time ("step"). A prompt runs
+ * it in chunks of up to CV_DN_CHUNK tokens with the equivalent chunked form
+ * below, which turns a chunk's n sequential rank-1 updates into small
+ * matrix products.
+ *
+ * ---- The chunked form (one value head; n tokens from state S0) ----
+ * Rows are tokens: Q, K [n][d] (the head's q, k), V [n][d], beta_t, g_t.
+ * Let G_t = g_1 + ... + g_t (t = 1..n) and Gamma_t = exp(G_t), so the state
+ * decays by Gamma_t / Gamma_s = exp(G_t - G_s) <= 1 from after token s to
+ * after token t. Unrolling S_t = gamma_t S_{t-1} + k_t delta_t^T:
+ *
+ *   S_t = Gamma_t S0 + sum_{s<=t} exp(G_t - G_s) k_s delta_s^T          (1)
+ *
+ * and each delta_t reads the decayed state before its own write:
+ *
+ *   delta_t = beta_t (v_t - Gamma_t S0^T k_t
+ *                     - sum_{s<t} exp(G_t - G_s) (k_s . k_t) delta_s)
+ *
+ * so with A[t][s] = beta_t exp(G_t - G_s) (k_t . k_s) for s < t (strictly
+ * lower triangular) and Delta the rows delta_t:
+ *
+ *   (I + A) Delta = diag(beta) V - diag(beta Gamma) K S0
+ *   Delta = U - W S0,  U = (I + A)^-1 diag(beta) V,
+ *                      W = (I + A)^-1 diag(beta Gamma) K                 (2)
+ *
+ * (the WY form of the product of the n Householder-like updates; U and W
+ * come from one forward substitution over the unit lower triangular
+ * I + A, applied to both right-hand sides at once). The outputs follow
+ * from (1):
+ *
+ *   o_t = S_t^T q_t = Gamma_t S0^T q_t + sum_{s<=t} exp(G_t - G_s) (q_t . k_s) delta_s
+ *   O = diag(Gamma) Q S0 + M Delta,  M[t][s] = exp(G_t - G_s) (q_t . k_s), s <= t   (3)
+ *
+ * and the state after the chunk is (1) at t = n:
+ *
+ *   S_n = Gamma_n S0 + K^T diag(exp(G_n - G_s)) Delta                    (4)
+ *
+ * Every factor is an exp of a difference G_t - G_s <= 0 (or of G_t <= 0),
+ * so nothing overflows, and a state that has decayed away underflows to 0
+ * as it should. Per chunk and head the work is K K^T and Q K^T (n^2 d),
+ * the substitution (n^2 d), W S0, Q S0 and K^T Delta (3 n d^2) and
+ * M Delta (n^2 d / 2): matrix products over a d x d state and n x d
+ * inputs held in L2, instead of 3 n passes over the state for the step
+ * form. Both forms agree to rounding (tests/engine/test_engine_deltanet.c).
+ *
+ * Chunks start at multiples of CV_DN_CHUNK in the sequence (a call that
+ * starts mid-chunk first finishes that chunk), so a prompt fed in pieces
+ * that end on that grid computes the same chunks as in one call; a piece
+ * of at most CV_DN_STEP_RUN tokens takes the step form, token by token, so
+ * a short call (a decode step, a speculative step with its drafts) gives
+ * the bits of decoding its tokens one by one. These are the engine's
+ * split_align and step_run (cv_mem_info). Sequences are independent: each
+ * (sequence, value head) is one work item whose chunks run in order on one
+ * thread, so a token's output is the same bits alone or in any batch and
+ * on any thread count.
+ *
+ * ---- The state (one layer's part of a sequence's slot) ----
+ *   conv [K - 1][C]   the conv's inputs at the K - 1 positions before the
+ *                     sequence's next one, oldest first (C = 2 H_k d + H_v d)
+ *   ssm  [H_v][d][d]  value head j's state S_j[i][m] (i: key index, m: value
+ *                     index)
+ * Zero is the state of an empty sequence; the engine opens, copies,
+ * checkpoints and snapshots whole slots and never looks inside. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "engine/engine_int.h"
+
+_Static_assert(CV_DN_STEP_RUN > CV_SCHED_DRAFT_MAX, "a speculative step (a token and its drafts) takes the step form");
+
+struct dn_scratch {
+    const dn_kernels *kn;
+    int32_t C, inner, H_v, H_k, d, K;
+    int64_t ld_in;      /* C + inner + 2 H_v */
+    float *in;          /* [n_batch][ld_in] conv input | z | beta | alpha (beta, g once gated) */
+    float *u;           /* [n_batch][C] the conv's output: q | k of the key heads, v of the value heads */
+    float *o;           /* [n_batch][inner] the heads' outputs, then the gated ones */
+    float *work;        /* per thread: a chunk's gathered rows and the chunk kernel's scratch */
+    size_t work_floats;
+    int32_t *seqs;      /* [n_seq_max] sequences of this call */
+    int32_t n_seqs;
+};
+
+/* ---- the chunked form (see the top of the file) ---- */
+
+size_t eng_dn_chunk_floats(int32_t d)
+{
+    const size_t n = CV_DN_CHUNK;
+    /* G, Gamma, a row of decays [n]; K^T [d][n]; A, M [n][n]; X [n][2d]
+     * (U | W); Delta [n][d] */
+    return 3 * n + (size_t)d * n + 2 * n * n + n * 2 * (size_t)d + n * (size_t)d;
+}
+
+void eng_dn_chunk(const dn_kernels *kn, const cv_vec_ops *vec, int32_t d, int32_t n, float *S, const float *q,
+                  const float *k, const float *v, const float *beta, const float *g, float *o, float *scratch)
+{
+    enum { N = CV_DN_CHUNK };
+    assert(n >= 1 && n <= N);
+    float *G = scratch, *eG = G + N, *row = eG + N, *KT = row + N, *A = KT + (size_t)d * N, *M = A + N * N;
+    float *X = M + N * N, *D = X + (size_t)N * 2 * d;
+    const int64_t ldx = 2 * (int64_t)d;
+    float acc = 0;
+    for (int32_t t = 0; t < n; t++) {
+        acc += g[t];
+        G[t] = acc;
+    }
+    vec->exp(eG, G, n);
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < d; i++)
+            KT[(size_t)i * N + t] = k[(size_t)t * d + i];
+    /* A = strict lower part of K K^T, weighted; M = lower part (with the
+     * diagonal) of Q K^T, weighted; row t's decays exp(G_t - G_s), s <= t. */
+    kn->gemm(n, n, d, 1.0f, k, d, KT, N, A, N, false);
+    kn->gemm(n, n, d, 1.0f, q, d, KT, N, M, N, false);
+    for (int32_t t = 0; t < n; t++) {
+        for (int32_t s = 0; s <= t; s++)
+            row[s] = G[t] - G[s];
+        vec->exp(row, row, t + 1);
+        for (int32_t s = 0; s < n; s++) {
+            A[t * N + s] = s < t ? beta[t] * row[s] * A[t * N + s] : 0.0f;
+            M[t * N + s] = s <= t ? row[s] * M[t * N + s] : 0.0f;
+        }
+    }
+    /* (2): X = [beta V | beta Gamma K], then X <- (I + A)^-1 X by forward
+     * substitution, row t after every row before it. */
+    for (int32_t t = 0; t < n; t++) {
+        float *x = X + t * ldx;
+        for (int32_t i = 0; i < d; i++) {
+            x[i] = beta[t] * v[(size_t)t * d + i];
+            x[d + i] = beta[t] * eG[t] * k[(size_t)t * d + i];
+        }
+        /* x_t -= A[t][0..t) X[0..t): one row of a product */
+        kn->gemm(1, 2 * d, t, -1.0f, A + t * N, N, X, ldx, x, ldx, true);
+    }
+    /* Delta = U - W S0 */
+    for (int32_t t = 0; t < n; t++)
+        memcpy(D + (size_t)t * d, X + t * ldx, (size_t)d * sizeof(float));
+    kn->gemm(n, d, d, -1.0f, X + d, ldx, S, d, D, d, true);
+    /* (3): O = diag(Gamma) Q S0 + M Delta */
+    kn->gemm(n, d, d, 1.0f, q, d, S, d, o, d, false);
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < d; i++)
+            o[(size_t)t * d + i] *= eG[t];
+    kn->gemm(n, d, n, 1.0f, M, N, D, d, o, d, true);
+    /* (4): S = Gamma_n S0 + (K^T diag(exp(G_n - G_s))) Delta */
+    vec->scale(S, eG[n - 1], (int64_t)d * d);
+    for (int32_t t = 0; t < n; t++)
+        row[t] = G[n - 1] - G[t];
+    vec->exp(row, row, n);
+    for (int32_t i = 0; i < d; i++)
+        for (int32_t t = 0; t < n; t++)
+            KT[(size_t)i * N + t] *= row[t];
+    kn->gemm(d, d, n, 1.0f, KT, N, D, d, S, d, true);
+}
+
+/* ---- scalar kernels (the reference) ---- */
+
+static void gemm_scalar(int32_t M, int32_t N, int32_t K, float alpha, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float *C, int64_t ldc, bool acc)
+{
+    for (int32_t m = 0; m < M; m++)
+        for (int32_t n = 0; n < N; n++) {
+            float sum = 0;
+            for (int32_t k = 0; k < K; k++)
+                sum += A[m * lda + k] * B[k * ldb + n];
+            C[m * ldc + n] = acc ? C[m * ldc + n] + alpha * sum : alpha * sum;
+        }
+}
+
+static void step_scalar(int32_t d, float *S, const float *q, const float *k, const float *v, float beta, float g,
+                        float *o, float *delta)
+{
+    const float gam = expf(g);
+    /* delta = beta (v - gam S^T k): the decayed state read along k */
+    for (int32_t m = 0; m < d; m++)
+        delta[m] = 0;
+    for (int32_t i = 0; i < d; i++)
+        for (int32_t m = 0; m < d; m++)
+            delta[m] += k[i] * S[(size_t)i * d + m];
+    for (int32_t m = 0; m < d; m++)
+        delta[m] = beta * (v[m] - gam * delta[m]);
+    /* S = gam S + k delta^T, and o = S^T q as each row is written */
+    for (int32_t m = 0; m < d; m++)
+        o[m] = 0;
+    for (int32_t i = 0; i < d; i++) {
+        float *row = S + (size_t)i * d;
+        for (int32_t m = 0; m < d; m++) {
+            row[m] = gam * row[m] + k[i] * delta[m];
+            o[m] += q[i] * row[m];
+        }
+    }
+}
+
+const dn_kernels eng_dn_kernels_scalar = { .gemm = gemm_scalar, .step = step_scalar };
+
+/* ---- the layer ---- */
+
+typedef struct dn_job {
+    cv_engine *e;
+    const cv_batch *b;
+    int32_t layer;
+    int32_t n_rows;
+    _Atomic int32_t next;
+} dn_job;
+
+static inline int32_t run_begin(const cv_engine *e, int32_t s) { return s ? e->att_seq_start[s - 1] : 0; }
+
+static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Layer il's state in sequence s's slot: its conv part, then the heads'
+ * DeltaNet states (the layout at the top). */
+static inline float *conv_state(cv_engine *e, int32_t s, int32_t il) { return eng_state(e, s, il); }
+
+static size_t deltanet_state_bytes(const cv_engine *e, int32_t il)
+{
+    (void)il;
+    const dn_scratch *dn = e->dn;
+    return ((size_t)(dn->K - 1) * (size_t)dn->C + (size_t)dn->H_v * (size_t)dn->d * (size_t)dn->d) * sizeof(float);
+}
+
+/* Per row: the causal conv over this and the K - 1 earlier positions of
+ * its sequence (rows of this call, or the conv state for positions before
+ * it), SiLU, the L2 norms of q and k, and the gates beta and g. Rows only
+ * read the other rows' conv input, which nothing writes here. */
+static void rows_conv(void *ctx, int ith, int nth)
+{
+    dn_job *j = ctx;
+    cv_engine *e = j->e;
+    dn_scratch *dn = e->dn;
+    const cv_layer *L = &e->m->layers[j->layer];
+    const cv_vec_ops *vec = e->vec;
+    const int32_t C = dn->C, K = dn->K, d = dn->d;
+    const float eps = e->m->hp.rms_eps, qscale = 1.0f / sqrtf((float)d);
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const int32_t s = j->b->seq[t], p = j->b->pos[t], p0 = e->seqs[s].len, begin = run_begin(e, s);
+        const float *state = conv_state(e, s, j->layer);
+        const float *x[CV_MAX_SSM_CONV];
+        for (int32_t tap = 0; tap < K; tap++) {
+            const int32_t at = p - (K - 1) + tap; /* >= p0 - (K - 1) */
+            x[tap] = at >= p0 ? dn->in + (int64_t)e->att_rows[begin + at - p0] * dn->ld_in
+                              : state + (int64_t)(at - p0 + K - 1) * C;
+        }
+        float *u = dn->u + t * C;
+        for (int32_t c = 0; c < C; c++) {
+            const float *w = L->ssm_conv1d + (int64_t)c * K;
+            float acc = 0;
+            for (int32_t tap = 0; tap < K; tap++)
+                acc += w[tap] * x[tap][c];
+            u[c] = acc;
+        }
+        vec->sigmoid_mul(u, u, u, C); /* silu */
+        for (int32_t h = 0; h < 2 * dn->H_k; h++) {
+            float *r = u + (int64_t)h * d;
+            const float n2 = vec->dot_f32(r, r, d);
+            vec->scale(r, (h < dn->H_k ? qscale : 1.0f) / fmaxf(sqrtf(n2), eps), d);
+        }
+        float *beta = dn->in + t * dn->ld_in + C + dn->inner, *gate = beta + dn->H_v;
+        for (int32_t h = 0; h < dn->H_v; h++) {
+            beta[h] = 1.0f / (1.0f + expf(-beta[h]));
+            gate[h] = softplus(gate[h] + L->ssm_dt_bias[h]) * L->ssm_a[h];
+        }
+    }
+}
+
+/* Each sequence's conv state becomes the inputs of its last K - 1
+ * positions (once every row has read the old one). */
+static void update_conv_state(cv_engine *e, int32_t il)
+{
+    dn_scratch *dn = e->dn;
+    const int32_t C = dn->C, K = dn->K;
+    for (int32_t i = 0; i < dn->n_seqs; i++) {
+        const int32_t s = dn->seqs[i], begin = run_begin(e, s), n = e->att_seq_start[s] - begin;
+        const int32_t p0 = e->seqs[s].len, end = p0 + n;
+        float *state = conv_state(e, s, il);
+        /* Row r holds position end - (K - 1) + r; an old row moves down by
+         * n, so rows are rewritten upward, each from a later one. */
+        for (int32_t r = 0; r < K - 1; r++) {
+            const int32_t at = end - (K - 1) + r;
+            const float *src = at >= p0 ? dn->in + (int64_t)e->att_rows[begin + at - p0] * dn->ld_in
+                                        : state + (int64_t)(at - p0 + K - 1) * C;
+            memmove(state + (int64_t)r * C, src, (size_t)C * sizeof(float));
+        }
+    }
+}
+
+/* One work item: value head h of sequence dn->seqs[i / H_v], every token
+ * of it in this call, in chunks aligned to CV_DN_CHUNK positions. */
+static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
+{
+    dn_scratch *dn = e->dn;
+    const int32_t d = dn->d, C = dn->C, hv = item % dn->H_v, s = dn->seqs[item / dn->H_v];
+    const int32_t hk = hv % dn->H_k, begin = run_begin(e, s), n = e->att_seq_start[s] - begin;
+    /* offsets in a conv-output row: q of key head hk, its k, v of value head hv */
+    const int64_t q_at = (int64_t)hk * d, k_at = (int64_t)(dn->H_k + hk) * d;
+    const int64_t v_at = (int64_t)(2 * dn->H_k + hv) * d;
+    float *S = conv_state(e, s, il) + (size_t)(dn->K - 1) * C + (size_t)hv * d * d;
+    enum { N = CV_DN_CHUNK };
+    float *Q = work, *Kc = Q + (size_t)N * d, *V = Kc + (size_t)N * d, *O = V + (size_t)N * d, *B = O + (size_t)N * d;
+    float *Gt = B + N, *chunk = Gt + N;
+    const int32_t p0 = e->seqs[s].len;
+    for (int32_t r = 0; r < n;) {
+        const int32_t len = CV_MIN(n - r, N - (p0 + r) % N);
+        if (len <= CV_DN_STEP_RUN) {
+            for (int32_t i = 0; i < len; i++) {
+                const int64_t t = e->att_rows[begin + r + i];
+                const float *u = dn->u + t * C, *gb = dn->in + t * dn->ld_in + C + dn->inner;
+                float *o = dn->o + t * dn->inner + (int64_t)hv * d;
+                dn->kn->step(d, S, u + q_at, u + k_at, u + v_at, gb[hv], gb[dn->H_v + hv], o, chunk);
+            }
+        } else {
+            for (int32_t i = 0; i < len; i++) {
+                const int64_t t = e->att_rows[begin + r + i];
+                const float *u = dn->u + t * C, *gb = dn->in + t * dn->ld_in + C + dn->inner;
+                memcpy(Q + (size_t)i * d, u + q_at, (size_t)d * sizeof(float));
+                memcpy(Kc + (size_t)i * d, u + k_at, (size_t)d * sizeof(float));
+                memcpy(V + (size_t)i * d, u + v_at, (size_t)d * sizeof(float));
+                B[i] = gb[hv];
+                Gt[i] = gb[dn->H_v + hv];
+            }
+            eng_dn_chunk(dn->kn, e->vec, d, len, S, Q, Kc, V, B, Gt, O, chunk);
+            for (int32_t i = 0; i < len; i++) {
+                const int64_t t = e->att_rows[begin + r + i];
+                memcpy(dn->o + t * dn->inner + (int64_t)hv * d, O + (size_t)i * d, (size_t)d * sizeof(float));
+            }
+        }
+        r += len;
+    }
+}
+
+static void heads_worker(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    dn_job *j = ctx;
+    dn_scratch *dn = j->e->dn;
+    float *work = dn->work + (size_t)ith * dn->work_floats;
+    const int32_t n_items = dn->n_seqs * dn->H_v;
+    for (;;) {
+        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= n_items)
+            break;
+        run_head(j->e, j->layer, i, work);
+    }
+}
+
+/* Per row and value head: y = rmsnorm(o) * ssm_norm * silu(z). */
+static void rows_out(void *ctx, int ith, int nth)
+{
+    dn_job *j = ctx;
+    cv_engine *e = j->e;
+    dn_scratch *dn = e->dn;
+    const cv_layer *L = &e->m->layers[j->layer];
+    const int32_t d = dn->d;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float *z = dn->in + t * dn->ld_in + dn->C;
+        for (int32_t h = 0; h < dn->H_v; h++) {
+            float *o = dn->o + t * dn->inner + (int64_t)h * d;
+            e->vec->rmsnorm(o, o, L->ssm_norm, d, e->m->hp.rms_eps);
+            e->vec->swiglu(o, z + (int64_t)h * d, o, d);
+        }
+    }
+}
+
+static void deltanet_forward(cv_engine *e, const cv_batch *b, int32_t il)
+{
+    const cv_layer *L = &e->m->layers[il];
+    dn_scratch *dn = e->dn;
+    const int32_t T = b->n_tokens;
+    for (int32_t i = 0; i < L->n_ssm_in; i++)
+        eng_matmul(e, L->ssm_in[i].w, T, e->xn, e->ld_x, dn->in + L->ssm_in[i].col, dn->ld_in);
+    dn->n_seqs = 0;
+    for (int32_t s = 0; s < e->p.n_seq_max; s++)
+        if (e->new_len[s] >= 0)
+            dn->seqs[dn->n_seqs++] = s;
+
+    dn_job j = { .e = e, .b = b, .layer = il, .n_rows = T };
+    eng_run_rows(e, T, rows_conv, &j);
+    update_conv_state(e, il);
+
+    const uint64_t t0 = eng_tick(e);
+    atomic_init(&j.next, 0);
+    if (dn->n_seqs * dn->H_v == 1 || e->n_threads == 1)
+        heads_worker(&j, 0, 1);
+    else
+        cv_pool_run(e->pool, heads_worker, &j);
+    e->prof_att_ns += eng_tick(e) - t0;
+    e->prof_runs++;
+
+    eng_run_rows(e, T, rows_out, &j);
+    eng_matmul(e, L->ssm_out, T, dn->o, dn->inner, e->tmp, e->ld_x);
+}
+
+static int deltanet_init(cv_engine *e, cv_err *err)
+{
+    (void)err;
+    const cv_hparams *hp = &e->m->hp;
+    dn_scratch *dn = e->dn = cv_xcalloc(1, sizeof *dn);
+    dn->d = hp->ssm_state;
+    dn->K = hp->ssm_conv;
+    dn->H_k = hp->ssm_group;
+    dn->H_v = hp->ssm_heads;
+    dn->inner = hp->ssm_inner;
+    dn->C = 2 * dn->H_k * dn->d + dn->inner;
+    dn->ld_in = dn->C + dn->inner + 2 * (int64_t)dn->H_v;
+    dn->kn = cv_isa_active() == CV_ISA_AVX2 && dn->d % 8 == 0 ? &eng_dn_kernels_avx2 : &eng_dn_kernels_scalar;
+    const size_t T = (size_t)e->p.n_batch;
+    dn->in = cv_aligned_alloc(T * (size_t)dn->ld_in * sizeof(float));
+    dn->u = cv_aligned_alloc(T * (size_t)dn->C * sizeof(float));
+    dn->o = cv_aligned_alloc(T * (size_t)dn->inner * sizeof(float));
+    /* Q, K, V, O [CV_DN_CHUNK][d], beta and g [CV_DN_CHUNK], then the chunk
+     * kernel's scratch (which also covers the step's d floats). */
+    dn->work_floats = ((4 * (size_t)CV_DN_CHUNK * dn->d + 2 * CV_DN_CHUNK + eng_dn_chunk_floats(dn->d)) + 15) &
+                      ~(size_t)15;
+    dn->work = cv_aligned_alloc(dn->work_floats * (size_t)e->n_threads * sizeof(float));
+    dn->seqs = cv_xmalloc((size_t)e->p.n_seq_max * sizeof *dn->seqs);
+    return 0;
+}
+
+static void deltanet_fini(cv_engine *e)
+{
+    dn_scratch *dn = e->dn;
+    if (!dn)
+        return;
+    cv_aligned_free(dn->in);
+    cv_aligned_free(dn->u);
+    cv_aligned_free(dn->o);
+    cv_aligned_free(dn->work);
+    free(dn->seqs);
+    free(dn);
+    e->dn = NULL;
+}
+
+const eng_kind eng_mix_deltanet = {
+    .name = "Gated DeltaNet",
+    .init = deltanet_init,
+    .fini = deltanet_fini,
+    .forward = deltanet_forward,
+    .state_bytes = deltanet_state_bytes,
+    .split_align = CV_DN_CHUNK,
+    .step_run = CV_DN_STEP_RUN,
+};

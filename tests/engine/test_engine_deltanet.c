@@ -1,0 +1,192 @@
+/* test_engine_deltanet.c — the Gated DeltaNet kernels on their own: the
+ * AVX2 gemm and step against the scalar reference on odd sizes; the
+ * chunked form against the step form it must equal (every chunk length
+ * 1..CV_DN_CHUNK, head sizes 8..128, from a zero and a non-zero state,
+ * weak and strong decay, a decay that underflows to 0), outputs and the
+ * state left behind; and the step form against the recurrence written out
+ * in double. The mixer as a whole is checked against llama.cpp in
+ * test_engine_reference (reference2's qwen35 files). */
+#include <stdlib.h>
+
+#include "engine/engine_int.h"
+#include "test.h"
+
+static void fill(float *x, int64_t n, cv_rng *r, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cv_rng_normal(r) * scale;
+}
+
+static void l2norm(float *x, int32_t d, float extra)
+{
+    double s = 0;
+    for (int32_t i = 0; i < d; i++)
+        s += (double)x[i] * x[i];
+    for (int32_t i = 0; i < d; i++)
+        x[i] = (float)(x[i] / sqrt(s) * extra);
+}
+
+static double max_rel(const float *a, const float *b, int64_t n)
+{
+    double m = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return scale > 0 ? m / scale : m;
+}
+
+TEST(avx2_gemm_and_step_match_the_scalar_reference_on_odd_sizes)
+{
+    if (!cv_isa_supported(CV_ISA_AVX2)) {
+        printf("  (no AVX2 on this CPU: skipped)\n");
+        return;
+    }
+    static const int32_t sizes[] = { 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 64, 128 };
+    cv_rng r;
+    cv_rng_seed(&r, 7);
+    for (size_t a = 0; a < CV_ARRAY_LEN(sizes); a++)
+        for (size_t b = 0; b < CV_ARRAY_LEN(sizes); b += 2)
+            for (size_t c = 0; c < CV_ARRAY_LEN(sizes); c += 3) {
+                const int32_t M = sizes[a], N = sizes[b], K = sizes[c];
+                const int64_t lda = K + 3, ldb = N + 5, ldc = N + 1;
+                float *A = malloc((size_t)(M * lda) * 4), *B = malloc((size_t)(K * ldb) * 4);
+                float *C0 = malloc((size_t)(M * ldc) * 4), *C1 = malloc((size_t)(M * ldc) * 4);
+                fill(A, M * lda, &r, 1), fill(B, K * ldb, &r, 1), fill(C0, M * ldc, &r, 1);
+                memcpy(C1, C0, (size_t)(M * ldc) * 4);
+                const bool acc = (a + b + c) % 2;
+                eng_dn_kernels_scalar.gemm(M, N, K, -0.75f, A, lda, B, ldb, C0, ldc, acc);
+                eng_dn_kernels_avx2.gemm(M, N, K, -0.75f, A, lda, B, ldb, C1, ldc, acc);
+                CHECK_MSG(max_rel(C1, C0, M * ldc) <= 2e-6, "gemm %dx%dx%d acc %d: %g", M, N, K, acc,
+                          max_rel(C1, C0, M * ldc));
+                free(A), free(B), free(C0), free(C1);
+            }
+    for (int32_t d = 8; d <= 128; d *= 2) {
+        float *S0 = malloc((size_t)d * d * 4), *S1 = malloc((size_t)d * d * 4), *v = malloc((size_t)d * 4);
+        float *q = malloc((size_t)d * 4), *k = malloc((size_t)d * 4), *o0 = malloc((size_t)d * 4);
+        float *o1 = malloc((size_t)d * 4), *tmp = malloc((size_t)d * 4);
+        fill(S0, (int64_t)d * d, &r, 0.3f), fill(q, d, &r, 1), fill(k, d, &r, 1), fill(v, d, &r, 1);
+        l2norm(q, d, 1 / sqrtf((float)d)), l2norm(k, d, 1);
+        memcpy(S1, S0, (size_t)d * d * 4);
+        eng_dn_kernels_scalar.step(d, S0, q, k, v, 0.6f, -0.4f, o0, tmp);
+        eng_dn_kernels_avx2.step(d, S1, q, k, v, 0.6f, -0.4f, o1, tmp);
+        CHECK_MSG(max_rel(o1, o0, d) <= 2e-6 && max_rel(S1, S0, (int64_t)d * d) <= 2e-6, "step d=%d: o %g S %g", d,
+                  max_rel(o1, o0, d), max_rel(S1, S0, (int64_t)d * d));
+        free(S0), free(S1), free(v), free(q), free(k), free(o0), free(o1), free(tmp);
+    }
+}
+
+/* The recurrence in double, for one token (README of reference2, item 5). */
+static void step_double(int32_t d, double *S, const float *q, const float *k, const float *v, float beta, float g,
+                        double *o)
+{
+    const double gam = exp((double)g);
+    for (int64_t i = 0; i < (int64_t)d * d; i++)
+        S[i] *= gam;
+    double *delta = malloc((size_t)d * sizeof *delta);
+    for (int32_t m = 0; m < d; m++) {
+        double sk = 0;
+        for (int32_t i = 0; i < d; i++)
+            sk += S[(size_t)i * d + m] * k[i];
+        delta[m] = beta * (v[m] - sk);
+    }
+    for (int32_t i = 0; i < d; i++)
+        for (int32_t m = 0; m < d; m++)
+            S[(size_t)i * d + m] += k[i] * delta[m];
+    for (int32_t m = 0; m < d; m++) {
+        o[m] = 0;
+        for (int32_t i = 0; i < d; i++)
+            o[m] += S[(size_t)i * d + m] * q[i];
+    }
+    free(delta);
+}
+
+/* n tokens of one head, three ways from the same state: the chunked form,
+ * the step form, the recurrence in double. Returns the worst relative
+ * difference of chunked vs double (outputs and final state), and checks
+ * step vs double too. */
+static double compare_forms(const dn_kernels *kn, int32_t d, int32_t n, float gmin, bool warm, cv_rng *r)
+{
+    const size_t dd = (size_t)d * d;
+    float *q = malloc((size_t)n * d * 4), *k = malloc((size_t)n * d * 4), *v = malloc((size_t)n * d * 4);
+    float *beta = malloc((size_t)n * 4), *g = malloc((size_t)n * 4);
+    float *Sc = calloc(dd, 4), *Ss = calloc(dd, 4), *oc = malloc((size_t)n * d * 4), *os = malloc((size_t)n * d * 4);
+    double *Sd = calloc(dd, sizeof(double)), *od = malloc((size_t)d * sizeof(double));
+    float *scratch = malloc(eng_dn_chunk_floats(d) * 4), *tmp = malloc((size_t)d * 4);
+    fill(q, (int64_t)n * d, r, 1), fill(k, (int64_t)n * d, r, 1), fill(v, (int64_t)n * d, r, 1);
+    for (int32_t t = 0; t < n; t++) {
+        l2norm(q + (size_t)t * d, d, 1 / sqrtf((float)d));
+        l2norm(k + (size_t)t * d, d, 1);
+        beta[t] = cv_rng_f32(r);
+        g[t] = gmin * cv_rng_f32(r);
+    }
+    if (warm) {
+        fill(Sc, (int64_t)dd, r, 0.5f);
+        memcpy(Ss, Sc, dd * 4);
+        for (size_t i = 0; i < dd; i++)
+            Sd[i] = Sc[i];
+    }
+    eng_dn_chunk(kn, cv_vec_ops_for(kn == &eng_dn_kernels_avx2 ? CV_ISA_AVX2 : CV_ISA_SCALAR), d, n, Sc, q, k, v, beta,
+                 g, oc, scratch);
+    double worst_c = 0, worst_s = 0, scale = 0;
+    float *od_f = malloc((size_t)n * d * 4);
+    for (int32_t t = 0; t < n; t++) {
+        kn->step(d, Ss, q + (size_t)t * d, k + (size_t)t * d, v + (size_t)t * d, beta[t], g[t], os + (size_t)t * d,
+                 tmp);
+        step_double(d, Sd, q + (size_t)t * d, k + (size_t)t * d, v + (size_t)t * d, beta[t], g[t], od);
+        for (int32_t m = 0; m < d; m++)
+            od_f[(size_t)t * d + m] = (float)od[m];
+    }
+    for (int64_t i = 0; i < (int64_t)n * d; i++)
+        scale = fmax(scale, fabs((double)od_f[i]));
+    for (int64_t i = 0; i < (int64_t)n * d; i++) {
+        worst_c = fmax(worst_c, fabs((double)oc[i] - od_f[i]) / scale);
+        worst_s = fmax(worst_s, fabs((double)os[i] - od_f[i]) / scale);
+        CHECK(isfinite(oc[i]));
+    }
+    double sscale = 0;
+    for (size_t i = 0; i < dd; i++)
+        sscale = fmax(sscale, fabs(Sd[i]));
+    for (size_t i = 0; i < dd; i++) {
+        worst_c = fmax(worst_c, fabs(Sc[i] - Sd[i]) / sscale);
+        worst_s = fmax(worst_s, fabs(Ss[i] - Sd[i]) / sscale);
+    }
+    CHECK_MSG(worst_s <= 2e-5, "step form d=%d n=%d vs double: %g", d, n, worst_s);
+    free(q), free(k), free(v), free(beta), free(g), free(Sc), free(Ss), free(oc), free(os), free(Sd), free(od);
+    free(scratch), free(tmp), free(od_f);
+    return worst_c;
+}
+
+TEST(chunked_form_equals_the_recurrence_for_every_chunk_length)
+{
+    cv_rng r;
+    cv_rng_seed(&r, 11);
+    for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(isa))
+            continue;
+        const dn_kernels *kn = isa == CV_ISA_AVX2 ? &eng_dn_kernels_avx2 : &eng_dn_kernels_scalar;
+        static const int32_t ds[] = { 8, 32, 64, 128 };
+        double worst = 0;
+        for (size_t di = 0; di < CV_ARRAY_LEN(ds); di++)
+            for (int32_t n = 1; n <= CV_DN_CHUNK; n += ds[di] >= 64 ? 9 : 1) {
+                /* weak decay from zero, strong decay from a warm state */
+                const double w0 = compare_forms(kn, ds[di], n, -0.1f, false, &r);
+                const double w1 = compare_forms(kn, ds[di], n, -3.0f, true, &r);
+                CHECK_MSG(w0 <= 5e-5 && w1 <= 5e-5, "%s d=%d n=%d: chunked vs recurrence %g / %g", cv_isa_name(isa),
+                          ds[di], n, w0, w1);
+                worst = fmax(worst, fmax(w0, w1));
+            }
+        /* a decay that underflows (G below -87: exp(G) = 0) stays finite */
+        const double wu = compare_forms(kn, 64, CV_DN_CHUNK, -40.0f, true, &r);
+        CHECK_MSG(wu <= 5e-5, "%s: underflowing decay %g", cv_isa_name(isa), wu);
+        printf("  %s: chunked vs recurrence in double, worst relative difference %.2e (underflowing decay %.2e)\n",
+               cv_isa_name(isa), worst, wu);
+    }
+}
+
+int main(void)
+{
+    RUN(avx2_gemm_and_step_match_the_scalar_reference_on_odd_sizes);
+    RUN(chunked_form_equals_the_recurrence_for_every_chunk_length);
+    return test_report();
+}
