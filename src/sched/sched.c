@@ -229,13 +229,18 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
         const int64_t every = (int64_t)CV_MAX(CV_SCHED_SNAP_EVERY_MIN, s->mem.snapshot_blocks) * CV_KV_BLOCK;
         s->snap_every = (int32_t)CV_MIN((every + s->snap_unit - 1) / s->snap_unit * s->snap_unit, INT32_MAX / 2);
     }
+    /* A prefill chunk of a model whose bits depend on its splits may run
+     * past the budget to the next point of the split grid (build_batch):
+     * the batch holds that much more, as far as the engine takes. */
+    s->batch_cap = (int32_t)CV_MIN((int64_t)ep->n_batch,
+                                   (int64_t)s->batch_tokens + (s->mem.split_align > 1 ? s->mem.split_align - 1 : 0));
     s->cache_max_bytes = cfg && cfg->cache_max_bytes > 0 ? cfg->cache_max_bytes : CV_SCHED_CACHE_FILE_DEFAULT;
     cv_rng_seed(&s->seeds, cfg && cfg->seed ? cfg->seed : cv_now_ns() ^ (uint64_t)(uintptr_t)s);
     s->running = cv_xcalloc((size_t)s->max_running, sizeof *s->running);
-    s->b_tok = cv_xmalloc((size_t)s->batch_tokens * sizeof *s->b_tok);
-    s->b_seq = cv_xmalloc((size_t)s->batch_tokens * sizeof *s->b_seq);
-    s->b_pos = cv_xmalloc((size_t)s->batch_tokens * sizeof *s->b_pos);
-    s->b_want = cv_xmalloc((size_t)s->batch_tokens * sizeof *s->b_want);
+    s->b_tok = cv_xmalloc((size_t)s->batch_cap * sizeof *s->b_tok);
+    s->b_seq = cv_xmalloc((size_t)s->batch_cap * sizeof *s->b_seq);
+    s->b_pos = cv_xmalloc((size_t)s->batch_cap * sizeof *s->b_pos);
+    s->b_want = cv_xmalloc((size_t)s->batch_cap * sizeof *s->b_want);
     s->b_req = cv_xmalloc((size_t)s->max_running * sizeof *s->b_req);
     s->b_n = cv_xmalloc((size_t)s->max_running * sizeof *s->b_n);
     s->b_draft = cv_xmalloc((size_t)s->max_running * sizeof *s->b_draft);

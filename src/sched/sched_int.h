@@ -174,6 +174,8 @@ struct cv_sched {
     int32_t n_vocab;
     int32_t queue_max;
     int32_t batch_tokens;
+    int32_t batch_cap;       /* tokens a step may hold: batch_tokens, plus split_align - 1 for a prefill
+                              * chunk that runs on to the split grid (within the engine's n_batch) */
     int32_t max_running;     /* min(n_seq_max, batch_tokens) */
     bool prefix_cache;
     cv_mem_info mem;         /* the engine's memory layout (its counts as of create) */
@@ -197,7 +199,7 @@ struct cv_sched {
     /* [engine] */
     radix tree;
     uint64_t admit_counter;
-    int32_t *b_tok, *b_seq, *b_pos; /* [batch_tokens] the step's batch */
+    int32_t *b_tok, *b_seq, *b_pos; /* [batch_cap] the step's batch */
     bool *b_want;
     cv_sched_req **b_req;    /* [max_running] requests in the batch, in batch order */
     int32_t *b_n;            /* [max_running] their token counts */

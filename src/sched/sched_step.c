@@ -179,11 +179,29 @@ static void preempt(cv_sched *s, cv_sched_req *r)
 
 /* ---- the prefix tree's side ---- */
 
-/* Puts r's newly filled blocks into the tree and moves its pin to the
- * deepest one. */
+/* The blocks of r the tree may take. All it has computed, on a model whose
+ * bits do not depend on how a sequence's positions were split into calls;
+ * otherwise only its prompt's whole chunks of the split grid: those are
+ * what a cold run of any longer prompt computes the same way (as one
+ * prefill chunk, or pieces on the grid), while a decoded position or the
+ * prompt's last partial chunk was computed in pieces another prompt
+ * would not repeat. A cached path is then bits a cold run computes, for
+ * every prefix it spells, and so are the snapshots on it. A recurrent
+ * state resumes only at a snapshot, which lies on the grid inside a prompt,
+ * so nothing resumable is lost. */
+static int32_t tree_limit(const cv_sched *s, const cv_sched_req *r)
+{
+    const int32_t align = s->mem.split_align;
+    if (align == 1 && s->mem.step_run == INT32_MAX)
+        return r->n_done / CV_KV_BLOCK;
+    return CV_MIN(r->n_done, r->n_prompt / align * align) / CV_KV_BLOCK;
+}
+
+/* Puts r's newly filled blocks (tree_limit) into the tree and moves its
+ * pin to the deepest one. */
 static void tree_insert(cv_sched *s, cv_sched_req *r)
 {
-    int32_t full = r->n_done / CV_KV_BLOCK;
+    int32_t full = tree_limit(s, r);
     if (!s->prefix_cache || full <= r->n_tree)
         return;
     rx_node *at = r->tree_at;
@@ -289,11 +307,12 @@ static void hint_snap(const cv_sched *s, cv_sched_req *p, const cv_sched_req *r,
 }
 
 /* True when a running sequence is computing, right now, the block of r's
- * prompt that comes after what the tree holds: r then waits a step or
- * more and finds the block cached, instead of computing the same prefix in
- * parallel (four agents that start together with one system prompt
- * compute it once). The wait ends when that sequence moves past the block
- * (it inserts each block as it fills) or stops running. */
+ * prompt that comes after what the tree holds, and will put it in the tree
+ * (tree_limit): r then waits a step or more and finds the block cached,
+ * instead of computing the same prefix in parallel (four agents that start
+ * together with one system prompt compute it once). The wait ends when
+ * that sequence moves past the block (it inserts each block as it fills)
+ * or stops running. */
 static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
 {
     const int32_t upto = (m + 1) * CV_KV_BLOCK;
@@ -301,7 +320,8 @@ static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
         return false;
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *p = s->running[i];
-        if (p->n_done < upto && p->n_tokens >= upto &&
+        const bool cached_by_p = s->mem.split_align == 1 || upto <= p->n_prompt / s->mem.split_align * s->mem.split_align;
+        if (p->n_done < upto && p->n_tokens >= upto && cached_by_p &&
             !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens)) {
             hint_snap(s, p, r, upto);
             return true;
@@ -594,24 +614,30 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, const cv_m
     return k;
 }
 
-/* A prefill chunk of n of r's pending tokens, cut where the engine says a
- * sequence's bits do not depend on how its positions were split
- * (cv_mem_info): at a multiple of split_align (unless that leaves nothing:
- * progress first, which costs exactness only under a budget below one
- * grid chunk), never across the prompt's end, and past it (generated
- * tokens recomputed after a preemption) at most step_run tokens, as they
- * were decoded. Without recurrent state any cut is exact: n unchanged. */
-static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n)
+/* A prefill chunk of r's pending tokens, n of them within the step's
+ * budget and n_max at most (the budget and the batch's spare room), cut
+ * where the engine says a sequence's bits do not depend on how its
+ * positions were split (cv_mem_info): at a multiple of split_align or the
+ * prompt's end, never across it, and past it (generated tokens recomputed
+ * after a preemption) at most step_run tokens, as they were decoded. When
+ * n reaches no grid point the chunk runs on to the next one if n_max
+ * allows (so a budget under one grid chunk, a step's decodes taking their
+ * share of it, still computes exact chunks), else it is cut where the
+ * budget ends: progress first, exactness lost only where the engine's
+ * n_batch cannot hold a grid chunk. Without recurrent state any cut is
+ * exact: n unchanged. */
+static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n, int32_t n_max)
 {
     const int32_t align = s->mem.split_align, from = r->n_done;
     if (align == 1 && s->mem.step_run == INT32_MAX)
         return n;
     if (from >= r->n_prompt)
         return CV_MIN(n, s->mem.step_run);
-    int32_t to = CV_MIN(from + n, r->n_prompt);
-    if (to < r->n_prompt && to / align * align > from)
-        to = to / align * align;
-    return to - from;
+    const int32_t to = CV_MIN(from + n, r->n_prompt);
+    if (to == r->n_prompt || to / align * align > from)
+        return (to == r->n_prompt ? to : to / align * align) - from;
+    const int32_t next = CV_MIN((from / align + 1) * align, r->n_prompt);
+    return next - from <= n_max ? next - from : to - from;
 }
 
 /* Whether r decodes: its newest token is all it has to compute besides
@@ -632,27 +658,30 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
     for (int32_t i = 0; i < s->n_running; i++)
         n_dec += decoding(s->running[i]);
     int32_t budget = s->batch_tokens - n_dec; /* for prefill chunks, drafts and recomputed tokens */
+    int32_t extra = s->batch_cap - s->batch_tokens; /* a prefill chunk's run past the budget to the grid */
     int32_t spare_rows = CV_MIN(s->n_logits - s->n_running, s->draft_max + 1 - n_dec);
     int32_t nt = 0, nr = 0;
     cv_mem_need reserved = { 0 };
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
-        const bool dec = decoding(r) && r->n_redo <= budget && 1 + r->n_redo <= s->mem.step_run;
+        const bool dec = decoding(r) && r->n_redo <= CV_MAX(budget, 0) && 1 + r->n_redo <= s->mem.step_run;
         int32_t n = dec ? pending : CV_MIN(pending, budget), k = 0;
-        if (n <= 0)
-            continue;
         if (!dec) { /* a prefill chunk ends where the state is to be snapshotted */
+            int32_t n_max = CV_MIN(pending, CV_MAX(budget, 0) + extra);
             const int32_t at = next_snap(s, r);
             if (at > r->n_done)
-                n = CV_MIN(n, at - r->n_done);
-            n = exact_chunk(s, r, n);
+                n = CV_MIN(n, at - r->n_done), n_max = CV_MIN(n_max, at - r->n_done);
+            n = exact_chunk(s, r, CV_MAX(n, 0), n_max);
+            extra -= CV_MAX(0, n - CV_MAX(budget, 0));
         }
+        if (n <= 0)
+            continue;
         if (dec && s->draft_max > 0) {
             /* the step's tokens of r stay within step_run: verified drafts
              * then compute what decoding them one by one would */
             const int32_t room = CV_MIN(s->draft_max, s->mem.step_run - 1) - r->n_redo;
-            k = draft_for(s, r, CV_MIN(CV_MIN(room, spare_rows), budget - r->n_redo), &reserved);
+            k = draft_for(s, r, CV_MIN(CV_MIN(room, spare_rows), CV_MAX(budget, 0) - r->n_redo), &reserved);
             n += k;
         }
         if (!make_room(s, i, n, &reserved))

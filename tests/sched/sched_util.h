@@ -55,6 +55,33 @@ static inline bool rig_open_with(rig *r, const char *model, const cv_engine_para
     return true;
 }
 
+/* Where a request resumes on engine e when plain KV would resume at `plain`
+ * positions of a cached path: there, without recurrent state; with it, at
+ * the snapshot point at or below (snapshots lie on the grid of whole
+ * blocks and split_align positions; the scheduler keeps one where a
+ * prompt leaves a cached path and at its last grid point, which is what
+ * these tests' paths resume from). */
+static inline int32_t util_resume_at(const cv_engine *e, int32_t plain)
+{
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const int32_t unit = CV_MAX(CV_KV_BLOCK, mi.split_align);
+    return mi.state_bytes ? plain / unit * unit : plain;
+}
+
+/* The blocks the prefix tree takes of a request with an n_prompt-token
+ * prompt that has computed n positions (sched_step.c's tree_limit): its
+ * whole blocks, or, on a model whose bits depend on how its positions were
+ * split into calls, those of its prompt's whole chunks of the split grid. */
+static inline int32_t util_tree_blocks(const cv_engine *e, int32_t n, int32_t n_prompt)
+{
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    if (mi.split_align == 1 && mi.step_run == INT32_MAX)
+        return n / CV_KV_BLOCK;
+    return CV_MIN(n, n_prompt / mi.split_align * mi.split_align) / CV_KV_BLOCK;
+}
+
 static inline void rig_close(rig *r)
 {
     cv_sched_destroy(r->s);

@@ -85,7 +85,10 @@ static void cache_path(cv_engine *e, char *out, size_t n)
 static cv_sched_config with_dir(void) { return (cv_sched_config){ .cache_dir = g_dir }; }
 
 /* Fills the cache with the three prompts and saves it (destroy). */
-static void fill_and_save(const char *model, const cv_engine_params *ep, int64_t *saved)
+/* Runs the three prompts and writes the file: *saved is the tree's nodes
+ * (what file_blocks_loaded counts), *tree_blocks what they hold with their
+ * snapshots (NULL: not wanted). */
+static void fill_and_save_all(const char *model, const cv_engine_params *ep, int64_t *saved, int64_t *tree_blocks)
 {
     rig r;
     cv_sched_config sc = with_dir();
@@ -96,8 +99,15 @@ static void fill_and_save(const char *model, const cv_engine_params *ep, int64_t
         CHECK(run_one(r.s, &g_p[i], &o) == 0);
     cv_sched_stats st;
     cv_sched_get_stats(r.s, &st);
-    *saved = st.tree_blocks;
+    *saved = st.tree_blocks - st.snapshot_blocks;
+    if (tree_blocks)
+        *tree_blocks = st.tree_blocks;
     rig_close(&r); /* writes the file */
+}
+
+static void fill_and_save(const char *model, const cv_engine_params *ep, int64_t *saved)
+{
+    fill_and_save_all(model, ep, saved, NULL);
 }
 
 static unsigned char *read_all(const char *path, size_t *n)
@@ -152,8 +162,8 @@ static int32_t restart_and_serve(const char *why, bool warn, bool expect_loaded)
 
 TEST(the_cache_file_survives_a_restart_and_the_first_request_hits)
 {
-    int64_t saved = 0;
-    fill_and_save(g_model, &g_ep, &saved);
+    int64_t saved = 0, saved_tree = 0;
+    fill_and_save_all(g_model, &g_ep, &saved, &saved_tree);
     CHECK(saved > 0);
     /* A new model object, engine and scheduler: what a restart rebuilds. */
     rig r;
@@ -167,7 +177,7 @@ TEST(the_cache_file_survives_a_restart_and_the_first_request_hits)
     cv_sched_stats st;
     cv_sched_get_stats(r.s, &st);
     CHECK_EQ_INT((int)st.file_blocks_loaded, (int)saved);
-    CHECK_EQ_INT(st.tree_blocks, (int)saved);
+    CHECK_EQ_INT(st.tree_blocks, (int)saved_tree); /* the snapshots came back too */
     for (int i = 0; i < 3; i++) {
         outcome o;
         CHECK(run_one(r.s, &g_p[i], &o) == 0);
@@ -176,6 +186,7 @@ TEST(the_cache_file_survives_a_restart_and_the_first_request_hits)
         int32_t want = g_p[i].n_prompt / CV_KV_BLOCK * CV_KV_BLOCK;
         if (want == g_p[i].n_prompt)
             want--;
+        want = util_resume_at(r.e, want); /* with recurrent state: the snapshot of the prompt */
         CHECK_MSG(o.n_cached == want, "prompt %d: %d cached after the restart, want %d", i, o.n_cached, want);
         CHECK_MSG(same_tokens(&o, &g_ref[i]), "prompt %d: the answer differs from the uncached one", i);
     }
@@ -357,7 +368,8 @@ TEST(a_file_for_another_model_or_kv_format_is_refused)
 TEST(a_size_budget_keeps_the_most_recent_prefixes)
 {
     /* Room for 5 blocks: prompt 2 (the most recent) keeps its first 5,
-     * root first (a parent is always more recent than its children). */
+     * root first (a parent is always more recent than its children); with
+     * recurrent state, room for one snapshot too (its prompt's, at 64). */
     rig r;
     cv_mem_info f;
     cv_sched_config sc = with_dir();
@@ -368,7 +380,7 @@ TEST(a_size_budget_keeps_the_most_recent_prefixes)
     cache_path(r.e, path, sizeof path);
     rig_close(&r);
     unlink(path);
-    sc.cache_max_bytes = 64 + 8 + 5 * (68 + (int64_t)f.block_bytes);
+    sc.cache_max_bytes = 64 + 8 + 5 * (68 + (int64_t)f.block_bytes) + (f.state_bytes ? 16 + 4 + (int64_t)f.state_bytes : 0);
     if (!rig_open_with(&r, g_model, &g_ep, &sc))
         return;
     outcome o;
@@ -384,7 +396,7 @@ TEST(a_size_budget_keeps_the_most_recent_prefixes)
     cv_sched_get_stats(r.s, &s);
     CHECK_EQ_INT((int)s.file_blocks_loaded, 5);
     CHECK(run_one(r.s, &g_p[2], &o) == 0);
-    CHECK_EQ_INT(o.n_cached, 5 * CV_KV_BLOCK);
+    CHECK_EQ_INT(o.n_cached, util_resume_at(r.e, 5 * CV_KV_BLOCK));
     CHECK(same_tokens(&o, &g_ref[2]));
     CHECK(run_one(r.s, &g_p[1], &o) == 0); /* the oldest prompt did not fit */
     CHECK_EQ_INT(o.n_cached, 0);

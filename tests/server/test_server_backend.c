@@ -20,8 +20,9 @@
  * The template and vocabulary are read in place and written into a
  * temporary model file; nothing from testdata enters the repository. The
  * architecture is qwen2, or the one named as the first argument (CTest
- * runs the file again over qwen3moe, the same guarantees on an MoE, and
- * over qwen35, on a hybrid whose cache resumes from state snapshots). */
+ * runs the file again over qwen3moe, the same guarantees on an MoE, over
+ * gpt-oss, window layers and sinks, and over qwen35 and qwen35moe, hybrids
+ * whose cache resumes from state snapshots). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -571,14 +572,14 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
      * x 32 x 4 bytes = 1 KiB a position each (2 layers, or 1 in a hybrid) */
     const int64_t block_bytes = JSON_INT(kv, "block_bytes");
     const int64_t n_blocks = JSON_INT(kv, "blocks");
-    CHECK_EQ_INT(block_bytes, (strcmp(g_arch, "qwen35") ? 2 : 1) * 1024 * CV_KV_BLOCK);
+    const bool hybrid = arch && arch->hybrid;
+    CHECK_EQ_INT(block_bytes, (hybrid ? 1 : 2) * 1024 * CV_KV_BLOCK);
     CHECK_EQ_INT(n_blocks, block_bytes ? (16 << 20) / block_bytes : 0);
     CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */
     /* a hybrid's sequences also hold a recurrent state, and its cache snapshots of it */
     const int64_t state_bytes = JSON_INT(kv, "state_bytes_per_sequence");
-    CHECK(strcmp(g_arch, "qwen35") ? state_bytes == 0 : state_bytes > 0);
-    CHECK(strcmp(g_arch, "qwen35") ? JSON_INT(cache, "snapshots") == 0
-                                   : JSON_INT(cache, "snapshot_hits") >= 1);
+    CHECK(hybrid ? state_bytes > 0 : state_bytes == 0);
+    CHECK(hybrid ? JSON_INT(cache, "snapshot_hits") >= 1 : JSON_INT(cache, "snapshots") == 0);
     CHECK(json_is_true(json_object_get(cache, "enabled")));
     CHECK(JSON_INT(cache, "hits") >= 1); /* the conversation's second turns */
     CHECK(JSON_INT(cache, "blocks_in_tree") > 0);
@@ -691,9 +692,17 @@ TEST(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the
 
 TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
 {
-    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_threads = 1, .kv_bytes = 1 << 20 };
-    cv_server_backend *be = NULL;
+    /* room for 512 positions of f32 KV, whatever the model's attention layers */
+    cv_model *m;
     cv_err err = { 0 };
+    if (cv_model_open(model_path, NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    const int64_t kv_bytes = 512 * (int64_t)(cv_engine_kv_block_bytes(m, CV_GGML_F32) / CV_KV_BLOCK);
+    cv_model_close(m);
+    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_threads = 1, .kv_bytes = kv_bytes };
+    cv_server_backend *be = NULL;
     int rc = cv_server_backend_open(&o, &be, &err);
     CHECK_EQ_INT(rc, CV_EINVAL);
     CHECK_MSG(strstr(err.msg, "1024") && strstr(err.msg, "512"), "message: %s", err.msg);
