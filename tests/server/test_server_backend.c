@@ -636,6 +636,110 @@ static void ask(const served *s, const char *user, cv_buf *text, int64_t *cached
     }
 }
 
+/* The sequence-memory figures of one server, from /v1/status and /metrics. */
+typedef struct mem_figures {
+    bool present;          /* every field and metric was there, a number */
+    int64_t recurrent_layers, state_bytes, snapshot_bytes, snapshots, snapshot_blocks, taken, hits, recomputed;
+    int64_t m_state_bytes, m_snapshots, m_snapshot_blocks, m_taken, m_hits, m_recomputed;
+} mem_figures;
+
+static int64_t field(json_t *o, const char *key, bool *present)
+{
+    json_t *v = json_object_get(o, key);
+    *present = *present && json_is_integer(v);
+    return json_integer_value(v);
+}
+
+static int64_t metric_field(const char *text, const char *name, bool *present)
+{
+    const double v = metric(text, name);
+    *present = *present && v >= 0;
+    return (int64_t)v;
+}
+
+static mem_figures mem_figures_of(const served *s)
+{
+    mem_figures f = { .present = true };
+    wait_idle(s);
+    cv_buf out = { 0 };
+    CHECK_EQ_INT(http(s, "/v1/status", NULL, &out), 200);
+    json_t *st = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
+    json_t *kv = json_object_get(st, "kv"), *cache = json_object_get(st, "cache");
+    json_t *spec = json_object_get(st, "speculation");
+    f.recurrent_layers = field(kv, "recurrent_layers", &f.present);
+    f.state_bytes = field(kv, "state_bytes_per_sequence", &f.present);
+    f.snapshot_bytes = field(kv, "snapshot_bytes", &f.present);
+    f.snapshots = field(cache, "snapshots", &f.present);
+    f.snapshot_blocks = field(cache, "snapshot_blocks", &f.present);
+    f.taken = field(cache, "snapshots_taken", &f.present);
+    f.hits = field(cache, "snapshot_hits", &f.present);
+    f.recomputed = field(spec, "recomputed_tokens", &f.present);
+    json_decref(st);
+    cv_buf_reset(&out);
+    CHECK_EQ_INT(http(s, "/metrics", NULL, &out), 200);
+    cv_buf_putc(&out, 0);
+    f.m_state_bytes = metric_field(out.data, "corvid_state_bytes_per_sequence", &f.present);
+    f.m_snapshots = metric_field(out.data, "corvid_prefix_cache_snapshots", &f.present);
+    f.m_snapshot_blocks = metric_field(out.data, "corvid_prefix_cache_snapshot_blocks", &f.present);
+    f.m_taken = metric_field(out.data, "corvid_prefix_cache_snapshots_taken_total", &f.present);
+    f.m_hits = metric_field(out.data, "corvid_prefix_cache_snapshot_hits_total", &f.present);
+    f.m_recomputed = metric_field(out.data, "corvid_spec_recomputed_tokens_total", &f.present);
+    cv_buf_free(&out);
+    return f;
+}
+
+/* /v1/status and /metrics report the recurrent state a sequence holds,
+ * the snapshots the prefix cache holds and takes, and its snapshot hits,
+ * on every model (zero without recurrent layers) and in agreement; on a
+ * hybrid, a first turn takes snapshots and a second turn resumes from one:
+ * the hit counts move by one and the cached tokens are reported. */
+TEST(sequence_memory_figures_are_reported_and_move_with_a_snapshot_hit)
+{
+    served t;
+    if (!serve(&t, NULL, false))
+        return;
+    const cv_arch *arch = cv_arch_find(cv_str_of(g_arch));
+    const bool hybrid = arch && arch->hybrid;
+    mem_figures f[3];
+    cv_buf first = { 0 }, second = { 0 };
+    int64_t c1, c2;
+    f[0] = mem_figures_of(&t);
+    converse(&t, NULL, &first, &c1);
+    f[1] = mem_figures_of(&t);
+    converse(&t, first.data, &second, &c2);
+    f[2] = mem_figures_of(&t);
+    unserve(&t);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(f[i].present, "reading %d: a sequence-memory field or metric is missing", i);
+        CHECK_EQ_INT(f[i].m_state_bytes, f[i].state_bytes);
+        CHECK_EQ_INT(f[i].m_snapshots, f[i].snapshots);
+        CHECK_EQ_INT(f[i].m_snapshot_blocks, f[i].snapshot_blocks);
+        CHECK_EQ_INT(f[i].m_taken, f[i].taken);
+        CHECK_EQ_INT(f[i].m_hits, f[i].hits);
+        CHECK_EQ_INT(f[i].m_recomputed, f[i].recomputed);
+        CHECK_EQ_INT(f[i].recurrent_layers, hybrid ? 1 : 0);
+        CHECK(hybrid ? f[i].state_bytes > 0 : f[i].state_bytes == 0);
+    }
+    CHECK(f[0].snapshots == 0 && f[0].taken == 0 && f[0].hits == 0);
+    CHECK(c1 == 0 && c2 >= 64);
+    if (hybrid) {
+        CHECK(f[1].taken >= 1 && f[1].snapshots >= 1 && f[1].snapshot_blocks >= f[1].snapshots);
+        CHECK(f[1].snapshot_bytes >= f[1].snapshots * f[1].state_bytes);
+        CHECK_EQ_INT(f[1].hits, 0);
+        CHECK_EQ_INT(f[2].hits, 1); /* the second turn resumed from the first's snapshot */
+        CHECK(f[2].taken >= f[1].taken);
+        printf("  %lld bytes of state a sequence; after turn 1: %lld snapshots (%lld blocks), after turn 2: %lld "
+               "hit, %lld cached tokens\n", (long long)f[2].state_bytes, (long long)f[1].snapshots,
+               (long long)f[1].snapshot_blocks, (long long)f[2].hits, (long long)c2);
+    } else {
+        for (int i = 0; i < 3; i++)
+            CHECK(f[i].snapshots == 0 && f[i].snapshot_bytes == 0 && f[i].taken == 0 && f[i].hits == 0 &&
+                  f[i].recomputed == 0);
+    }
+    cv_buf_free(&first);
+    cv_buf_free(&second);
+}
+
 TEST(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the_cache)
 {
     char cache[512];
@@ -729,6 +833,7 @@ int main(int argc, char **argv)
         RUN(health_status_and_metrics_show_the_schedulers_figures_after_requests);
         unserve(&S);
     }
+    RUN(sequence_memory_figures_are_reported_and_move_with_a_snapshot_hit);
     RUN(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the_cache);
     RUN(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers);
     remove_tree(dir_path);
