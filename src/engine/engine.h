@@ -260,8 +260,9 @@ typedef struct cv_mem_span {
     cv_snapshot *snap;             /* the state at the span's end; NULL: none. Owned by the span's holder */
 } cv_mem_span;
 
-/* Span i of open sequence seq (its blocks; snap NULL), without taking
- * references; false when seq is not open or does not reach into span i. */
+/* Span i of open sequence seq (its blocks; snap NULL; a window group's
+ * block -1 once the sequence let go of it), without taking references;
+ * false when seq is not open or does not reach into span i. */
 bool cv_engine_seq_span(const cv_engine *e, int32_t seq, int32_t i, cv_mem_span *out);
 /* One more reference on each block of s (every block must be in use: a bad
  * id is a caller bug, asserted). */

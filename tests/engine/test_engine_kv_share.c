@@ -1,6 +1,7 @@
 /* test_engine_kv_share.c — memory held outside sequences (the prefix
- * cache's and the cache file's view of the engine: spans, issue 7 then 19),
- * on models without recurrent state: a block computed for one sequence,
+ * cache's and the cache file's view of the engine: spans), on models
+ * without recurrent state (test_engine_batch holds the hybrids' restores,
+ * snapshots and checkpoints; test_engine_window the window layers'): a block computed for one sequence,
  * kept alive by an outside span after that sequence closed, serves a new
  * sequence restored from it, which continues with bit-identical logits; a
  * held prefix resumes at any length within it (a hole ends it); a shared
@@ -14,7 +15,7 @@
  * ending in the same token gives.
  *
  * Bit-identical (memcmp) rather than a tolerance: the scheduler's exactness
- * (issue 7: N concurrent requests give the tokens each gets alone) rests on
+ * (N concurrent requests give the tokens each gets alone) rests on
  * the forward pass computing each row independently of the rest of the
  * batch, and this is the engine-level statement of that property. */
 #include "ref_util.h"
