@@ -1,6 +1,7 @@
 /* cli_int.h — helpers shared by the cli's commands and nobody else: a small
  * HTTP GET for local probes, and `corvid serve` as a child process (launch
- * starts one that outlives it, chat one that dies with it). */
+ * starts one that outlives it, chat one that dies with it), and byte counts
+ * as people read them. */
 #ifndef CV_CLI_INT_H
 #define CV_CLI_INT_H
 
@@ -31,6 +32,9 @@ int cv_serve_child_start(const cv_serve_child *c, int timeout_s, pid_t *pid, cv_
 
 /* A loopback TCP port nothing listens on right now. */
 int cv_cli_free_port(void);
+
+/* b bytes as "1.9 GB" (decimal units, one decimal place above bytes). */
+void cv_human_bytes(int64_t b, char *out, size_t n);
 
 /* $XDG_STATE_HOME/corvid, else ~/.local/state/corvid (created). */
 int cv_cli_state_dir(char *out, size_t n, cv_err *err);

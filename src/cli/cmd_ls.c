@@ -7,17 +7,8 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "cli/cli_int.h"
 #include "cli/models.h"
-
-static void human_bytes(int64_t b, char *out, size_t n)
-{
-    const char *u[] = { "B", "kB", "MB", "GB", "TB" };
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1000 && i < 4)
-        v /= 1000, i++;
-    snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
 
 static void human_count(int64_t c, char *out, size_t n)
 {
@@ -151,7 +142,7 @@ int cv_cmd_ls(int argc, char **argv)
         const cv_store_entry *e = &v[i];
         char name[PATH_MAX], size[32], params[32], ctx[32];
         display_name(e, name, sizeof name);
-        human_bytes(e->bytes, size, sizeof size);
+        cv_human_bytes(e->bytes, size, sizeof size);
         cv_model_facts f = { 0 };
         cv_err ferr = { 0 };
         const char *state = "ok";

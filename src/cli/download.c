@@ -44,6 +44,7 @@
 
 #include <curl/curl.h>
 
+#include "cli/cli_int.h"
 #include "cli/models.h"
 #include "gguf/gguf.h"
 
@@ -52,16 +53,6 @@
 #endif
 
 /* ---- small helpers ---- */
-
-static void human_bytes(int64_t b, char *out, size_t n)
-{
-    const char *u[] = { "B", "kB", "MB", "GB", "TB" };
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1000 && i < 4)
-        v /= 1000, i++;
-    snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
 
 static int mkdirs(const char *dir, cv_err *err)
 {
@@ -148,9 +139,9 @@ static void progress_draw(progress *p, int64_t have, int64_t total, bool final)
     double dt = now - p->t_start;
     double rate = dt > 0.05 ? (double)(have - p->start_bytes) / dt : 0;
     char hv[32], tv[32], rv[32];
-    human_bytes(have, hv, sizeof hv);
-    human_bytes(total, tv, sizeof tv);
-    human_bytes((int64_t)rate, rv, sizeof rv);
+    cv_human_bytes(have, hv, sizeof hv);
+    cv_human_bytes(total, tv, sizeof tv);
+    cv_human_bytes((int64_t)rate, rv, sizeof rv);
     int pct = total > 0 ? (int)(have * 100 / total) : -1;
     if (p->mode == 1) {
         char bar[31];
@@ -765,8 +756,8 @@ static int dl_attempt(dl *d, int a, cv_err *last, cv_err *err)
 
     if (x->verdict == V_NOSPACE) {
         char need[32], free_[32];
-        human_bytes(x->need_bytes, need, sizeof need);
-        human_bytes(x->free_bytes, free_, sizeof free_);
+        cv_human_bytes(x->need_bytes, need, sizeof need);
+        cv_human_bytes(x->free_bytes, free_, sizeof free_);
         progress_break(&d->prog);
         d->rc = cv_err_set(err, CV_EIO, "not enough disk space for %s: it needs %s more and %s has %s free",
                            d->prog.label, need, d->dir, free_);

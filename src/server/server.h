@@ -131,7 +131,8 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
 void cv_server_backend_close(cv_server_backend *be);
 
 /* The production backend's output parser (cv_chat_parse in syntax f, NULL:
- * the default, over req's tools, tool_choice, parallel_tool_calls and
+ * the default; either way with output detection on, so a call in another
+ * known syntax is still recovered; over req's tools, tool_choice, parallel_tool_calls and
  * response_format, starting inside reasoning when opener is non-empty),
  * for backends that share it (the tests' scripted backend). Tool-call
  * events carry no id: each wire makes its own (call_ / toolu_ / fc_). The
