@@ -231,9 +231,9 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     }
     /* A prefill chunk of a model whose bits depend on its splits may run
      * past the budget to the next point of the split grid (build_batch):
-     * the batch holds that much more, as far as the engine takes. */
+     * the batch holds one grid chunk more, as far as the engine takes. */
     s->batch_cap = (int32_t)CV_MIN((int64_t)ep->n_batch,
-                                   (int64_t)s->batch_tokens + (s->mem.split_align > 1 ? s->mem.split_align - 1 : 0));
+                                   (int64_t)s->batch_tokens + (s->mem.split_align > 1 ? s->mem.split_align : 0));
     s->cache_max_bytes = cfg && cfg->cache_max_bytes > 0 ? cfg->cache_max_bytes : CV_SCHED_CACHE_FILE_DEFAULT;
     cv_rng_seed(&s->seeds, cfg && cfg->seed ? cfg->seed : cv_now_ns() ^ (uint64_t)(uintptr_t)s);
     s->running = cv_xcalloc((size_t)s->max_running, sizeof *s->running);

@@ -100,7 +100,7 @@ typedef struct cv_sched_config {
     int32_t batch_tokens;   /* tokens per step (decode + prefill chunks); <= 0: CV_SCHED_BATCH_TOKENS_DEFAULT,
                              * clamped to the engine's n_batch. On a model whose bits depend on how a
                              * sequence is split into calls (cv_mem_info.split_align > 1: a hybrid) one
-                             * prefill chunk a step may run up to split_align - 1 past it to end on the
+                             * prefill chunk a step may run up to split_align past it to end on the
                              * grid (within n_batch) */
     bool no_prefix_cache;   /* no lookups, no tree: every prompt is computed (benchmarks, tests) */
     /* The cache file (cv_sched_cache_file_name inside it): read at create

@@ -174,7 +174,7 @@ struct cv_sched {
     int32_t n_vocab;
     int32_t queue_max;
     int32_t batch_tokens;
-    int32_t batch_cap;       /* tokens a step may hold: batch_tokens, plus split_align - 1 for a prefill
+    int32_t batch_cap;       /* tokens a step may hold: batch_tokens, plus split_align for a prefill
                               * chunk that runs on to the split grid (within the engine's n_batch) */
     int32_t max_running;     /* min(n_seq_max, batch_tokens) */
     bool prefix_cache;

@@ -622,10 +622,12 @@ static int32_t draft_for(cv_sched *s, cv_sched_req *r, int32_t k_max, const cv_m
  * after a preemption) at most step_run tokens, as they were decoded. When
  * n reaches no grid point the chunk runs on to the next one if n_max
  * allows (so a budget under one grid chunk, a step's decodes taking their
- * share of it, still computes exact chunks), else it is cut where the
- * budget ends: progress first, exactness lost only where the engine's
- * n_batch cannot hold a grid chunk. Without recurrent state any cut is
- * exact: n unchanged. */
+ * share of it, still computes exact chunks); else r waits for a step with
+ * room (0: the first prefill of a step gets the spare room of one grid
+ * chunk where n_batch allows, and the budget comes back as older prompts
+ * finish), or, where the engine's n_batch cannot hold a grid chunk at all,
+ * is cut where the budget ends: progress first, exactness lost. Without
+ * recurrent state any cut is exact: n unchanged. */
 static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n, int32_t n_max)
 {
     const int32_t align = s->mem.split_align, from = r->n_done;
@@ -637,7 +639,9 @@ static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n, 
     if (to == r->n_prompt || to / align * align > from)
         return (to == r->n_prompt ? to : to / align * align) - from;
     const int32_t next = CV_MIN((from / align + 1) * align, r->n_prompt);
-    return next - from <= n_max ? next - from : to - from;
+    if (next - from <= n_max)
+        return next - from;
+    return s->batch_cap >= align ? 0 : to - from;
 }
 
 /* Whether r decodes: its newest token is all it has to compute besides
