@@ -205,6 +205,32 @@ typedef struct damage {
     bool truncate;
 } damage;
 
+/* Writes a cache file's checksum (its last 8 bytes) for what buf holds:
+ * the node table, each block and, with recurrent state, the snapshot
+ * section's index and each snapshot (cache_file.c's layout and seeds). */
+static void rechecksum(unsigned char *buf, size_t n, const cv_mem_info *f, uint32_t nodes, long blocks_at)
+{
+    const size_t kv_end = (size_t)blocks_at + (size_t)nodes * f->block_bytes;
+    uint32_t n_snaps = 0;
+    if (f->state_bytes)
+        memcpy(&n_snaps, buf + kv_end + 8, 4);
+    uint64_t *sums = malloc(((size_t)nodes + n_snaps + 2) * sizeof *sums);
+    size_t n_sums = 0;
+    sums[n_sums++] = cv_sched_hash(0x6b766e6f6465730aull, buf + 64, (size_t)nodes * 68);
+    for (uint32_t i = 0; i < nodes; i++)
+        sums[n_sums++] = cv_sched_hash(0x6b76626c6f636b0aull, buf + blocks_at + (size_t)i * f->block_bytes,
+                                       f->block_bytes);
+    if (f->state_bytes) {
+        const unsigned char *ix = buf + kv_end + 16, *data = ix + (size_t)n_snaps * 4;
+        sums[n_sums++] = cv_sched_hash(0x6b76736e6170730aull, ix, (size_t)n_snaps * 4);
+        for (uint32_t k = 0; k < n_snaps; k++)
+            sums[n_sums++] = cv_sched_hash(0x6b76626c6f636b0aull, data + (size_t)k * f->state_bytes, f->state_bytes);
+    }
+    const uint64_t sum = cv_sched_hash(0x6b7673756d6d6172ull, sums, n_sums * sizeof *sums);
+    memcpy(buf + n - 8, &sum, 8);
+    free(sums);
+}
+
 TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
 {
     int64_t saved = 0;
@@ -226,7 +252,9 @@ TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
     CHECK(good != NULL && n > 64);
     if (!good)
         return;
-    const long n_nodes = (long)((n - 72) / (68 + f.block_bytes));
+    uint32_t hdr_nodes;
+    memcpy(&hdr_nodes, good + 48, 4);
+    const long n_nodes = (long)hdr_nodes;
     const long blocks_at = 64 + 68 * n_nodes;
     damage cases[] = {
         { "truncated to 0 bytes", 0, true },
@@ -286,23 +314,33 @@ TEST(damaged_cache_files_are_refused_with_one_line_and_serving_stays_exact)
     rmdir(path);
 
     /* All checksums right, block bytes wrong: only the numerics check sees
-     * it. Node 0 is a first block (parents come first), so it is checked. */
+     * it. Node 0 is a first block (parents come first), so it is checked;
+     * with recurrent state the check recomputes the first grid chunk of the
+     * most recent path to a snapshot, which starts at node 0 here too. The
+     * checksum covers the snapshot section as well when there is one. */
     unsigned char *forged = malloc(n);
     memcpy(forged, good, n);
     forged[blocks_at + 17] ^= 0x01;
-    uint32_t nodes;
-    memcpy(&nodes, forged + 48, 4);
-    uint64_t *sums = malloc(((size_t)nodes + 1) * sizeof *sums);
-    sums[0] = cv_sched_hash(0x6b766e6f6465730aull, forged + 64, (size_t)nodes * 68);
-    for (uint32_t i = 0; i < nodes; i++)
-        sums[i + 1] = cv_sched_hash(0x6b76626c6f636b0aull, forged + blocks_at + (size_t)i * f.block_bytes,
-                                    f.block_bytes);
-    uint64_t sum = cv_sched_hash(0x6b7673756d6d6172ull, sums, ((size_t)nodes + 1) * sizeof *sums);
-    memcpy(forged + n - 8, &sum, 8);
-    free(sums);
+    const uint32_t nodes = hdr_nodes;
+    const size_t kv_end = (size_t)blocks_at + (size_t)nodes * f.block_bytes;
+    uint32_t n_snaps = 0;
+    if (f.state_bytes)
+        memcpy(&n_snaps, forged + kv_end + 8, 4);
+    rechecksum(forged, n, &f, nodes, blocks_at);
     write_all_file(path, forged, n);
-    free(forged);
     CHECK_EQ_INT(restart_and_serve("a block that this build computes differently", true, false), 0);
+    if (f.state_bytes && n_snaps) {
+        /* the blocks right, every snapshot a bit off (checksums right): the
+         * check's snapshot is compared too */
+        memcpy(forged, good, n);
+        unsigned char *data = forged + kv_end + 16 + (size_t)n_snaps * 4;
+        for (uint32_t k = 0; k < n_snaps; k++)
+            data[(size_t)k * f.state_bytes + f.state_bytes / 2] ^= 0x01;
+        rechecksum(forged, n, &f, nodes, blocks_at);
+        write_all_file(path, forged, n);
+        CHECK_EQ_INT(restart_and_serve("a snapshot that this build computes differently", true, false), 0);
+    }
+    free(forged);
 
     /* The good file again: it loads (the cases above really were the damage). */
     write_all_file(path, good, n);
