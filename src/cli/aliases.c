@@ -21,13 +21,16 @@
  * 0.95, top-k 20, min-p 0. Qwen2.5/Qwen3 coder generation_config: T 0.7,
  * top-p 0.8, top-k 20, repetition penalty 1.05. Llama 3.x generation_config:
  * T 0.6, top-p 0.9. DeepSeek-R1 distills: T 0.6, top-p 0.95. gpt-oss: T 1.0,
- * top-p 1.0. */
+ * top-p 1.0. Qwen3.5 / Qwen3.6 model cards, thinking mode for precise coding:
+ * Qwen3's (T 0.6, top-p 0.95, top-k 20, min-p 0). Gemma 3 generation_config:
+ * T 1.0, top-p 0.95, top-k 64. */
 #define QWEN3_THINK 0.6f, 0.95f, 0.0f, 0.0f, 20
 #define QWEN3_INSTRUCT 0.7f, 0.8f, 0.0f, 0.0f, 20
 #define QWEN_CODER 0.7f, 0.8f, 0.0f, 1.05f, 20
 #define LLAMA3 0.6f, 0.9f, 0.0f, 0.0f, 0
 #define R1_DISTILL 0.6f, 0.95f, 0.0f, 0.0f, 0
 #define GPT_OSS 1.0f, 1.0f, 0.0f, 0.0f, 0
+#define GEMMA3 1.0f, 0.95f, 0.0f, 0.0f, 64
 
 const cv_model_alias cv_model_aliases[] = {
     { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
@@ -57,6 +60,15 @@ const cv_model_alias cv_model_aliases[] = {
     { "qwen3-coder-30b-a3b", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF", "Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf",
       "Qwen3 Coder 30B-A3B MoE, 18.6 GB: the coding-agent model", 65536, QWEN_CODER,
       .arch = "qwen3moe", .shape = "qwen3-coder-30b-a3b" },
+    { "qwen3.5-4b", "unsloth/Qwen3.5-4B-GGUF", "Qwen3.5-4B-Q4_K_M.gguf",
+      "Qwen3.5 4B hybrid (Gated DeltaNet, thinking), 2.7 GB: small KV, long context", 65536, QWEN3_THINK,
+      .arch = "qwen35", .shape = "qwen3.5-4b" },
+    { "qwen3.5-9b", "unsloth/Qwen3.5-9B-GGUF", "Qwen3.5-9B-Q4_K_M.gguf",
+      "Qwen3.5 9B hybrid (Gated DeltaNet, thinking), 5.7 GB", 65536, QWEN3_THINK,
+      .arch = "qwen35", .shape = "qwen3.5-9b" },
+    { "qwen3.6-35b-a3b", "unsloth/Qwen3.6-35B-A3B-GGUF", "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf",
+      "Qwen3.6 35B-A3B hybrid MoE (thinking), 22.1 GB, 3B active: the coding-agent hybrid", 65536, QWEN3_THINK,
+      .arch = "qwen35moe", .shape = "qwen3.6-35b-a3b" },
     { "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
       "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER,
       .arch = "qwen2" },
@@ -84,6 +96,9 @@ const cv_model_alias cv_model_aliases[] = {
     { "gpt-oss-20b", "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf",
       "OpenAI gpt-oss 20B MoE (reasoning, MXFP4), 12.1 GB", 65536, GPT_OSS,
       .arch = "gpt-oss", .shape = "gpt-oss-20b" },
+    { "gemma3-4b", "ggml-org/gemma-3-4b-it-GGUF", "gemma-3-4b-it-Q4_K_M.gguf",
+      "Google Gemma 3 4B IT (5 sliding-window : 1 global layers), 2.5 GB", 65536, GEMMA3,
+      .arch = "gemma3", .shape = "gemma3-4b" },
 };
 const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
 

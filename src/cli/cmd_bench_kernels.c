@@ -27,54 +27,20 @@
 
 #include "cli/cli.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 
-typedef struct shape {
-    const char *name;
-    int64_t hidden, ffn, vocab, n_layer, n_head, n_kv_head, head_dim;
-} shape;
+/* The dense shapes measured (cv_model_shapes rows) and the matrices of one
+ * layer, each with the role that picks its type from the mix
+ * (cv_quant_mix_type, the rule `corvid synth` writes files by). */
+static const char *const shape_names[] = { "qwen2.5-0.5b", "llama3.2-1b" };
 
-static const shape shapes[] = {
-    { "qwen2.5-0.5b", 896, 4864, 151936, 24, 14, 2, 64 },
-    { "llama3.2-1b", 2048, 8192, 128256, 16, 32, 8, 64 },
-};
-
-/* The tensor types a quantization "mix" gives each matrix, following
- * llama-quantize's defaults: Q4_K_M puts Q6_K on attn_v and ffn_down of
- * the first and last eighth of the layers and every third in between, and
- * on the output; K-types fall back to Q5_0 / Q5_1 / Q8_0 when a row is not
- * a multiple of 256 (qwen2.5-0.5b's 896). IQ4_XS falls back to IQ4_NL
- * there (so qwen2.5-0.5b "IQ4_XS" is mostly IQ4_NL) with a Q6_K output;
- * "mxfp4" is gpt-oss's split, MXFP4 feed-forward and Q8_0 for the rest. */
-typedef enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_OUT, MAT_KINDS } mat_kind;
-
-static uint32_t k_fallback(uint32_t t, int64_t n_in)
+static uint32_t mix_type(const char *mix, cv_role role, int64_t layer, int64_t n_layer, int64_t n_in)
 {
-    if (n_in % 256 == 0)
-        return t;
-    return t == CV_GGML_Q4_K ? CV_GGML_Q5_0 : t == CV_GGML_Q5_K ? CV_GGML_Q5_1 : CV_GGML_Q8_0;
-}
-
-static uint32_t mix_type(const char *mix, mat_kind k, int64_t layer, int64_t n_layer, int64_t n_in)
-{
-    if (!strcmp(mix, "q8_0"))
-        return CV_GGML_Q8_0;
-    if (!strcmp(mix, "q4_0"))
-        return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : CV_GGML_Q4_0;
-    if (!strcmp(mix, "f16"))
-        return CV_GGML_F16;
-    if (!strcmp(mix, "mxfp4"))
-        return k == MAT_GATE || k == MAT_UP || k == MAT_DOWN ? CV_GGML_MXFP4 : CV_GGML_Q8_0;
-    if (!strcmp(mix, "iq4_xs"))
-        return k == MAT_OUT ? k_fallback(CV_GGML_Q6_K, n_in) : n_in % 256 ? CV_GGML_IQ4_NL : CV_GGML_IQ4_XS;
-    /* q4_k_m */
-    bool more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-    if (k == MAT_OUT || ((k == MAT_V || k == MAT_DOWN) && more))
-        return k_fallback(CV_GGML_Q6_K, n_in);
-    return k_fallback(CV_GGML_Q4_K, n_in);
+    return cv_quant_mix_type(cv_quant_mix_find(mix), role, (int)layer, (int)n_layer, n_in, false);
 }
 
 typedef struct mat {
-    mat_kind kind;
+    cv_role role;
     int64_t layer;
     cv_wmat *w;
     void *src; /* kept only when the wmat reads it in place */
@@ -132,7 +98,7 @@ static void model_free(model *m)
 
 /* The matrices of the given layers (all when layers is NULL), plus the
  * output layer if asked. */
-static int model_build(model *m, const shape *s, const char *mix, const int64_t *layers, int64_t n_layers,
+static int model_build(model *m, const cv_model_shape *s, const char *mix, const int64_t *layers, int64_t n_layers,
                        bool with_output, cv_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -141,19 +107,20 @@ static int model_build(model *m, const shape *s, const char *mix, const int64_t 
     m->m = calloc((size_t)(n_layers * 7 + 1), sizeof *m->m);
     cv_rng rng;
     cv_rng_seed(&rng, 1234);
-    const int64_t q = s->n_head * s->head_dim, kv = s->n_kv_head * s->head_dim;
+    const int64_t q = (int64_t)s->n_head * s->head_dim, kv = (int64_t)s->n_head_kv * s->head_dim;
     for (int64_t li = 0; li < n_layers; li++) {
         const int64_t l = layers ? layers[li] : li;
-        const struct { mat_kind k; int64_t n_in, n_out; } mats[] = {
-            { MAT_Q, s->hidden, q },         { MAT_K, s->hidden, kv },       { MAT_V, s->hidden, kv },
-            { MAT_O, q, s->hidden },         { MAT_GATE, s->hidden, s->ffn }, { MAT_UP, s->hidden, s->ffn },
-            { MAT_DOWN, s->ffn, s->hidden },
+        const struct { cv_role role; int64_t n_in, n_out; } mats[] = {
+            { CV_ROLE_ATTN_Q, s->n_embd, q },       { CV_ROLE_ATTN_K, s->n_embd, kv },
+            { CV_ROLE_ATTN_V, s->n_embd, kv },      { CV_ROLE_ATTN_OUT, q, s->n_embd },
+            { CV_ROLE_FFN_GATE, s->n_embd, s->n_ff }, { CV_ROLE_FFN_UP, s->n_embd, s->n_ff },
+            { CV_ROLE_FFN_DOWN, s->n_ff, s->n_embd },
         };
         for (size_t i = 0; i < CV_ARRAY_LEN(mats); i++) {
             mat *x = &m->m[m->n];
-            x->kind = mats[i].k;
+            x->role = mats[i].role;
             x->layer = l;
-            int rc = make_mat(x, mix_type(mix, mats[i].k, l, s->n_layer, mats[i].n_in), mats[i].n_in, mats[i].n_out,
+            int rc = make_mat(x, mix_type(mix, mats[i].role, l, s->n_layer, mats[i].n_in), mats[i].n_in, mats[i].n_out,
                               &rng, err);
             if (rc)
                 return model_free(m), rc;
@@ -162,8 +129,9 @@ static int model_build(model *m, const shape *s, const char *mix, const int64_t 
     }
     if (with_output) {
         mat *x = &m->m[m->n];
-        x->kind = MAT_OUT;
-        int rc = make_mat(x, mix_type(mix, MAT_OUT, 0, s->n_layer, s->hidden), s->hidden, s->vocab, &rng, err);
+        x->role = CV_ROLE_OUTPUT;
+        int rc = make_mat(x, mix_type(mix, CV_ROLE_OUTPUT, 0, s->n_layer, s->n_embd), s->n_embd, s->n_vocab, &rng,
+                          err);
         if (rc)
             return model_free(m), rc;
         m->n++;
@@ -197,9 +165,9 @@ static int cmp_double(const void *a, const void *b)
 
 /* Median (and in *best the fastest) seconds of `repeats` passes of n_tok
  * tokens through every matrix, after one warm-up pass. */
-static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeats, const shape *s, double *best)
+static double time_pass(cv_pool *pool, const model *m, int64_t n_tok, int repeats, const cv_model_shape *s, double *best)
 {
-    int64_t max_in = CV_MAX(s->ffn, s->n_head * s->head_dim), max_out = CV_MAX(s->vocab, s->ffn);
+    int64_t max_in = CV_MAX(s->n_ff, s->n_head * s->head_dim), max_out = CV_MAX(s->n_vocab, s->n_ff);
     float *x = cv_aligned_alloc((size_t)(n_tok * max_in) * sizeof *x);
     float *y = cv_aligned_alloc((size_t)(n_tok * max_out) * sizeof *y);
     cv_rng rng;
@@ -430,8 +398,8 @@ static int bench_experts(cv_pool *pool, const char *mix, int repeats, const cv_p
     cv_rng rng;
     cv_rng_seed(&rng, 5678);
     const int64_t mid = moe.n_layer / 2;
-    const uint32_t t_gu = mix_type(mix, MAT_GATE, mid, moe.n_layer, moe.hidden);
-    const uint32_t t_dn = mix_type(mix, MAT_DOWN, mid, moe.n_layer, moe.ffn);
+    const uint32_t t_gu = mix_type(mix, CV_ROLE_FFN_GATE_EXPS, mid, moe.n_layer, moe.hidden);
+    const uint32_t t_dn = mix_type(mix, CV_ROLE_FFN_DOWN_EXPS, mid, moe.n_layer, moe.ffn);
     for (; made < moe.n_expert; made++) {
         if ((rc = make_mat(&L->gate_up[made], t_gu, moe.hidden, 2 * moe.ffn, &rng, err)))
             goto done;
@@ -569,8 +537,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
     printf("fractions: median pass / median probe (best pass / best probe)\n");
     printf("%-13s %-7s %-8s %10s %16s %18s\n", "model", "dtype", "case", "median ms", "rate", "fraction");
     int rc = 0;
-    for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++) {
-        const shape *s = &shapes[si];
+    for (size_t si = 0; si < CV_ARRAY_LEN(shape_names); si++) {
+        const cv_model_shape *s = cv_model_shape_find(shape_names[si]);
         if (!in_list(models, s->name))
             continue;
         const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16", "iq4_xs", "mxfp4" };

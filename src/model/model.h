@@ -472,13 +472,24 @@ extern const cv_model_shape cv_model_shapes[];
 extern const int cv_n_model_shapes;
 const cv_model_shape *cv_model_shape_find(const char *name);
 
-/* The quantization mixes `synth` writes, named as llama-quantize names its
- * file types: "f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
- * "mxfp4" (MXFP4 experts, Q8_0 elsewhere). */
+/* Quantization mixes, named as llama-quantize names its file types: "f32",
+ * "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "iq4_xs", "mxfp4"
+ * (MXFP4 experts, Q8_0 elsewhere); the rules are in quant_mix.c. find:
+ * NULL for an unknown name; at: the i-th mix, NULL past the last. */
+typedef struct cv_quant_mix cv_quant_mix;
+const cv_quant_mix *cv_quant_mix_find(const char *name);
+const cv_quant_mix *cv_quant_mix_at(int i);
+const char *cv_quant_mix_name(const cv_quant_mix *m);
+uint32_t cv_quant_mix_file_type(const cv_quant_mix *m); /* general.file_type (llama_ftype) */
+/* The tensor type the mix gives a tensor of this role in layer il of
+ * n_layer, whose rows hold n_in values (tied: the embedding is also the
+ * output). */
+uint32_t cv_quant_mix_type(const cv_quant_mix *m, cv_role role, int il, int n_layer, int64_t n_in, bool tied);
+
 typedef struct cv_synth_params {
     const char *arch;      /* a cv_archs name */
     const char *shape;     /* a cv_model_shapes name */
-    const char *dtype;     /* a mix above */
+    const char *dtype;     /* a cv_quant_mix name */
     const char *vocab;     /* optional vocab-only GGUF: its tokenizer.* metadata is copied */
     uint64_t seed;
     cv_pool *pool;         /* quantization runs on it (NULL: one thread) */

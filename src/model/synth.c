@@ -10,22 +10,8 @@
  * experts and repeats them (a benchmark's bytes without hours of
  * quantizing).
  *
- * Quantization mixes follow llama-quantize's default rules closely enough
- * for realistic sizes and speeds (its per-tensor rules, restated):
- *   q4_k_m / q5_k_m: Q4_K / Q5_K, but attn_v and ffn_down take Q6_K in the
- *     "more bits" layers (the first and last eighth, and every third one in
- *     between), and the output matrix (or a tied embedding) takes Q6_K;
- *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
- *   mxfp4 (llama-quantize's MXFP4_MOE, as gpt-oss ships): experts MXFP4,
- *     every other matrix Q8_0;
- *   experts as their dense counterparts (gate/up the base type, down bumped
- *   in the same layers), routers F32 as in released MoE files;
- *   a K-quant whose rows are not a multiple of 256 falls back as ggml's
- *   tools do: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0.
- *   a hybrid's DeltaNet input (attn_qkv) as attn_v, its other matrices the
- *   base type; the shared expert as the routed ones.
- * Norm weights, biases, routers and a hybrid's conv taps, decay parameters
- * and shared-expert gate stay F32. Weights: matrices N(0, 1/fan_in), the
+ * Each matrix takes the type of the requested quantization mix
+ * (quant_mix.c, llama-quantize's per-tensor rules). Weights: matrices N(0, 1/fan_in), the
  * embedding and the output N(0, 0.15^2), norms U(0.5, 1.5), biases
  * N(0, 0.3^2); a hybrid's tensors as testdata/reference2/README.md draws
  * them, so a synthetic hybrid's recurrence behaves like a real one:
@@ -118,73 +104,6 @@ const cv_model_shape *cv_model_shape_find(const char *name)
         if (!strcmp(cv_model_shapes[i].name, name))
             return &cv_model_shapes[i];
     return NULL;
-}
-
-/* ---- quantization mixes ---- */
-
-typedef struct mix {
-    const char *name;
-    uint32_t file_type; /* general.file_type (llama_ftype) */
-    uint32_t base;      /* most matrices */
-    uint32_t output;    /* the output matrix, or the embedding when tied */
-    uint32_t bumped;    /* attn_v / ffn_down of "more bits" layers; base if none */
-    uint32_t experts;   /* every expert matrix, when not 0; 0: as their dense counterparts */
-} mix;
-
-static const mix mixes[] = {
-    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32, 0 },
-    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16, 0 },
-    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, 0 },
-    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0, 0 },
-    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    /* llama-quantize's MXFP4_MOE, gpt-oss's released mix (ggml-org's
-     * gpt-oss-20b-mxfp4.gguf: 72 MXFP4 tensors, 98 Q8_0, 289 F32) */
-    { "mxfp4", 38, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_MXFP4 },
-};
-
-static bool more_bits(int il, int n)
-{
-    return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
-}
-
-static uint32_t fallback(uint32_t type, int64_t n_in)
-{
-    if (n_in % 256 == 0)
-        return type;
-    switch (type) {
-    case CV_GGML_Q4_K: return CV_GGML_Q5_0;
-    case CV_GGML_Q5_K: return CV_GGML_Q5_1;
-    case CV_GGML_Q6_K: return CV_GGML_Q8_0;
-    default: return type;
-    }
-}
-
-static uint32_t pick_type(const mix *x, cv_role role, int il, int n_layer, int64_t n_in, bool tied)
-{
-    uint32_t t;
-    switch (role) {
-    case CV_ROLE_OUTPUT: t = x->output; break;
-    case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
-    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
-        if (x->experts) {
-            t = x->experts;
-            break;
-        }
-        t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
-        break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_SHEXP: case CV_ROLE_SSM_QKV:
-        t = more_bits(il, n_layer) ? x->bumped : x->base;
-        break;
-    case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
-    case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
-    case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
-        t = x->base;
-        break;
-    default: return CV_GGML_F32; /* norms, biases, rope factors, routers, conv taps, decays, gate vectors */
-    }
-    return fallback(t, n_in);
 }
 
 /* ---- generation ---- */
@@ -395,14 +314,15 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (a->ffn == CV_FFN_DENSE && s->n_ff == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no dense FFN width; a %s model needs one", s->name,
                           a->name);
-    const mix *x = NULL;
-    for (size_t i = 0; i < CV_ARRAY_LEN(mixes); i++)
-        if (p->dtype && !strcmp(p->dtype, mixes[i].name))
-            x = &mixes[i];
-    if (!x)
-        return cv_err_set(err, CV_EINVAL,
-                          "synth: dtype '%s' is not one of f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, mxfp4",
-                          p->dtype ? p->dtype : "(none)");
+    const cv_quant_mix *x = cv_quant_mix_find(p->dtype);
+    if (!x) {
+        char names[160] = "";
+        for (int i = 0; cv_quant_mix_at(i); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     cv_quant_mix_name(cv_quant_mix_at(i)));
+        return cv_err_set(err, CV_EINVAL, "synth: dtype '%s' is not one of %s", p->dtype ? p->dtype : "(none)",
+                          names);
+    }
 
     cv_gguf_writer *w = cv_gguf_writer_create();
     int32_t n_vocab = s->n_vocab;
@@ -414,10 +334,10 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     /* Keys in the usual order: general first. */
     cv_gguf_writer_set_str(w, "general.architecture", cv_str_of(a->name));
     char name[160];
-    snprintf(name, sizeof name, "corvid-synth %s %s %s seed %llu", a->name, s->name, x->name,
+    snprintf(name, sizeof name, "corvid-synth %s %s %s seed %llu", a->name, s->name, cv_quant_mix_name(x),
              (unsigned long long)p->seed);
     cv_gguf_writer_set_str(w, "general.name", cv_str_of(name));
-    cv_gguf_writer_set_u32(w, "general.file_type", x->file_type);
+    cv_gguf_writer_set_u32(w, "general.file_type", cv_quant_mix_file_type(x));
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
     set_hparams(w, a, s);
 
@@ -446,7 +366,7 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             int64_t ne[3] = { dim_of(s, d->ne0, n_vocab), dim_of(s, d->ne1, n_vocab), dim_of(s, d->ne2, n_vocab) };
             gen_job *j = &jobs[n_jobs++];
             *j = (gen_job){
-                .type = pick_type(x, d->role, il, s->n_layer, ne[0], s->tied),
+                .type = cv_quant_mix_type(x, d->role, il, s->n_layer, ne[0], s->tied),
                 .n_in = ne[0],
                 .n_rows = ne[1] * ne[2],
                 .shape = s,
