@@ -66,45 +66,38 @@ static void tail(int32_t R, int32_t n0, int32_t N, int32_t K, float alpha, const
         }
 }
 
+/* Rows m..m+R-1 of C, all columns: blocks of 64 columns when the panel
+ * is one row (a chunk's substitution is one-row products of 2d columns),
+ * then 16, then 8, then the tail. R is a constant at every call. */
+static inline __attribute__((always_inline)) void panel(int32_t R, int32_t m, int32_t N, int32_t K, __m256 va,
+                                                         float alpha, const float *A, int64_t lda, const float *B,
+                                                         int64_t ldb, float *C, int64_t ldc, bool acc)
+{
+    const float *a = A + m * lda;
+    float *c = C + m * ldc;
+    int32_t n = 0;
+    if (R == 1)
+        for (; n + 64 <= N; n += 64)
+            block(1, 8, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
+    for (; n + 16 <= N; n += 16)
+        block(R, 2, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
+    for (; n + 8 <= N; n += 8)
+        block(R, 1, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
+    tail(R, n, N, K, alpha, a, lda, B, ldb, c, ldc, acc);
+}
+
+/* Panels of 6 rows, then 4, then single rows. */
 static void gemm_avx2(int32_t M, int32_t N, int32_t K, float alpha, const float *A, int64_t lda, const float *B,
                       int64_t ldb, float *C, int64_t ldc, bool acc)
 {
     const __m256 va = _mm256_set1_ps(alpha);
     int32_t m = 0;
-    /* 6 rows x 16 columns (then 4), then single rows 64 columns wide (a
-     * chunk's substitution is one-row products of 2d columns) */
-    for (; m + 6 <= M; m += 6) {
-        const float *a = A + m * lda;
-        float *c = C + m * ldc;
-        int32_t n = 0;
-        for (; n + 16 <= N; n += 16)
-            block(6, 2, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        for (; n + 8 <= N; n += 8)
-            block(6, 1, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        tail(6, n, N, K, alpha, a, lda, B, ldb, c, ldc, acc);
-    }
-    for (; m + 4 <= M; m += 4) {
-        const float *a = A + m * lda;
-        float *c = C + m * ldc;
-        int32_t n = 0;
-        for (; n + 16 <= N; n += 16)
-            block(4, 2, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        for (; n + 8 <= N; n += 8)
-            block(4, 1, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        tail(4, n, N, K, alpha, a, lda, B, ldb, c, ldc, acc);
-    }
-    for (; m < M; m++) {
-        const float *a = A + m * lda;
-        float *c = C + m * ldc;
-        int32_t n = 0;
-        for (; n + 64 <= N; n += 64)
-            block(1, 8, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        for (; n + 16 <= N; n += 16)
-            block(1, 2, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        for (; n + 8 <= N; n += 8)
-            block(1, 1, K, va, a, lda, B + n, ldb, c + n, ldc, acc);
-        tail(1, n, N, K, alpha, a, lda, B, ldb, c, ldc, acc);
-    }
+    for (; m + 6 <= M; m += 6)
+        panel(6, m, N, K, va, alpha, A, lda, B, ldb, C, ldc, acc);
+    for (; m + 4 <= M; m += 4)
+        panel(4, m, N, K, va, alpha, A, lda, B, ldb, C, ldc, acc);
+    for (; m < M; m++)
+        panel(1, m, N, K, va, alpha, A, lda, B, ldb, C, ldc, acc);
 }
 
 static void step_avx2(int32_t d, float *S, const float *q, const float *k, const float *v, float beta, float g,
