@@ -21,6 +21,7 @@
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
  * repeats; the machine is shared, so run it twice and compare. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -233,14 +234,23 @@ static void bench_tiles(cv_pool *pool, double peak)
 
 /* ---- expert-routed matmuls (mixture of experts) ---- */
 
-/* One MoE FFN layer of qwen3-30b-a3b: hidden 2048, 128 experts of FFN 768,
- * 8 used per token. Gate and up are fused into one 1536 x 2048 matrix per
- * expert (the pair reads the same input row), down is 2048 x 768. */
+/* One MoE FFN layer of the qwen3-30b-a3b shape (cv_model_shapes: hidden
+ * 2048, 128 experts of FFN 768, 8 used per token). Gate and up are fused
+ * into one 1536 x 2048 matrix per expert (the pair reads the same input
+ * row), down is 2048 x 768. */
 enum { MOE_N_EXPERT = 128 };
-static const struct {
+typedef struct moe_shape {
     const char *name;
     int64_t hidden, ffn, n_expert, k, n_layer;
-} moe = { "qwen3-30b-a3b", 2048, 768, MOE_N_EXPERT, 8, 48 };
+} moe_shape;
+static moe_shape moe;
+
+static void moe_shape_load(void)
+{
+    const cv_model_shape *s = cv_model_shape_find("qwen3-30b-a3b");
+    assert(s && s->n_expert == MOE_N_EXPERT);
+    moe = (moe_shape){ s->name, s->n_embd, s->n_ff_exp, s->n_expert, s->n_expert_used, s->n_layer };
+}
 
 typedef struct moe_layer {
     mat gate_up[MOE_N_EXPERT], down[MOE_N_EXPERT];
@@ -503,6 +513,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
     int threads = o.threads, repeats = o.repeats;
     const char *models = o.models, *mixes = o.mixes, *cases = o.cases;
     use_cpu_clock = o.cpu_clock;
+    moe_shape_load();
     if (use_cpu_clock && threads != 1)
         return cv_cli_usage_error(&spec, "--clock cpu times one thread: use it with --threads 1");
     cv_err err = { 0 };
