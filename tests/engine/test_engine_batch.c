@@ -404,6 +404,23 @@ TEST(hybrid_sequences_batched_get_the_bits_each_gets_alone)
     check_hybrid_bits(REF2 "tiny-qwen35moe-gpt2-Q4_K_M", 1);
 }
 
+/* Two 48-id sequences sharing their first 40 ids (2.5 blocks), a from
+ * len200 and b continuing with ids 100..107, and the last logits each gets
+ * alone (ra, rb: the caller frees them and the returned ids). */
+static int32_t *two_continuations(fixture *f, int32_t a[48], int32_t b[48], float **ra, float **rb)
+{
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+    memcpy(a, ids, 48 * sizeof *a);
+    memcpy(b, ids, 40 * sizeof *b);
+    memcpy(b + 40, ids + 100, 8 * sizeof *b);
+    *ra = malloc((size_t)f->V * sizeof(float));
+    *rb = malloc((size_t)f->V * sizeof(float));
+    CHECK(ref_run(f->e, a, 48, NULL, *ra) == 0);
+    CHECK(ref_run(f->e, b, 48, NULL, *rb) == 0);
+    return ids;
+}
+
 /* A fork copies the recurrent state: both branches then continue as
  * sequences run alone from the start; truncating to 0 restarts one. */
 TEST(hybrid_fork_copies_the_recurrent_state)
@@ -412,15 +429,9 @@ TEST(hybrid_fork_copies_the_recurrent_state)
     fixture f;
     if (!open_fixture(&f, REF2 "tiny-qwen35-gpt2-F32", &ep))
         return;
-    int32_t n;
-    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
     int32_t a[48], b[48];
-    memcpy(a, ids, 48 * sizeof *a);
-    memcpy(b, ids, 40 * sizeof *b);
-    memcpy(b + 40, ids + 100, 8 * sizeof *b);
-    float *ra = malloc((size_t)f.V * sizeof(float)), *rb = malloc((size_t)f.V * sizeof(float));
-    CHECK(ref_run(f.e, a, 48, NULL, ra) == 0);
-    CHECK(ref_run(f.e, b, 48, NULL, rb) == 0);
+    float *ra, *rb;
+    int32_t *ids = two_continuations(&f, a, b, &ra, &rb);
     cv_err err = { 0 };
     int32_t s0, s1, pos[48], sq[48], nl;
     const float *lg;
@@ -593,16 +604,9 @@ TEST(forked_sequence_shares_blocks_and_copies_only_on_write)
     fixture f;
     if (!open_fixture(&f, "tiny-qwen3-gpt2-F32", &ep))
         return;
-    int32_t n;
-    int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
-    /* Prefix of 40 ids (2.5 blocks), then two different continuations. */
     int32_t a[48], b[48];
-    memcpy(a, ids, 48 * sizeof *a);
-    memcpy(b, ids, 40 * sizeof *b);
-    memcpy(b + 40, ids + 100, 8 * sizeof *b);
-    float *ra = malloc((size_t)f.V * sizeof(float)), *rb = malloc((size_t)f.V * sizeof(float));
-    CHECK(ref_run(f.e, a, 48, NULL, ra) == 0);
-    CHECK(ref_run(f.e, b, 48, NULL, rb) == 0);
+    float *ra, *rb;
+    int32_t *ids = two_continuations(&f, a, b, &ra, &rb);
 
     cv_err err = { 0 };
     const int32_t total = cv_engine_kv_free_blocks(f.e);
