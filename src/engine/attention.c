@@ -14,7 +14,8 @@
  * few tiles (a few sequences decoding), their chunks become work items of
  * their own, so a deep context's attention spreads over every thread with
  * the bits it gets in one. The tile kernel is per ISA: the scalar one here
- * is the reference, attention_avx2.c the fast one.
+ * is the reference, attention_avx2.c and attention_avx512.c the fast ones
+ * (cv_att_tile_for picks).
  *
  * Token t at position p sees positions 0..p of its own sequence (a window
  * layer's only p - W + 1 .. p: whole blocks before its window are skipped,
@@ -77,6 +78,18 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
             }
         }
     }
+}
+
+att_tile_fn cv_att_tile_for(int32_t hd)
+{
+    if (cv_avx512_active() && hd % 16 == 0)
+        return cv_att_tile_avx512;
+    return cv_isa_active() == CV_ISA_AVX2 && hd % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
+}
+
+const char *cv_att_tile_name(att_tile_fn fn)
+{
+    return fn == cv_att_tile_avx512 ? "avx512" : fn == cv_att_tile_avx2 ? "avx2" : "scalar";
 }
 
 /* ---- chunks: merging states, writing them out ---- */

@@ -108,7 +108,7 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
      * queries (2 x rows x head_dim floats) within ~16 KiB of L1. */
     int32_t n_rep = hp->n_head / hp->n_head_kv;
     e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / (n_rep * hp->head_dim)));
-    e->att_tile = cv_isa_active() == CV_ISA_AVX2 && hp->head_dim % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
+    e->att_tile = cv_att_tile_for(hp->head_dim);
     e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
     e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
     e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);

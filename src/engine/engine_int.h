@@ -228,7 +228,12 @@ typedef struct att_tile {
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
-void cv_att_tile_avx2(const att_tile *a, float *scratch);  /* needs hd % 8 == 0 */
+void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
+void cv_att_tile_avx512(const att_tile *a, float *scratch); /* needs hd % 16 == 0 */
+/* The fastest tile this process runs for head_dim hd (cv_avx512_active,
+ * cv_isa_active), and its name. */
+att_tile_fn cv_att_tile_for(int32_t hd);
+const char *cv_att_tile_name(att_tile_fn fn);
 /* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
  * a kernel's, plus one state for cv_att_tile_run. */
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);

@@ -12,6 +12,7 @@
 
 static cv_cpu_features features;
 static cv_isa active_isa;
+static bool avx512_on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static bool can_run(const cv_cpu_features *f, cv_isa isa)
@@ -93,12 +94,21 @@ static void detect(void)
     if (env && *env) {
         if (!strcmp(env, "scalar"))
             active_isa = CV_ISA_SCALAR;
-        else if (!strcmp(env, "avx2")) {
+        else if (!strcmp(env, "avx2") || !strcmp(env, "avx512")) {
             if (!can_run(f, CV_ISA_AVX2))
-                cv_warn("CORVID_ISA=avx2 but this CPU cannot run AVX2+FMA+F16C; using scalar");
+                cv_warn("CORVID_ISA=%s but this CPU cannot run AVX2+FMA+F16C; using scalar", env);
+            else if (!strcmp(env, "avx512") && !(f->avx512f && f->os_avx512))
+                cv_warn("CORVID_ISA=avx512 but this CPU (or OS) has no AVX-512F; using avx2");
         } else
-            cv_warn("CORVID_ISA=%s is not one of scalar, avx2; ignored", env);
+            cv_warn("CORVID_ISA=%s is not one of scalar, avx2, avx512; ignored", env);
     }
+    avx512_on = active_isa == CV_ISA_AVX2 && f->avx512f && f->os_avx512 && !(env && !strcmp(env, "avx2"));
+}
+
+bool cv_avx512_active(void)
+{
+    pthread_once(&once, detect);
+    return avx512_on;
 }
 
 const cv_cpu_features *cv_cpu_features_get(void)

@@ -51,6 +51,11 @@ cv_isa cv_isa_best(void);
  * $CORVID_ISA=scalar (read once; "avx2" on a CPU without it falls back to
  * scalar with a warning, an unknown value is warned about and ignored). */
 cv_isa cv_isa_active(void);
+/* Whether the AVX-512F paths built beside some AVX2 ones (the attention
+ * tile) are used: the CPU and the OS have AVX-512F, the process ISA is
+ * avx2, and $CORVID_ISA is not "avx2" (which holds every path to AVX2;
+ * "avx512", like unset, allows them). */
+bool cv_avx512_active(void);
 /* "scalar", "avx2". */
 const char *cv_isa_name(cv_isa isa);
 /* Whether this CPU can run `isa` (tests skip an ISA it cannot). */

@@ -67,7 +67,7 @@ static void naive(const att_tile *a, const float *q_all, float *out)
     }
 }
 
-static void run_case(const att_case *c, int32_t window, bool with_sinks, bool avx2)
+static void run_case(const att_case *c, int32_t window, bool with_sinks, att_tile_fn fn)
 {
     const int32_t n_kv = 2, g = 1, layer = 1, last = c->pos0 + c->n_tok - 1;
     const int32_t n_blocks = last / CV_KV_BLOCK + 1;
@@ -122,7 +122,7 @@ static void run_case(const att_case *c, int32_t window, bool with_sinks, bool av
                    .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .window = window,
                    .sinks = with_sinks ? sinks : NULL };
     float *scratch = malloc(cv_att_scratch_floats(c->n_tok * c->n_rep, c->hd) * sizeof(float));
-    cv_att_tile_run(avx2 ? cv_att_tile_avx2 : cv_att_tile_scalar, &a, scratch);
+    cv_att_tile_run(fn, &a, scratch);
     float *ref = malloc((size_t)c->n_tok * c->n_rep * c->hd * sizeof(float));
     naive(&a, q_tile, ref);
     double worst = 0;
@@ -140,7 +140,7 @@ static void run_case(const att_case *c, int32_t window, bool with_sinks, bool av
             clean = clean && out[(size_t)t * ld_out + i] == 0;
     CHECK_MSG(worst <= 2e-5 && clean,
               "%s tile n_tok %d pos0 %d n_rep %d hd %d %s window %d%s: worst relative error %g%s",
-              avx2 ? "avx2" : "scalar", c->n_tok, c->pos0, c->n_rep, c->hd, cv_engine_kv_type_name(c->kv_type),
+              cv_att_tile_name(fn), c->n_tok, c->pos0, c->n_rep, c->hd, cv_engine_kv_type_name(c->kv_type),
               window, with_sinks ? " sinks" : "", worst, clean ? "" : ", wrote outside its rows");
     free(scratch);
     free(ref);
@@ -249,9 +249,9 @@ TEST(stored_keys_and_values_read_back_within_their_types_rounding)
 TEST(scalar_tile_matches_a_plain_softmax)
 {
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
-        run_case(&cases[i], 0, false, false);
+        run_case(&cases[i], 0, false, cv_att_tile_scalar);
     for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
-        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, false);
+        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_scalar);
 }
 
 TEST(avx2_tile_matches_a_plain_softmax)
@@ -260,9 +260,34 @@ TEST(avx2_tile_matches_a_plain_softmax)
         TEST_SKIP("no AVX2 on this CPU");
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
         if (cases[i].hd % 8 == 0)
-            run_case(&cases[i], 0, false, true);
+            run_case(&cases[i], 0, false, cv_att_tile_avx2);
     for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
-        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, true);
+        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_avx2);
+}
+
+/* The AVX-512 tile on the cases whose head_dim it takes (a multiple of 16),
+ * plus the two decode shapes it is there for at depth. A CPU without
+ * AVX-512F runs the AVX2 and scalar tiles above only, and says so. */
+TEST(avx512_tile_matches_a_plain_softmax)
+{
+    const cv_cpu_features *f = cv_cpu_features_get();
+    if (!f->avx512f || !f->os_avx512) {
+        printf("  avx512 tile: this CPU has no AVX-512F (the avx2 and scalar tiles above ran)\n");
+        return;
+    }
+    static const att_case deep[] = {
+        { 1, 3000, 4, 256, CV_GGML_F16 }, { 1, 3000, 8, 64, CV_GGML_F16 },  { 1, 2999, 4, 256, CV_GGML_Q8_0 },
+        { 1, 2999, 8, 64, CV_GGML_Q8_0 }, { 2, 1500, 8, 64, CV_GGML_F32 },  { 16, 70, 1, 256, CV_GGML_F16 },
+        { 3, 20, 6, 48, CV_GGML_Q8_0 },   { 5, 40, 3, 80, CV_GGML_F16 },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
+        if (cases[i].hd % 16 == 0)
+            run_case(&cases[i], 0, false, cv_att_tile_avx512);
+    for (size_t i = 0; i < CV_ARRAY_LEN(deep); i++)
+        run_case(&deep[i], 0, false, cv_att_tile_avx512);
+    for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
+        if (win_cases[i].c.hd % 16 == 0)
+            run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_avx512);
 }
 
 int main(void)
@@ -270,5 +295,6 @@ int main(void)
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
     RUN(scalar_tile_matches_a_plain_softmax);
     RUN(avx2_tile_matches_a_plain_softmax);
+    RUN(avx512_tile_matches_a_plain_softmax);
     return test_report();
 }

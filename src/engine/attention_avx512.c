@@ -1,0 +1,302 @@
+/* attention_avx512.c — the attention tile on AVX-512F (see attention.c for
+ * the algorithm and the tile's contract, attention_avx2.c for the same tile
+ * eight lanes wide). A KV block's 16 positions fill one 512-bit register:
+ * per head dimension one key vector (converted from f16 or int8 on load)
+ * serves eight query rows' scores; a row's online-softmax update is one
+ * masked vector; the value rows accumulate into four query rows x 64
+ * columns at a time (16 sums in registers). Per multiply-add the AVX2 tile
+ * issues twice the instructions and converts each cached element once per
+ * four rows; here once per eight (keys) and four (values) rows with half
+ * the instructions, which is what decode attention at depth is bound by
+ * (docs/PERF.md, "Decode attention at depth"). Scores are summed in the
+ * AVX2 tile's order (each dimension in turn), the exp is its polynomial;
+ * only the sums over a block's 16 probabilities are added in another
+ * order. Compiled with CV_AVX512_FLAGS; chosen at run time when the CPU and
+ * the OS have AVX-512F and head_dim is a multiple of 16. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "engine/engine_int.h"
+
+static inline __m512 exp16(__m512 x)
+{
+    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+    const __m512 ln2_hi = _mm512_set1_ps(0.693145751953125f);
+    const __m512 ln2_lo = _mm512_set1_ps(1.42860676533018708e-6f);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+    r = _mm512_fnmadd_ps(n, ln2_lo, r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* The cache's element type, a constant after inlining: each tile body is
+ * compiled once per type. */
+enum { KT_F32, KT_F16, KT_Q8 };
+
+/* Sixteen cached elements as f32 (q8_0: the int8 values, factors apart). */
+static inline __m512 load16(const char *p, const int kt)
+{
+    if (kt == KT_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    if (kt == KT_Q8)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+    return _mm512_loadu_ps((const float *)p);
+}
+
+/* Raw scores of nr (1..8, a constant after inlining) query rows against the
+ * 16 keys of a block, from the cache's transposed layout (row i: dimension
+ * i of the 16 positions): S[r][16] = q_r . K, one key vector a dimension for
+ * all rows. A q8_0 block is summed one group of dimensions at a time on its
+ * int8 values, each group's sums then scaled by its 16 factors ks into S.
+ * Positions the block has not written give garbage, which the softmax
+ * masks. */
+#define QK_FMA(n)                                                                                                      \
+    do {                                                                                                               \
+        if (nr > (n))                                                                                                  \
+            a##n = _mm512_fmadd_ps(_mm512_set1_ps(q##n[i]), k, a##n);                                                  \
+    } while (0)
+#define QK_OUT(n)                                                                                                      \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            float *s = S + (n) * CV_KV_BLOCK;                                                                          \
+            if (kt != KT_Q8)                                                                                           \
+                _mm512_storeu_ps(s, a##n);                                                                             \
+            else if (g0 == 0)                                                                                          \
+                _mm512_storeu_ps(s, _mm512_mul_ps(a##n, d));                                                           \
+            else                                                                                                       \
+                _mm512_storeu_ps(s, _mm512_fmadd_ps(a##n, d, _mm512_loadu_ps(s)));                                     \
+        }                                                                                                              \
+    } while (0)
+
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, const uint16_t *ks,
+                                                          int32_t hd, int32_t group, float *S, const int nr,
+                                                          const int kt)
+{
+    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5], *q6 = q[6], *q7 = q[7];
+    for (int32_t g0 = 0; g0 < hd; g0 += group) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int32_t i = g0; i < g0 + group; i++) {
+            const __m512 k = load16(K + kv_k_at(0, i) * eb, kt);
+            QK_FMA(0);
+            QK_FMA(1);
+            QK_FMA(2);
+            QK_FMA(3);
+            QK_FMA(4);
+            QK_FMA(5);
+            QK_FMA(6);
+            QK_FMA(7);
+        }
+        __m512 d = a0;
+        if (kt == KT_Q8)
+            d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + (g0 / group) * CV_KV_BLOCK)));
+        QK_OUT(0);
+        QK_OUT(1);
+        QK_OUT(2);
+        QK_OUT(3);
+        QK_OUT(4);
+        QK_OUT(5);
+        QK_OUT(6);
+        QK_OUT(7);
+    }
+}
+
+/* Rows acc[r] (hd apart) for r < nr (1..4, a constant after inlining):
+ * acc[r] = acc[r] * corr[r] + P[r] (16 apart) x the first nv value rows of
+ * V, w (1, 2 or 4, constant) vectors of 16 columns from column i0, every
+ * one in one q8_0 group (their probabilities are the same P). Up to 16 sums
+ * in registers; each value vector is loaded once for the four rows. */
+#define PV_ROW(n, OP)                                                                                                  \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            OP(n, 0);                                                                                                  \
+            if (w > 1)                                                                                                 \
+                OP(n, 1);                                                                                              \
+            if (w > 2) {                                                                                               \
+                OP(n, 2);                                                                                              \
+                OP(n, 3);                                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+#define PV_LOAD(n, c) x##n##c = _mm512_mul_ps(_mm512_loadu_ps(acc + (n) * hd + i0 + 16 * (c)), cr##n)
+#define PV_FMA(n, c) x##n##c = _mm512_fmadd_ps(p##n, v##c, x##n##c)
+#define PV_STORE(n, c) _mm512_storeu_ps(acc + (n) * hd + i0 + 16 * (c), x##n##c)
+#define PV_ALL(OP)                                                                                                     \
+    do {                                                                                                               \
+        PV_ROW(0, OP);                                                                                                 \
+        PV_ROW(1, OP);                                                                                                 \
+        PV_ROW(2, OP);                                                                                                 \
+        PV_ROW(3, OP);                                                                                                 \
+    } while (0)
+
+static inline __attribute__((always_inline)) void pv_cols(float *acc, const float *P, const float *corr,
+                                                          const char *V, size_t row, int32_t nv, int32_t hd,
+                                                          int32_t i0, const int nr, const int w, const int kt)
+{
+    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
+    const __m512 z = _mm512_setzero_ps();
+    __m512 x00 = z, x01 = z, x02 = z, x03 = z, x10 = z, x11 = z, x12 = z, x13 = z;
+    __m512 x20 = z, x21 = z, x22 = z, x23 = z, x30 = z, x31 = z, x32 = z, x33 = z;
+    const __m512 cr0 = _mm512_set1_ps(corr[0]), cr1 = nr > 1 ? _mm512_set1_ps(corr[1]) : z;
+    const __m512 cr2 = nr > 2 ? _mm512_set1_ps(corr[2]) : z, cr3 = nr > 3 ? _mm512_set1_ps(corr[3]) : z;
+    PV_ALL(PV_LOAD);
+    const char *vc = V + (size_t)i0 * eb;
+    for (int32_t j = 0; j < nv; j++, vc += row) {
+        const __m512 v0 = load16(vc, kt);
+        const __m512 v1 = w > 1 ? load16(vc + 16 * eb, kt) : v0;
+        const __m512 v2 = w > 2 ? load16(vc + 32 * eb, kt) : v0;
+        const __m512 v3 = w > 2 ? load16(vc + 48 * eb, kt) : v0;
+        const __m512 p0 = _mm512_set1_ps(P[j]);
+        const __m512 p1 = nr > 1 ? _mm512_set1_ps(P[CV_KV_BLOCK + j]) : z;
+        const __m512 p2 = nr > 2 ? _mm512_set1_ps(P[2 * CV_KV_BLOCK + j]) : z;
+        const __m512 p3 = nr > 3 ? _mm512_set1_ps(P[3 * CV_KV_BLOCK + j]) : z;
+        PV_ALL(PV_FMA);
+    }
+    PV_ALL(PV_STORE);
+}
+
+/* Columns 64 at a time, then 32, then 16 (a q8_0 cache with a factor per 32
+ * dimensions: 32 at a time, each step in one group, whose probabilities
+ * times that group's factors sit at P + group index * gstride). */
+static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, size_t gstride, int32_t group,
+                                                          const float *corr, const char *V, size_t row, int32_t nv,
+                                                          int32_t hd, const int nr, const int kt)
+{
+    const int32_t wide = kt == KT_Q8 && group < hd ? 32 : 64;
+    int32_t i0 = 0;
+    for (; wide == 64 && i0 + 64 <= hd; i0 += 64)
+        pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 4, kt);
+    for (; i0 + 32 <= hd; i0 += 32)
+        pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
+    if (i0 < hd)
+        pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
+}
+
+static inline const float *q_row(const att_tile *a, int32_t r)
+{
+    const int32_t k = r / a->n_rep, h = r % a->n_rep;
+    return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
+}
+
+/* Block blk's keys and values into L1 when they do not follow block blk - 1
+ * in memory (a table whose blocks a fork or the prefix cache reordered):
+ * a sequence's own blocks are consecutive in each head's region, one
+ * stream the hardware prefetcher follows, where prefetching every line
+ * costs load slots the block's arithmetic needs. */
+static inline void prefetch_block(const att_tile *a, int32_t blk, int32_t end)
+{
+    if (blk >= end || a->blocks[blk] == a->blocks[blk - 1] + 1)
+        return;
+    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
+    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
+        _mm_prefetch(k + o, _MM_HINT_T0);
+        _mm_prefetch(v + o, _MM_HINT_T0);
+    }
+}
+
+static inline __attribute__((always_inline)) void tile(const att_tile *a, float *scratch, const int kt)
+{
+    const kv_pool *kv = a->kv;
+    const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
+    const int32_t group = kt == KT_Q8 ? kv->qgroup : hd, ng = hd / group;
+    const size_t row = (size_t)hd * kv->elt_bytes;
+    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
+    float *Pq = P + (size_t)R * CV_KV_BLOCK; /* q8_0: [ng][R][16] */
+    const size_t gstride = kt == KT_Q8 ? (size_t)R * CV_KV_BLOCK : 0;
+    memset(acc, 0, (size_t)R * hd * sizeof(float));
+    for (int32_t r = 0; r < R; r++)
+        mx[r] = -INFINITY, sum[r] = 0;
+    const __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
+    const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
+    const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
+    for (int32_t blk = first; blk < end; blk++) {
+        const int32_t base = blk * CV_KV_BLOCK;
+        const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
+        const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
+        prefetch_block(a, blk + 1, ctx_end);
+        const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
+        /* Tokens before k0 sit before this block: only rows from r0 see it. */
+        const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
+        for (int32_t r = r0; r < R; r += 8) {
+            const float *q[8];
+            for (int32_t t = 0; t < 8; t++)
+                q[t] = r + t < R ? q_row(a, r + t) : NULL;
+            float *S = P + (size_t)r * CV_KV_BLOCK;
+            switch (CV_MIN(8, R - r)) {
+            case 8: qk_rows(q, K, ks, hd, group, S, 8, kt); break;
+            case 7: qk_rows(q, K, ks, hd, group, S, 7, kt); break;
+            case 6: qk_rows(q, K, ks, hd, group, S, 6, kt); break;
+            case 5: qk_rows(q, K, ks, hd, group, S, 5, kt); break;
+            case 4: qk_rows(q, K, ks, hd, group, S, 4, kt); break;
+            case 3: qk_rows(q, K, ks, hd, group, S, 3, kt); break;
+            case 2: qk_rows(q, K, ks, hd, group, S, 2, kt); break;
+            default: qk_rows(q, K, ks, hd, group, S, 1, kt); break;
+            }
+        }
+        for (int32_t k = k0; k < a->n_tok; k++) {
+            /* positions j0..nv-1 of the block: causal above, window below
+             * (none, when the token's window starts past the block: its
+             * probabilities are 0 and its state unchanged) */
+            const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
+            const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
+            const __mmask16 ok = (__mmask16)(nv > j0 ? ((1u << nv) - 1) & ~((1u << j0) - 1) : 0);
+            for (int32_t h = 0; h < n_rep; h++) {
+                const int32_t r = k * n_rep + h;
+                float *pr = P + (size_t)r * CV_KV_BLOCK;
+                const __m512 s = _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(pr), scale);
+                const float bm = _mm512_reduce_max_ps(s);
+                float c = 1.0f;
+                if (bm > mx[r]) {
+                    c = expf(mx[r] - bm); /* 0 on the first block of the range */
+                    mx[r] = bm;
+                }
+                const __m512 pv = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mx[r]))));
+                sum[r] = sum[r] * c + _mm512_reduce_add_ps(pv);
+                corr[r] = c;
+                _mm512_storeu_ps(pr, pv);
+            }
+        }
+        if (kt == KT_Q8) {
+            const uint16_t *vs = kv_q8_scales(kv, V);
+            for (int32_t g = 0; g < ng; g++) {
+                const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + g * CV_KV_BLOCK)));
+                for (int32_t r = r0; r < R; r++)
+                    _mm512_storeu_ps(Pq + g * gstride + (size_t)r * CV_KV_BLOCK,
+                                     _mm512_mul_ps(_mm512_loadu_ps(P + (size_t)r * CV_KV_BLOCK), d));
+            }
+        }
+        /* Values, four rows at a time: a group reads the value rows its
+         * last token sees (the others' probabilities are 0 past theirs). */
+        for (int32_t r = r0; r < R; r += 4) {
+            const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
+            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
+            float *ar = acc + (size_t)r * hd;
+            const float *pr = (kt == KT_Q8 ? Pq : P) + (size_t)r * CV_KV_BLOCK;
+            switch (nr) {
+            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt); break;
+            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt); break;
+            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt); break;
+            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt); break;
+            }
+        }
+    }
+}
+
+void cv_att_tile_avx512(const att_tile *a, float *scratch)
+{
+    switch (a->kv->type) {
+    case CV_GGML_Q8_0: tile(a, scratch, KT_Q8); break;
+    case CV_GGML_F16: tile(a, scratch, KT_F16); break;
+    default: tile(a, scratch, KT_F32); break;
+    }
+}
