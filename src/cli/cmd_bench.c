@@ -19,11 +19,14 @@
  *     the weight bytes the steps read / time / B (every step reads every
  *     matrix once; of an MoE layer's experts, only those its tokens were
  *     routed to, as the engine counts them) and tok/s x MACs per token / P. Batch 1 is single-stream decode. With
- *     --depth D each sequence first holds D tokens (prefilled untimed), so
- *     the steps attend to D.. positions (decode speed at a context depth);
- *     with --shared the D tokens are computed once and the other
- *     sequences fork from it, holding the same blocks (agents with one
- *     system prompt). The ids, so the hash, are the same either way.
+ *     --depth D each sequence first holds D tokens, so the steps attend to
+ *     D.. positions (decode speed at a context depth): the D tokens are
+ *     prefilled once, untimed, into one sequence, which every prefill
+ *     repeat goes back to and a single decoding sequence forks from; b
+ *     sequences of their own are each filled, untimed, per repeat, and
+ *     with --shared they all fork from it, holding the same blocks (agents
+ *     with one system prompt). The ids, so the hash, are the same either
+ *     way.
  * MACs per token are the matmuls' (attention is not counted; an MoE token's
  * routed experts only); weight bytes are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
@@ -122,23 +125,21 @@ static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, dou
     return rc;
 }
 
-/* b sequences, each first filled with `depth` tokens (untimed; with
- * shared, one filled and forked), then n timed steps of one token each. */
-static int decode_once(cv_engine *e, int32_t b, int32_t depth, bool shared, int32_t n_batch, int32_t n, double *secs,
-                       uint64_t *hash, phase *ph, cv_err *err)
+/* b sequences at `depth` tokens, then n timed steps of one token each.
+ * A single sequence, or shared ones, fork from base (the bench's one
+ * sequence filled to depth, untimed, once for every case and repeat); b
+ * sequences of their own are each filled (untimed) here. */
+static int decode_once(cv_engine *e, int32_t base, int32_t b, int32_t depth, bool shared, int32_t n_batch, int32_t n,
+                       double *secs, uint64_t *hash, phase *ph, cv_err *err)
 {
     const int32_t V = cv_engine_model(e)->hp.n_vocab;
     int32_t seq[MAX_BATCHES * 64], tok[MAX_BATCHES * 64], pos[MAX_BATCHES * 64];
     bool want[MAX_BATCHES * 64];
     int rc = 0;
     int32_t opened = 0;
-    if (shared) {
-        if ((rc = cv_engine_seq_open(e, &seq[0], err)))
-            goto out;
-        opened = 1;
-        rc = fill_range(e, seq[0], 0, depth, n_batch, err);
+    if (depth > 0 && (shared || b == 1)) {
         while (rc == 0 && opened < b)
-            if ((rc = cv_engine_seq_fork(e, seq[0], &seq[opened], err)) == 0)
+            if ((rc = cv_engine_seq_fork(e, base, &seq[opened], err)) == 0)
                 opened++;
     } else {
         while (rc == 0 && opened < b)
@@ -248,7 +249,7 @@ static int bench(const bench_opts *o)
     cv_engine_params ep = {
         .n_threads = o->threads,
         .n_ctx = o->depth + CV_MAX(o->n_prompt, o->n_gen) + 1,
-        .n_seq_max = max_b,
+        .n_seq_max = max_b + 1, /* and the sequence at depth they fork from */
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
         .kv_type = o->kv_type,
@@ -282,7 +283,6 @@ static int bench(const bench_opts *o)
     for (int r = 0; r < o->repeats && rc == 0; r++)
         if ((rc = measure_ceiling(pool, probe, &c[r], &err)) == 0)
             rc = prefill_once(e, seq, o->depth, o->n_prompt, &t[r], &pph, &err);
-    cv_engine_seq_close(e, seq);
     if (rc == 0)
         rc = measure_ceiling(pool, probe, &c[o->repeats], &err);
     if (rc)
@@ -358,7 +358,7 @@ static int bench(const bench_opts *o)
         for (int r = 0; r < o->repeats && rc == 0; r++) {
             if ((rc = measure_ceiling(pool, probe, &c[r], &err)))
                 break;
-            rc = decode_once(e, b, o->depth, o->shared, ep.n_batch, o->n_gen, &t[r], &hash, &ph, &err);
+            rc = decode_once(e, seq, b, o->depth, o->shared, ep.n_batch, o->n_gen, &t[r], &hash, &ph, &err);
             if (r == 0)
                 h0 = hash;
             else if (hash != h0)
@@ -405,6 +405,7 @@ static int bench(const bench_opts *o)
             print_ceilings(&dec);
         }
     }
+    cv_engine_seq_close(e, seq);
     if (rc == 0 && o->json)
         printf("]}\n");
 fail_t:
