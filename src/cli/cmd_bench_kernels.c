@@ -17,6 +17,12 @@
  *            bytes of the experts read / time vs read bandwidth, and
  *            multiply-adds / time vs the int8 peak, beside the same work
  *            done as one cv_matmul per used expert.
+ *   attention  decode attention alone at the depths the engine issues
+ *            name (qwen3.5-4b's 8 attending layers at 12,288 positions,
+ *            gpt-oss-20b's 12 full layers at 32,768, qwen3-30b-a3b's 48
+ *            at 8,192): one token's query heads over f16 and q8_0 K/V,
+ *            through every tile this CPU runs; K/V bytes / time vs read
+ *            bandwidth (cv_engine_bench_attention).
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
@@ -27,6 +33,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -472,6 +479,46 @@ static bool in_list(const char *list, const char *item)
     return false;
 }
 
+/* Decode attention at depth: the shapes' attending layers (a hybrid's
+ * every full_attn_interval-th, gpt-oss's full half; its window layers
+ * read 128 positions), each KV type, each tile this CPU runs. */
+static int bench_attention(cv_pool *pool, const char *models, int repeats, const cv_probe_result *bw, cv_err *err)
+{
+    static const struct { const char *shape; int32_t n_layer, depth; } rows[] = {
+        { "qwen3.5-4b", 8, 12288 }, { "gpt-oss-20b", 12, 32768 }, { "qwen3-30b-a3b", 48, 8192 },
+    };
+    static const uint32_t types[] = { CV_GGML_F16, CV_GGML_Q8_0 };
+    static const char *const tiles[] = { "avx512", "avx2" };
+    printf("\ndecode attention alone: one token over the K/V of the attending layers at depth (random K/V)\n");
+    printf("%-13s %-7s %-9s %-7s %10s %9s %16s\n", "model", "kv", "case", "tile", "median ms", "MiB", "rate");
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        const cv_model_shape *s = cv_model_shape_find(rows[i].shape);
+        if (!s || !in_list(models, s->name))
+            continue;
+        for (size_t t = 0; t < CV_ARRAY_LEN(types); t++)
+            for (size_t k = 0; k < CV_ARRAY_LEN(tiles); k++) {
+                const cv_att_bench b = { .n_layer = rows[i].n_layer, .n_head_kv = s->n_head_kv,
+                                         .n_rep = s->n_head / s->n_head_kv, .head_dim = s->head_dim,
+                                         .depth = rows[i].depth, .kv_type = types[t], .tile = tiles[k],
+                                         .repeats = repeats };
+                cv_att_bench_result r;
+                const int rc = cv_engine_bench_attention(&b, pool, &r, err);
+                if (rc == CV_EUNSUPPORTED)
+                    continue;
+                if (rc)
+                    return rc;
+                char name[16];
+                snprintf(name, sizeof name, "attn@%dk", rows[i].depth / 1024);
+                const double gbs = r.bytes / r.median_s / 1e9;
+                printf("%-13s %-7s %-9s %-7s %10.2f %9.1f %9.2f GB/s     %5.1f%% (%5.1f%%)\n", s->name,
+                       types[t] == CV_GGML_F16 ? "f16" : "q8_0", name, r.tile, r.median_s * 1e3, r.bytes / 1048576,
+                       gbs, 100 * gbs / bw->value, 100 * r.bytes / r.best_s / 1e9 / bw->best);
+                fflush(stdout);
+            }
+    }
+    return 0;
+}
+
 typedef struct bk_opts {
     int32_t threads, repeats;
     const char *models, *mixes, *cases;
@@ -488,11 +535,11 @@ static int clock_kind(void *opts, const char *v, cv_err *err)
 
 #define O(field) offsetof(bk_opts, field)
 static const cv_flag flags[] = {
-    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(models), 0, 0, "qwen2.5-0.5b|llama3.2-1b|all",
+    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(models), 0, 0, "qwen2.5-0.5b,llama3.2-1b,qwen3-30b-a3b,qwen3.5-4b,gpt-oss-20b|all",
       "the shapes (default all)"),
     CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16|all",
       "the type mixes (default q4_0,q4_k_m,q8_0)"),
-    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles|all",
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles,experts,attention|all",
       "the cases (default all)"),
     CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
     CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, O(repeats), 1, 64, "N", "repeats of each case (default 5)"),
@@ -607,6 +654,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                                                                      have_peak, &err)))
                 fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     }
+    if (!rc && in_list(cases, "attention") && (rc = bench_attention(pool, models, repeats, &bw, &err)))
+        fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     if (have_peak && in_list(cases, "tiles"))
         bench_tiles(pool, peak.best);
 done:

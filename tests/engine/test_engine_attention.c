@@ -290,11 +290,35 @@ TEST(avx512_tile_matches_a_plain_softmax)
             run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_avx512);
 }
 
+/* The attention benchmark (bench-kernels --case attention) runs the tile
+ * the engine would pick, reads each (layer, head)'s K/V of every block,
+ * and refuses a tile this head size or CPU cannot take. */
+TEST(attention_bench_runs_the_engines_tile_over_every_pair)
+{
+    cv_err err = { 0 };
+    cv_pool *pool = cv_pool_create(2, &err);
+    CHECK_MSG(pool != NULL, "%s", err.msg);
+    if (!pool)
+        return;
+    const cv_att_bench b = { .n_layer = 3, .n_head_kv = 2, .n_rep = 4, .head_dim = 64, .depth = 100,
+                             .kv_type = CV_GGML_F16, .repeats = 3 };
+    cv_att_bench_result r;
+    CHECK_EQ_INT(cv_engine_bench_attention(&b, pool, &r, &err), 0);
+    CHECK(r.best_s > 0 && r.median_s >= r.best_s);
+    CHECK_EQ_STR(r.tile, cv_att_tile_name(cv_att_tile_for(64)));
+    CHECK(r.bytes == 7.0 * 3 * 2 * 2 * (double)kv_block_bytes(1, 1, 64, CV_GGML_F16) / 2);
+    cv_att_bench odd = b;
+    odd.head_dim = 40, odd.tile = "avx512";
+    CHECK_EQ_INT(cv_engine_bench_attention(&odd, pool, &r, &err), CV_EUNSUPPORTED);
+    cv_pool_destroy(pool);
+}
+
 int main(void)
 {
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
     RUN(scalar_tile_matches_a_plain_softmax);
     RUN(avx2_tile_matches_a_plain_softmax);
     RUN(avx512_tile_matches_a_plain_softmax);
+    RUN(attention_bench_runs_the_engines_tile_over_every_pair);
     return test_report();
 }
