@@ -212,27 +212,6 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
 }
 
-/* Block blk of the tile's head (keys and values) towards the cache level
- * hint names (a constant after inlining, as _mm_prefetch needs); nothing
- * from block end on (the end of the tile's context: the next chunk's first
- * block is prefetched too, as it follows in the same thread or another). */
-static inline __attribute__((always_inline)) void prefetch_block(const att_tile *a, int32_t blk, int32_t end,
-                                                                 const int hint)
-{
-    if (blk >= end)
-        return;
-    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
-    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
-        if (hint == _MM_HINT_T0) {
-            _mm_prefetch(k + o, _MM_HINT_T0);
-            _mm_prefetch(v + o, _MM_HINT_T0);
-        } else {
-            _mm_prefetch(k + o, _MM_HINT_T1);
-            _mm_prefetch(v + o, _MM_HINT_T1);
-        }
-    }
-}
-
 static inline const float *q_row(const att_tile *a, int32_t r)
 {
     const int32_t k = r / a->n_rep, h = r % a->n_rep;
@@ -267,14 +246,7 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        /* The next block's keys and values into L1 while this one
-         * computes; tiles of few rows (decode) have too little work per
-         * block to hide DRAM behind that, so they also ask for the one
-         * after it into L2. Blocks of one head are islands of 2-4 KB, far
-         * apart, which the hardware prefetcher does not follow. */
-        prefetch_block(a, blk + 1, ctx_end, _MM_HINT_T0);
-        if (R <= 8)
-            prefetch_block(a, blk + 2, ctx_end, _MM_HINT_T1);
+        cv_att_prefetch_block(a, blk + 1, ctx_end);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only the rows of
          * tokens k0.. see any of it. */

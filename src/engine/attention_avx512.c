@@ -188,22 +188,6 @@ static inline const float *q_row(const att_tile *a, int32_t r)
     return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
 }
 
-/* Block blk's keys and values into L1 when they do not follow block blk - 1
- * in memory (a table whose blocks a fork or the prefix cache reordered):
- * a sequence's own blocks are consecutive in each head's region, one
- * stream the hardware prefetcher follows, where prefetching every line
- * costs load slots the block's arithmetic needs. */
-static inline void prefetch_block(const att_tile *a, int32_t blk, int32_t end)
-{
-    if (blk >= end || a->blocks[blk] == a->blocks[blk - 1] + 1)
-        return;
-    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
-    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
-        _mm_prefetch(k + o, _MM_HINT_T0);
-        _mm_prefetch(v + o, _MM_HINT_T0);
-    }
-}
-
 static inline __attribute__((always_inline)) void tile(const att_tile *a, float *scratch, const int kt)
 {
     const kv_pool *kv = a->kv;
@@ -223,7 +207,7 @@ static inline __attribute__((always_inline)) void tile(const att_tile *a, float 
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        prefetch_block(a, blk + 1, ctx_end);
+        cv_att_prefetch_block(a, blk + 1, ctx_end);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only rows from r0 see it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;

@@ -227,6 +227,24 @@ typedef struct att_tile {
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
+/* Block blk's keys and values (blk < end, the tile's context) into L1 when
+ * they do not follow block blk - 1 in memory (a table a fork or the prefix
+ * cache reordered): a sequence's own blocks are consecutive in each head's
+ * region, one stream the hardware prefetcher follows, where prefetching
+ * every line of every block costs the score and value loops load slots
+ * (one thread, K/V in cache: 7.3 against 10.5 GB/s without; from DRAM the
+ * same or better; docs/PERF.md "Decode attention at depth"). The fast tiles
+ * call it a block ahead. */
+static inline void cv_att_prefetch_block(const att_tile *a, int32_t blk, int32_t end)
+{
+    if (blk >= end || a->blocks[blk] == a->blocks[blk - 1] + 1)
+        return;
+    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
+    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
+        __builtin_prefetch(k + o, 0, 3);
+        __builtin_prefetch(v + o, 0, 3);
+    }
+}
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
 void cv_att_tile_avx512(const att_tile *a, float *scratch); /* needs hd % 16 == 0 */
