@@ -7,7 +7,8 @@
  * softmax, then the value rows accumulated into four query rows at a time.
  * f16 caches convert on load; q8_0 caches convert their int8 on load and
  * apply their factors once per group of a row's 16 scores and once per
- * block to the probabilities, not per element. Compiled with
+ * block to the probabilities, not per element. The pieces are here, the
+ * block loop they run in is attention_tile.h's. Compiled with
  * CV_AVX2_FLAGS; chosen at run time when the CPU has AVX2 and head_dim is
  * a multiple of 8. */
 #include <immintrin.h>
@@ -97,12 +98,12 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
         }                                                                                                              \
     } while (0)
 
-static inline __attribute__((always_inline)) void qk_rows(const float *q0, const float *q1, const float *q2,
-                                                          const float *q3, const char *K, const uint16_t *ks,
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, const uint16_t *ks,
                                                           int32_t hd, int32_t group, float *S, const int nr,
                                                           const int kt)
 {
     const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
     for (int32_t g0 = 0; g0 < hd; g0 += group) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         for (int32_t i = g0; i < g0 + group; i++) {
@@ -212,126 +213,62 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
 }
 
-static inline const float *q_row(const att_tile *a, int32_t r)
+/* Token k's rows, the scores of a block (base its first position) in P:
+ * masked to what the token sees (positions j0..nv-1: causal above, window
+ * below; none when its window starts past the block, so its probabilities
+ * are 0 and its state unchanged), scaled, and turned into probabilities
+ * against the running maximum, which the sum follows (short dependency
+ * chains, independent between rows, so they overlap). */
+static inline __attribute__((always_inline)) void softmax_token(const att_tile *a, float *P, float *mx, float *sum,
+                                                                float *corr, int32_t k, int32_t base)
 {
-    const int32_t k = r / a->n_rep, h = r % a->n_rep;
-    return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
+    const __m256 scale = _mm256_set1_ps(a->scale), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+    const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
+    const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
+    const __m256i nvv = _mm256_set1_epi32(nv), j0v = _mm256_set1_epi32(j0 - 1);
+    const __m256i ok0 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane), _mm256_cmpgt_epi32(lane, j0v));
+    const __m256i ok1 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane8), _mm256_cmpgt_epi32(lane8, j0v));
+    for (int32_t h = 0; h < a->n_rep; h++) {
+        const int32_t r = k * a->n_rep + h;
+        float *pr = P + (size_t)r * CV_KV_BLOCK;
+        __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr), scale), _mm256_castsi256_ps(ok0));
+        __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), scale), _mm256_castsi256_ps(ok1));
+        const float bm = hmax8(_mm256_max_ps(s0, s1));
+        float c = 1.0f;
+        if (bm > mx[r]) {
+            c = expf(mx[r] - bm); /* 0 on the first block of the range */
+            mx[r] = bm;
+        }
+        const __m256 m = _mm256_set1_ps(mx[r]);
+        __m256 p0 = _mm256_and_ps(exp8(_mm256_sub_ps(s0, m)), _mm256_castsi256_ps(ok0));
+        __m256 p1 = _mm256_and_ps(exp8(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
+        sum[r] = sum[r] * c + hsum8(_mm256_add_ps(p0, p1));
+        corr[r] = c;
+        _mm256_storeu_ps(pr, p0);
+        _mm256_storeu_ps(pr + 8, p1);
+    }
 }
 
-/* Per KV block: every row's raw scores four rows at a time (a small GEMM
- * on the transposed keys), every row's online-softmax update (short
- * dependency chains, independent between rows, so they overlap), then the
- * value accumulation four rows at a time. */
-static inline __attribute__((always_inline)) void tile(const att_tile *a, float *scratch, const int kt)
+/* q8_0: rows r0..R-1 of the probabilities times each group's value factors
+ * (group g's rows at Pq + g * gstride). */
+static inline void scale_pq(const kv_pool *kv, const char *V, const float *P, float *Pq, size_t gstride, int32_t ng,
+                            int32_t r0, int32_t R)
 {
-    const kv_pool *kv = a->kv;
-    const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
-    const int32_t group = kt == KT_Q8 ? kv->qgroup : hd, ng = hd / group;
-    const size_t row = (size_t)hd * kv->elt_bytes;
-    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
-    /* q8_0: the probabilities times each group's value factors, [ng][R][16] */
-    float *Pq = P + (size_t)R * CV_KV_BLOCK;
-    const size_t gstride = kt == KT_Q8 ? (size_t)R * CV_KV_BLOCK : 0;
-    memset(acc, 0, (size_t)R * hd * sizeof(float));
-    for (int32_t r = 0; r < R; r++)
-        mx[r] = -INFINITY, sum[r] = 0;
-    const __m256 scale = _mm256_set1_ps(a->scale);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    /* the tile's context ends at block ctx_end, this call's range at end;
-     * with a window it starts at the first token's window */
-    const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
-    const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
-    for (int32_t blk = first; blk < end; blk++) {
-        const int32_t base = blk * CV_KV_BLOCK;
-        const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
-        const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        cv_att_prefetch_block(a, blk + 1, ctx_end);
-        const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
-        /* Tokens before k0 sit before this block: only the rows of
-         * tokens k0.. see any of it. */
-        const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
-        /* Every row's scores by the same arithmetic (a sum over the head's
-         * dimensions in order), whatever rows share its tile: a token's
-         * logits are then bit-identical batched or alone, shared prefix
-         * or not (test_engine_batch, test_engine_kv_share). */
-        for (int32_t r = r0; r < R; r += 4) {
-            float *S = P + (size_t)r * CV_KV_BLOCK;
-            const float *q0 = q_row(a, r), *q1 = r + 1 < R ? q_row(a, r + 1) : NULL;
-            const float *q2 = r + 2 < R ? q_row(a, r + 2) : NULL, *q3 = r + 3 < R ? q_row(a, r + 3) : NULL;
-            switch (CV_MIN(4, R - r)) {
-            case 4: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 4, kt); break;
-            case 3: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 3, kt); break;
-            case 2: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 2, kt); break;
-            default: qk_rows(q0, q1, q2, q3, K, ks, hd, group, S, 1, kt); break;
-            }
-        }
-        for (int32_t k = k0; k < a->n_tok; k++) {
-            /* positions j0..nv-1 of the block: causal above, window below
-             * (a token whose window starts past the block sees none of it:
-             * its probabilities are 0 and its state is unchanged) */
-            const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
-            const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
-            const __m256i nvv = _mm256_set1_epi32(nv), j0v = _mm256_set1_epi32(j0 - 1);
-            const __m256i lane8 = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
-            const __m256i ok0 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane), _mm256_cmpgt_epi32(lane, j0v));
-            const __m256i ok1 = _mm256_and_si256(_mm256_cmpgt_epi32(nvv, lane8), _mm256_cmpgt_epi32(lane8, j0v));
-            for (int32_t h = 0; h < n_rep; h++) {
-                const int32_t r = k * n_rep + h;
-                float *pr = P + (size_t)r * CV_KV_BLOCK;
-                __m256 s0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr), scale), _mm256_castsi256_ps(ok0));
-                __m256 s1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), scale),
-                                             _mm256_castsi256_ps(ok1));
-                const float bm = hmax8(_mm256_max_ps(s0, s1));
-                float c = 1.0f;
-                if (bm > mx[r]) {
-                    c = expf(mx[r] - bm); /* 0 on the first block of the range */
-                    mx[r] = bm;
-                }
-                const __m256 m = _mm256_set1_ps(mx[r]);
-                __m256 p0 = _mm256_and_ps(exp8(_mm256_sub_ps(s0, m)), _mm256_castsi256_ps(ok0));
-                __m256 p1 = _mm256_and_ps(exp8(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
-                sum[r] = sum[r] * c + hsum8(_mm256_add_ps(p0, p1));
-                corr[r] = c;
-                _mm256_storeu_ps(pr, p0);
-                _mm256_storeu_ps(pr + 8, p1);
-            }
-        }
-        if (kt == KT_Q8) {
-            const uint16_t *vs = kv_q8_scales(kv, V);
-            for (int32_t g = 0; g < ng; g++) {
-                const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK)));
-                const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK + 8)));
-                for (int32_t r = r0; r < R; r++) {
-                    const float *pr = P + (size_t)r * CV_KV_BLOCK;
-                    float *qr = Pq + g * gstride + (size_t)r * CV_KV_BLOCK;
-                    _mm256_storeu_ps(qr, _mm256_mul_ps(_mm256_loadu_ps(pr), d0));
-                    _mm256_storeu_ps(qr + 8, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), d1));
-                }
-            }
-        }
-        /* Values, four rows at a time: a group reads the value rows its
-         * last token sees (the others' probabilities are 0 past theirs). */
-        for (int32_t r = r0; r < R; r += 4) {
-            const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
-            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
-            float *ar = acc + (size_t)r * hd;
-            const float *pr = (kt == KT_Q8 ? Pq : P) + (size_t)r * CV_KV_BLOCK;
-            switch (nr) {
-            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt); break;
-            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt); break;
-            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt); break;
-            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt); break;
-            }
+    const uint16_t *vs = kv_q8_scales(kv, V);
+    for (int32_t g = 0; g < ng; g++) {
+        const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vs + g * CV_KV_BLOCK + 8)));
+        for (int32_t r = r0; r < R; r++) {
+            const float *pr = P + (size_t)r * CV_KV_BLOCK;
+            float *qr = Pq + g * gstride + (size_t)r * CV_KV_BLOCK;
+            _mm256_storeu_ps(qr, _mm256_mul_ps(_mm256_loadu_ps(pr), d0));
+            _mm256_storeu_ps(qr + 8, _mm256_mul_ps(_mm256_loadu_ps(pr + 8), d1));
         }
     }
 }
 
-void cv_att_tile_avx2(const att_tile *a, float *scratch)
-{
-    switch (a->kv->type) {
-    case CV_GGML_Q8_0: tile(a, scratch, KT_Q8); break;
-    case CV_GGML_F16: tile(a, scratch, KT_F16); break;
-    default: tile(a, scratch, KT_F32); break;
-    }
-}
+#define ATT_QK_ROWS 4
+#include "engine/attention_tile.h"
+
+void cv_att_tile_avx2(const att_tile *a, float *scratch) { att_tile_typed(a, scratch); }

@@ -11,8 +11,9 @@
  * (docs/PERF.md, "Decode attention at depth"). Scores are summed in the
  * AVX2 tile's order (each dimension in turn), the exp is its polynomial;
  * only the sums over a block's 16 probabilities are added in another
- * order. Compiled with CV_AVX512_FLAGS; chosen at run time when the CPU and
- * the OS have AVX-512F and head_dim is a multiple of 16. */
+ * order. The pieces are here, the block loop they run in is
+ * attention_tile.h's. Compiled with CV_AVX512_FLAGS; chosen at run time
+ * when the CPU and the OS have AVX-512F and head_dim is a multiple of 16. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -182,105 +183,50 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
 }
 
-static inline const float *q_row(const att_tile *a, int32_t r)
+/* Token k's rows, the scores of a block (base its first position) in P:
+ * masked to what the token sees (positions j0..nv-1: causal above, window
+ * below; none when its window starts past the block, so its probabilities
+ * are 0 and its state unchanged), scaled, and turned into probabilities
+ * against the running maximum, which the sum follows. */
+static inline __attribute__((always_inline)) void softmax_token(const att_tile *a, float *P, float *mx, float *sum,
+                                                                float *corr, int32_t k, int32_t base)
 {
-    const int32_t k = r / a->n_rep, h = r % a->n_rep;
-    return a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * a->hd;
-}
-
-static inline __attribute__((always_inline)) void tile(const att_tile *a, float *scratch, const int kt)
-{
-    const kv_pool *kv = a->kv;
-    const int32_t hd = a->hd, n_rep = a->n_rep, R = a->n_tok * n_rep;
-    const int32_t group = kt == KT_Q8 ? kv->qgroup : hd, ng = hd / group;
-    const size_t row = (size_t)hd * kv->elt_bytes;
-    float *acc = scratch, *mx = acc + (size_t)R * hd, *sum = mx + R, *corr = sum + R, *P = corr + R;
-    float *Pq = P + (size_t)R * CV_KV_BLOCK; /* q8_0: [ng][R][16] */
-    const size_t gstride = kt == KT_Q8 ? (size_t)R * CV_KV_BLOCK : 0;
-    memset(acc, 0, (size_t)R * hd * sizeof(float));
-    for (int32_t r = 0; r < R; r++)
-        mx[r] = -INFINITY, sum[r] = 0;
     const __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
-    const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
-    const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
-    for (int32_t blk = first; blk < end; blk++) {
-        const int32_t base = blk * CV_KV_BLOCK;
-        const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
-        const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        cv_att_prefetch_block(a, blk + 1, ctx_end);
-        const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
-        /* Tokens before k0 sit before this block: only rows from r0 see it. */
-        const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
-        for (int32_t r = r0; r < R; r += 8) {
-            const float *q[8];
-            for (int32_t t = 0; t < 8; t++)
-                q[t] = r + t < R ? q_row(a, r + t) : NULL;
-            float *S = P + (size_t)r * CV_KV_BLOCK;
-            switch (CV_MIN(8, R - r)) {
-            case 8: qk_rows(q, K, ks, hd, group, S, 8, kt); break;
-            case 7: qk_rows(q, K, ks, hd, group, S, 7, kt); break;
-            case 6: qk_rows(q, K, ks, hd, group, S, 6, kt); break;
-            case 5: qk_rows(q, K, ks, hd, group, S, 5, kt); break;
-            case 4: qk_rows(q, K, ks, hd, group, S, 4, kt); break;
-            case 3: qk_rows(q, K, ks, hd, group, S, 3, kt); break;
-            case 2: qk_rows(q, K, ks, hd, group, S, 2, kt); break;
-            default: qk_rows(q, K, ks, hd, group, S, 1, kt); break;
-            }
+    const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
+    const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
+    const __mmask16 ok = (__mmask16)(nv > j0 ? ((1u << nv) - 1) & ~((1u << j0) - 1) : 0);
+    for (int32_t h = 0; h < a->n_rep; h++) {
+        const int32_t r = k * a->n_rep + h;
+        float *pr = P + (size_t)r * CV_KV_BLOCK;
+        const __m512 s = _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(pr), scale);
+        const float bm = _mm512_reduce_max_ps(s);
+        float c = 1.0f;
+        if (bm > mx[r]) {
+            c = expf(mx[r] - bm); /* 0 on the first block of the range */
+            mx[r] = bm;
         }
-        for (int32_t k = k0; k < a->n_tok; k++) {
-            /* positions j0..nv-1 of the block: causal above, window below
-             * (none, when the token's window starts past the block: its
-             * probabilities are 0 and its state unchanged) */
-            const int32_t p = a->pos0 + k, nv = CV_MIN(CV_KV_BLOCK, p + 1 - base);
-            const int32_t j0 = a->window > 0 ? CV_MAX(0, p - a->window + 1 - base) : 0;
-            const __mmask16 ok = (__mmask16)(nv > j0 ? ((1u << nv) - 1) & ~((1u << j0) - 1) : 0);
-            for (int32_t h = 0; h < n_rep; h++) {
-                const int32_t r = k * n_rep + h;
-                float *pr = P + (size_t)r * CV_KV_BLOCK;
-                const __m512 s = _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(pr), scale);
-                const float bm = _mm512_reduce_max_ps(s);
-                float c = 1.0f;
-                if (bm > mx[r]) {
-                    c = expf(mx[r] - bm); /* 0 on the first block of the range */
-                    mx[r] = bm;
-                }
-                const __m512 pv = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mx[r]))));
-                sum[r] = sum[r] * c + _mm512_reduce_add_ps(pv);
-                corr[r] = c;
-                _mm512_storeu_ps(pr, pv);
-            }
-        }
-        if (kt == KT_Q8) {
-            const uint16_t *vs = kv_q8_scales(kv, V);
-            for (int32_t g = 0; g < ng; g++) {
-                const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + g * CV_KV_BLOCK)));
-                for (int32_t r = r0; r < R; r++)
-                    _mm512_storeu_ps(Pq + g * gstride + (size_t)r * CV_KV_BLOCK,
-                                     _mm512_mul_ps(_mm512_loadu_ps(P + (size_t)r * CV_KV_BLOCK), d));
-            }
-        }
-        /* Values, four rows at a time: a group reads the value rows its
-         * last token sees (the others' probabilities are 0 past theirs). */
-        for (int32_t r = r0; r < R; r += 4) {
-            const int32_t nr = CV_MIN(4, R - r), kl = (r + nr - 1) / n_rep;
-            const int32_t nv = CV_MIN(CV_KV_BLOCK, a->pos0 + kl + 1 - base);
-            float *ar = acc + (size_t)r * hd;
-            const float *pr = (kt == KT_Q8 ? Pq : P) + (size_t)r * CV_KV_BLOCK;
-            switch (nr) {
-            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt); break;
-            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt); break;
-            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt); break;
-            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt); break;
-            }
-        }
+        const __m512 pv = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mx[r]))));
+        sum[r] = sum[r] * c + _mm512_reduce_add_ps(pv);
+        corr[r] = c;
+        _mm512_storeu_ps(pr, pv);
     }
 }
 
-void cv_att_tile_avx512(const att_tile *a, float *scratch)
+/* q8_0: rows r0..R-1 of the probabilities times each group's value factors
+ * (group g's rows at Pq + g * gstride). */
+static inline void scale_pq(const kv_pool *kv, const char *V, const float *P, float *Pq, size_t gstride, int32_t ng,
+                            int32_t r0, int32_t R)
 {
-    switch (a->kv->type) {
-    case CV_GGML_Q8_0: tile(a, scratch, KT_Q8); break;
-    case CV_GGML_F16: tile(a, scratch, KT_F16); break;
-    default: tile(a, scratch, KT_F32); break;
+    const uint16_t *vs = kv_q8_scales(kv, V);
+    for (int32_t g = 0; g < ng; g++) {
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + g * CV_KV_BLOCK)));
+        for (int32_t r = r0; r < R; r++)
+            _mm512_storeu_ps(Pq + g * gstride + (size_t)r * CV_KV_BLOCK,
+                             _mm512_mul_ps(_mm512_loadu_ps(P + (size_t)r * CV_KV_BLOCK), d));
     }
 }
+
+#define ATT_QK_ROWS 8
+#include "engine/attention_tile.h"
+
+void cv_att_tile_avx512(const att_tile *a, float *scratch) { att_tile_typed(a, scratch); }
