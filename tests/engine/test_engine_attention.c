@@ -8,8 +8,9 @@
  * join the softmax's sum with no value. A window tile's table holds no
  * block before its first token's window (an id far past the pool there,
  * where a sliding layer's freed blocks would be): reading one faults. The scalar tile
- * is the reference; the AVX2 one must agree with it and with the plain
- * softmax within 2e-5 relative (its exp is a polynomial). Before that,
+ * is the reference; the AVX2 and AVX-512F ones (where the CPU has them)
+ * must agree with the plain softmax within 2e-5 relative (their exp is a
+ * polynomial), each case against one reference computed once. Before that,
  * kv_store's conversions read back (kv_k_get / kv_v_get) within each type's
  * rounding: every other check reads the cache through those two. */
 #include <math.h>
@@ -67,7 +68,22 @@ static void naive(const att_tile *a, const float *q_all, float *out)
     }
 }
 
-static void run_case(const att_case *c, int32_t window, bool with_sinks, att_tile_fn fn)
+/* The tiles this CPU runs for head size hd: the scalar reference, AVX2
+ * (hd a multiple of 8), AVX-512F (of 16). */
+static int tiles_for(int32_t hd, att_tile_fn *fns)
+{
+    const cv_cpu_features *f = cv_cpu_features_get();
+    int n = 0;
+    fns[n++] = cv_att_tile_scalar;
+    if (cv_isa_supported(CV_ISA_AVX2) && hd % 8 == 0)
+        fns[n++] = cv_att_tile_avx2;
+    if (f->avx512f && f->os_avx512 && hd % 16 == 0)
+        fns[n++] = cv_att_tile_avx512;
+    return n;
+}
+
+/* Every tile this CPU runs for the case against one plain softmax. */
+static void run_case(const att_case *c, int32_t window, bool with_sinks)
 {
     const int32_t n_kv = 2, g = 1, layer = 1, last = c->pos0 + c->n_tok - 1;
     const int32_t n_blocks = last / CV_KV_BLOCK + 1;
@@ -122,26 +138,31 @@ static void run_case(const att_case *c, int32_t window, bool with_sinks, att_til
                    .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .window = window,
                    .sinks = with_sinks ? sinks : NULL };
     float *scratch = malloc(cv_att_scratch_floats(c->n_tok * c->n_rep, c->hd) * sizeof(float));
-    cv_att_tile_run(fn, &a, scratch);
     float *ref = malloc((size_t)c->n_tok * c->n_rep * c->hd * sizeof(float));
     naive(&a, q_tile, ref);
-    double worst = 0;
-    for (int32_t k = 0; k < c->n_tok; k++)
-        for (int32_t h = 0; h < c->n_rep; h++)
-            for (int32_t i = 0; i < c->hd; i++) {
-                double want = ref[((size_t)k * c->n_rep + h) * c->hd + i];
-                double got = out[(size_t)rows[k] * ld_out + (size_t)(g * c->n_rep + h) * c->hd + i];
-                worst = fmax(worst, fabs(got - want) / (1 + fabs(want)));
-            }
-    /* Columns of other kv heads and other rows stay untouched. */
-    bool clean = true;
-    for (int32_t t = 0; t < 2 * c->n_tok + 1; t += 2)
-        for (int32_t i = 0; i < ld_out; i++)
-            clean = clean && out[(size_t)t * ld_out + i] == 0;
-    CHECK_MSG(worst <= 2e-5 && clean,
-              "%s tile n_tok %d pos0 %d n_rep %d hd %d %s window %d%s: worst relative error %g%s",
-              cv_att_tile_name(fn), c->n_tok, c->pos0, c->n_rep, c->hd, cv_engine_kv_type_name(c->kv_type),
-              window, with_sinks ? " sinks" : "", worst, clean ? "" : ", wrote outside its rows");
+    att_tile_fn fns[3];
+    const int n_fns = tiles_for(c->hd, fns);
+    for (int f = 0; f < n_fns; f++) {
+        memset(out, 0, (size_t)(2 * c->n_tok + 1) * ld_out * sizeof(float));
+        cv_att_tile_run(fns[f], &a, scratch);
+        double worst = 0;
+        for (int32_t k = 0; k < c->n_tok; k++)
+            for (int32_t h = 0; h < c->n_rep; h++)
+                for (int32_t i = 0; i < c->hd; i++) {
+                    double want = ref[((size_t)k * c->n_rep + h) * c->hd + i];
+                    double got = out[(size_t)rows[k] * ld_out + (size_t)(g * c->n_rep + h) * c->hd + i];
+                    worst = fmax(worst, fabs(got - want) / (1 + fabs(want)));
+                }
+        /* Columns of other kv heads and other rows stay untouched. */
+        bool clean = true;
+        for (int32_t t = 0; t < 2 * c->n_tok + 1; t += 2)
+            for (int32_t i = 0; i < ld_out; i++)
+                clean = clean && out[(size_t)t * ld_out + i] == 0;
+        CHECK_MSG(worst <= 2e-5 && clean,
+                  "%s tile n_tok %d pos0 %d n_rep %d hd %d %s window %d%s: worst relative error %g%s",
+                  cv_att_tile_name(fns[f]), c->n_tok, c->pos0, c->n_rep, c->hd, cv_engine_kv_type_name(c->kv_type),
+                  window, with_sinks ? " sinks" : "", worst, clean ? "" : ", wrote outside its rows");
+    }
     free(scratch);
     free(ref);
     free(q_tile);
@@ -246,48 +267,30 @@ TEST(stored_keys_and_values_read_back_within_their_types_rounding)
             check_round_trip(hds[i], types[t]);
 }
 
-TEST(scalar_tile_matches_a_plain_softmax)
-{
-    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
-        run_case(&cases[i], 0, false, cv_att_tile_scalar);
-    for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
-        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_scalar);
-}
+/* The AVX-512 tile's own shapes beside those above: the decode shapes it
+ * is there for (past a chunk of 1,024 positions), head sizes of 48 and 80
+ * (a multiple of 16, not of 32: q8_0 has one factor for the head). */
+static const att_case wide_cases[] = {
+    { 1, 1100, 4, 256, CV_GGML_F16 }, { 1, 1099, 8, 64, CV_GGML_Q8_0 }, { 2, 300, 8, 64, CV_GGML_F32 },
+    { 16, 70, 1, 256, CV_GGML_F16 },  { 3, 20, 6, 48, CV_GGML_Q8_0 },   { 5, 40, 3, 80, CV_GGML_F16 },
+};
 
-TEST(avx2_tile_matches_a_plain_softmax)
-{
-    if (!cv_isa_supported(CV_ISA_AVX2))
-        TEST_SKIP("no AVX2 on this CPU");
-    for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
-        if (cases[i].hd % 8 == 0)
-            run_case(&cases[i], 0, false, cv_att_tile_avx2);
-    for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
-        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_avx2);
-}
-
-/* The AVX-512 tile on the cases whose head_dim it takes (a multiple of 16),
- * plus the two decode shapes it is there for at depth. A CPU without
- * AVX-512F runs the AVX2 and scalar tiles above only, and says so. */
-TEST(avx512_tile_matches_a_plain_softmax)
+/* Each case through every tile this CPU runs (tiles_for): the scalar one
+ * everywhere, AVX2 and AVX-512F where the CPU has them; a CPU without
+ * one says so in a line. */
+TEST(every_tile_matches_a_plain_softmax)
 {
     const cv_cpu_features *f = cv_cpu_features_get();
-    if (!f->avx512f || !f->os_avx512) {
-        printf("  avx512 tile: this CPU has no AVX-512F (the avx2 and scalar tiles above ran)\n");
-        return;
-    }
-    static const att_case deep[] = {
-        { 1, 3000, 4, 256, CV_GGML_F16 }, { 1, 3000, 8, 64, CV_GGML_F16 },  { 1, 2999, 4, 256, CV_GGML_Q8_0 },
-        { 1, 2999, 8, 64, CV_GGML_Q8_0 }, { 2, 1500, 8, 64, CV_GGML_F32 },  { 16, 70, 1, 256, CV_GGML_F16 },
-        { 3, 20, 6, 48, CV_GGML_Q8_0 },   { 5, 40, 3, 80, CV_GGML_F16 },
-    };
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        printf("  avx2 tile: this CPU has no AVX2 (the scalar tile ran)\n");
+    if (!f->avx512f || !f->os_avx512)
+        printf("  avx512 tile: this CPU has no AVX-512F (the avx2 and scalar tiles ran)\n");
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
-        if (cases[i].hd % 16 == 0)
-            run_case(&cases[i], 0, false, cv_att_tile_avx512);
-    for (size_t i = 0; i < CV_ARRAY_LEN(deep); i++)
-        run_case(&deep[i], 0, false, cv_att_tile_avx512);
+        run_case(&cases[i], 0, false);
+    for (size_t i = 0; i < CV_ARRAY_LEN(wide_cases); i++)
+        run_case(&wide_cases[i], 0, false);
     for (size_t i = 0; i < CV_ARRAY_LEN(win_cases); i++)
-        if (win_cases[i].c.hd % 16 == 0)
-            run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks, cv_att_tile_avx512);
+        run_case(&win_cases[i].c, win_cases[i].window, win_cases[i].sinks);
 }
 
 /* The attention benchmark (bench-kernels --case attention) runs the tile
@@ -316,9 +319,7 @@ TEST(attention_bench_runs_the_engines_tile_over_every_pair)
 int main(void)
 {
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
-    RUN(scalar_tile_matches_a_plain_softmax);
-    RUN(avx2_tile_matches_a_plain_softmax);
-    RUN(avx512_tile_matches_a_plain_softmax);
+    RUN(every_tile_matches_a_plain_softmax);
     RUN(attention_bench_runs_the_engines_tile_over_every_pair);
     return test_report();
 }
