@@ -169,7 +169,7 @@ int cv_cmd_doctor(int argc, char **argv)
     printf("isa        %s (best this CPU runs: %s; CORVID_ISA %s%s%s)\n", cv_isa_name(isa), cv_isa_name(cv_isa_best()),
            env ? "= \"" : "unset", env ? env : "", env ? "\"" : "");
     printf("avx512     %s\n", cv_avx512_active() ? "on: the attention tile (head_dim a multiple of 16; avx2 otherwise)"
-                       : f->avx512f && f->os_avx512 ? "off (CORVID_ISA holds the process to avx2 or scalar)"
+                       : cv_avx512_supported()      ? "off (CORVID_ISA holds the process to avx2 or scalar)"
                                                     : "no AVX-512F here: the attention tile is avx2");
     printf("threads    %d online CPUs, compute pool of %d\n\n", cv_cpu_count(), cv_pool_size(pool));
 

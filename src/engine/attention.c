@@ -87,6 +87,15 @@ att_tile_fn cv_att_tile_for(int32_t hd)
     return cv_isa_active() == CV_ISA_AVX2 && hd % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
 }
 
+att_tile_fn cv_att_tile_named(const char *name, int32_t hd)
+{
+    if (!strcmp(name, "avx512"))
+        return cv_avx512_supported() && hd % 16 == 0 ? cv_att_tile_avx512 : NULL;
+    if (!strcmp(name, "avx2"))
+        return cv_isa_supported(CV_ISA_AVX2) && hd % 8 == 0 ? cv_att_tile_avx2 : NULL;
+    return !strcmp(name, "scalar") ? cv_att_tile_scalar : NULL;
+}
+
 const char *cv_att_tile_name(att_tile_fn fn)
 {
     return fn == cv_att_tile_avx512 ? "avx512" : fn == cv_att_tile_avx2 ? "avx2" : "scalar";

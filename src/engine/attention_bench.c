@@ -44,20 +44,10 @@ static int cmp_double(const void *x, const void *y)
 
 int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench_result *res, cv_err *err)
 {
-    att_tile_fn fn = cv_att_tile_for(b->head_dim);
-    if (b->tile) {
-        const bool avx512 = !strcmp(b->tile, "avx512"), avx2 = !strcmp(b->tile, "avx2");
-        const cv_cpu_features *f = cv_cpu_features_get();
-        if (avx512 && f->avx512f && f->os_avx512 && b->head_dim % 16 == 0)
-            fn = cv_att_tile_avx512;
-        else if (avx2 && cv_isa_supported(CV_ISA_AVX2) && b->head_dim % 8 == 0)
-            fn = cv_att_tile_avx2;
-        else if (!strcmp(b->tile, "scalar"))
-            fn = cv_att_tile_scalar;
-        else
-            return cv_err_set(err, CV_EUNSUPPORTED, "attention bench: no %s tile for head_dim %d on this CPU",
-                              b->tile, b->head_dim);
-    }
+    const att_tile_fn fn = b->tile ? cv_att_tile_named(b->tile, b->head_dim) : cv_att_tile_for(b->head_dim);
+    if (!fn)
+        return cv_err_set(err, CV_EUNSUPPORTED, "attention bench: no %s tile for head_dim %d on this CPU", b->tile,
+                          b->head_dim);
     if (b->depth < 1 || b->n_rep < 1 || b->n_layer < 1 || b->n_head_kv < 1 || b->head_dim > CV_MAX_HEAD_DIM)
         return cv_err_set(err, CV_EINVAL, "attention bench: a shape with nothing to attend");
     const int32_t n_blocks = (b->depth + CV_KV_BLOCK - 1) / CV_KV_BLOCK, hd = b->head_dim;

@@ -252,6 +252,10 @@ void cv_att_tile_avx512(const att_tile *a, float *scratch); /* needs hd % 16 == 
  * cv_isa_active), and its name. */
 att_tile_fn cv_att_tile_for(int32_t hd);
 const char *cv_att_tile_name(att_tile_fn fn);
+/* The tile named "scalar", "avx2" or "avx512" when this CPU runs it for
+ * head_dim hd ($CORVID_ISA aside: tests and benchmarks set tiles side by
+ * side), else NULL. */
+att_tile_fn cv_att_tile_named(const char *name, int32_t hd);
 /* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
  * a kernel's, plus one state for cv_att_tile_run. */
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);

@@ -15,6 +15,8 @@ static cv_isa active_isa;
 static bool avx512_on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static bool has_avx512(const cv_cpu_features *f) { return f->avx512f && f->os_avx512; }
+
 static bool can_run(const cv_cpu_features *f, cv_isa isa)
 {
     switch (isa) {
@@ -97,13 +99,15 @@ static void detect(void)
         else if (!strcmp(env, "avx2") || !strcmp(env, "avx512")) {
             if (!can_run(f, CV_ISA_AVX2))
                 cv_warn("CORVID_ISA=%s but this CPU cannot run AVX2+FMA+F16C; using scalar", env);
-            else if (!strcmp(env, "avx512") && !(f->avx512f && f->os_avx512))
+            else if (!strcmp(env, "avx512") && !has_avx512(f))
                 cv_warn("CORVID_ISA=avx512 but this CPU (or OS) has no AVX-512F; using avx2");
         } else
             cv_warn("CORVID_ISA=%s is not one of scalar, avx2, avx512; ignored", env);
     }
-    avx512_on = active_isa == CV_ISA_AVX2 && f->avx512f && f->os_avx512 && !(env && !strcmp(env, "avx2"));
+    avx512_on = active_isa == CV_ISA_AVX2 && has_avx512(f) && !(env && !strcmp(env, "avx2"));
 }
+
+bool cv_avx512_supported(void) { return has_avx512(cv_cpu_features_get()); }
 
 bool cv_avx512_active(void)
 {

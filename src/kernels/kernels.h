@@ -56,6 +56,8 @@ cv_isa cv_isa_active(void);
  * avx2, and $CORVID_ISA is not "avx2" (which holds every path to AVX2;
  * "avx512", like unset, allows them). */
 bool cv_avx512_active(void);
+/* Whether this CPU and OS can run AVX-512F code at all ($CORVID_ISA aside). */
+bool cv_avx512_supported(void);
 /* "scalar", "avx2". */
 const char *cv_isa_name(cv_isa isa);
 /* Whether this CPU can run `isa` (tests skip an ISA it cannot). */

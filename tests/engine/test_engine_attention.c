@@ -72,13 +72,11 @@ static void naive(const att_tile *a, const float *q_all, float *out)
  * (hd a multiple of 8), AVX-512F (of 16). */
 static int tiles_for(int32_t hd, att_tile_fn *fns)
 {
-    const cv_cpu_features *f = cv_cpu_features_get();
+    static const char *const names[] = { "scalar", "avx2", "avx512" };
     int n = 0;
-    fns[n++] = cv_att_tile_scalar;
-    if (cv_isa_supported(CV_ISA_AVX2) && hd % 8 == 0)
-        fns[n++] = cv_att_tile_avx2;
-    if (f->avx512f && f->os_avx512 && hd % 16 == 0)
-        fns[n++] = cv_att_tile_avx512;
+    for (size_t i = 0; i < CV_ARRAY_LEN(names); i++)
+        if ((fns[n] = cv_att_tile_named(names[i], hd)))
+            n++;
     return n;
 }
 
@@ -280,10 +278,9 @@ static const att_case wide_cases[] = {
  * one says so in a line. */
 TEST(every_tile_matches_a_plain_softmax)
 {
-    const cv_cpu_features *f = cv_cpu_features_get();
     if (!cv_isa_supported(CV_ISA_AVX2))
         printf("  avx2 tile: this CPU has no AVX2 (the scalar tile ran)\n");
-    if (!f->avx512f || !f->os_avx512)
+    if (!cv_avx512_supported())
         printf("  avx512 tile: this CPU has no AVX-512F (the avx2 and scalar tiles ran)\n");
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
         run_case(&cases[i], 0, false);
