@@ -170,7 +170,7 @@ int cv_cmd_doctor(int argc, char **argv)
            env ? "= \"" : "unset", env ? env : "", env ? "\"" : "");
     printf("avx512     %s\n", cv_avx512_active() ? "on: the attention tile (head_dim a multiple of 16; avx2 otherwise)"
                        : cv_avx512_supported()      ? "off (CORVID_ISA holds the process to avx2 or scalar)"
-                                                    : "no AVX-512F here: the attention tile is avx2");
+                                                    : "no AVX-512 F+BW+VNNI here: the attention tile is avx2");
     printf("threads    %d online CPUs, compute pool of %d\n\n", cv_cpu_count(), cv_pool_size(pool));
 
     printf("%-6s %5s %5s  %-6s %-7s %s\n", "dtype", "block", "bytes", "acts", "dot", "matmul");

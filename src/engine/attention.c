@@ -30,6 +30,61 @@
 
 #include "engine/engine_int.h"
 
+/* ---- q8_0: the query rows in int8 ---- */
+
+/* Floats before the q8_0 rows in a tile's scratch (R rows): the scalar
+ * tile's or the fast tiles' own (cv_att_scratch_floats), 64-byte aligned. */
+static size_t q8_offset(int32_t R, int32_t hd)
+{
+    const size_t groups = (size_t)(hd / kv_q8_group(hd));
+    const size_t n = (size_t)R * ((size_t)hd + 2) +
+                     CV_MAX((size_t)CV_KV_BLOCK, (size_t)R * (1 + CV_KV_BLOCK * (1 + groups)));
+    return (n + 15) & ~(size_t)15;
+}
+
+/* Floats of the q8_0 rows themselves: int8 [R][hd], then d and sums. */
+static size_t q8_floats(int32_t R, int32_t hd)
+{
+    const size_t groups = (size_t)(hd / kv_q8_group(hd));
+    return (((size_t)R * (size_t)hd + 63) / 64) * 16 + (((size_t)R * 2 * groups + 15) & ~(size_t)15);
+}
+
+att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
+{
+    const int32_t hd = a->hd, R = a->n_tok * a->n_rep, group = a->kv->qgroup, ng = hd / group;
+    float *at = scratch + q8_offset(R, hd);
+    att_q8 o = { .q = (int8_t *)at };
+    o.d = at + (((size_t)R * (size_t)hd + 63) / 64) * 16;
+    o.sum = (int32_t *)(o.d + (size_t)R * ng);
+    for (int32_t r = 0; r < R; r++) {
+        const int32_t k = r / a->n_rep, h = r % a->n_rep;
+        const float *x = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * hd;
+        for (int32_t g = 0; g < ng; g++) {
+            const float *xg = x + g * group;
+            int8_t *qg = o.q + (size_t)r * hd + g * group;
+            float amax = 0;
+            for (int32_t i = 0; i < group; i++) {
+                const float m = fabsf(xg[i]);
+                amax = m > amax ? m : amax; /* a NaN is passed over, as by fmaxf */
+            }
+            const float d = amax / 127.0f, id = d > 0 && d < INFINITY ? 1.0f / d : 0.0f;
+            int32_t sum = 0;
+            for (int32_t i = 0; i < group; i++) {
+                /* t within +-127 rounds to the nearest, ties to even, as
+                 * nearbyintf does, by the 1.5 x 2^23 shift (no libm call on
+                 * baseline x86-64) */
+                const float t = xg[i] * id;
+                const float u = t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? t : 0.0f;
+                qg[i] = (int8_t)((u + 0x1.8p23f) - 0x1.8p23f);
+                sum += qg[i];
+            }
+            o.d[(size_t)r * ng + g] = d;
+            o.sum[(size_t)r * ng + g] = sum;
+        }
+    }
+    return o;
+}
+
 /* ---- the scalar tile (reference) ---- */
 
 void cv_att_tile_scalar(const att_tile *a, float *scratch)
@@ -40,6 +95,9 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
+    const bool q8 = kv->type == CV_GGML_Q8_0;
+    const att_q8 q8r = q8 ? cv_att_q8_rows(a, scratch) : (att_q8){ 0 };
+    const int32_t group = kv->qgroup, ng = hd / group;
     const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
     const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);
     for (int32_t blk = first; blk < end; blk++) {
@@ -56,8 +114,20 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
                 float bm = -INFINITY;
                 for (int32_t j = j0; j < nv; j++) {
                     float d = 0;
-                    for (int32_t i = 0; i < hd; i++)
-                        d += q[i] * kv_k_get(kv, K, j, i);
+                    if (q8) {
+                        const uint16_t *ks = kv_q8_scales(kv, K);
+                        for (int32_t g = 0; g < ng; g++) {
+                            const int8_t *qg = q8r.q + (size_t)r * hd + g * group;
+                            int32_t isum = 0;
+                            for (int32_t i = 0; i < group; i++)
+                                isum += qg[i] * kv_k8_value(K, j, g * group + i);
+                            const float dk = cv_fp16_to_fp32(ks[kv_scale_at(kv, j, g * group)]);
+                            d = fmaf((float)isum, dk * q8r.d[(size_t)r * ng + g], d);
+                        }
+                    } else {
+                        for (int32_t i = 0; i < hd; i++)
+                            d += q[i] * kv_k_get(kv, K, j, i);
+                    }
                     s[j] = d * a->scale;
                     bm = s[j] > bm ? s[j] : bm;
                 }
@@ -166,13 +236,11 @@ void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd)
 {
     /* acc [R][hd], max [R], sum [R], then the scalar tile's scores [BLOCK],
-     * or the AVX2 tile's corrections [R], probabilities [R][BLOCK] and, for
+     * or the fast tiles' corrections [R], probabilities [R][BLOCK] and, for
      * a q8_0 cache, those times each group's value factors [groups][R][BLOCK];
-     * then cv_att_tile_run's running state */
-    const size_t groups = (size_t)(hd / kv_q8_group(hd));
-    size_t n = (size_t)max_rows * ((size_t)hd + 2) +
-               CV_MAX((size_t)CV_KV_BLOCK, (size_t)max_rows * (1 + CV_KV_BLOCK * (1 + groups)));
-    return ((n + 15) & ~(size_t)15) + cv_att_state_floats(max_rows, hd);
+     * then a q8_0 cache's query rows (cv_att_q8_rows); then
+     * cv_att_tile_run's running state */
+    return q8_offset(max_rows, hd) + q8_floats(max_rows, hd) + cv_att_state_floats(max_rows, hd);
 }
 
 /* ---- planning: tiles for this batch ---- */

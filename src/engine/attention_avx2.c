@@ -5,9 +5,10 @@
  * adds), a vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
  * relative error < 2e-7 on the reduced range) for every row's online
  * softmax, then the value rows accumulated into four query rows at a time.
- * f16 caches convert on load; q8_0 caches convert their int8 on load and
- * apply their factors once per group of a row's 16 scores and once per
- * block to the probabilities, not per element. The pieces are here, the
+ * f16 caches convert on load; q8_0 caches score in integers (int8 keys
+ * against int8 queries, vpmaddubsw) and convert their int8 values on load,
+ * applying factors once per group of a row's 16 scores and once per block
+ * to the probabilities, not per element. The pieces are here, the
  * block loop they run in is attention_tile.h's. Compiled with
  * CV_AVX2_FLAGS; chosen at run time when the CPU has AVX2 and head_dim is
  * a multiple of 8. */
@@ -69,10 +70,9 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
  * the 16 keys of a block, read straight from the cache's transposed layout
  * (row i: dimension i of the 16 positions; f16 converted on load):
  * S[r][16] = q_r . K. Eight sums in named registers; per dimension two key
- * vectors serve all rows, and no horizontal adds. A q8_0 block is summed
- * one group of dimensions at a time on its int8 values, each group's sums
- * then scaled by the group's 16 factors ks into S. Positions the block has
- * not written give garbage scores, which the softmax masks. */
+ * vectors serve all rows, and no horizontal adds (q8_0: qk_rows_q8 below).
+ * Positions the block has not written give garbage scores, which the
+ * softmax masks. */
 #define QK_FMA(n, a, b)                                                                                                \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
@@ -84,53 +84,90 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
 #define QK_OUT(n, a, b)                                                                                                \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
-            float *s = S + (n) * CV_KV_BLOCK;                                                                          \
-            if (kt != KT_Q8) {                                                                                         \
-                _mm256_storeu_ps(s, a);                                                                                \
-                _mm256_storeu_ps(s + 8, b);                                                                            \
-            } else if (g0 == 0) {                                                                                      \
-                _mm256_storeu_ps(s, _mm256_mul_ps(a, d0));                                                             \
-                _mm256_storeu_ps(s + 8, _mm256_mul_ps(b, d1));                                                         \
-            } else {                                                                                                   \
-                _mm256_storeu_ps(s, _mm256_fmadd_ps(a, d0, _mm256_loadu_ps(s)));                                       \
-                _mm256_storeu_ps(s + 8, _mm256_fmadd_ps(b, d1, _mm256_loadu_ps(s + 8)));                               \
-            }                                                                                                          \
+            _mm256_storeu_ps(S + (n) * CV_KV_BLOCK, a);                                                                \
+            _mm256_storeu_ps(S + (n) * CV_KV_BLOCK + 8, b);                                                            \
         }                                                                                                              \
     } while (0)
 
-static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, const uint16_t *ks,
-                                                          int32_t hd, int32_t group, float *S, const int nr,
-                                                          const int kt)
+/* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
+ * dimensions 16 positions x 4 bytes, two registers), back from their
+ * offset to signed: per four dimensions and row, vpmaddubsw of the row's
+ * |q| against the keys with q's signs (a pair's sum stays below 2^15: both
+ * sides within +-127), vpmaddwd into 8 int32 sums a register; per group
+ * the sums in f32 times the key factors x the row's factor, added into S
+ * in group order (engine_int.h att_q8: the scalar tile's arithmetic to the
+ * bit). */
+#define QK8_DP(n, a, b)                                                                                                \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            int32_t w;                                                                                                 \
+            memcpy(&w, q8->q + (size_t)(r + (n)) * hd + i, 4);                                                         \
+            const __m256i qb = _mm256_set1_epi32(w), qa = _mm256_abs_epi8(qb);                                        \
+            a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k0, qb)), ones));    \
+            b = _mm256_add_epi32(b, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k1, qb)), ones));    \
+        }                                                                                                              \
+    } while (0)
+#define QK8_OUT(n, a, b)                                                                                               \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            const __m256 dq = _mm256_set1_ps(q8->d[(size_t)(r + (n)) * ng + g]);                                       \
+            const __m256 fa = _mm256_cvtepi32_ps(a), fb = _mm256_cvtepi32_ps(b);                                       \
+            const __m256 da = _mm256_mul_ps(d0, dq), db = _mm256_mul_ps(d1, dq);                                       \
+            float *s = S + (n) * CV_KV_BLOCK;                                                                          \
+            _mm256_storeu_ps(s, g == 0 ? _mm256_mul_ps(fa, da) : _mm256_fmadd_ps(fa, da, _mm256_loadu_ps(s)));         \
+            _mm256_storeu_ps(s + 8, g == 0 ? _mm256_mul_ps(fb, db) : _mm256_fmadd_ps(fb, db, _mm256_loadu_ps(s + 8)));\
+        }                                                                                                              \
+    } while (0)
+
+static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, int32_t r, const char *K,
+                                                             const uint16_t *ks, int32_t hd, int32_t group, float *S,
+                                                             const int nr)
 {
-    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
-    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
-    for (int32_t g0 = 0; g0 < hd; g0 += group) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        for (int32_t i = g0; i < g0 + group; i++) {
-            const char *ki = K + kv_k_at(0, i) * eb;
-            __m256 k0, k1;
-            if (kt == KT_Q8) {
-                k0 = i8_to_ps(_mm_loadl_epi64((const __m128i *)ki));
-                k1 = i8_to_ps(_mm_loadl_epi64((const __m128i *)(ki + 8)));
-            } else {
-                k0 = load8(ki, kt);
-                k1 = load8(ki + 8 * eb, kt);
-            }
-            QK_FMA(0, a0, b0);
-            QK_FMA(1, a1, b1);
-            QK_FMA(2, a2, b2);
-            QK_FMA(3, a3, b3);
+    const int32_t ng = hd / group;
+    const __m256i ones = _mm256_set1_epi16(1), off = _mm256_set1_epi8((char)0x80);
+    for (int32_t g = 0; g < ng; g++) {
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        const char *kp = K + kv_k8_at(0, g * group);
+        for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
+            const __m256i k0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)kp), off);
+            const __m256i k1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(kp + 32)), off);
+            QK8_DP(0, a0, b0);
+            QK8_DP(1, a1, b1);
+            QK8_DP(2, a2, b2);
+            QK8_DP(3, a3, b3);
         }
-        __m256 d0 = a0, d1 = a0;
-        if (kt == KT_Q8) {
-            d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + (g0 / group) * CV_KV_BLOCK)));
-            d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + (g0 / group) * CV_KV_BLOCK + 8)));
-        }
-        QK_OUT(0, a0, b0);
-        QK_OUT(1, a1, b1);
-        QK_OUT(2, a2, b2);
-        QK_OUT(3, a3, b3);
+        const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + g * CV_KV_BLOCK)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ks + g * CV_KV_BLOCK + 8)));
+        QK8_OUT(0, a0, b0);
+        QK8_OUT(1, a1, b1);
+        QK8_OUT(2, a2, b2);
+        QK8_OUT(3, a3, b3);
     }
+}
+
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const att_q8 *q8, int32_t r,
+                                                          const char *K, const uint16_t *ks, int32_t hd, int32_t group,
+                                                          float *S, const int nr, const int kt)
+{
+    if (kt == KT_Q8) {
+        qk_rows_q8(q8, r, K, ks, hd, group, S, nr);
+        return;
+    }
+    const size_t eb = kt == KT_F32 ? 4 : 2;
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int32_t i = 0; i < hd; i++) {
+        const char *ki = K + kv_k_at(0, i) * eb;
+        const __m256 k0 = load8(ki, kt), k1 = load8(ki + 8 * eb, kt);
+        QK_FMA(0, a0, b0);
+        QK_FMA(1, a1, b1);
+        QK_FMA(2, a2, b2);
+        QK_FMA(3, a3, b3);
+    }
+    QK_OUT(0, a0, b0);
+    QK_OUT(1, a1, b1);
+    QK_OUT(2, a2, b2);
+    QK_OUT(3, a3, b3);
 }
 
 /* Rows acc[r] (hd apart) for r < nr (1..4, a constant after inlining):

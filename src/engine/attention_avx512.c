@@ -1,8 +1,10 @@
-/* attention_avx512.c — the attention tile on AVX-512F (see attention.c for
- * the algorithm and the tile's contract, attention_avx2.c for the same tile
- * eight lanes wide). A KV block's 16 positions fill one 512-bit register:
- * per head dimension one key vector (converted from f16 or int8 on load)
- * serves eight query rows' scores; a row's online-softmax update is one
+/* attention_avx512.c — the attention tile on AVX-512 (F, BW, VNNI; see
+ * attention.c for the algorithm and the tile's contract, attention_avx2.c
+ * for the same tile eight lanes wide). A KV block's 16 positions fill one
+ * 512-bit register: per head dimension one key vector (converted from f16
+ * on load) serves eight query rows' scores, and per four dimensions of a
+ * q8_0 cache one vpdpbusd a row sums int8 keys against int8 queries; a
+ * row's online-softmax update is one
  * masked vector; the value rows accumulate into four query rows x 64
  * columns at a time (16 sums in registers). Per multiply-add the AVX2 tile
  * issues twice the instructions and converts each cached element once per
@@ -13,7 +15,8 @@
  * only the sums over a block's 16 probabilities are added in another
  * order. The pieces are here, the block loop they run in is
  * attention_tile.h's. Compiled with CV_AVX512_FLAGS; chosen at run time
- * when the CPU and the OS have AVX-512F and head_dim is a multiple of 16. */
+ * when the CPU and the OS have AVX-512 F, BW and VNNI (cv_avx512_active)
+ * and head_dim is a multiple of 16. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -44,7 +47,7 @@ static inline __m512 exp16(__m512 x)
  * compiled once per type. */
 enum { KT_F32, KT_F16, KT_Q8 };
 
-/* Sixteen cached elements as f32 (q8_0: the int8 values, factors apart). */
+/* Sixteen cached elements as f32 (q8_0 values: the int8, factors apart). */
 static inline __m512 load16(const char *p, const int kt)
 {
     if (kt == KT_F16)
@@ -57,10 +60,8 @@ static inline __m512 load16(const char *p, const int kt)
 /* Raw scores of nr (1..8, a constant after inlining) query rows against the
  * 16 keys of a block, from the cache's transposed layout (row i: dimension
  * i of the 16 positions): S[r][16] = q_r . K, one key vector a dimension for
- * all rows. A q8_0 block is summed one group of dimensions at a time on its
- * int8 values, each group's sums then scaled by its 16 factors ks into S.
- * Positions the block has not written give garbage, which the softmax
- * masks. */
+ * all rows (q8_0: qk_rows_q8 below). Positions the block has not written
+ * give garbage, which the softmax masks. */
 #define QK_FMA(n)                                                                                                      \
     do {                                                                                                               \
         if (nr > (n))                                                                                                  \
@@ -70,46 +71,96 @@ static inline __m512 load16(const char *p, const int kt)
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
             float *s = S + (n) * CV_KV_BLOCK;                                                                          \
-            if (kt != KT_Q8)                                                                                           \
-                _mm512_storeu_ps(s, a##n);                                                                             \
-            else if (g0 == 0)                                                                                          \
-                _mm512_storeu_ps(s, _mm512_mul_ps(a##n, d));                                                           \
-            else                                                                                                       \
-                _mm512_storeu_ps(s, _mm512_fmadd_ps(a##n, d, _mm512_loadu_ps(s)));                                     \
+            _mm512_storeu_ps(s, a##n);                                                                                 \
         }                                                                                                              \
     } while (0)
 
-static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, const uint16_t *ks,
-                                                          int32_t hd, int32_t group, float *S, const int nr,
-                                                          const int kt)
+/* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
+ * dimensions 16 positions x 4 bytes, one register): per four dimensions one
+ * vpdpbusd a row, the four int8 of the row broadcast, into 16 int32 sums;
+ * per group the sums less the keys' offset (128 x the row's sum), in f32,
+ * times the 16 key factors x the row's factor, added into S in group order
+ * (engine_int.h att_q8: the scalar tile's arithmetic to the bit). */
+#define QK8_DP(n)                                                                                                      \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            int32_t w;                                                                                                 \
+            memcpy(&w, q8->q + (size_t)(r + (n)) * hd + i, 4);                                                         \
+            a##n = _mm512_dpbusd_epi32(a##n, k, _mm512_set1_epi32(w));                                                 \
+        }                                                                                                              \
+    } while (0)
+#define QK8_OUT(n)                                                                                                     \
+    do {                                                                                                               \
+        if (nr > (n)) {                                                                                                \
+            const size_t gi = (size_t)(r + (n)) * ng + g;                                                              \
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(a##n, _mm512_set1_epi32(128 * q8->sum[gi])));        \
+            const __m512 dd = _mm512_mul_ps(dk, _mm512_set1_ps(q8->d[gi]));                                            \
+            float *s = S + (n) * CV_KV_BLOCK;                                                                          \
+            _mm512_storeu_ps(s, g == 0 ? _mm512_mul_ps(f, dd) : _mm512_fmadd_ps(f, dd, _mm512_loadu_ps(s)));           \
+        }                                                                                                              \
+    } while (0)
+
+static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, int32_t r, const char *K,
+                                                             const uint16_t *ks, int32_t hd, int32_t group, float *S,
+                                                             const int nr)
 {
-    const size_t eb = kt == KT_F32 ? 4 : kt == KT_F16 ? 2 : 1;
-    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5], *q6 = q[6], *q7 = q[7];
-    for (int32_t g0 = 0; g0 < hd; g0 += group) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (int32_t i = g0; i < g0 + group; i++) {
-            const __m512 k = load16(K + kv_k_at(0, i) * eb, kt);
-            QK_FMA(0);
-            QK_FMA(1);
-            QK_FMA(2);
-            QK_FMA(3);
-            QK_FMA(4);
-            QK_FMA(5);
-            QK_FMA(6);
-            QK_FMA(7);
+    const int32_t ng = hd / group;
+    for (int32_t g = 0; g < ng; g++) {
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        const char *kp = K + kv_k8_at(0, g * group);
+        for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
+            const __m512i k = _mm512_loadu_si512((const void *)kp);
+            QK8_DP(0);
+            QK8_DP(1);
+            QK8_DP(2);
+            QK8_DP(3);
+            QK8_DP(4);
+            QK8_DP(5);
+            QK8_DP(6);
+            QK8_DP(7);
         }
-        __m512 d = a0;
-        if (kt == KT_Q8)
-            d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + (g0 / group) * CV_KV_BLOCK)));
-        QK_OUT(0);
-        QK_OUT(1);
-        QK_OUT(2);
-        QK_OUT(3);
-        QK_OUT(4);
-        QK_OUT(5);
-        QK_OUT(6);
-        QK_OUT(7);
+        const __m512 dk = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + g * CV_KV_BLOCK)));
+        QK8_OUT(0);
+        QK8_OUT(1);
+        QK8_OUT(2);
+        QK8_OUT(3);
+        QK8_OUT(4);
+        QK8_OUT(5);
+        QK8_OUT(6);
+        QK8_OUT(7);
     }
+}
+
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const att_q8 *q8, int32_t r,
+                                                          const char *K, const uint16_t *ks, int32_t hd, int32_t group,
+                                                          float *S, const int nr, const int kt)
+{
+    if (kt == KT_Q8) {
+        qk_rows_q8(q8, r, K, ks, hd, group, S, nr);
+        return;
+    }
+    const size_t eb = kt == KT_F32 ? 4 : 2;
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5], *q6 = q[6], *q7 = q[7];
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int32_t i = 0; i < hd; i++) {
+        const __m512 k = load16(K + kv_k_at(0, i) * eb, kt);
+        QK_FMA(0);
+        QK_FMA(1);
+        QK_FMA(2);
+        QK_FMA(3);
+        QK_FMA(4);
+        QK_FMA(5);
+        QK_FMA(6);
+        QK_FMA(7);
+    }
+    QK_OUT(0);
+    QK_OUT(1);
+    QK_OUT(2);
+    QK_OUT(3);
+    QK_OUT(4);
+    QK_OUT(5);
+    QK_OUT(6);
+    QK_OUT(7);
 }
 
 /* Rows acc[r] (hd apart) for r < nr (1..4, a constant after inlining):

@@ -3,9 +3,10 @@
  * and the tile's contract). A tile file defines its vector pieces, then
  * includes this header, which builds the tile from them:
  *   ATT_QK_ROWS   how many rows one qk_rows call scores (4 or 8)
- *   qk_rows(q, K, ks, hd, group, S, nr, kt)
+ *   qk_rows(q, q8, r, K, ks, hd, group, S, nr, kt)
  *                 raw scores S[r][16] of nr (1..ATT_QK_ROWS) query rows q[r]
- *                 against a block's keys K (q8_0: factors ks)
+ *                 against a block's keys K (q8_0: rows r.. of q8 against
+ *                 the int8 keys with their factors ks, engine_int.h att_q8)
  *   softmax_token(a, P, mx, sum, corr, k, base)
  *                 the online-softmax update of token k's rows: its scores in
  *                 P become probabilities (0 outside what it sees), mx and sum
@@ -34,22 +35,23 @@ static inline const float *q_row(const att_tile *a, int32_t r)
 
 /* Scores of rows r.. (ATT_QK_ROWS of them, or what is left), with nr a
  * constant in each call so the ISA's loop keeps its sums in registers. */
-static inline __attribute__((always_inline)) void qk_group(const att_tile *a, int32_t r, int32_t R, const char *K,
-                                                           const uint16_t *ks, int32_t group, float *S, const int kt)
+static inline __attribute__((always_inline)) void qk_group(const att_tile *a, const att_q8 *q8, int32_t r, int32_t R,
+                                                           const char *K, const uint16_t *ks, int32_t group, float *S,
+                                                           const int kt)
 {
     const float *q[8] = { 0 };
-    for (int32_t t = 0; t < ATT_QK_ROWS && r + t < R; t++)
+    for (int32_t t = 0; kt != KT_Q8 && t < ATT_QK_ROWS && r + t < R; t++)
         q[t] = q_row(a, r + t);
     const int32_t hd = a->hd;
     switch (CV_MIN(ATT_QK_ROWS, R - r)) {
-    case 8: qk_rows(q, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 8 : 1, kt); break;
-    case 7: qk_rows(q, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 7 : 1, kt); break;
-    case 6: qk_rows(q, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 6 : 1, kt); break;
-    case 5: qk_rows(q, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 5 : 1, kt); break;
-    case 4: qk_rows(q, K, ks, hd, group, S, 4, kt); break;
-    case 3: qk_rows(q, K, ks, hd, group, S, 3, kt); break;
-    case 2: qk_rows(q, K, ks, hd, group, S, 2, kt); break;
-    default: qk_rows(q, K, ks, hd, group, S, 1, kt); break;
+    case 8: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 8 : 1, kt); break;
+    case 7: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 7 : 1, kt); break;
+    case 6: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 6 : 1, kt); break;
+    case 5: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 5 : 1, kt); break;
+    case 4: qk_rows(q, q8, r, K, ks, hd, group, S, 4, kt); break;
+    case 3: qk_rows(q, q8, r, K, ks, hd, group, S, 3, kt); break;
+    case 2: qk_rows(q, q8, r, K, ks, hd, group, S, 2, kt); break;
+    default: qk_rows(q, q8, r, K, ks, hd, group, S, 1, kt); break;
     }
 }
 
@@ -70,6 +72,7 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
+    const att_q8 q8 = kt == KT_Q8 ? cv_att_q8_rows(a, scratch) : (att_q8){ 0 };
     /* the tile's context ends at block ctx_end, this call's range at end;
      * with a window it starts at the first token's window */
     const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
@@ -83,7 +86,7 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
         /* Tokens before k0 sit before this block: only rows from r0 see it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
         for (int32_t r = r0; r < R; r += ATT_QK_ROWS)
-            qk_group(a, r, R, K, ks, group, P + (size_t)r * CV_KV_BLOCK, kt);
+            qk_group(a, &q8, r, R, K, ks, group, P + (size_t)r * CV_KV_BLOCK, kt);
         for (int32_t k = k0; k < a->n_tok; k++)
             softmax_token(a, P, mx, sum, corr, k, base);
         if (kt == KT_Q8)

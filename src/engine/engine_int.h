@@ -103,8 +103,16 @@ static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t hea
     return kv_piece(p, ((size_t)layer * 2 + 1) * (size_t)p->n_head_kv + (size_t)head, b);
 }
 /* Element offsets, within one head's half, of dimension i of the key and
- * of the value at position j of the block (hd: head_dim). */
+ * of the value at position j of the block (hd: head_dim). Keys are
+ * transposed: f32 and f16 one row of 16 positions per dimension; q8_0 one
+ * row of 16 positions per four dimensions, each position's four bytes
+ * together (kv_k8_at), the layout of an integer dot product with positions
+ * in lanes (vpdpbusd, vpmaddubsw). Values are by position. */
 static inline size_t kv_k_at(int32_t j, int32_t i) { return (size_t)i * CV_KV_BLOCK + (size_t)j; }
+static inline size_t kv_k8_at(int32_t j, int32_t i)
+{
+    return (size_t)(i / 4) * 4 * CV_KV_BLOCK + (size_t)j * 4 + (size_t)(i % 4);
+}
 static inline size_t kv_v_at(int32_t hd, int32_t j, int32_t i) { return (size_t)j * hd + (size_t)i; }
 /* q8_0: the factors of a head's half (K or V from kv_k / kv_v), and the
  * index among them of position j's factor for dimension i. */
@@ -116,18 +124,28 @@ static inline size_t kv_scale_at(const kv_pool *p, int32_t j, int32_t i)
 {
     return (size_t)(i / p->qgroup) * CV_KV_BLOCK + (size_t)j;
 }
-/* One element as f32, any type: element `at` of a head's half, dimension
- * i of position j (keys and values differ only in where `at` is). */
+/* q8_0 keys are stored offset by 128, as unsigned bytes (1..255 for
+ * -127..127): vpdpbusd multiplies unsigned by signed bytes, and the offset
+ * costs each query row one correction per group (128 x the sum of its
+ * int8 values) instead of one per key vector. Values are signed. */
+static inline int32_t kv_k8_value(const void *K, int32_t j, int32_t i)
+{
+    return (int32_t)((const uint8_t *)K)[kv_k8_at(j, i)] - 128;
+}
+/* Element `at` of a head's values as f32, any type: position j, dimension
+ * i. */
 static inline float kv_get(const kv_pool *p, const void *half, size_t at, int32_t j, int32_t i)
 {
     if (p->type == CV_GGML_Q8_0)
         return cv_fp16_to_fp32(kv_q8_scales(p, half)[kv_scale_at(p, j, i)]) * ((const int8_t *)half)[at];
     return p->type == CV_GGML_F16 ? cv_fp16_to_fp32(((const uint16_t *)half)[at]) : ((const float *)half)[at];
 }
-/* Dimension i of position j's key (K from kv_k) or value (V from kv_v). The
- * scalar tile and the tests read by these. */
+/* Dimension i of position j's key (K from kv_k) or value (V from kv_v) as
+ * f32. The tests read the cache by these. */
 static inline float kv_k_get(const kv_pool *p, const void *K, int32_t j, int32_t i)
 {
+    if (p->type == CV_GGML_Q8_0)
+        return cv_fp16_to_fp32(kv_q8_scales(p, K)[kv_scale_at(p, j, i)]) * (float)kv_k8_value(K, j, i);
     return kv_get(p, K, kv_k_at(j, i), j, i);
 }
 static inline float kv_v_get(const kv_pool *p, const void *V, int32_t j, int32_t i)
@@ -256,6 +274,20 @@ const char *cv_att_tile_name(att_tile_fn fn);
  * head_dim hd ($CORVID_ISA aside: tests and benchmarks set tiles side by
  * side), else NULL. */
 att_tile_fn cv_att_tile_named(const char *name, int32_t hd);
+/* q8_0 caches score in integers, as q8_0 weights do: each query row is
+ * quantized per group of qgroup dimensions (d = max|x| / 127 in f32,
+ * q = round(x / d)), a group's score is d_key x d_query x the exact int32
+ * sum of q x k, and a row's score the sum of its groups' in order
+ * (fmaf(isum, d_key * d_query, s), from s = 0). Every tile computes this,
+ * so their scores differ only where their fused multiply-adds round. */
+typedef struct att_q8 {
+    int8_t *q;    /* [R][hd] */
+    float *d;     /* [R][groups] */
+    int32_t *sum; /* [R][groups]: the sum of a group's q, for the keys' offset */
+} att_q8;
+/* Tile a's query rows quantized into the part of scratch the q8_0 tiles
+ * keep for them (after the scalar and fast tiles' own floats). */
+att_q8 cv_att_q8_rows(const att_tile *a, float *scratch);
 /* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
  * a kernel's, plus one state for cv_att_tile_run. */
 size_t cv_att_scratch_floats(int32_t max_rows, int32_t hd);

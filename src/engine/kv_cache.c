@@ -35,6 +35,9 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
                  cv_err *err)
 {
     memset(p, 0, sizeof *p);
+    if (type == CV_GGML_Q8_0 && head_dim % 4)
+        return cv_err_set(err, CV_EINVAL, "a q8_0 KV cache needs head_dim a multiple of 4 (this model's is %d); use f16",
+                          head_dim);
     p->n_blocks = n_blocks;
     p->n_layer = n_layer;
     p->n_head_kv = n_head_kv;
@@ -100,11 +103,11 @@ void kv_pool_unref(kv_pool *p, int32_t b)
 
 /* ---- writing a position ---- */
 
-/* x (n floats) as int8 at q[0], q[stride], ... with the factor d returned
- * in f16: d = max|x| / 127, q = round(x / d), rounding the factor first so
- * that d * q is what the readers compute. A NaN (a model that overflowed)
+/* x (n floats) as int8 q[0..n) with the factor d returned in f16:
+ * d = max|x| / 127, q = round(x / d), rounding the factor first so that
+ * d * q is what the readers compute. A NaN (a model that overflowed)
  * stores 0 rather than an undefined conversion. */
-static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q, size_t stride)
+static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q)
 {
     float amax = 0;
     for (int32_t i = 0; i < n; i++)
@@ -113,7 +116,7 @@ static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q, size_t stride)
     const float d = cv_fp16_to_fp32(dh), id = d > 0 && d < INFINITY ? 1.0f / d : 0.0f;
     for (int32_t i = 0; i < n; i++) {
         const float t = x[i] * id;
-        q[(size_t)i * stride] = (int8_t)(t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? nearbyintf(t) : 0.0f);
+        q[i] = (int8_t)(t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? nearbyintf(t) : 0.0f);
     }
     return dh;
 }
@@ -125,11 +128,14 @@ void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t
     switch (p->type) {
     case CV_GGML_Q8_0: {
         uint16_t *ks = (uint16_t *)kv_q8_scales(p, K), *vs = (uint16_t *)kv_q8_scales(p, V);
-        int8_t *kq = K, *vq = (int8_t *)V + kv_v_at(hd, j, 0);
+        uint8_t *ku = K;
+        int8_t kq[CV_MAX_HEAD_DIM], *vq = (int8_t *)V + kv_v_at(hd, j, 0);
         for (int32_t i = 0; i < hd; i += p->qgroup) {
-            ks[kv_scale_at(p, j, i)] = quantize_q8(k + i, p->qgroup, kq + kv_k_at(j, i), CV_KV_BLOCK);
-            vs[kv_scale_at(p, j, i)] = quantize_q8(v + i, p->qgroup, vq + i, 1);
+            ks[kv_scale_at(p, j, i)] = quantize_q8(k + i, p->qgroup, kq + i);
+            vs[kv_scale_at(p, j, i)] = quantize_q8(v + i, p->qgroup, vq + i);
         }
+        for (int32_t i = 0; i < hd; i++) /* offset by 128 (engine_int.h, kv_k8_value) */
+            ku[kv_k8_at(j, i)] = (uint8_t)(kq[i] + 128);
         break;
     }
     case CV_GGML_F16: {

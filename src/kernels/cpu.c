@@ -15,7 +15,12 @@ static cv_isa active_isa;
 static bool avx512_on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static bool has_avx512(const cv_cpu_features *f) { return f->avx512f && f->os_avx512; }
+/* What the AVX-512 attention tile uses: F, BW, and VNNI for q8_0 caches'
+ * int8 scores (every AVX-512 CPU since Cascade Lake and Zen 4). */
+static bool has_avx512(const cv_cpu_features *f)
+{
+    return f->avx512f && f->avx512bw && f->avx512_vnni && f->os_avx512;
+}
 
 static bool can_run(const cv_cpu_features *f, cv_isa isa)
 {
@@ -100,7 +105,7 @@ static void detect(void)
             if (!can_run(f, CV_ISA_AVX2))
                 cv_warn("CORVID_ISA=%s but this CPU cannot run AVX2+FMA+F16C; using scalar", env);
             else if (!strcmp(env, "avx512") && !has_avx512(f))
-                cv_warn("CORVID_ISA=avx512 but this CPU (or OS) has no AVX-512F; using avx2");
+                cv_warn("CORVID_ISA=avx512 but this CPU (or OS) has no AVX-512 F+BW+VNNI; using avx2");
         } else
             cv_warn("CORVID_ISA=%s is not one of scalar, avx2, avx512; ignored", env);
     }

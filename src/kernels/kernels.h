@@ -51,12 +51,12 @@ cv_isa cv_isa_best(void);
  * $CORVID_ISA=scalar (read once; "avx2" on a CPU without it falls back to
  * scalar with a warning, an unknown value is warned about and ignored). */
 cv_isa cv_isa_active(void);
-/* Whether the AVX-512F paths built beside some AVX2 ones (the attention
- * tile) are used: the CPU and the OS have AVX-512F, the process ISA is
- * avx2, and $CORVID_ISA is not "avx2" (which holds every path to AVX2;
- * "avx512", like unset, allows them). */
+/* Whether the AVX-512 paths built beside some AVX2 ones (the attention
+ * tile) are used: the CPU and the OS have AVX-512 F, BW and VNNI, the
+ * process ISA is avx2, and $CORVID_ISA is not "avx2" (which holds every
+ * path to AVX2; "avx512", like unset, allows them). */
 bool cv_avx512_active(void);
-/* Whether this CPU and OS can run AVX-512F code at all ($CORVID_ISA aside). */
+/* Whether this CPU and OS can run that AVX-512 code at all ($CORVID_ISA aside). */
 bool cv_avx512_supported(void);
 /* "scalar", "avx2". */
 const char *cv_isa_name(cv_isa isa);

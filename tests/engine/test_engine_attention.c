@@ -10,7 +10,8 @@
  * where a sliding layer's freed blocks would be): reading one faults. The scalar tile
  * is the reference; the AVX2 and AVX-512F ones (where the CPU has them)
  * must agree with the plain softmax within 2e-5 relative (their exp is a
- * polynomial), each case against one reference computed once. Before that,
+ * polynomial), each case against one reference computed once (a q8_0
+ * cache scores with the query quantized as the tiles do: q8_query). Before that,
  * kv_store's conversions read back (kv_k_get / kv_v_get) within each type's
  * rounding: every other check reads the cache through those two. */
 #include <math.h>
@@ -31,24 +32,44 @@ typedef struct win_case {
     bool sinks;
 } win_case;
 
+/* The query a q8_0 cache scores with (engine_int.h att_q8): per group of
+ * qgroup dimensions d = max|x| / 127, x as d x round(x / d). */
+static void q8_query(const float *x, int32_t hd, int32_t group, double *out)
+{
+    for (int32_t g = 0; g < hd; g += group) {
+        float amax = 0;
+        for (int32_t i = g; i < g + group; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int32_t i = g; i < g + group; i++)
+            out[i] = (double)d * nearbyintf(x[i] * id);
+    }
+}
+
 /* out[k][h][hd] by the book: scores for positions lo..pos (lo = 0, or the
  * window's first), max (the sink's logit included), exp, sum. */
 static void naive(const att_tile *a, const float *q_all, float *out)
 {
     const kv_pool *kv = a->kv;
     const int32_t hd = a->hd;
+    double q[CV_MAX_HEAD_DIM];
     for (int32_t k = 0; k < a->n_tok; k++) {
         const int32_t n = a->pos0 + k + 1, lo = a->window > 0 ? CV_MAX(0, n - a->window) : 0;
         double *s = malloc((size_t)n * sizeof *s);
         for (int32_t h = 0; h < a->n_rep; h++) {
-            const float *q = q_all + ((size_t)k * a->n_rep + h) * hd;
+            const float *x = q_all + ((size_t)k * a->n_rep + h) * hd;
+            if (kv->type == CV_GGML_Q8_0)
+                q8_query(x, hd, kv->qgroup, q);
+            else
+                for (int32_t i = 0; i < hd; i++)
+                    q[i] = x[i];
             const double sink = a->sinks ? a->sinks[a->g * a->n_rep + h] : -INFINITY;
             double mx = sink, z = a->sinks ? 1 : 0; /* exp(sink - mx) once mx is known: fixed below */
             for (int32_t p = lo; p < n; p++) {
                 const char *K = kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, a->g);
                 double d = 0;
                 for (int32_t i = 0; i < hd; i++)
-                    d += (double)q[i] * kv_k_get(kv, K, p % CV_KV_BLOCK, i);
+                    d += q[i] * kv_k_get(kv, K, p % CV_KV_BLOCK, i);
                 s[p] = d * a->scale;
                 mx = fmax(mx, s[p]);
             }
