@@ -530,7 +530,10 @@ static void check_kv_type_every_position(const char *model, uint32_t kv_type, do
         }
         printf("  %s, %s KV vs f32 KV over %d positions: mean KL %.3g, worst %.3g, top-1 agrees %d/%d\n", model,
                cv_engine_kv_type_name(kv_type), n, sum_kl / n, max_kl, agree, n);
-        CHECK_MSG(sum_kl / n <= mean_kl_max && agree >= agree_min * n, "%s %s KV: mean KL %g, top-1 %d/%d", model,
+        /* the share of flips allowed, at least one (the sanitizer build
+         * checks 17 positions, where 5% would allow none) */
+        const int32_t flips = CV_MAX(1, (int32_t)((1 - agree_min) * n));
+        CHECK_MSG(sum_kl / n <= mean_kl_max && agree >= n - flips, "%s %s KV: mean KL %g, top-1 %d/%d", model,
                   cv_engine_kv_type_name(kv_type), sum_kl / n, agree, n);
     }
     free(lg[0]);
@@ -543,8 +546,9 @@ static void check_kv_type_every_position(const char *model, uint32_t kv_type, do
 TEST(quantized_kv_caches_keep_every_positions_distribution)
 {
     /* Measured (release, 200 positions): f16 mean KL 1.2-1.5e-6, top-1
-     * 199-200/200; q8_0 mean KL 6.4e-4 (llama) and 1.1e-3 (qwen3), worst
-     * 4.8e-3, top-1 196-198/200. */
+     * 199-200/200; q8_0 (int8 queries against int8 keys, as llama.cpp's
+     * CPU path) mean KL 1.2e-3 (llama) and 1.8e-3 (qwen3), worst 1.8e-2,
+     * top-1 193-197/200; ASan (17 positions) 7.6e-4 and 2.0e-3, 16-17/17. */
     check_kv_type_every_position("tiny-qwen3-gpt2-F32", CV_GGML_F16, 1e-5, 0.99);
     check_kv_type_every_position("tiny-llama-spm-F32", CV_GGML_F16, 1e-5, 0.99);
     check_kv_type_every_position("tiny-qwen3-gpt2-F32", CV_GGML_Q8_0, 5e-3, 0.95);
