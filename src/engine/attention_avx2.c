@@ -145,14 +145,9 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
     }
 }
 
-static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const att_q8 *q8, int32_t r,
-                                                          const char *K, const uint16_t *ks, int32_t hd, int32_t group,
-                                                          float *S, const int nr, const int kt)
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, int32_t hd, float *S,
+                                                          const int nr, const int kt)
 {
-    if (kt == KT_Q8) {
-        qk_rows_q8(q8, r, K, ks, hd, group, S, nr);
-        return;
-    }
     const size_t eb = kt == KT_F32 ? 4 : 2;
     const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;

@@ -3,10 +3,12 @@
  * and the tile's contract). A tile file defines its vector pieces, then
  * includes this header, which builds the tile from them:
  *   ATT_QK_ROWS   how many rows one qk_rows call scores (4 or 8)
- *   qk_rows(q, q8, r, K, ks, hd, group, S, nr, kt)
+ *   qk_rows(q, K, hd, S, nr, kt)
  *                 raw scores S[r][16] of nr (1..ATT_QK_ROWS) query rows q[r]
- *                 against a block's keys K (q8_0: rows r.. of q8 against
- *                 the int8 keys with their factors ks, engine_int.h att_q8)
+ *                 against a block's f32 or f16 keys K
+ *   qk_rows_q8(q8, r, K, ks, hd, group, S, nr)
+ *                 the same for a q8_0 cache: rows r.. of q8 against the int8
+ *                 keys K with their factors ks (engine_int.h att_q8)
  *   softmax_token(a, P, mx, sum, corr, k, base)
  *                 the online-softmax update of token k's rows: its scores in
  *                 P become probabilities (0 outside what it sees), mx and sum
@@ -43,16 +45,24 @@ static inline __attribute__((always_inline)) void qk_group(const att_tile *a, co
     for (int32_t t = 0; kt != KT_Q8 && t < ATT_QK_ROWS && r + t < R; t++)
         q[t] = q_row(a, r + t);
     const int32_t hd = a->hd;
+#define QK_CALL(n)                                                                                                     \
+    do {                                                                                                               \
+        if (kt == KT_Q8)                                                                                               \
+            qk_rows_q8(q8, r, K, ks, hd, group, S, n);                                                                 \
+        else                                                                                                           \
+            qk_rows(q, K, hd, S, n, kt);                                                                               \
+    } while (0)
     switch (CV_MIN(ATT_QK_ROWS, R - r)) {
-    case 8: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 8 : 1, kt); break;
-    case 7: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 7 : 1, kt); break;
-    case 6: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 6 : 1, kt); break;
-    case 5: qk_rows(q, q8, r, K, ks, hd, group, S, ATT_QK_ROWS >= 8 ? 5 : 1, kt); break;
-    case 4: qk_rows(q, q8, r, K, ks, hd, group, S, 4, kt); break;
-    case 3: qk_rows(q, q8, r, K, ks, hd, group, S, 3, kt); break;
-    case 2: qk_rows(q, q8, r, K, ks, hd, group, S, 2, kt); break;
-    default: qk_rows(q, q8, r, K, ks, hd, group, S, 1, kt); break;
+    case 8: QK_CALL(ATT_QK_ROWS >= 8 ? 8 : 1); break;
+    case 7: QK_CALL(ATT_QK_ROWS >= 8 ? 7 : 1); break;
+    case 6: QK_CALL(ATT_QK_ROWS >= 8 ? 6 : 1); break;
+    case 5: QK_CALL(ATT_QK_ROWS >= 8 ? 5 : 1); break;
+    case 4: QK_CALL(4); break;
+    case 3: QK_CALL(3); break;
+    case 2: QK_CALL(2); break;
+    default: QK_CALL(1); break;
     }
+#undef QK_CALL
 }
 
 /* Per KV block: every row's raw scores (a small GEMM on the transposed
