@@ -67,7 +67,8 @@ static inline __attribute__((always_inline)) void qk_group(const att_tile *a, co
 
 /* Per KV block: every row's raw scores (a small GEMM on the transposed
  * keys), every row's online-softmax update, then the value accumulation
- * four rows at a time. kt is a constant after inlining: the body is
+ * four rows at a time; the keys, then the values, of the block
+ * CV_ATT_PREFETCH_BLOCKS ahead are prefetched into L2 on the way. kt is a constant after inlining: the body is
  * compiled once per cache type. */
 static inline __attribute__((always_inline)) void att_tile_body(const att_tile *a, float *scratch, const int kt)
 {
@@ -91,7 +92,9 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
-        cv_att_prefetch_block(a, blk + 1, ctx_end);
+        const int32_t ahead = blk + CV_ATT_PREFETCH_BLOCKS < ctx_end ? a->blocks[blk + CV_ATT_PREFETCH_BLOCKS] : -1;
+        if (ahead >= 0)
+            cv_att_prefetch_l2(kv, kv_k(kv, ahead, a->layer, a->g));
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only rows from r0 see it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
@@ -99,6 +102,8 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
             qk_group(a, &q8, r, R, K, ks, group, P + (size_t)r * CV_KV_BLOCK, kt);
         for (int32_t k = k0; k < a->n_tok; k++)
             softmax_token(a, P, mx, sum, corr, k, base);
+        if (ahead >= 0)
+            cv_att_prefetch_l2(kv, kv_v(kv, ahead, a->layer, a->g));
         if (kt == KT_Q8)
             scale_pq(kv, V, P, Pq, gstride, ng, r0, R);
         /* Values, four rows at a time: a group reads the value rows its

@@ -23,10 +23,10 @@
  * in block order:
  *   data + (((layer * 2 + kv) * n_head_kv + head) * n_blocks + b) * head_bytes
  * A sequence's blocks come from the pool's start in order, so a decode
- * step's tile reads one head's consecutive blocks as one forward stream,
- * which the hardware prefetcher follows (block-major, with a head's 2 KB
- * of a block 196 KB from the next one, ran decode attention at depth 1.8x
- * slower). A block's bytes for saving or sharing are its pieces in
+ * step's tile reads one head's consecutive blocks as one forward stream
+ * (block-major, with a head's 2 KB of a block 196 KB from the next one,
+ * ran decode attention at depth 1.8x slower), which the tiles prefetch
+ * ahead of themselves (cv_att_prefetch_l2). A block's bytes for saving or sharing are its pieces in
  * (layer, kv, head) order (cv_engine_kv_block_read / _write). refs[b]
  * counts the block tables that hold b; 0 means free.
  *
@@ -245,23 +245,19 @@ typedef struct att_tile {
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
-/* Block blk's keys and values (blk < end, the tile's context) into L1 when
- * they do not follow block blk - 1 in memory (a table a fork or the prefix
- * cache reordered): a sequence's own blocks are consecutive in each head's
- * region, one stream the hardware prefetcher follows, where prefetching
- * every line of every block costs the score and value loops load slots
- * (one thread, K/V in cache: 7.3 against 10.5 GB/s without; from DRAM the
- * same or better; docs/PERF.md "Decode attention at depth"). The fast tiles
- * call it a block ahead. */
-static inline void cv_att_prefetch_block(const att_tile *a, int32_t blk, int32_t end)
+/* A piece of a block (one head's keys or values, kv_k / kv_v) into L2,
+ * for a tile that reaches it CV_ATT_PREFETCH_BLOCKS blocks later. The fast
+ * tiles prefetch the block that far ahead, its keys before this block's
+ * scores and its values before this block's values: spread out that way
+ * and aimed at L2 (prefetcht1), the stream runs ahead of the tile without
+ * taking the score and value loops' L1 fill slots (a sequence's blocks in
+ * order, tables a fork or the prefix cache reordered alike; measured in
+ * docs/PERF.md "Decode attention at depth: prefetching into L2"). */
+#define CV_ATT_PREFETCH_BLOCKS 4
+static inline __attribute__((always_inline)) void cv_att_prefetch_l2(const kv_pool *kv, const char *piece)
 {
-    if (blk >= end || a->blocks[blk] == a->blocks[blk - 1] + 1)
-        return;
-    const char *k = kv_k(a->kv, a->blocks[blk], a->layer, a->g), *v = kv_v(a->kv, a->blocks[blk], a->layer, a->g);
-    for (size_t o = 0; o < a->kv->head_bytes; o += 64) {
-        __builtin_prefetch(k + o, 0, 3);
-        __builtin_prefetch(v + o, 0, 3);
-    }
+    for (size_t o = 0; o < kv->head_bytes; o += 64)
+        __builtin_prefetch(piece + o, 0, 2);
 }
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
