@@ -68,8 +68,8 @@ static inline __attribute__((always_inline)) void qk_group(const att_tile *a, co
 /* Per KV block: every row's raw scores (a small GEMM on the transposed
  * keys), every row's online-softmax update, then the value accumulation
  * four rows at a time; the keys, then the values, of the block
- * CV_ATT_PREFETCH_BLOCKS ahead are prefetched into L2 on the way. kt is a constant after inlining: the body is
- * compiled once per cache type. */
+ * CV_ATT_PREFETCH_BLOCKS ahead go into L2 on the way. kt is a constant
+ * after inlining: the body is compiled once per cache type. */
 static inline __attribute__((always_inline)) void att_tile_body(const att_tile *a, float *scratch, const int kt)
 {
     const kv_pool *kv = a->kv;

@@ -26,8 +26,9 @@
  * step's tile reads one head's consecutive blocks as one forward stream
  * (block-major, with a head's 2 KB of a block 196 KB from the next one,
  * ran decode attention at depth 1.8x slower), which the tiles prefetch
- * ahead of themselves (cv_att_prefetch_l2). A block's bytes for saving or sharing are its pieces in
- * (layer, kv, head) order (cv_engine_kv_block_read / _write). refs[b]
+ * ahead of themselves (cv_att_prefetch_l2). A block's bytes for saving or
+ * sharing are its pieces in (layer, kv, head) order
+ * (cv_engine_kv_block_read / _write). refs[b]
  * counts the block tables that hold b; 0 means free.
  *
  * Elements are f32, f16 or q8_0: int8 values, each group of qgroup

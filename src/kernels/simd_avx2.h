@@ -155,14 +155,15 @@ static inline __m256i bcast32(const void *p)
                     case 2: TILE(wp, act, stride, n_in, 2, out); break;                               \
                     default: TILE(wp, act, stride, n_in, 1, out); break;                              \
                     }                                                                                 \
-                    /* a whole group's 16 floats: two vector moves, not a            \
-                     * library call per token */                                     \
-                    for (int k = 0; k < n; k++)                                                       \
+                    /* a whole group's 16 floats: two vector moves, not a library     \
+                     * call per token (the size is a constant then) */                \
+                    for (int k = 0; k < n; k++) {                                                     \
+                        float *dst = job->y + (t + k) * job->ldy + g * 16;                            \
                         if (rows == 16)                                                               \
-                            memcpy(job->y + (t + k) * job->ldy + g * 16, out + 16 * k, 16 * sizeof(float)); \
+                            memcpy(dst, out + 16 * k, 16 * sizeof(float));                            \
                         else                                                                          \
-                            memcpy(job->y + (t + k) * job->ldy + g * 16, out + 16 * k,                \
-                                   (size_t)rows * sizeof(float));                                     \
+                            memcpy(dst, out + 16 * k, (size_t)rows * sizeof(float));                  \
+                    }                                                                                 \
                 }                                                                                     \
             }                                                                                         \
         }                                                                                             \
