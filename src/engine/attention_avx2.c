@@ -121,11 +121,13 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
 
 static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, int32_t r, const char *K,
                                                              const uint16_t *ks, int32_t hd, int32_t group, float *S,
-                                                             const int nr)
+                                                             const int nr, att_pf *pf)
 {
     const int32_t ng = hd / group;
     const __m256i ones = _mm256_set1_epi16(1), off = _mm256_set1_epi8((char)0x80);
     for (int32_t g = 0; g < ng; g++) {
+        for (int32_t d = 0; d < group; d += 16)
+            cv_att_pf_take(pf);
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         const char *kp = K + kv_k8_at(0, g * group);
         for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
@@ -146,18 +148,21 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
 }
 
 static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, int32_t hd, float *S,
-                                                          const int nr, const int kt)
+                                                          const int nr, const int kt, att_pf *pf)
 {
     const size_t eb = kt == KT_F32 ? 4 : 2;
     const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    for (int32_t i = 0; i < hd; i++) {
-        const char *ki = K + kv_k_at(0, i) * eb;
-        const __m256 k0 = load8(ki, kt), k1 = load8(ki + 8 * eb, kt);
-        QK_FMA(0, a0, b0);
-        QK_FMA(1, a1, b1);
-        QK_FMA(2, a2, b2);
-        QK_FMA(3, a3, b3);
+    for (int32_t i0 = 0; i0 < hd; i0 += 16) {
+        cv_att_pf_take(pf);
+        for (int32_t i = i0; i < CV_MIN(i0 + 16, hd); i++) {
+            const char *ki = K + kv_k_at(0, i) * eb;
+            const __m256 k0 = load8(ki, kt), k1 = load8(ki + 8 * eb, kt);
+            QK_FMA(0, a0, b0);
+            QK_FMA(1, a1, b1);
+            QK_FMA(2, a2, b2);
+            QK_FMA(3, a3, b3);
+        }
     }
     QK_OUT(0, a0, b0);
     QK_OUT(1, a1, b1);
@@ -230,19 +235,24 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
     PV_STORE(3);
 }
 
-/* Columns 16 at a time (8 for a tail). A q8_0 block's values are its int8
- * ones, so the probabilities come already times each position's factor of
- * the columns' group: group g's rows at P + g * gstride (a group, 32
- * columns or the whole head, never splits a 16-column step). */
+/* Columns 16 at a time (8 for a tail), a take of pf each. A q8_0 block's
+ * values are its int8 ones, so the probabilities come already times each
+ * position's factor of the columns' group: group g's rows at P + g *
+ * gstride (a group, 32 columns or the whole head, never splits a 16-column
+ * step). */
 static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, size_t gstride, int32_t group,
                                                           const float *corr, const char *V, size_t row, int32_t nv,
-                                                          int32_t hd, const int nr, const int kt)
+                                                          int32_t hd, const int nr, const int kt, att_pf *pf)
 {
     int32_t i0 = 0;
-    for (; i0 + 16 <= hd; i0 += 16)
+    for (; i0 + 16 <= hd; i0 += 16) {
+        cv_att_pf_take(pf);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
-    if (i0 < hd)
+    }
+    if (i0 < hd) {
+        cv_att_pf_take(pf);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
+    }
 }
 
 /* Token k's rows, the scores of a block (base its first position) in P:

@@ -102,10 +102,12 @@ static inline __m512 load16(const char *p, const int kt)
 
 static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, int32_t r, const char *K,
                                                              const uint16_t *ks, int32_t hd, int32_t group, float *S,
-                                                             const int nr)
+                                                             const int nr, att_pf *pf)
 {
     const int32_t ng = hd / group;
     for (int32_t g = 0; g < ng; g++) {
+        for (int32_t d = 0; d < group; d += 16)
+            cv_att_pf_take(pf);
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         const char *kp = K + kv_k8_at(0, g * group);
         for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
@@ -132,21 +134,24 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
 }
 
 static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const char *K, int32_t hd, float *S,
-                                                          const int nr, const int kt)
+                                                          const int nr, const int kt, att_pf *pf)
 {
     const size_t eb = kt == KT_F32 ? 4 : 2;
     const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3], *q4 = q[4], *q5 = q[5], *q6 = q[6], *q7 = q[7];
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int32_t i = 0; i < hd; i++) {
-        const __m512 k = load16(K + kv_k_at(0, i) * eb, kt);
-        QK_FMA(0);
-        QK_FMA(1);
-        QK_FMA(2);
-        QK_FMA(3);
-        QK_FMA(4);
-        QK_FMA(5);
-        QK_FMA(6);
-        QK_FMA(7);
+    for (int32_t i0 = 0; i0 < hd; i0 += 16) {
+        cv_att_pf_take(pf);
+        for (int32_t i = i0; i < CV_MIN(i0 + 16, hd); i++) {
+            const __m512 k = load16(K + kv_k_at(0, i) * eb, kt);
+            QK_FMA(0);
+            QK_FMA(1);
+            QK_FMA(2);
+            QK_FMA(3);
+            QK_FMA(4);
+            QK_FMA(5);
+            QK_FMA(6);
+            QK_FMA(7);
+        }
     }
     QK_OUT(0);
     QK_OUT(1);
@@ -214,19 +219,28 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
 
 /* Columns 64 at a time, then 32, then 16 (a q8_0 cache with a factor per 32
  * dimensions: 32 at a time, each step in one group, whose probabilities
- * times that group's factors sit at P + group index * gstride). */
+ * times that group's factors sit at P + group index * gstride), a take of
+ * pf per 16. */
 static inline __attribute__((always_inline)) void pv_rows(float *acc, const float *P, size_t gstride, int32_t group,
                                                           const float *corr, const char *V, size_t row, int32_t nv,
-                                                          int32_t hd, const int nr, const int kt)
+                                                          int32_t hd, const int nr, const int kt, att_pf *pf)
 {
     const int32_t wide = kt == KT_Q8 && group < hd ? 32 : 64;
     int32_t i0 = 0;
-    for (; wide == 64 && i0 + 64 <= hd; i0 += 64)
+    for (; wide == 64 && i0 + 64 <= hd; i0 += 64) {
+        for (int t = 0; t < 4; t++)
+            cv_att_pf_take(pf);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 4, kt);
-    for (; i0 + 32 <= hd; i0 += 32)
+    }
+    for (; i0 + 32 <= hd; i0 += 32) {
+        cv_att_pf_take(pf);
+        cv_att_pf_take(pf);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
-    if (i0 < hd)
+    }
+    if (i0 < hd) {
+        cv_att_pf_take(pf);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
+    }
 }
 
 /* Token k's rows, the scores of a block (base its first position) in P:

@@ -3,10 +3,11 @@
  * and the tile's contract). A tile file defines its vector pieces, then
  * includes this header, which builds the tile from them:
  *   ATT_QK_ROWS   how many rows one qk_rows call scores (4 or 8)
- *   qk_rows(q, K, hd, S, nr, kt)
+ *   qk_rows(q, K, hd, S, nr, kt, pf)
  *                 raw scores S[r][16] of nr (1..ATT_QK_ROWS) query rows q[r]
- *                 against a block's f32 or f16 keys K
- *   qk_rows_q8(q8, r, K, ks, hd, group, S, nr)
+ *                 against a block's f32 or f16 keys K, one cv_att_pf_take of
+ *                 pf per 16 dimensions
+ *   qk_rows_q8(q8, r, K, ks, hd, group, S, nr, pf)
  *                 the same for a q8_0 cache: rows r.. of q8 against the int8
  *                 keys K with their factors ks (engine_int.h att_q8)
  *   softmax_token(a, P, mx, sum, corr, k, base)
@@ -15,9 +16,9 @@
  *                 move on, corr gets each row's correction factor
  *   scale_pq(kv, V, P, Pq, gstride, ng, r0, R)
  *                 q8_0: rows r0..R-1 of P times each group's value factors
- *   pv_rows(acc, P, gstride, group, corr, V, row, nv, hd, nr, kt)
+ *   pv_rows(acc, P, gstride, group, corr, V, row, nv, hd, nr, kt, pf)
  *                 nr (1..4) rows of acc: acc * corr + P x the first nv value
- *                 rows of V
+ *                 rows of V, one cv_att_pf_take of pf per 16 columns
  * Every row's scores are a sum over the head's dimensions in order,
  * whatever rows share its tile, so a token's logits are bit-identical
  * batched or alone, shared prefix or not (test_engine_batch,
@@ -39,7 +40,7 @@ static inline const float *q_row(const att_tile *a, int32_t r)
  * constant in each call so the ISA's loop keeps its sums in registers. */
 static inline __attribute__((always_inline)) void qk_group(const att_tile *a, const att_q8 *q8, int32_t r, int32_t R,
                                                            const char *K, const uint16_t *ks, int32_t group, float *S,
-                                                           const int kt)
+                                                           const int kt, att_pf *pf)
 {
     const float *q[8] = { 0 };
     for (int32_t t = 0; kt != KT_Q8 && t < ATT_QK_ROWS && r + t < R; t++)
@@ -48,9 +49,9 @@ static inline __attribute__((always_inline)) void qk_group(const att_tile *a, co
 #define QK_CALL(n)                                                                                                     \
     do {                                                                                                               \
         if (kt == KT_Q8)                                                                                               \
-            qk_rows_q8(q8, r, K, ks, hd, group, S, n);                                                                 \
+            qk_rows_q8(q8, r, K, ks, hd, group, S, n, pf);                                                             \
         else                                                                                                           \
-            qk_rows(q, K, hd, S, n, kt);                                                                               \
+            qk_rows(q, K, hd, S, n, kt, pf);                                                                           \
     } while (0)
     switch (CV_MIN(ATT_QK_ROWS, R - r)) {
     case 8: QK_CALL(ATT_QK_ROWS >= 8 ? 8 : 1); break;
@@ -67,9 +68,10 @@ static inline __attribute__((always_inline)) void qk_group(const att_tile *a, co
 
 /* Per KV block: every row's raw scores (a small GEMM on the transposed
  * keys), every row's online-softmax update, then the value accumulation
- * four rows at a time; the keys, then the values, of the block
- * CV_ATT_PREFETCH_BLOCKS ahead go into L2 on the way. kt is a constant
- * after inlining: the body is compiled once per cache type. */
+ * four rows at a time; the keys of the block CV_ATT_PREFETCH_BLOCKS ahead
+ * go into L2 during the first scores, its values during the first values
+ * (the later row groups of a prompt's tile find their cursors spent). kt
+ * is a constant after inlining: the body is compiled once per cache type. */
 static inline __attribute__((always_inline)) void att_tile_body(const att_tile *a, float *scratch, const int kt)
 {
     const kv_pool *kv = a->kv;
@@ -93,17 +95,15 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
         const int32_t ahead = blk + CV_ATT_PREFETCH_BLOCKS < ctx_end ? a->blocks[blk + CV_ATT_PREFETCH_BLOCKS] : -1;
-        if (ahead >= 0)
-            cv_att_prefetch_l2(kv, kv_k(kv, ahead, a->layer, a->g));
+        att_pf pk = cv_att_pf(kv, ahead >= 0 ? kv_k(kv, ahead, a->layer, a->g) : NULL, hd);
+        att_pf pv = cv_att_pf(kv, ahead >= 0 ? kv_v(kv, ahead, a->layer, a->g) : NULL, hd);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only rows from r0 see it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
         for (int32_t r = r0; r < R; r += ATT_QK_ROWS)
-            qk_group(a, &q8, r, R, K, ks, group, P + (size_t)r * CV_KV_BLOCK, kt);
+            qk_group(a, &q8, r, R, K, ks, group, P + (size_t)r * CV_KV_BLOCK, kt, &pk);
         for (int32_t k = k0; k < a->n_tok; k++)
             softmax_token(a, P, mx, sum, corr, k, base);
-        if (ahead >= 0)
-            cv_att_prefetch_l2(kv, kv_v(kv, ahead, a->layer, a->g));
         if (kt == KT_Q8)
             scale_pq(kv, V, P, Pq, gstride, ng, r0, R);
         /* Values, four rows at a time: a group reads the value rows its
@@ -114,12 +114,14 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
             float *ar = acc + (size_t)r * hd;
             const float *pr = (kt == KT_Q8 ? Pq : P) + (size_t)r * CV_KV_BLOCK;
             switch (nr) {
-            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt); break;
-            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt); break;
-            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt); break;
-            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt); break;
+            case 4: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 4, kt, &pv); break;
+            case 3: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 3, kt, &pv); break;
+            case 2: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 2, kt, &pv); break;
+            default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt, &pv); break;
             }
         }
+        cv_att_pf_rest(&pk);
+        cv_att_pf_rest(&pv);
     }
 }
 

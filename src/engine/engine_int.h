@@ -246,19 +246,40 @@ typedef struct att_tile {
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
-/* A piece of a block (one head's keys or values, kv_k / kv_v) into L2,
- * for a tile that reaches it CV_ATT_PREFETCH_BLOCKS blocks later. The fast
- * tiles prefetch the block that far ahead, its keys before this block's
- * scores and its values before this block's values: spread out that way
- * and aimed at L2 (prefetcht1), the stream runs ahead of the tile without
- * taking the score and value loops' L1 fill slots (a sequence's blocks in
- * order, tables a fork or the prefix cache reordered alike; measured in
- * docs/PERF.md "Decode attention at depth: prefetching into L2"). */
+/* The fast tiles prefetch the block CV_ATT_PREFETCH_BLOCKS ahead into L2
+ * (prefetcht1), a few lines at a time: its keys between this block's score
+ * steps, its values between its value steps, one take per 16 dimensions
+ * (or columns) a loop covers. Aimed at L2, the stream keeps out of the
+ * loops' L1 fill slots; spread out, it never fills the core's miss buffers
+ * at once, which a whole piece per block did, stalling the tile on its own
+ * prefetches (a sequence's blocks in order, tables a fork or the prefix
+ * cache reordered alike; docs/PERF.md "Decode attention at depth:
+ * prefetching into L2" and "... spread out"). */
 #define CV_ATT_PREFETCH_BLOCKS 4
-static inline __attribute__((always_inline)) void cv_att_prefetch_l2(const kv_pool *kv, const char *piece)
+typedef struct att_pf {
+    const char *p; /* the next line */
+    size_t left;   /* bytes of the piece not yet prefetched */
+    size_t step;   /* bytes a take prefetches */
+} att_pf;
+/* A cursor over piece (one head's keys or values of a block, kv_k / kv_v;
+ * NULL: nothing to prefetch) for a loop over hd dimensions. */
+static inline att_pf cv_att_pf(const kv_pool *kv, const char *piece, int32_t hd)
 {
-    for (size_t o = 0; o < kv->head_bytes; o += 64)
-        __builtin_prefetch(piece + o, 0, 2);
+    const size_t lines = (kv->head_bytes + 63) / 64, takes = (size_t)(hd + 15) / 16;
+    return (att_pf){ piece, piece ? kv->head_bytes : 0, (lines + takes - 1) / takes * 64 };
+}
+static inline __attribute__((always_inline)) void cv_att_pf_take(att_pf *f)
+{
+    const size_t m = CV_MIN(f->step, f->left);
+    for (size_t o = 0; o < m; o += 64)
+        __builtin_prefetch(f->p + o, 0, 2);
+    f->p += m, f->left -= m;
+}
+/* What a block's takes left (none when its loops covered every dimension). */
+static inline void cv_att_pf_rest(att_pf *f)
+{
+    f->step = f->left;
+    cv_att_pf_take(f);
 }
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
