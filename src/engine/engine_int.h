@@ -271,6 +271,8 @@ static inline att_pf cv_att_pf(const kv_pool *kv, const char *piece, int32_t hd)
 static inline __attribute__((always_inline)) void cv_att_pf_take(att_pf *f)
 {
     const size_t m = CV_MIN(f->step, f->left);
+    if (m == 0) /* spent, or no piece (p NULL: no arithmetic on it) */
+        return;
     for (size_t o = 0; o < m; o += 64)
         __builtin_prefetch(f->p + o, 0, 2);
     f->p += m, f->left -= m;
