@@ -103,6 +103,15 @@ static inline __attribute__((always_inline)) __m256i dot_acc32_s8(__m256i acc, _
     return acc;
 }
 
+/* acc += vpmaddwd(s, sc) (s is clobbered), as one chain: for the same
+ * reason as dot_acc16, GCC would otherwise add two products' vpmaddwd
+ * together first and keep a tile's sums on the stack. */
+static inline __attribute__((always_inline)) __m256i madd_acc32(__m256i acc, __m256i s, __m256i sc)
+{
+    __asm__("vpmaddwd %[sc], %[s], %[s]\n\tvpaddd %[s], %[acc], %[acc]" : [acc] "+x"(acc), [s] "+x"(s) : [sc] "x"(sc));
+    return acc;
+}
+
 /* Prefetch [p, p + bytes) into L1, a line at a time. The tiles stream
  * their weights at a few uops per byte, so the out-of-order window alone
  * keeps too few cache misses in flight for a single core to reach its read
