@@ -217,6 +217,13 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
     PV_ALL(PV_STORE);
 }
 
+/* A take of pf per 16 columns of a w x 16-column step. */
+static inline __attribute__((always_inline)) void pf_takes(att_pf *pf, const int w)
+{
+    for (int t = 0; t < w; t++)
+        cv_att_pf_take(pf);
+}
+
 /* Columns 64 at a time, then 32, then 16 (a q8_0 cache with a factor per 32
  * dimensions: 32 at a time, each step in one group, whose probabilities
  * times that group's factors sit at P + group index * gstride), a take of
@@ -228,17 +235,15 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
     const int32_t wide = kt == KT_Q8 && group < hd ? 32 : 64;
     int32_t i0 = 0;
     for (; wide == 64 && i0 + 64 <= hd; i0 += 64) {
-        for (int t = 0; t < 4; t++)
-            cv_att_pf_take(pf);
+        pf_takes(pf, 4);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 4, kt);
     }
     for (; i0 + 32 <= hd; i0 += 32) {
-        cv_att_pf_take(pf);
-        cv_att_pf_take(pf);
+        pf_takes(pf, 2);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
     }
     if (i0 < hd) {
-        cv_att_pf_take(pf);
+        pf_takes(pf, 1);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
     }
 }

@@ -90,13 +90,14 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
      * with a window it starts at the first token's window */
     const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);
     const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
+    const size_t pf_step = cv_att_pf_step(kv, hd);
     for (int32_t blk = first; blk < end; blk++) {
         const int32_t base = blk * CV_KV_BLOCK;
         const char *K = kv_k(kv, a->blocks[blk], a->layer, a->g);
         const char *V = kv_v(kv, a->blocks[blk], a->layer, a->g);
         const int32_t ahead = blk + CV_ATT_PREFETCH_BLOCKS < ctx_end ? a->blocks[blk + CV_ATT_PREFETCH_BLOCKS] : -1;
-        att_pf pk = cv_att_pf(kv, ahead >= 0 ? kv_k(kv, ahead, a->layer, a->g) : NULL, hd);
-        att_pf pv = cv_att_pf(kv, ahead >= 0 ? kv_v(kv, ahead, a->layer, a->g) : NULL, hd);
+        att_pf pk = cv_att_pf(kv, ahead >= 0 ? kv_k(kv, ahead, a->layer, a->g) : NULL, pf_step);
+        att_pf pv = cv_att_pf(kv, ahead >= 0 ? kv_v(kv, ahead, a->layer, a->g) : NULL, pf_step);
         const uint16_t *ks = kt == KT_Q8 ? kv_q8_scales(kv, K) : NULL;
         /* Tokens before k0 sit before this block: only rows from r0 see it. */
         const int32_t k0 = CV_MAX(0, base - a->pos0), r0 = k0 * n_rep;
@@ -120,8 +121,7 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
             default: pv_rows(ar, pr, gstride, group, corr + r, V, row, nv, hd, 1, kt, &pv); break;
             }
         }
-        cv_att_pf_rest(&pk);
-        cv_att_pf_rest(&pv);
+        assert(pk.left == 0 && pv.left == 0);
     }
 }
 

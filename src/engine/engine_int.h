@@ -261,12 +261,20 @@ typedef struct att_pf {
     size_t left;   /* bytes of the piece not yet prefetched */
     size_t step;   /* bytes a take prefetches */
 } att_pf;
-/* A cursor over piece (one head's keys or values of a block, kv_k / kv_v;
- * NULL: nothing to prefetch) for a loop over hd dimensions. */
-static inline att_pf cv_att_pf(const kv_pool *kv, const char *piece, int32_t hd)
+/* Bytes a take prefetches for loops over hd dimensions: a piece (one
+ * head's keys or values of a block, head_bytes) in ceil(hd / 16) takes.
+ * The same for keys and values; a tile computes it once. */
+static inline size_t cv_att_pf_step(const kv_pool *kv, int32_t hd)
 {
     const size_t lines = (kv->head_bytes + 63) / 64, takes = (size_t)(hd + 15) / 16;
-    return (att_pf){ piece, piece ? kv->head_bytes : 0, (lines + takes - 1) / takes * 64 };
+    return (lines + takes - 1) / takes * 64;
+}
+/* A cursor over piece (kv_k / kv_v; NULL: nothing to prefetch). Each
+ * ISA's loops take exactly ceil(hd / 16) times a block, so a block's
+ * cursors end spent (the tile asserts it). */
+static inline att_pf cv_att_pf(const kv_pool *kv, const char *piece, size_t step)
+{
+    return (att_pf){ piece, piece ? kv->head_bytes : 0, step };
 }
 static inline __attribute__((always_inline)) void cv_att_pf_take(att_pf *f)
 {
@@ -276,12 +284,6 @@ static inline __attribute__((always_inline)) void cv_att_pf_take(att_pf *f)
     for (size_t o = 0; o < m; o += 64)
         __builtin_prefetch(f->p + o, 0, 2);
     f->p += m, f->left -= m;
-}
-/* What a block's takes left (none when its loops covered every dimension). */
-static inline void cv_att_pf_rest(att_pf *f)
-{
-    f->step = f->left;
-    cv_att_pf_take(f);
 }
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
