@@ -305,43 +305,7 @@ static inline __attribute__((always_inline)) void tile8(const uint8_t *wp, const
     }
 }
 
-/* CV_TILE_RUN's loops (simd_avx2.h) with 8-token steps: tile8 for 5-8
- * tokens, tile4 for a tail (or a whole call) of 1-4. */
-static void run(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1)
-{
-    const int64_t n_in = job->n_in;
-    const uint8_t *base = job->w->data;
-    const size_t stride = job->act_row_bytes, gbytes = group_bytes(n_in);
-    _Alignas(32) float out[8 * 16];
-    for (int64_t tc = t0; tc < t1; tc += 128) {
-        const int64_t te = CV_MIN(t1, tc + 128);
-        for (int64_t g = g0; g < g1; g++) {
-            const uint8_t *wp = base + (size_t)g * gbytes;
-            const int64_t rows = CV_MIN(16, job->n_out - g * 16);
-            for (int64_t t = tc; t < te; t += 8) {
-                const int n = (int)CV_MIN(8, te - t);
-                const uint8_t *act = job->act + (size_t)t * stride;
-                switch (n) {
-                case 8: tile8(wp, act, stride, n_in, 8, out); break;
-                case 7: tile8(wp, act, stride, n_in, 7, out); break;
-                case 6: tile8(wp, act, stride, n_in, 6, out); break;
-                case 5: tile8(wp, act, stride, n_in, 5, out); break;
-                case 4: tile4(wp, act, stride, n_in, 4, out); break;
-                case 3: tile4(wp, act, stride, n_in, 3, out); break;
-                case 2: tile4(wp, act, stride, n_in, 2, out); break;
-                default: tile4(wp, act, stride, n_in, 1, out); break;
-                }
-                for (int k = 0; k < n; k++) {
-                    float *dst = job->y + (t + k) * job->ldy + g * 16;
-                    if (rows == 16)
-                        memcpy(dst, out + 16 * k, 16 * sizeof(float));
-                    else
-                        memcpy(dst, out + 16 * k, (size_t)rows * sizeof(float));
-                }
-            }
-        }
-    }
-}
+CV_TILE_RUN8(run, tile4, tile8, group_bytes)
 
 const cv_mm_impl cv_mm_q6_K_avx2 = {
     .name = "avx2 tiles: 16 rows x 4 or 8 tokens, weights repacked at load",

@@ -143,26 +143,42 @@ static inline __m256i bcast32(const void *p)
  * tiles of 4 tokens and a 1..3-token tail. TILE(wp, act, stride, n_in, T,
  * out) computes out[t][16] for one group whose packed weights start at wp;
  * GROUP_BYTES(n_in) is a group's packed size. */
-#define CV_TILE_RUN(name, TILE, GROUP_BYTES)                                                          \
+#define CV_TILE_RUN(name, TILE, GROUP_BYTES) CV_TILE_RUN_STEP(name, TILE, TILE, GROUP_BYTES, 4)
+
+/* The same with steps of 8 tokens for a type with a second tile for 5-8
+ * (TILE8, out[t][16] for t < 8) beside TILE4's 1-4: 5-8 tokens of a step
+ * go to TILE8, a step of 1-4 to TILE4. */
+#define CV_TILE_RUN8(name, TILE4, TILE8, GROUP_BYTES) CV_TILE_RUN_STEP(name, TILE4, TILE8, GROUP_BYTES, 8)
+
+#define CV_TILE_RUN_STEP(name, TILE4, TILE8, GROUP_BYTES, STEP)                                       \
     static void name(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1)           \
     {                                                                                                 \
         const int64_t n_in = job->n_in;                                                               \
         const uint8_t *base = job->w->data;                                                           \
         const size_t stride = job->act_row_bytes, gbytes = GROUP_BYTES(n_in);                         \
-        _Alignas(32) float out[4 * 16];                                                               \
+        _Alignas(32) float out[(STEP) * 16];                                                          \
         for (int64_t tc = t0; tc < t1; tc += 128) {                                                    \
             const int64_t te = CV_MIN(t1, tc + 128);                                                   \
             for (int64_t g = g0; g < g1; g++) {                                                       \
                 const uint8_t *wp = base + (size_t)g * gbytes;                                        \
                 const int64_t rows = CV_MIN(16, job->n_out - g * 16);                                 \
-                for (int64_t t = tc; t < te; t += 4) {                                                \
-                    const int n = (int)CV_MIN(4, te - t);                                             \
+                for (int64_t t = tc; t < te; t += (STEP)) {                                           \
+                    const int n = (int)CV_MIN((STEP), te - t);                                        \
                     const uint8_t *act = job->act + (size_t)t * stride;                               \
-                    switch (n) {                                                                      \
-                    case 4: TILE(wp, act, stride, n_in, 4, out); break;                               \
-                    case 3: TILE(wp, act, stride, n_in, 3, out); break;                               \
-                    case 2: TILE(wp, act, stride, n_in, 2, out); break;                               \
-                    default: TILE(wp, act, stride, n_in, 1, out); break;                              \
+                    if ((STEP) == 8 && n > 4) {                                                       \
+                        switch (n) {                                                                  \
+                        case 8: TILE8(wp, act, stride, n_in, 8, out); break;                          \
+                        case 7: TILE8(wp, act, stride, n_in, 7, out); break;                          \
+                        case 6: TILE8(wp, act, stride, n_in, 6, out); break;                          \
+                        default: TILE8(wp, act, stride, n_in, 5, out); break;                         \
+                        }                                                                             \
+                    } else {                                                                          \
+                        switch (n) {                                                                  \
+                        case 4: TILE4(wp, act, stride, n_in, 4, out); break;                          \
+                        case 3: TILE4(wp, act, stride, n_in, 3, out); break;                          \
+                        case 2: TILE4(wp, act, stride, n_in, 2, out); break;                          \
+                        default: TILE4(wp, act, stride, n_in, 1, out); break;                         \
+                        }                                                                             \
                     }                                                                                 \
                     /* a whole group's 16 floats: two vector moves, not a library     \
                      * call per token (the size is a constant then) */                \
