@@ -13,6 +13,9 @@ extern const cv_mm_impl cv_mm_q5_1_avx2;
 extern const cv_mm_impl cv_mm_q5_K_avx2;
 extern const cv_mm_impl cv_mm_iq4_nl_avx2;
 extern const cv_mm_impl cv_mm_mxfp4_avx2;
+extern const cv_mm_impl cv_mm_f32_avx2;
+extern const cv_mm_impl cv_mm_f16_avx2;
+extern const cv_mm_impl cv_mm_bf16_avx2;
 
 static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q4_0] = &cv_mm_q4_0_avx2,
@@ -25,6 +28,9 @@ static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q5_K] = &cv_mm_q5_K_avx2,
     [CV_GGML_IQ4_NL] = &cv_mm_iq4_nl_avx2,
     [CV_GGML_MXFP4] = &cv_mm_mxfp4_avx2,
+    [CV_GGML_F32] = &cv_mm_f32_avx2,
+    [CV_GGML_F16] = &cv_mm_f16_avx2,
+    [CV_GGML_BF16] = &cv_mm_bf16_avx2,
 };
 
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }
