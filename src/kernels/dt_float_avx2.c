@@ -1,6 +1,6 @@
 /* dt_float_avx2.c — the float weight types on AVX2 (f32, f16 via F16C,
  * bf16 by shifting): row conversion, dot products with f32 activations,
- * and the matmul tile of 4 rows x 3 tokens, which reads the rows in place. */
+ * and the matmul tile of 2 rows x 3 tokens, which reads the rows in place. */
 #include "kernels/simd_avx2.h"
 
 void cv_dt_f32_dot_avx2(int64_t n, const void *w, const void *a, float *out)
@@ -73,7 +73,7 @@ static inline __attribute__((always_inline)) float ft_one(const uint8_t *row, in
     return cv_bf16_to_fp32(((const uint16_t *)row)[i]);
 }
 
-/* Sums h (0, 1) of nr rows x nt tokens += the 8 values from i. */
+/* One of the two sums (acc) of nr rows x nt tokens += the 8 values from i. */
 #define FT_STEP(acc, i)                                                                                               \
     do {                                                                                                              \
         __m256 xv[FT_TOKS];                                                                                           \

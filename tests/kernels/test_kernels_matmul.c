@@ -3,8 +3,9 @@
  * 1..17 and larger (each batch path), row counts that are not a multiple of
  * any tile, one-block and odd-block rows, with and without threads, through
  * strided rows; every SIMD matmul against the scalar one, also on weights
- * of random bytes with extreme scales; and prepared-weight creation
- * refusing bad shapes. */
+ * of random bytes with extreme scales; every token's bits alone and
+ * batched (and the float tile's against its row dots); and prepared-weight
+ * creation refusing bad shapes. */
 #include <stdlib.h>
 
 #include "kernels/kernels_int.h"
@@ -399,12 +400,73 @@ TEST(weight_preparation_refuses_bad_types_and_shapes)
     cv_wmat_destroy(NULL);
 }
 
+/* The implementations' promise (kernels_int.h cv_mm_impl.run): a token's
+ * outputs have the same bits whatever other tokens share the call, in
+ * every tile's token steps and tails and across token chunks (50, 131).
+ * And the float tile's results are its type's row dots, bit for bit: a
+ * row of 901 values has a 16-step body, a last 8 and a tail of 5. */
+TEST(a_token_gets_the_same_bits_alone_or_batched_and_float_rows_their_dots_bits)
+{
+    enum { N_OUT = 21 };
+    const int64_t toks[] = { 2, 5, 9, 50, 131 }, n_out = N_OUT;
+    for (int isa = 0; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(isa))
+            continue;
+        for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+            const cv_dtype *dt = cv_dtype_get(t);
+            if (!dt || !dt->is_weight)
+                continue;
+            const bool is_float = dt->block_elems == 1;
+            const int64_t n_in = is_float ? 901 : 2 * dt->block_elems;
+            const size_t row = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+            uint8_t *w = malloc(row * n_out);
+            float *wf = malloc(n_in * sizeof *wf);
+            for (int64_t o = 0; o < n_out; o++) {
+                fill(wf, n_in, 500 * t + o);
+                CHECK_EQ_INT(cv_quantize_row(t, wf, w + o * row, n_in, NULL), 0);
+            }
+            cv_wmat *m;
+            CHECK_EQ_INT(cv_wmat_create_isa(t, n_in, n_out, w, row * n_out, isa, &m, NULL), 0);
+            const cv_dtype_ops ops = cv_dtype_ops_for(dt, isa);
+            for (size_t c = 0; c < CV_ARRAY_LEN(toks); c++) {
+                const int64_t n_tok = toks[c];
+                float *x = malloc(n_in * n_tok * sizeof *x), *y = malloc(n_out * n_tok * sizeof *y);
+                float y1[N_OUT];
+                fill(x, n_in * n_tok, 31 + n_tok);
+                cv_matmul(NULL, m, n_tok, x, y);
+                int64_t bad = -1, bad_dot = -1;
+                for (int64_t k = 0; k < n_tok; k++) {
+                    cv_matmul(NULL, m, 1, x + k * n_in, y1);
+                    if (bad < 0 && memcmp(y1, y + k * n_out, sizeof y1))
+                        bad = k;
+                    for (int64_t o = 0; is_float && o < n_out && bad_dot < 0; o++) {
+                        float d;
+                        ops.vec_dot(n_in, w + o * row, x + k * n_in, &d);
+                        if (memcmp(&d, y + k * n_out + o, sizeof d))
+                            bad_dot = k;
+                    }
+                }
+                CHECK_MSG(bad < 0, "%s %s n_tok=%lld: token %lld's outputs differ from the same token alone", dt->name,
+                          cv_isa_name(isa), (long long)n_tok, (long long)bad);
+                CHECK_MSG(bad_dot < 0, "%s %s n_tok=%lld: token %lld's outputs are not its row dots' bits", dt->name,
+                          cv_isa_name(isa), (long long)n_tok, (long long)bad_dot);
+                free(x);
+                free(y);
+            }
+            cv_wmat_destroy(m);
+            free(w);
+            free(wf);
+        }
+    }
+}
+
 int main(void)
 {
     RUN(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size);
     RUN(simd_matmul_equals_the_scalar_matmul_within_each_dtypes_tolerance);
     RUN(simd_matmul_on_random_blocks_equals_the_scalar_matmul);
     RUN(matmul_is_identical_with_and_without_threads);
+    RUN(a_token_gets_the_same_bits_alone_or_batched_and_float_rows_their_dots_bits);
     RUN(weight_preparation_refuses_bad_types_and_shapes);
     return test_report();
 }
