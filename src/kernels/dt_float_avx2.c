@@ -86,8 +86,8 @@ static inline __attribute__((always_inline)) float ft_one(const uint8_t *row, in
     } while (0)
 
 static inline __attribute__((always_inline)) void ft_tile(const uint8_t *w, size_t rb, const float *x, size_t xs,
-                                                          int64_t n, float *y, int64_t ldy, const int nr,
-                                                          const int nt, const int kind)
+                                                          int64_t n, const cv_mm_job *job, int64_t t0, int64_t r0,
+                                                          const int nr, const int nt, const int kind)
 {
     __m256 a0[FT_ROWS][FT_TOKS], a1[FT_ROWS][FT_TOKS];
     _Pragma("GCC unroll 2")
@@ -111,7 +111,7 @@ static inline __attribute__((always_inline)) void ft_tile(const uint8_t *w, size
             float s = hsum_ps(_mm256_add_ps(a0[r][t], a1[r][t]));
             for (int64_t j = i; j < n; j++)
                 s += ft_one(w + r * rb, j, kind) * x[t * xs + j];
-            y[t * ldy + r] = s;
+            cv_mm_y_row(job, t0 + t)[r0 + r] = s;
         }
 }
 #undef FT_STEP
@@ -133,14 +133,14 @@ static int64_t ft_chunk(int64_t n_in)
     do {                                                                                                              \
         if ((nt) == 1)                                                                                                \
             for (int r = 0; r < (nr); r++)                                                                            \
-                ft_tile(w + r * rb, rb, x, xs, n_in, y + r, ldy, 1, 1, kind);                                         \
+                ft_tile(w + r * rb, rb, x, xs, n_in, job, t, r0 + r, 1, 1, kind);                                     \
         else                                                                                                          \
-            ft_tile(w, rb, x, xs, n_in, y, ldy, nr, nt, kind);                                                        \
+            ft_tile(w, rb, x, xs, n_in, job, t, r0, nr, nt, kind);                                                    \
     } while (0)
 static inline __attribute__((always_inline)) void ft_run(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0,
                                                          int64_t t1, const int kind)
 {
-    const int64_t n_in = job->n_in, ldy = job->ldy, chunk = ft_chunk(n_in);
+    const int64_t n_in = job->n_in, chunk = ft_chunk(n_in);
     const size_t rb = job->w->row_bytes, xs = job->act_row_bytes / sizeof(float);
     for (int64_t tc = t0; tc < t1; tc += chunk) {
         const int64_t te = CV_MIN(t1, tc + chunk);
@@ -149,7 +149,6 @@ static inline __attribute__((always_inline)) void ft_run(const cv_mm_job *job, i
             const uint8_t *w = (const uint8_t *)job->w->data + (size_t)r0 * rb;
             for (int64_t t = tc; t < te; t += FT_TOKS) {
                 const float *x = (const float *)(job->act + (size_t)t * job->act_row_bytes);
-                float *y = job->y + t * ldy + r0;
                 switch ((int)(nr * 4 + CV_MIN(FT_TOKS, te - t))) {
                 case 2 * 4 + 3: FT_CASE(2, 3); break;
                 case 2 * 4 + 2: FT_CASE(2, 2); break;

@@ -167,12 +167,11 @@ const char *cv_matmul_path(uint32_t type, cv_isa isa);
  * a call (routed (token, expert) pairs: tokens of a step x experts used per
  * token) and the X rows it reads; max_n_in and max_n_out the widest input
  * row and output of the matrices it will meet; n_expert their number of
- * experts. Its two large buffers (max_rows activation rows as wide as any
- * weight type needs, up to 4 bytes a value for f32 weights, and
- * max_rows x max_n_out floats of results) are reserved address space: only
- * the pages a call writes take memory, about 1.2 bytes per input value and
- * 4 per output of the call for quantized weights (a decode step's few
- * routes touch a few KiB). The sizes are the caller's, from a validated
+ * experts. Its large buffer (max_rows activation rows as wide as any
+ * weight type needs, up to 4 bytes a value for f32 weights) is reserved
+ * address space: only the pages a call writes take memory, about 1.2 bytes
+ * per input value of the call for quantized weights (a decode step's few
+ * routes touch a few KiB); outputs go straight into the caller's Y. The sizes are the caller's, from a validated
  * model and its own batch limit: each must be >= 1, max_n_in and max_n_out
  * <= CV_MAX_MATMUL_DIM, max_rows <= INT32_MAX (asserted). Aborts with a
  * message when the OS refuses the address space, like cv_xmalloc. One

@@ -261,7 +261,8 @@ struct cv_wmat {
 
 /* A job for one matmul: the prepared weights, the activations after the
  * implementation's quantize step (act_row_bytes apart, one row per token),
- * and the output. */
+ * and the output: token t's in row t of y, or in row y_rows[t] (the
+ * expert-routed matmul writes each route's row where its caller wants it). */
 typedef struct cv_mm_job {
     const cv_wmat *w;
     const uint8_t *act;      /* quantized activations [n_tok][act_row_bytes] */
@@ -269,7 +270,14 @@ typedef struct cv_mm_job {
     int64_t n_in, n_out, n_tok;
     float *y;
     int64_t ldy;
+    const int32_t *y_rows;   /* NULL, or the row of y of each token */
 } cv_mm_job;
+
+/* Where token t's outputs go. */
+static inline float *cv_mm_y_row(const cv_mm_job *job, int64_t t)
+{
+    return job->y + (job->y_rows ? job->y_rows[t] : t) * job->ldy;
+}
 
 /* How one (dtype, ISA) computes a matmul. Rows are handled in groups of
  * `rows_per_group` (the interleave of the packed layout); the driver splits
@@ -285,8 +293,8 @@ typedef struct cv_mm_impl {
     size_t (*act_row_bytes)(const cv_wmat *w);
     void (*quant_act)(const cv_wmat *w, const float *x, void *dst);
     /* Y for row groups [g0, g1) and tokens [t0, t1): writes exactly
-     * y[t * ldy + o] for those tokens and the rows o < n_out of those
-     * groups. Each output's bits depend only on its weight row and its
+     * cv_mm_y_row(job, t)[o] for those tokens and the rows o < n_out of
+     * those groups. Each output's bits depend only on its weight row and its
      * token's activation row, never on which other tokens or groups share
      * the call (cv_matmul_experts runs an expert's routed rows as one batch
      * and promises the bits of each row alone). */

@@ -63,7 +63,7 @@ static void generic_run(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0
         for (int64_t r = g0; r < g1; r++)
             for (int64_t t = tc; t < te; t++)
                 w->ops.vec_dot(w->n_in, wd + (size_t)r * w->row_bytes, job->act + (size_t)t * job->act_row_bytes,
-                               &job->y[t * job->ldy + r]);
+                               &cv_mm_y_row(job, t)[r]);
     }
 }
 

@@ -7,8 +7,8 @@
  * contiguous exactly as a dense matmul's do. One pool job then takes items
  * of (expert, chunk of row groups) from one counter; an item runs the
  * expert's own tile (its cv_mm_impl.run, the one cv_matmul uses) over all
- * the expert's rows into a results buffer in expert order, and copies the
- * columns it wrote to the routes' rows of Y while they are in cache. Each
+ * the expert's rows, writing each row's outputs straight into its route's
+ * row of Y (cv_mm_job.y_rows). Each
  * used expert's weights thus stream once per call however many rows it
  * has; an expert with no rows is never touched. This file owns no tile:
  * the bits come from the dense path's implementations, which is why they
@@ -40,8 +40,6 @@ struct cv_mm_ws {
     /* reserved address space, backed only where a call writes */
     uint8_t *act;        /* [max_rows][act_row_cap] quantized rows by slot */
     size_t act_bytes;
-    float *out;          /* [max_rows][n_out of the call] results by slot */
-    size_t out_bytes;
 };
 
 /* Anonymous, never-touched pages cost no memory until written, so sizing
@@ -82,9 +80,7 @@ cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
     ws->x_read = cv_xmalloc(nr * sizeof *ws->x_read);
     /* below 2^31 rows x 2^26 bytes each: no overflow */
     ws->act_bytes = nr * ws->act_row_cap;
-    ws->out_bytes = nr * (size_t)max_n_out * sizeof(float);
     ws->act = reserve(ws->act_bytes, max_rows);
-    ws->out = reserve(ws->out_bytes, max_rows);
     return ws;
 }
 
@@ -93,7 +89,6 @@ void cv_mm_ws_destroy(cv_mm_ws *ws)
     if (!ws)
         return;
     munmap(ws->act, ws->act_bytes);
-    munmap(ws->out, ws->out_bytes);
     free(ws->e_off);
     free(ws->used);
     free(ws->item_off);
@@ -237,7 +232,7 @@ static void compute_job(void *ctx, int ith, int nth)
     (void)nth;
     moe_run *r = ctx;
     const cv_mm_ws *ws = r->ws;
-    const int64_t n_out = r->w0->n_out, rpg = r->w0->impl->rows_per_group;
+    const int64_t n_out = r->w0->n_out;
     int32_t u = 0;
     for (;;) {
         const int64_t i = atomic_fetch_add_explicit(&r->next_item, 1, memory_order_relaxed);
@@ -255,13 +250,11 @@ static void compute_job(void *ctx, int ith, int nth)
             .n_in = r->w0->n_in,
             .n_out = n_out,
             .n_tok = n,
-            .y = ws->out + p0 * n_out,
-            .ldy = n_out,
+            .y = r->y,
+            .ldy = r->ldy,
+            .y_rows = ws->order + p0,
         };
         r->w0->impl->run(&job, g0, g1, 0, n);
-        const int64_t o0 = g0 * rpg, o1 = CV_MIN(n_out, g1 * rpg);
-        for (int64_t p = p0; p < p0 + n; p++)
-            memcpy(r->y + ws->order[p] * r->ldy + o0, ws->out + p * n_out + o0, (size_t)(o1 - o0) * sizeof(float));
     }
 }
 

@@ -183,7 +183,7 @@ static inline __m256i bcast32(const void *p)
                     /* a whole group's 16 floats: two vector moves, not a library     \
                      * call per token (the size is a constant then) */                \
                     for (int k = 0; k < n; k++) {                                                     \
-                        float *dst = job->y + (t + k) * job->ldy + g * 16;                            \
+                        float *dst = cv_mm_y_row(job, t + k) + g * 16;                                \
                         if (rows == 16)                                                               \
                             memcpy(dst, out + 16 * k, 16 * sizeof(float));                            \
                         else                                                                          \
