@@ -126,8 +126,7 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
     const int32_t ng = hd / group;
     const __m256i ones = _mm256_set1_epi16(1), off = _mm256_set1_epi8((char)0x80);
     for (int32_t g = 0; g < ng; g++) {
-        for (int32_t d = 0; d < group; d += 16)
-            cv_att_pf_take(pf);
+        cv_att_pf_takes(pf, (group + 15) / 16);
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         const char *kp = K + kv_k8_at(0, g * group);
         for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {

@@ -106,8 +106,7 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
 {
     const int32_t ng = hd / group;
     for (int32_t g = 0; g < ng; g++) {
-        for (int32_t d = 0; d < group; d += 16)
-            cv_att_pf_take(pf);
+        cv_att_pf_takes(pf, (group + 15) / 16);
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         const char *kp = K + kv_k8_at(0, g * group);
         for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
@@ -217,13 +216,6 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
     PV_ALL(PV_STORE);
 }
 
-/* A take of pf per 16 columns of a w x 16-column step. */
-static inline __attribute__((always_inline)) void pf_takes(att_pf *pf, const int w)
-{
-    for (int t = 0; t < w; t++)
-        cv_att_pf_take(pf);
-}
-
 /* Columns 64 at a time, then 32, then 16 (a q8_0 cache with a factor per 32
  * dimensions: 32 at a time, each step in one group, whose probabilities
  * times that group's factors sit at P + group index * gstride), a take of
@@ -235,15 +227,15 @@ static inline __attribute__((always_inline)) void pv_rows(float *acc, const floa
     const int32_t wide = kt == KT_Q8 && group < hd ? 32 : 64;
     int32_t i0 = 0;
     for (; wide == 64 && i0 + 64 <= hd; i0 += 64) {
-        pf_takes(pf, 4);
+        cv_att_pf_takes(pf, 4);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 4, kt);
     }
     for (; i0 + 32 <= hd; i0 += 32) {
-        pf_takes(pf, 2);
+        cv_att_pf_takes(pf, 2);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 2, kt);
     }
     if (i0 < hd) {
-        pf_takes(pf, 1);
+        cv_att_pf_takes(pf, 1);
         pv_cols(acc, P + (size_t)(i0 / group) * gstride, corr, V, row, nv, hd, i0, nr, 1, kt);
     }
 }

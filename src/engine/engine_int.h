@@ -285,6 +285,12 @@ static inline __attribute__((always_inline)) void cv_att_pf_take(att_pf *f)
         __builtin_prefetch(f->p + o, 0, 2);
     f->p += m, f->left -= m;
 }
+/* n takes: a loop step that covers n x 16 dimensions (or columns). */
+static inline __attribute__((always_inline)) void cv_att_pf_takes(att_pf *f, int32_t n)
+{
+    for (int32_t t = 0; t < n; t++)
+        cv_att_pf_take(f);
+}
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
 void cv_att_tile_avx512(const att_tile *a, float *scratch); /* needs hd % 16 == 0 */

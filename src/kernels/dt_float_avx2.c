@@ -124,16 +124,15 @@ static int64_t ft_chunk(int64_t n_in)
     return c < FT_TOKS ? FT_TOKS : c > 48 ? 48 : c;
 }
 
-/* One token (decode): a group's rows one after the other, each its own
- * 1 x 1 tile (the same sums). Rows read two (or four) at once streamed
- * from DRAM at half to two thirds the rate of one at a time (f16, 896 and
- * 2048 values a row, one thread), for reasons this VM's lack of counters
- * hid; one at a time is the dots' own rate. */
+/* One token (decode): the row dots themselves, a group's rows one after
+ * the other. Rows read two (or four) at once streamed from DRAM at half to
+ * two thirds the rate of one at a time (f16, 896 and 2048 values a row,
+ * one thread), for reasons this VM's lack of counters hid. */
 #define FT_CASE(nr, nt)                                                                                               \
     do {                                                                                                              \
         if ((nt) == 1)                                                                                                \
             for (int r = 0; r < (nr); r++)                                                                            \
-                ft_tile(w + r * rb, rb, x, xs, n_in, job, t, r0 + r, 1, 1, kind);                                     \
+                job->w->ops.vec_dot(n_in, w + r * rb, x, &cv_mm_y_row(job, t)[r0 + r]);                               \
         else                                                                                                          \
             ft_tile(w, rb, x, xs, n_in, job, t, r0, nr, nt, kind);                                                    \
     } while (0)
