@@ -26,7 +26,10 @@
  *     sequences of their own are each filled, untimed, per repeat, and
  *     with --shared they all fork from it, holding the same blocks (agents
  *     with one system prompt). The ids, so the hash, are the same either
- *     way.
+ *     way;
+ *   with --depth, decode at depth against depth 0: single steps of a deep
+ *     sequence and of a fresh one in turn, n of each a repeat, and the
+ *     ratio of their times (decode_alternated).
  * MACs per token are the matmuls' (attention is not counted; an MoE token's
  * routed experts only); weight bytes are the matrices' GGUF sizes. Inputs are ids i*7919 mod n_vocab. */
 #include <errno.h>
@@ -176,6 +179,43 @@ out:
     return rc;
 }
 
+/* Decode at depth against decode at depth 0, one step of each in turn:
+ * a sequence of its own from position 0 and one forked from base (at
+ * depth), n steps each, so the host's swings (a minute when the two vCPUs
+ * get one core's worth) fall on both alike and their ratio holds still
+ * where two separate runs' does not. secs[k] and ph[k]: k = 0 the depth-0
+ * steps, 1 the deep ones. */
+static int decode_alternated(cv_engine *e, int32_t base, int32_t depth, int32_t n, double secs[2], phase ph[2],
+                             cv_err *err)
+{
+    const int32_t V = cv_engine_model(e)->hp.n_vocab;
+    int32_t seq[2], tok[2] = { 1, 1 }, opened = 0;
+    int rc = cv_engine_seq_open(e, &seq[0], err);
+    if (rc == 0) {
+        opened = 1;
+        if ((rc = cv_engine_seq_fork(e, base, &seq[1], err)) == 0)
+            opened = 2;
+    }
+    secs[0] = secs[1] = 0;
+    for (int32_t step = 0; step < n && rc == 0; step++)
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            int32_t pos = (k ? depth : 0) + step;
+            bool want = true;
+            const float *lg;
+            int32_t nl;
+            const double t0 = cv_now_s();
+            rc = cv_engine_forward(e, &(cv_batch){ 1, &tok[k], &seq[k], &pos, &want }, &lg, &nl, err);
+            secs[k] += cv_now_s() - t0;
+            if (rc == 0) {
+                add_stats(&ph[k], e);
+                tok[k] = cv_argmax(lg, V);
+            }
+        }
+    for (int32_t k = 0; k < opened; k++)
+        cv_engine_seq_close(e, seq[k]);
+    return rc;
+}
+
 /* The ceilings around a case's repeats: c[r] is measured before repeat r,
  * c[repeats] after the last. */
 typedef struct ceiling {
@@ -249,7 +289,9 @@ static int bench(const bench_opts *o)
     cv_engine_params ep = {
         .n_threads = o->threads,
         .n_ctx = o->depth + CV_MAX(o->n_prompt, o->n_gen) + 1,
-        .n_seq_max = max_b + 1, /* and the sequence at depth they fork from */
+        /* and the sequence at depth they fork from; with --depth, two for the
+         * alternated case */
+        .n_seq_max = (o->depth ? CV_MAX(max_b, 2) : max_b) + 1,
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
         .kv_type = o->kv_type,
@@ -405,9 +447,40 @@ static int bench(const bench_opts *o)
             print_ceilings(&dec);
         }
     }
+    if (o->json && rc == 0)
+        printf("]");
+    if (o->depth && rc == 0) {
+        /* the deep steps against depth-0 steps taken in turn with them (in
+         * the JSON, each pair is [depth 0, depth D]) */
+        double s[2] = { 0, 0 }, att[2] = { 0, 0 };
+        for (int r = 0; r < o->repeats && rc == 0; r++) {
+            double sr[2];
+            phase ph[2] = { 0 };
+            if ((rc = decode_alternated(e, seq, o->depth, o->n_gen, sr, ph, &err)))
+                break;
+            for (int k = 0; k < 2; k++) {
+                const double tot = ph[k].matmul + ph[k].attention + ph[k].other;
+                s[k] += sr[k];
+                att[k] += tot > 0 ? sr[k] * ph[k].attention / tot : 0;
+            }
+        }
+        if (rc == 0) {
+            const double steps = (double)o->n_gen * o->repeats, ratio = s[0] / s[1];
+            if (o->json)
+                printf(",\"alternated\":{\"depth\":%d,\"steps\":%.0f,\"step_ms\":[%.3f,%.3f],"
+                       "\"attention_ms\":[%.3f,%.3f],\"ratio\":%.4f}",
+                       o->depth, steps, 1e3 * s[0] / steps, 1e3 * s[1] / steps, 1e3 * att[0] / steps,
+                       1e3 * att[1] / steps, ratio);
+            else
+                printf("%2d decode b=1 at depth %d against depth 0, %.0f steps of each in turn: %.2f against %.2f "
+                       "tok/s, ratio %.3f  (%.2f against %.2f ms/step, attention %.2f against %.2f)\n",
+                       o->n_batches + 2, o->depth, steps, steps / s[1], steps / s[0], ratio, 1e3 * s[1] / steps,
+                       1e3 * s[0] / steps, 1e3 * att[1] / steps, 1e3 * att[0] / steps);
+        }
+    }
     cv_engine_seq_close(e, seq);
     if (rc == 0 && o->json)
-        printf("]}\n");
+        printf("}\n");
 fail_t:
     free(t);
     free(c);

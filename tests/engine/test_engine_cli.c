@@ -144,6 +144,7 @@ TEST(synth_then_bench_reports_ceilings_and_a_stable_output_hash)
             CHECK(out.data && strstr(out.data, "at depth 1100 (shared)"));
         /* the prefill comes after the depth too: an agent's turn */
         CHECK(out.data && strstr(out.data, "prefill    8 tokens at depth 1100:"));
+        CHECK(out.data && strstr(out.data, "decode b=1 at depth 1100 against depth 0, 6 steps of each in turn:"));
     }
     CHECK_MSG(line[0][0] && !strcmp(line[0], line[1]), "--shared changed the ids: '%s' vs '%s'", line[0], line[1]);
     cv_buf_free(&out);
@@ -178,6 +179,12 @@ TEST(hybrid_synth_info_and_bench_at_depth)
         CHECK(json_number_value(json_object_get(json_object_get(j, "prefill"), "tok_s")) > 0);
         CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "prefill"), "depth")), 40);
         CHECK_EQ_INT(json_array_size(json_object_get(j, "decode")), 2);
+        /* the deep steps in turn with depth-0 ones: 4 of each a repeat */
+        const json_t *alt = json_object_get(j, "alternated");
+        CHECK_EQ_INT(json_integer_value(json_object_get(alt, "depth")), 40);
+        CHECK_EQ_INT(json_integer_value(json_object_get(alt, "steps")), 8);
+        CHECK_EQ_INT(json_array_size(json_object_get(alt, "step_ms")), 2);
+        CHECK(json_number_value(json_object_get(alt, "ratio")) > 0);
         json_decref(j);
     }
     cv_buf_free(&out);
