@@ -56,7 +56,7 @@ att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
     att_q8 o = { .q = (int8_t *)at };
     o.d = at + (((size_t)R * (size_t)hd + 63) / 64) * 16;
     o.sum = (int32_t *)(o.d + (size_t)R * ng);
-    for (int32_t r = 0; r < R; r++) {
+    for (int32_t r = 0; r < R && !a->q8_ready; r++) {
         const int32_t k = r / a->n_rep, h = r % a->n_rep;
         const float *x = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * hd;
         for (int32_t g = 0; g < ng; g++) {
@@ -215,8 +215,13 @@ void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
 {
     const int32_t R = a->n_tok * a->n_rep, c0 = cv_att_chunk0(a), c1 = cv_att_chunks(a->pos0 + a->n_tok - 1);
     const size_t n = cv_att_state_floats(R, a->hd);
-    /* the kernel's scratch first, the running state at the end */
+    /* the kernel's scratch first, the running state at the end; a q8_0
+     * cache's query rows quantized once for all the chunks */
     float *run = scratch + cv_att_scratch_floats(R, a->hd) - n;
+    if (a->kv->type == CV_GGML_Q8_0 && c1 - c0 > 1) {
+        cv_att_q8_rows(a, scratch);
+        a->q8_ready = true;
+    }
     for (int32_t c = c0; c < c1; c++) {
         a->blk0 = c * CV_ATT_CHUNK_BLOCKS;
         a->blk1 = a->blk0 + CV_ATT_CHUNK_BLOCKS;

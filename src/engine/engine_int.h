@@ -231,6 +231,8 @@ typedef struct att_tile {
     int32_t window;      /* 0: every earlier position */
     const float *sinks;  /* [n_head] or NULL */
     int32_t blk0, blk1;  /* the kernels attend blocks [blk0, blk1) of the context */
+    bool q8_ready;       /* q8_0: the query rows are already in scratch (cv_att_q8_rows),
+                          * quantized once for the chunks of one run */
 } att_tile;
 
 /* Attention is computed chunk by chunk: CV_ATT_CHUNK_BLOCKS blocks of
@@ -314,7 +316,8 @@ typedef struct att_q8 {
     int32_t *sum; /* [R][groups]: the sum of a group's q, for the keys' offset */
 } att_q8;
 /* Tile a's query rows quantized into the part of scratch the q8_0 tiles
- * keep for them (after the scalar and fast tiles' own floats). */
+ * keep for them (after the scalar and fast tiles' own floats); with
+ * a->q8_ready, only where they already are. */
 att_q8 cv_att_q8_rows(const att_tile *a, float *scratch);
 /* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
  * a kernel's, plus one state for cv_att_tile_run. */
