@@ -49,14 +49,21 @@ static size_t q8_floats(int32_t R, int32_t hd)
     return (((size_t)R * (size_t)hd + 63) / 64) * 16 + (((size_t)R * 2 * groups + 15) & ~(size_t)15);
 }
 
-att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
+att_q8 cv_att_q8_at(const att_tile *a, float *scratch)
 {
-    const int32_t hd = a->hd, R = a->n_tok * a->n_rep, group = a->kv->qgroup, ng = hd / group;
+    const int32_t hd = a->hd, R = a->n_tok * a->n_rep, ng = hd / a->kv->qgroup;
     float *at = scratch + q8_offset(R, hd);
     att_q8 o = { .q = (int8_t *)at };
     o.d = at + (((size_t)R * (size_t)hd + 63) / 64) * 16;
     o.sum = (int32_t *)(o.d + (size_t)R * ng);
-    for (int32_t r = 0; r < R && !a->q8_ready; r++) {
+    return o;
+}
+
+att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
+{
+    const int32_t hd = a->hd, R = a->n_tok * a->n_rep, group = a->kv->qgroup, ng = hd / group;
+    const att_q8 o = cv_att_q8_at(a, scratch);
+    for (int32_t r = 0; r < R; r++) {
         const int32_t k = r / a->n_rep, h = r % a->n_rep;
         const float *x = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)(a->g * a->n_rep + h) * hd;
         for (int32_t g = 0; g < ng; g++) {
@@ -96,7 +103,7 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
     const bool q8 = kv->type == CV_GGML_Q8_0;
-    const att_q8 q8r = q8 ? cv_att_q8_rows(a, scratch) : (att_q8){ 0 };
+    const att_q8 q8r = !q8 ? (att_q8){ 0 } : a->q8_ready ? cv_att_q8_at(a, scratch) : cv_att_q8_rows(a, scratch);
     const int32_t group = kv->qgroup, ng = hd / group;
     const int32_t first = CV_MAX(a->blk0, cv_att_first_block(a->pos0, a->window));
     const int32_t end = CV_MIN(a->blk1, (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1);

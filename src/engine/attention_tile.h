@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) void att_tile_body(const att_tile *
     memset(acc, 0, (size_t)R * hd * sizeof(float));
     for (int32_t r = 0; r < R; r++)
         mx[r] = -INFINITY, sum[r] = 0;
-    const att_q8 q8 = kt == KT_Q8 ? cv_att_q8_rows(a, scratch) : (att_q8){ 0 };
+    const att_q8 q8 = kt != KT_Q8 ? (att_q8){ 0 } : a->q8_ready ? cv_att_q8_at(a, scratch) : cv_att_q8_rows(a, scratch);
     /* the tile's context ends at block ctx_end, this call's range at end;
      * with a window it starts at the first token's window */
     const int32_t ctx_end = (a->pos0 + a->n_tok - 1) / CV_KV_BLOCK + 1, end = CV_MIN(a->blk1, ctx_end);

@@ -315,9 +315,10 @@ typedef struct att_q8 {
     float *d;     /* [R][groups] */
     int32_t *sum; /* [R][groups]: the sum of a group's q, for the keys' offset */
 } att_q8;
-/* Tile a's query rows quantized into the part of scratch the q8_0 tiles
- * keep for them (after the scalar and fast tiles' own floats); with
- * a->q8_ready, only where they already are. */
+/* Where tile a's quantized query rows sit in scratch (the part the q8_0
+ * tiles keep for them, after the scalar and fast tiles' own floats), and
+ * those rows quantized there; a tile with q8_ready takes them as they are. */
+att_q8 cv_att_q8_at(const att_tile *a, float *scratch);
 att_q8 cv_att_q8_rows(const att_tile *a, float *scratch);
 /* Floats of scratch one thread needs for tiles of max_rows = n_tok * n_rep:
  * a kernel's, plus one state for cv_att_tile_run. */
