@@ -52,6 +52,14 @@ typedef struct kv_pool {
     int32_t n_free;
 } kv_pool;
 
+/* Anonymous memory for the KV pools and the recurrent states: committed
+ * on first touch (MAP_NORESERVE), and asked to come in transparent huge
+ * pages (a hint the OS may decline): a deep decode streams megabytes of
+ * K/V a layer, and in 4 KiB pages every page crossing is a TLB walk that
+ * also stalls the tile's prefetches (docs/PERF.md "Decode attention at
+ * depth: huge pages"). NULL when the OS refuses the mapping; free with
+ * munmap. */
+void *eng_map(size_t bytes);
 int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
                  cv_err *err);
 void kv_pool_fini(kv_pool *p);

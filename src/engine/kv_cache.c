@@ -19,6 +19,15 @@
 
 /* ---- block pool ---- */
 
+void *eng_map(size_t bytes)
+{
+    void *d = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (d == MAP_FAILED)
+        return NULL;
+    madvise(d, bytes, MADV_HUGEPAGE);
+    return d;
+}
+
 static size_t head_bytes(int32_t head_dim, uint32_t type)
 {
     if (type == CV_GGML_Q8_0)
@@ -50,12 +59,13 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
      * first touch, so a large cache costs only what sequences use (freed
-     * blocks are reused first, so it stays at what they used at most). A
-     * pool of no layer has ids and references only. */
+     * blocks are reused first, so it stays at what they used at most),
+     * rounded up to a huge page (2 MiB) per layer, half and head, the
+     * pieces' regions. A pool of no layer has ids and references only. */
     size_t total = p->block_bytes * (size_t)n_blocks;
     if (total > 0) {
-        void *d = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (d == MAP_FAILED)
+        void *d = eng_map(total);
+        if (!d)
             return cv_err_set(err, CV_ENOMEM, "KV cache: cannot map %.1f MiB for %d blocks of %d positions",
                               total / 1048576.0, n_blocks, CV_KV_BLOCK);
         p->data = d;

@@ -53,9 +53,9 @@ int eng_state_init(cv_engine *e, cv_err *err)
         return cv_err_set(err, CV_ELIMIT, "engine: %d sequences' recurrent state would take %.0f GiB", e->p.n_seq_max,
                           total / (1ull << 30));
     /* Untouched pages cost nothing: checkpoint slots of a server that never
-     * drafts stay unbacked. */
-    void *d = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (d == MAP_FAILED)
+     * drafts stay unbacked (2 MiB at a time where huge pages are granted). */
+    void *d = eng_map((size_t)total);
+    if (!d)
         return cv_err_set(err, CV_ENOMEM, "engine: cannot map %.1f MiB of recurrent state", total / 1048576.0);
     e->state = d;
     return 0;
