@@ -42,19 +42,23 @@ static size_t q8_offset(int32_t R, int32_t hd)
     return (n + 15) & ~(size_t)15;
 }
 
-/* Floats of the q8_0 rows themselves: int8 [R][hd], then d and sums. */
+/* Floats of one [R][hd] array of int8, 64-byte aligned. */
+static size_t q8_bytes_floats(int32_t R, int32_t hd) { return (((size_t)R * (size_t)hd + 63) / 64) * 16; }
+
+/* Floats of the q8_0 rows themselves: int8 [R][hd], their magnitudes
+ * [R][hd], then d and sums. */
 static size_t q8_floats(int32_t R, int32_t hd)
 {
     const size_t groups = (size_t)(hd / kv_q8_group(hd));
-    return (((size_t)R * (size_t)hd + 63) / 64) * 16 + (((size_t)R * 2 * groups + 15) & ~(size_t)15);
+    return 2 * q8_bytes_floats(R, hd) + (((size_t)R * 2 * groups + 15) & ~(size_t)15);
 }
 
 att_q8 cv_att_q8_at(const att_tile *a, float *scratch)
 {
     const int32_t hd = a->hd, R = a->n_tok * a->n_rep, ng = hd / a->kv->qgroup;
     float *at = scratch + q8_offset(R, hd);
-    att_q8 o = { .q = (int8_t *)at };
-    o.d = at + (((size_t)R * (size_t)hd + 63) / 64) * 16;
+    att_q8 o = { .q = (int8_t *)at, .qa = (uint8_t *)(at + q8_bytes_floats(R, hd)) };
+    o.d = at + 2 * q8_bytes_floats(R, hd);
     o.sum = (int32_t *)(o.d + (size_t)R * ng);
     return o;
 }
@@ -69,6 +73,7 @@ att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
         for (int32_t g = 0; g < ng; g++) {
             const float *xg = x + g * group;
             int8_t *qg = o.q + (size_t)r * hd + g * group;
+            uint8_t *ag = o.qa + (size_t)r * hd + g * group;
             float amax = 0;
             for (int32_t i = 0; i < group; i++) {
                 const float m = fabsf(xg[i]);
@@ -83,6 +88,7 @@ att_q8 cv_att_q8_rows(const att_tile *a, float *scratch)
                 const float t = xg[i] * id;
                 const float u = t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? t : 0.0f;
                 qg[i] = (int8_t)((u + 0x1.8p23f) - 0x1.8p23f);
+                ag[i] = (uint8_t)(qg[i] < 0 ? -qg[i] : qg[i]);
                 sum += qg[i];
             }
             o.d[(size_t)r * ng + g] = d;

@@ -92,7 +92,8 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
 /* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
  * dimensions 16 positions x 4 bytes, two registers), back from their
  * offset to signed: per four dimensions and row, vpmaddubsw of the row's
- * |q| against the keys with q's signs (a pair's sum stays below 2^15: both
+ * |q| (kept beside q: a broadcast load, not a vpabsb on the multiply
+ * ports) against the keys with q's signs (a pair's sum stays below 2^15: both
  * sides within +-127), vpmaddwd into 8 int32 sums a register; per group
  * the sums in f32 times the key factors x the row's factor, added into S
  * in group order (engine_int.h att_q8: the scalar tile's arithmetic to the
@@ -100,9 +101,10 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
 #define QK8_DP(n, a, b)                                                                                                \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
-            int32_t w;                                                                                                 \
+            int32_t w, wa;                                                                                             \
             memcpy(&w, q8->q + (size_t)(r + (n)) * hd + i, 4);                                                         \
-            const __m256i qb = _mm256_set1_epi32(w), qa = _mm256_abs_epi8(qb);                                        \
+            memcpy(&wa, q8->qa + (size_t)(r + (n)) * hd + i, 4);                                                       \
+            const __m256i qb = _mm256_set1_epi32(w), qa = _mm256_set1_epi32(wa);                                      \
             a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k0, qb)), ones));    \
             b = _mm256_add_epi32(b, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k1, qb)), ones));    \
         }                                                                                                              \

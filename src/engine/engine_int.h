@@ -320,6 +320,7 @@ att_tile_fn cv_att_tile_named(const char *name, int32_t hd);
  * so their scores differ only where their fused multiply-adds round. */
 typedef struct att_q8 {
     int8_t *q;    /* [R][hd] */
+    uint8_t *qa;  /* [R][hd]: |q|, what AVX2's vpmaddubsw takes as its unsigned side */
     float *d;     /* [R][groups] */
     int32_t *sum; /* [R][groups]: the sum of a group's q, for the keys' offset */
 } att_q8;
