@@ -128,6 +128,23 @@ static int prefill_once(cv_engine *e, int32_t seq, int32_t depth, int32_t n, dou
     return rc;
 }
 
+/* One decode step of b sequences: tok[s] at pos[s] in, each one's greedy
+ * next token out in tok[s]; the step's phase times added to ph. */
+static int decode_step(cv_engine *e, int32_t b, int32_t *tok, int32_t *seq, int32_t *pos, bool *want, phase *ph,
+                       cv_err *err)
+{
+    const int32_t V = cv_engine_model(e)->hp.n_vocab;
+    const float *lg;
+    int32_t nl;
+    const int rc = cv_engine_forward(e, &(cv_batch){ b, tok, seq, pos, want }, &lg, &nl, err);
+    if (rc)
+        return rc;
+    add_stats(ph, e);
+    for (int32_t s = 0; s < b; s++)
+        tok[s] = cv_argmax(lg + (size_t)s * V, V);
+    return 0;
+}
+
 /* b sequences at `depth` tokens, then n timed steps of one token each.
  * A single sequence, or shared ones, fork from base (the bench's one
  * sequence filled to depth, untimed, once for every case and repeat); b
@@ -160,16 +177,10 @@ static int decode_once(cv_engine *e, int32_t base, int32_t b, int32_t depth, boo
     for (int32_t step = 0; step < n && rc == 0; step++) {
         for (int32_t s = 0; s < b; s++)
             pos[s] = depth + step;
-        const float *lg;
-        int32_t nl;
-        rc = cv_engine_forward(e, &(cv_batch){ b, tok, seq, pos, want }, &lg, &nl, err);
-        if (rc)
+        if ((rc = decode_step(e, b, tok, seq, pos, want, ph, err)))
             break;
-        add_stats(ph, e);
-        for (int32_t s = 0; s < b; s++) {
-            tok[s] = cv_argmax(lg + (size_t)s * V, V);
+        for (int32_t s = 0; s < b; s++)
             h = fnv(h, tok[s]);
-        }
     }
     *secs = cv_now_s() - t0;
     *hash = h;
@@ -188,7 +199,6 @@ out:
 static int decode_alternated(cv_engine *e, int32_t base, int32_t depth, int32_t n, double secs[2], phase ph[2],
                              cv_err *err)
 {
-    const int32_t V = cv_engine_model(e)->hp.n_vocab;
     int32_t seq[2], tok[2] = { 1, 1 }, opened = 0;
     int rc = cv_engine_seq_open(e, &seq[0], err);
     if (rc == 0) {
@@ -201,15 +211,9 @@ static int decode_alternated(cv_engine *e, int32_t base, int32_t depth, int32_t 
         for (int k = 0; k < 2 && rc == 0; k++) {
             int32_t pos = (k ? depth : 0) + step;
             bool want = true;
-            const float *lg;
-            int32_t nl;
             const double t0 = cv_now_s();
-            rc = cv_engine_forward(e, &(cv_batch){ 1, &tok[k], &seq[k], &pos, &want }, &lg, &nl, err);
+            rc = decode_step(e, 1, &tok[k], &seq[k], &pos, &want, &ph[k], err);
             secs[k] += cv_now_s() - t0;
-            if (rc == 0) {
-                add_stats(&ph[k], e);
-                tok[k] = cv_argmax(lg, V);
-            }
         }
     for (int32_t k = 0; k < opened; k++)
         cv_engine_seq_close(e, seq[k]);

@@ -171,12 +171,13 @@ const char *cv_matmul_path(uint32_t type, cv_isa isa);
  * weight type needs, up to 4 bytes a value for f32 weights) is reserved
  * address space: only the pages a call writes take memory, about 1.2 bytes
  * per input value of the call for quantized weights (a decode step's few
- * routes touch a few KiB); outputs go straight into the caller's Y. The sizes are the caller's, from a validated
- * model and its own batch limit: each must be >= 1, max_n_in and max_n_out
- * <= CV_MAX_MATMUL_DIM, max_rows <= INT32_MAX (asserted). Aborts with a
- * message when the OS refuses the address space, like cv_xmalloc. One
- * matmul at a time per workspace (it holds the call's bookkeeping); the
- * caller destroys it (NULL is fine). */
+ * routes touch a few KiB); outputs go straight into the caller's Y, so
+ * max_n_out only bounds what a call may be given (asserted). The sizes
+ * are the caller's, from a validated model and its own batch limit: each
+ * must be >= 1, max_n_in and max_n_out <= CV_MAX_MATMUL_DIM, max_rows <=
+ * INT32_MAX (asserted). Aborts with a message when the OS refuses the
+ * address space, like cv_xmalloc. One matmul at a time per workspace (it
+ * holds the call's bookkeeping); the caller destroys it (NULL is fine). */
 typedef struct cv_mm_ws cv_mm_ws;
 cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert);
 void cv_mm_ws_destroy(cv_mm_ws *ws);
