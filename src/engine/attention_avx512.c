@@ -77,23 +77,38 @@ static inline __m512 load16(const char *p, const int kt)
 
 /* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
  * dimensions 16 positions x 4 bytes, one register): per four dimensions one
- * vpdpbusd a row, the four int8 of the row broadcast, into 16 int32 sums;
- * per group the sums less the keys' offset (128 x the row's sum), in f32,
- * times the 16 key factors x the row's factor, added into S in group order
- * (engine_int.h att_q8: the scalar tile's arithmetic to the bit). */
+ * vpdpbusd a row, the four int8 of the row broadcast, into 16 int32 sums,
+ * alternate fours into two sets (two dependency chains a row: the
+ * instruction's latency is four of its issue slots; integer sums, so the
+ * same bits; a group is a multiple of 16 dimensions here); per group the
+ * sums less the keys' offset (128 x the row's sum), in f32, times the 16 key
+ * factors x the row's factor, added into S in group order (engine_int.h
+ * att_q8: the scalar tile's arithmetic to the bit). */
+
+/* acc += u8 . (the four int8 at s8x4, broadcast): the broadcast is the
+ * instruction's own memory operand. In assembly because GCC 12 builds each
+ * _mm512_dpbusd_epi32 here with two register copies around it and the
+ * broadcast through a general register (docs/PERF.md "Decode attention at
+ * depth: huge pages, and the AVX-512 q8_0 scores"). */
+static inline __m512i dpbusd_bcast(__m512i acc, __m512i u8, const int8_t *s8x4)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*(const int32_t *)s8x4));
+    return acc;
+}
 #define QK8_DP(n)                                                                                                      \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
-            int32_t w;                                                                                                 \
-            memcpy(&w, q8->q + (size_t)(r + (n)) * hd + i, 4);                                                         \
-            a##n = _mm512_dpbusd_epi32(a##n, k, _mm512_set1_epi32(w));                                                 \
+            const int8_t *qn = q8->q + (size_t)(r + (n)) * hd + i;                                                     \
+            a##n = dpbusd_bcast(a##n, k, qn);                                                                          \
+            b##n = dpbusd_bcast(b##n, k2, qn + 4);                                                                     \
         }                                                                                                              \
     } while (0)
 #define QK8_OUT(n)                                                                                                     \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
             const size_t gi = (size_t)(r + (n)) * ng + g;                                                              \
-            const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(a##n, _mm512_set1_epi32(128 * q8->sum[gi])));        \
+            const __m512i t = _mm512_add_epi32(a##n, b##n);                                                             \
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(t, _mm512_set1_epi32(128 * q8->sum[gi])));            \
             const __m512 dd = _mm512_mul_ps(dk, _mm512_set1_ps(q8->d[gi]));                                            \
             float *s = S + (n) * CV_KV_BLOCK;                                                                          \
             _mm512_storeu_ps(s, g == 0 ? _mm512_mul_ps(f, dd) : _mm512_fmadd_ps(f, dd, _mm512_loadu_ps(s)));           \
@@ -108,9 +123,11 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
     for (int32_t g = 0; g < ng; g++) {
         cv_att_pf_takes(pf, (group + 15) / 16);
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
         const char *kp = K + kv_k8_at(0, g * group);
-        for (int32_t i = g * group; i < (g + 1) * group; i += 4, kp += 4 * CV_KV_BLOCK) {
+        for (int32_t i = g * group; i < (g + 1) * group; i += 8, kp += 8 * CV_KV_BLOCK) {
             const __m512i k = _mm512_loadu_si512((const void *)kp);
+            const __m512i k2 = _mm512_loadu_si512((const void *)(kp + 4 * CV_KV_BLOCK));
             QK8_DP(0);
             QK8_DP(1);
             QK8_DP(2);
