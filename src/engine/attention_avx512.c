@@ -75,16 +75,6 @@ static inline __m512 load16(const char *p, const int kt)
         }                                                                                                              \
     } while (0)
 
-/* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
- * dimensions 16 positions x 4 bytes, one register): per four dimensions one
- * vpdpbusd a row, the four int8 of the row broadcast, into 16 int32 sums,
- * alternate fours into two sets (two dependency chains a row: the
- * instruction's latency is four of its issue slots; integer sums, so the
- * same bits; a group is a multiple of 16 dimensions here); per group the
- * sums less the keys' offset (128 x the row's sum), in f32, times the 16 key
- * factors x the row's factor, added into S in group order (engine_int.h
- * att_q8: the scalar tile's arithmetic to the bit). */
-
 /* acc += u8 . (the four int8 at s8x4, broadcast): the broadcast is the
  * instruction's own memory operand. In assembly because GCC 12 builds each
  * _mm512_dpbusd_epi32 here with two register copies around it and the
@@ -95,6 +85,15 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i u8, const int8_t *s8x4)
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*(const int32_t *)s8x4));
     return acc;
 }
+
+/* q8_0: rows r.. of q8 against a block's int8 keys (kv_k8_at: per four
+ * dimensions 16 positions x 4 bytes, one register): per four dimensions one
+ * vpdpbusd a row, the four int8 of the row broadcast, into 16 int32 sums,
+ * alternate fours into two sets (two dependency chains a row: it issues
+ * two a cycle with a latency of four; integer sums, so the same bits); per
+ * group the sums less the keys' offset (128 x the row's sum), in f32, times
+ * the 16 key factors x the row's factor, added into S in group order
+ * (engine_int.h att_q8: the scalar tile's arithmetic to the bit). */
 #define QK8_DP(n)                                                                                                      \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
@@ -120,6 +119,7 @@ static inline __attribute__((always_inline)) void qk_rows_q8(const att_q8 *q8, i
                                                              const int nr, att_pf *pf)
 {
     const int32_t ng = hd / group;
+    assert(group % 8 == 0); /* 32, or hd (a multiple of 16 for this tile) */
     for (int32_t g = 0; g < ng; g++) {
         cv_att_pf_takes(pf, (group + 15) / 16);
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
