@@ -24,6 +24,7 @@ static void print_features(const cv_cpu_features *f)
         { "sse4.2", f->sse42 },     { "avx", f->avx },           { "avx2", f->avx2 },
         { "fma", f->fma },          { "f16c", f->f16c },         { "bmi2", f->bmi2 },
         { "avx512f", f->avx512f },  { "avx512bw", f->avx512bw }, { "avx512vl", f->avx512vl },
+        { "avx512dq", f->avx512dq },
         { "avx512_vnni", f->avx512_vnni }, { "avx512_bf16", f->avx512_bf16 }, { "avx_vnni", f->avx_vnni },
     };
     printf("features   ");
@@ -168,24 +169,25 @@ int cv_cmd_doctor(int argc, char **argv)
     const char *env = getenv("CORVID_ISA");
     printf("isa        %s (best this CPU runs: %s; CORVID_ISA %s%s%s)\n", cv_isa_name(isa), cv_isa_name(cv_isa_best()),
            env ? "= \"" : "unset", env ? env : "", env ? "\"" : "");
-    printf("avx512     %s\n", cv_avx512_active() ? "on: the attention tile (head_dim a multiple of 16; avx2 otherwise)"
-                       : cv_avx512_supported()      ? "off (CORVID_ISA holds the process to avx2 or scalar)"
-                                                    : "no AVX-512 F+BW+VNNI here: the attention tile is avx2");
+    printf("levels    ");
+    for (int l = CV_ISA_SCALAR; l < CV_ISA_COUNT; l++)
+        printf("%s %s%s%s", l ? "," : "", cv_isa_name(l), cv_isa_supported(l) ? " yes" : " no: ",
+               cv_isa_supported(l) ? "" : cv_isa_missing(l));
+    printf("\n");
     printf("threads    %d online CPUs, compute pool of %d\n\n", cv_cpu_count(), cv_pool_size(pool));
 
-    printf("%-6s %5s %5s  %-6s %-7s %s\n", "dtype", "block", "bytes", "acts", "dot", "matmul");
+    printf("%-6s %5s %5s  %-6s %-8s %s\n", "dtype", "block", "bytes", "acts", "dot", "matmul");
     for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
         const cv_dtype *dt = cv_dtype_get(t);
         if (!dt)
             continue;
         if (!dt->is_weight) {
-            printf("%-6s %5u %5u  %-6s %-7s %s\n", dt->name, dt->block_elems, dt->block_bytes, "-", "-",
+            printf("%-6s %5u %5u  %-6s %-8s %s\n", dt->name, dt->block_elems, dt->block_bytes, "-", "-",
                    "(activation type)");
             continue;
         }
-        const bool simd_dot = isa != CV_ISA_SCALAR && dt->ops[isa].vec_dot;
-        printf("%-6s %5u %5u  %-6s %-7s %s\n", dt->name, dt->block_elems, dt->block_bytes,
-               cv_dtype_get(dt->vec_dot_type)->name, simd_dot ? cv_isa_name(isa) : "scalar", cv_matmul_path(t, isa));
+        printf("%-6s %5u %5u  %-6s %-8s %s\n", dt->name, dt->block_elems, dt->block_bytes,
+               cv_dtype_get(dt->vec_dot_type)->name, cv_isa_name(cv_dtype_dot_isa(dt, isa)), cv_matmul_path(t, isa));
     }
 
     int failed = 0;

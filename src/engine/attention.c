@@ -163,20 +163,32 @@ void cv_att_tile_scalar(const att_tile *a, float *scratch)
     }
 }
 
+/* The tile of level isa for head_dim hd, or NULL when the level has none
+ * for it (avx-vnni has no tile of its own: its CPUs run avx2's). */
+static att_tile_fn tile_at(cv_isa isa, int32_t hd)
+{
+    if (isa == CV_ISA_AVX512)
+        return hd % 16 == 0 ? cv_att_tile_avx512 : NULL;
+    if (isa == CV_ISA_AVX2)
+        return hd % 8 == 0 ? cv_att_tile_avx2 : NULL;
+    return isa == CV_ISA_SCALAR ? cv_att_tile_scalar : NULL;
+}
+
 att_tile_fn cv_att_tile_for(int32_t hd)
 {
-    if (cv_avx512_active() && hd % 16 == 0)
-        return cv_att_tile_avx512;
-    return cv_isa_active() == CV_ISA_AVX2 && hd % 8 == 0 ? cv_att_tile_avx2 : cv_att_tile_scalar;
+    for (cv_isa l = cv_isa_active();; l = cv_isa_fallback(l)) {
+        att_tile_fn fn = tile_at(l, hd);
+        if (fn)
+            return fn;
+    }
 }
 
 att_tile_fn cv_att_tile_named(const char *name, int32_t hd)
 {
-    if (!strcmp(name, "avx512"))
-        return cv_avx512_supported() && hd % 16 == 0 ? cv_att_tile_avx512 : NULL;
-    if (!strcmp(name, "avx2"))
-        return cv_isa_supported(CV_ISA_AVX2) && hd % 8 == 0 ? cv_att_tile_avx2 : NULL;
-    return !strcmp(name, "scalar") ? cv_att_tile_scalar : NULL;
+    for (int l = 0; l < CV_ISA_COUNT; l++)
+        if (!strcmp(name, cv_isa_name(l)))
+            return cv_isa_supported(l) ? tile_at(l, hd) : NULL;
+    return NULL;
 }
 
 const char *cv_att_tile_name(att_tile_fn fn)

@@ -15,8 +15,7 @@
  * only the sums over a block's 16 probabilities are added in another
  * order. The pieces are here, the block loop they run in is
  * attention_tile.h's. Compiled with CV_AVX512_FLAGS; chosen at run time
- * when the CPU and the OS have AVX-512 F, BW and VNNI (cv_avx512_active)
- * and head_dim is a multiple of 16. */
+ * at the avx512 level (cv_isa_active) when head_dim is a multiple of 16. */
 #include <immintrin.h>
 #include <math.h>
 

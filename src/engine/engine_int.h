@@ -304,8 +304,8 @@ static inline __attribute__((always_inline)) void cv_att_pf_takes(att_pf *f, int
 void cv_att_tile_scalar(const att_tile *a, float *scratch);
 void cv_att_tile_avx2(const att_tile *a, float *scratch);   /* needs hd % 8 == 0 */
 void cv_att_tile_avx512(const att_tile *a, float *scratch); /* needs hd % 16 == 0 */
-/* The fastest tile this process runs for head_dim hd (cv_avx512_active,
- * cv_isa_active), and its name. */
+/* The fastest tile this process runs for head_dim hd (the process level,
+ * else the next level down with a tile for hd), and its name. */
 att_tile_fn cv_att_tile_for(int32_t hd);
 const char *cv_att_tile_name(att_tile_fn fn);
 /* The tile named "scalar", "avx2" or "avx512" when this CPU runs it for

@@ -422,7 +422,7 @@ static int deltanet_init(cv_engine *e, cv_err *err)
     dn->inner = hp->ssm_inner;
     dn->C = 2 * dn->H_k * dn->d + dn->inner;
     dn->ld_in = dn->C + dn->inner + 2 * (int64_t)dn->H_v;
-    dn->kn = cv_isa_active() == CV_ISA_AVX2 && dn->d % 8 == 0 ? &eng_dn_kernels_avx2 : &eng_dn_kernels_scalar;
+    dn->kn = cv_isa_active() >= CV_ISA_AVX2 && dn->d % 8 == 0 ? &eng_dn_kernels_avx2 : &eng_dn_kernels_scalar;
     const size_t T = (size_t)e->p.n_batch;
     dn->in = cv_aligned_alloc(T * (size_t)dn->ld_in * sizeof(float));
     dn->u = cv_aligned_alloc(T * (size_t)dn->C * sizeof(float));

@@ -1,9 +1,9 @@
 /* cpu.c — what this CPU can run, read once from CPUID/XGETBV, and the
- * process ISA: the best supported, lowered by $CORVID_ISA. Both are computed
- * on first use under pthread_once and never change afterwards, so they are
- * constants of the process rather than mutable state. The AVX2 path needs
- * AVX2 + FMA + F16C and the OS saving YMM registers (OSXSAVE and XCR0 bits
- * 1-2); without all of them corvid runs the scalar reference. */
+ * process level: the best supported, lowered by $CORVID_ISA. Both are
+ * computed on first use under pthread_once and never change afterwards, so
+ * they are constants of the process rather than mutable state. A level
+ * needs its instructions and the OS saving their registers (OSXSAVE and
+ * XCR0): YMM for avx2 and avx-vnni, opmask and ZMM too for avx512. */
 #include <cpuid.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,26 +12,47 @@
 
 static cv_cpu_features features;
 static cv_isa active_isa;
-static bool avx512_on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* What the AVX-512 attention tile uses: F, BW, and VNNI for q8_0 caches'
- * int8 scores (every AVX-512 CPU since Cascade Lake and Zen 4). */
-static bool has_avx512(const cv_cpu_features *f)
+/* Why f cannot run isa, or NULL. Every SIMD level builds on AVX2 (its
+ * files are compiled with -mavx2 -mfma -mf16c -mbmi2 as well). */
+static const char *missing(const cv_cpu_features *f, cv_isa isa)
 {
-    return f->avx512f && f->avx512bw && f->avx512_vnni && f->os_avx512;
+    if (isa == CV_ISA_SCALAR)
+        return NULL;
+    if ((unsigned)isa >= CV_ISA_COUNT)
+        return "not a level corvid knows";
+    if (!(f->avx && f->avx2 && f->fma && f->f16c && f->bmi2))
+        return "no AVX2+FMA+F16C+BMI2 on this CPU";
+    if (!f->os_avx)
+        return "the OS does not save YMM state";
+    if (isa == CV_ISA_AVX_VNNI && !f->avx_vnni)
+        return "no AVX-VNNI on this CPU";
+    if (isa == CV_ISA_AVX512) {
+        if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq))
+            return "no AVX-512 F+BW+VL+DQ on this CPU";
+        if (!f->avx512_vnni)
+            return "no AVX-512 VNNI on this CPU";
+        if (!f->os_avx512)
+            return "the OS does not save ZMM and opmask state";
+    }
+    return NULL;
 }
 
-static bool can_run(const cv_cpu_features *f, cv_isa isa)
+static cv_isa best(const cv_cpu_features *f)
 {
-    switch (isa) {
-    case CV_ISA_SCALAR:
-        return true;
-    case CV_ISA_AVX2:
-        return f->avx && f->os_avx && f->avx2 && f->fma && f->f16c && f->bmi2; /* the AVX2 files are built with -mbmi2 */
-    default:
-        return false;
-    }
+    for (int isa = CV_ISA_COUNT - 1; isa > CV_ISA_SCALAR; isa--)
+        if (!missing(f, isa))
+            return isa;
+    return CV_ISA_SCALAR;
+}
+
+static cv_isa fallback(const cv_cpu_features *f, cv_isa isa)
+{
+    for (int l = (int)isa - 1; l > CV_ISA_SCALAR; l--)
+        if (!missing(f, l))
+            return l;
+    return CV_ISA_SCALAR;
 }
 
 static uint64_t read_xcr0(void)
@@ -72,6 +93,7 @@ static void detect(void)
         f->avx2 = b & (1u << 5);
         f->bmi2 = b & (1u << 8);
         f->avx512f = b & (1u << 16);
+        f->avx512dq = b & (1u << 17);
         f->avx512bw = b & (1u << 30);
         f->avx512vl = b & (1u << 31);
         f->avx512_vnni = c & (1u << 11);
@@ -96,28 +118,21 @@ static void detect(void)
     }
 
     /* Not through the public getters: they wait on this very once. */
-    active_isa = can_run(f, CV_ISA_AVX2) ? CV_ISA_AVX2 : CV_ISA_SCALAR;
+    active_isa = best(f);
     const char *env = getenv("CORVID_ISA");
     if (env && *env) {
-        if (!strcmp(env, "scalar"))
-            active_isa = CV_ISA_SCALAR;
-        else if (!strcmp(env, "avx2") || !strcmp(env, "avx512")) {
-            if (!can_run(f, CV_ISA_AVX2))
-                cv_warn("CORVID_ISA=%s but this CPU cannot run AVX2+FMA+F16C; using scalar", env);
-            else if (!strcmp(env, "avx512") && !has_avx512(f))
-                cv_warn("CORVID_ISA=avx512 but this CPU (or OS) has no AVX-512 F+BW+VNNI; using avx2");
+        int want = -1;
+        for (int l = 0; l < CV_ISA_COUNT; l++)
+            if (!strcmp(env, cv_isa_name(l)))
+                want = l;
+        if (want < 0)
+            cv_warn("CORVID_ISA=%s is not one of scalar, avx2, avx-vnni, avx512; ignored", env);
+        else if (missing(f, want)) {
+            active_isa = fallback(f, want);
+            cv_warn("CORVID_ISA=%s but %s; using %s", env, missing(f, want), cv_isa_name(active_isa));
         } else
-            cv_warn("CORVID_ISA=%s is not one of scalar, avx2, avx512; ignored", env);
+            active_isa = want;
     }
-    avx512_on = active_isa == CV_ISA_AVX2 && has_avx512(f) && !(env && !strcmp(env, "avx2"));
-}
-
-bool cv_avx512_supported(void) { return has_avx512(cv_cpu_features_get()); }
-
-bool cv_avx512_active(void)
-{
-    pthread_once(&once, detect);
-    return avx512_on;
 }
 
 const cv_cpu_features *cv_cpu_features_get(void)
@@ -126,9 +141,13 @@ const cv_cpu_features *cv_cpu_features_get(void)
     return &features;
 }
 
-bool cv_isa_supported(cv_isa isa) { return can_run(cv_cpu_features_get(), isa); }
+bool cv_isa_supported(cv_isa isa) { return !missing(cv_cpu_features_get(), isa); }
 
-cv_isa cv_isa_best(void) { return cv_isa_supported(CV_ISA_AVX2) ? CV_ISA_AVX2 : CV_ISA_SCALAR; }
+const char *cv_isa_missing(cv_isa isa) { return missing(cv_cpu_features_get(), isa); }
+
+cv_isa cv_isa_best(void) { return best(cv_cpu_features_get()); }
+
+cv_isa cv_isa_fallback(cv_isa isa) { return fallback(cv_cpu_features_get(), isa); }
 
 cv_isa cv_isa_active(void)
 {
@@ -138,12 +157,6 @@ cv_isa cv_isa_active(void)
 
 const char *cv_isa_name(cv_isa isa)
 {
-    switch (isa) {
-    case CV_ISA_SCALAR:
-        return "scalar";
-    case CV_ISA_AVX2:
-        return "avx2";
-    default:
-        return "unknown";
-    }
+    static const char *const names[CV_ISA_COUNT] = { "scalar", "avx2", "avx-vnni", "avx512" };
+    return (unsigned)isa < CV_ISA_COUNT ? names[isa] : "unknown";
 }

@@ -1,7 +1,7 @@
 /* dtypes.c — the dtype table: one row per ggml type corvid computes with,
  * naming its block geometry, its reference functions, the activation type
  * its dot product wants, and its functions per ISA. Adding a type is one
- * dt_<name>.c (+ _avx2.c) and one row here; everything else (matmul, tests,
+ * dt_<name>.c (+ a file per SIMD level) and one row here; everything else (matmul, tests,
  * doctor) iterates the table. Geometry must equal the GGUF format table in
  * gguf/ (tests/kernels checks every row). */
 #include "kernels/kernels_int.h"
@@ -136,14 +136,28 @@ const cv_dtype *cv_dtype_get(uint32_t type)
 
 cv_dtype_ops cv_dtype_ops_for(const cv_dtype *dt, cv_isa isa)
 {
-    cv_dtype_ops ops = dt->ops[CV_ISA_SCALAR];
-    if (isa != CV_ISA_SCALAR && (unsigned)isa < CV_ISA_COUNT && cv_isa_supported(isa)) {
-        const cv_dtype_ops *o = &dt->ops[isa];
-        if (o->to_f32) ops.to_f32 = o->to_f32;
-        if (o->from_f32) ops.from_f32 = o->from_f32;
-        if (o->vec_dot) ops.vec_dot = o->vec_dot;
+    if ((unsigned)isa >= CV_ISA_COUNT || !cv_isa_supported(isa))
+        isa = CV_ISA_SCALAR;
+    /* Each slot from the highest level at or below isa that has it: the
+     * chain isa, cv_isa_fallback(isa), ... ends at scalar, which has all. */
+    cv_dtype_ops ops = { 0 };
+    for (cv_isa l = isa;; l = cv_isa_fallback(l)) {
+        const cv_dtype_ops *o = &dt->ops[l];
+        if (!ops.to_f32) ops.to_f32 = o->to_f32;
+        if (!ops.from_f32) ops.from_f32 = o->from_f32;
+        if (!ops.vec_dot) ops.vec_dot = o->vec_dot;
+        if (l == CV_ISA_SCALAR)
+            return ops;
     }
-    return ops;
+}
+
+cv_isa cv_dtype_dot_isa(const cv_dtype *dt, cv_isa isa)
+{
+    if ((unsigned)isa >= CV_ISA_COUNT || !cv_isa_supported(isa))
+        return CV_ISA_SCALAR;
+    while (isa != CV_ISA_SCALAR && !dt->ops[isa].vec_dot)
+        isa = cv_isa_fallback(isa);
+    return isa;
 }
 
 static int check_row(const cv_dtype *dt, uint32_t type, int64_t n, const char *what, cv_err *err)

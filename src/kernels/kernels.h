@@ -5,13 +5,18 @@
  * transformer forward pass needs, CPU feature detection with a run-time ISA
  * choice, and the machine probes `corvid bench` measures ceilings with.
  *
- * ISA. Every function exists as a scalar reference (portable C, the
- * definition tests compare against) and, where it matters, an AVX2/FMA/F16C
- * version. The binary is baseline x86-64; the process picks its ISA once,
- * from CPUID, and $CORVID_ISA=scalar forces the reference path (tests and
- * `corvid doctor` use it, and so can a user who suspects a SIMD bug). The
- * plain entry points (cv_matmul, cv_rmsnorm, ...) use that process ISA; the
- * per-ISA tables (cv_dtypes[].ops[isa], cv_vec_ops(isa)) let a test call both.
+ * ISA levels. Every function exists as a scalar reference (portable C, the
+ * definition tests compare against) and, where it matters, versions for
+ * the SIMD levels below, each compiled into its own files (*_avx2.c,
+ * *_avxvnni.c, *_avx512.c) with only that level's flags. The binary is
+ * baseline x86-64; the process picks its level once, from CPUID, and
+ * $CORVID_ISA=scalar|avx2|avx-vnni|avx512 lowers it (tests, `corvid doctor`
+ * and a user who suspects a SIMD bug use it). An operation a level has no
+ * version of runs the next level down that this CPU has (cv_isa_fallback),
+ * so each operation takes the fastest path the process allows, and says
+ * which (cv_matmul_path, `corvid doctor`). The plain entry points
+ * (cv_matmul, cv_rmsnorm, ...) use the process level; the per-level
+ * tables (cv_dtypes[].ops[isa], cv_vec_ops_for(isa)) let a test call each.
  *
  * Shapes follow ggml: a weight matrix W has ne[0] = n_in (row length) and
  * ne[1] = n_out rows, rows contiguous, each row n_in / block_elems blocks.
@@ -28,8 +33,11 @@
 /* ---- CPU features and ISA choice ---- */
 
 typedef enum cv_isa {
-    CV_ISA_SCALAR = 0, /* portable C: the reference */
-    CV_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C + BMI2 */
+    CV_ISA_SCALAR = 0,   /* portable C: the reference */
+    CV_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C + BMI2 */
+    CV_ISA_AVX_VNNI = 2, /* AVX2 + AVX-VNNI: 256-bit vpdpbusd (Alder Lake and later, Zen 5) */
+    CV_ISA_AVX512 = 3,   /* AVX2 + AVX-512 F, BW, VL, DQ and VNNI (Ice Lake, Zen 4 and later); its
+                            BF16 paths run only where the CPU also has AVX512_BF16 */
     CV_ISA_COUNT
 } cv_isa;
 
@@ -38,30 +46,32 @@ typedef struct cv_cpu_features {
     char brand[49];      /* the processor brand string, trimmed */
     uint32_t family, model;
     bool sse42, avx, avx2, fma, f16c, bmi2;
-    bool avx512f, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx_vnni;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512_vnni, avx512_bf16, avx_vnni;
     bool os_avx;         /* the OS saves YMM state (XGETBV), so AVX is usable */
     bool os_avx512;      /* ... and ZMM/opmask state */
 } cv_cpu_features;
 
 /* CPUID read once per process (cached; thread-safe). */
 const cv_cpu_features *cv_cpu_features_get(void);
-/* The best ISA this CPU and OS support, ignoring $CORVID_ISA. */
+/* The best level this CPU and OS support, ignoring $CORVID_ISA (levels are
+ * ordered by preference: avx512 > avx-vnni > avx2 > scalar; a CPU may have
+ * avx512 without avx-vnni, as Zen 4 does). */
 cv_isa cv_isa_best(void);
-/* The ISA the plain entry points use: cv_isa_best(), lowered by
- * $CORVID_ISA=scalar (read once; "avx2" on a CPU without it falls back to
- * scalar with a warning, an unknown value is warned about and ignored). */
+/* The level the plain entry points use: cv_isa_best(), lowered by
+ * $CORVID_ISA (read once; a level this CPU cannot run is warned about and
+ * the best one below it taken; an unknown value is warned about and
+ * ignored). */
 cv_isa cv_isa_active(void);
-/* Whether the AVX-512 paths built beside some AVX2 ones (the attention
- * tile) are used: the CPU and the OS have AVX-512 F, BW and VNNI, the
- * process ISA is avx2, and $CORVID_ISA is not "avx2" (which holds every
- * path to AVX2; "avx512", like unset, allows them). */
-bool cv_avx512_active(void);
-/* Whether this CPU and OS can run that AVX-512 code at all ($CORVID_ISA aside). */
-bool cv_avx512_supported(void);
-/* "scalar", "avx2". */
+/* "scalar", "avx2", "avx-vnni", "avx512". */
 const char *cv_isa_name(cv_isa isa);
-/* Whether this CPU can run `isa` (tests skip an ISA it cannot). */
+/* Whether this CPU can run `isa` (tests skip a level it cannot). */
 bool cv_isa_supported(cv_isa isa);
+/* Why this CPU cannot run `isa`, in words ("no AVX-512 VNNI on this CPU",
+ * "the OS does not save ZMM state"), or NULL when it can. */
+const char *cv_isa_missing(cv_isa isa);
+/* The level an operation that `isa` has no version of runs at: the next
+ * lower level this CPU runs (scalar for scalar). */
+cv_isa cv_isa_fallback(cv_isa isa);
 
 /* ---- dtype table ---- */
 
@@ -99,8 +109,11 @@ extern const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT];
 
 /* The row for a type id, or NULL when corvid cannot compute with it. */
 const cv_dtype *cv_dtype_get(uint32_t type);
-/* The ops of a dtype for an ISA, with NULL slots filled from scalar. */
+/* The ops of a dtype for an ISA, each NULL slot filled from the next level
+ * down that has it (cv_isa_fallback), scalar last. */
 cv_dtype_ops cv_dtype_ops_for(const cv_dtype *dt, cv_isa isa);
+/* The level whose vec_dot cv_dtype_ops_for(dt, isa) takes (corvid doctor). */
+cv_isa cv_dtype_dot_isa(const cv_dtype *dt, cv_isa isa);
 
 /* Dequantize a row of n elements of `type` (an embedding lookup: pass the
  * row's bytes, at any alignment). Returns CV_EUNSUPPORTED for a type outside

@@ -301,8 +301,13 @@ typedef struct cv_mm_impl {
     void (*run)(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
 } cv_mm_impl;
 
-/* The AVX2 implementation for a weight type, or NULL (matmul_avx2.c). */
+/* Each level's implementation for a weight type, or NULL (matmul_avx2.c,
+ * matmul_avxvnni.c, matmul_avx512.c: one table each). A level may share a
+ * lower level's pack (its tiles then read the same layout), and a wmat's
+ * packed bytes are only ever read by the implementation it was made with. */
 const cv_mm_impl *cv_mm_impl_avx2(uint32_t type);
+const cv_mm_impl *cv_mm_impl_avx_vnni(uint32_t type);
+const cv_mm_impl *cv_mm_impl_avx512(uint32_t type);
 
 /* ---- driver policy shared by cv_matmul and cv_matmul_experts ---- */
 

@@ -75,13 +75,27 @@ static const cv_mm_impl generic_impl = {
     .run = generic_run,
 };
 
+/* The implementation of the highest level at or below isa that has one
+ * for the type (the chain of cv_isa_fallback), else the generic driver. */
 static const cv_mm_impl *impl_for(uint32_t type, cv_isa isa)
 {
-    const cv_mm_impl *impl = isa == CV_ISA_AVX2 ? cv_mm_impl_avx2(type) : NULL;
-    return impl ? impl : &generic_impl;
+    static const cv_mm_impl *(*const tables[CV_ISA_COUNT])(uint32_t) = {
+        [CV_ISA_AVX2] = cv_mm_impl_avx2,
+        [CV_ISA_AVX_VNNI] = cv_mm_impl_avx_vnni,
+        [CV_ISA_AVX512] = cv_mm_impl_avx512,
+    };
+    for (cv_isa l = isa; l != CV_ISA_SCALAR; l = cv_isa_fallback(l)) {
+        const cv_mm_impl *impl = tables[l](type);
+        if (impl)
+            return impl;
+    }
+    return &generic_impl;
 }
 
-const char *cv_matmul_path(uint32_t type, cv_isa isa) { return impl_for(type, isa)->name; }
+const char *cv_matmul_path(uint32_t type, cv_isa isa)
+{
+    return impl_for(type, cv_isa_supported(isa) ? isa : CV_ISA_SCALAR)->name;
+}
 
 /* ---- prepared weights ---- */
 

@@ -206,7 +206,8 @@ const cv_vec_ops cv_vec_ops_scalar = {
 
 const cv_vec_ops *cv_vec_ops_for(cv_isa isa)
 {
-    if (isa == CV_ISA_AVX2 && cv_isa_supported(CV_ISA_AVX2))
+    /* The vector ops have an AVX2 version only: the levels above run it. */
+    if (isa >= CV_ISA_AVX2 && cv_isa_supported(isa))
         return &cv_vec_ops_avx2;
     return &cv_vec_ops_scalar;
 }

@@ -300,9 +300,9 @@ static const att_case wide_cases[] = {
 TEST(every_tile_matches_a_plain_softmax)
 {
     if (!cv_isa_supported(CV_ISA_AVX2))
-        printf("  avx2 tile: this CPU has no AVX2 (the scalar tile ran)\n");
-    if (!cv_avx512_supported())
-        printf("  avx512 tile: this CPU has no AVX-512F (the avx2 and scalar tiles ran)\n");
+        printf("  avx2 tile: not on this CPU: %s (the scalar tile ran)\n", cv_isa_missing(CV_ISA_AVX2));
+    if (!cv_isa_supported(CV_ISA_AVX512))
+        printf("  avx512 tile: not on this CPU: %s (the avx2 and scalar tiles ran)\n", cv_isa_missing(CV_ISA_AVX512));
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++)
         run_case(&cases[i], 0, false);
     for (size_t i = 0; i < CV_ARRAY_LEN(wide_cases); i++)

@@ -321,13 +321,18 @@ TEST(argmax_picks_the_scalar_loops_index_with_ties_nans_and_infinities)
     free(x);
 }
 
-TEST(corvid_isa_scalar_forces_the_reference_path)
+/* What CORVID_ISA=name should give: the level when this CPU runs it, else
+ * the next one down that it runs. */
+static int expected_level(cv_isa l) { return cv_isa_supported(l) ? (int)l : (int)cv_isa_fallback(l); }
+
+TEST(corvid_isa_picks_each_level_this_cpu_runs_and_lowers_the_others)
 {
     /* The choice is made once per process: check it in a fresh one (this
      * binary re-executed; see main). */
-    const char *envs[] = { "scalar", "bogus", "avx2" };
-    const int want[] = { CV_ISA_SCALAR, cv_isa_best(), cv_isa_best() };
-    for (int k = 0; k < 3; k++) {
+    const char *envs[] = { "scalar", "bogus", "avx2", "avx-vnni", "avx512" };
+    const int want[] = { CV_ISA_SCALAR, cv_isa_best(), expected_level(CV_ISA_AVX2), expected_level(CV_ISA_AVX_VNNI),
+                         expected_level(CV_ISA_AVX512) };
+    for (int k = 0; k < 5; k++) {
         pid_t pid = fork();
         if (pid == 0) {
             setenv("CORVID_ISA", envs[k], 1);
@@ -343,9 +348,26 @@ TEST(corvid_isa_scalar_forces_the_reference_path)
     CHECK(f->vendor[0] != 0);
     CHECK(cv_isa_supported(CV_ISA_SCALAR));
     CHECK(!cv_isa_supported((cv_isa)99));
+    CHECK(cv_isa_missing((cv_isa)99) != NULL);
+    CHECK(cv_isa_missing(CV_ISA_SCALAR) == NULL);
     CHECK_EQ_STR(cv_isa_name(CV_ISA_AVX2), "avx2");
-    if (f->avx2 && f->fma && f->f16c && f->os_avx)
-        CHECK(cv_isa_best() == CV_ISA_AVX2);
+    CHECK_EQ_STR(cv_isa_name(CV_ISA_AVX_VNNI), "avx-vnni");
+    CHECK_EQ_STR(cv_isa_name(CV_ISA_AVX512), "avx512");
+    if (f->avx2 && f->fma && f->f16c && f->bmi2 && f->os_avx)
+        CHECK(cv_isa_best() >= CV_ISA_AVX2);
+    CHECK(cv_isa_supported(CV_ISA_AVX512) == (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
+                                               f->avx512_vnni && f->os_avx512 && cv_isa_supported(CV_ISA_AVX2)));
+    CHECK(cv_isa_supported(CV_ISA_AVX_VNNI) == (f->avx_vnni && cv_isa_supported(CV_ISA_AVX2)));
+    /* The fallback chain steps down through levels this CPU runs, to scalar. */
+    for (int l = CV_ISA_COUNT - 1; l > CV_ISA_SCALAR; l--) {
+        const cv_isa fb = cv_isa_fallback(l);
+        CHECK(fb < (cv_isa)l && cv_isa_supported(fb));
+    }
+    /* Say by name which levels this CPU cannot run: their tests ran the
+     * level below. */
+    for (int l = CV_ISA_AVX2; l < CV_ISA_COUNT; l++)
+        if (!cv_isa_supported(l))
+            printf("  %s: not on this CPU (%s)\n", cv_isa_name(l), cv_isa_missing(l));
 }
 
 int main(int argc, char **argv)
@@ -358,6 +380,6 @@ int main(int argc, char **argv)
     RUN(softmax_sums_to_one_and_maps_masked_entries_to_zero);
     RUN(rope_rotates_pairs_by_position_in_both_styles);
     RUN(argmax_picks_the_scalar_loops_index_with_ties_nans_and_infinities);
-    RUN(corvid_isa_scalar_forces_the_reference_path);
+    RUN(corvid_isa_picks_each_level_this_cpu_runs_and_lowers_the_others);
     return test_report();
 }

@@ -1,0 +1,9 @@
+/* matmul_avx512.c — which AVX-512 (VNNI) matmul implementation each weight
+ * type uses (the tiles live beside their dtype in dt_*_avx512.c). A type
+ * without one runs the next level down (cv_isa_fallback: avx-vnni where the
+ * CPU has it, else avx2). */
+#include "kernels/kernels_int.h"
+
+static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = { 0 };
+
+const cv_mm_impl *cv_mm_impl_avx512(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

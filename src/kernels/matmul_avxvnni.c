@@ -1,0 +1,8 @@
+/* matmul_avxvnni.c — which AVX-VNNI (256-bit vpdpbusd) matmul
+ * implementation each weight type uses (the tiles live beside their dtype
+ * in dt_*_avxvnni.c). A type without one runs the avx2 tile. */
+#include "kernels/kernels_int.h"
+
+static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = { 0 };
+
+const cv_mm_impl *cv_mm_impl_avx_vnni(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }
