@@ -1,6 +1,7 @@
 /* cmd_serve.c — `corvid serve MODEL`: parses and checks the flags, opens the
  * model as a cv_server_backend, and serves HTTP until SIGINT/SIGTERM
- * (cv_server_run: a graceful stop, then exit 0).
+ * (cv_server_run: a drain of --drain-timeout seconds, the prefix cache saved,
+ * then exit 0).
  *
  * The backend (server/backend.c) is where the layers below the server meet:
  * the GGUF model, the engine and cv_sched, the tokenizer's streaming
@@ -24,7 +25,7 @@ typedef struct serve_opts {
     int32_t n_ctx;      /* 0: the model's own */
     int32_t parallel;   /* sequences decoded together */
     int32_t threads;    /* compute threads; 0: all cores */
-    int32_t grace_ms;
+    double drain_s;     /* --drain-timeout */
     int64_t kv_bytes;   /* -1: a share of free memory (cv_sched_default_kv_bytes) */
     uint32_t kv_type;   /* CV_GGML_F16 (default), CV_GGML_F32 or CV_GGML_Q8_0 */
     int32_t batch_tokens;
@@ -83,8 +84,11 @@ static const cv_flag flags[] = {
       "/v1/responses kept for previous_response_id (default 256)"),
     CV_FLAG_ROW("--max-body", NULL, CV_FLAG_I64, O(max_body), 1024, 2147483648.0, "BYTES",
       "request body limit (default 32 MiB; 413 beyond)"),
-    CV_FLAG_ROW("--grace-ms", NULL, CV_FLAG_I32, O(grace_ms), 0, 600000, "MS",
-      "on SIGINT/SIGTERM, let streams finish this long (default 10000)"),
+    CV_FLAG_ROW("--open-metrics", NULL, CV_FLAG_BOOL, O(cfg.open_metrics), 0, 0, NULL,
+      "serve GET /metrics without the API key (Prometheus, gateways'\nendpoint pickers)"),
+    CV_FLAG_ROW("--drain-timeout", NULL, CV_FLAG_F64, O(drain_s), 0, 3600, "SECONDS",
+      "on SIGTERM/SIGINT: refuse new requests (503 + Retry-After,\n/health/ready 503), let running ones finish this "
+      "long, cut the rest\n(their wire's error), save the prefix cache, exit 0 (default 10)"),
     CV_FLAG_ROW("--grammar-lazy", NULL, CV_FLAG_BOOL, O(grammar_lazy), 0, 0, NULL,
       "with tools and tool_choice auto, constrain a call once its marker starts"),
 
@@ -110,7 +114,7 @@ static void on_listen(void *ud, int port)
 int cv_cmd_serve(int argc, char **argv)
 {
     serve_opts o = { .cfg = { .host = "127.0.0.1", .port = 8000, .api_key = getenv("CORVID_API_KEY") },
-                     .parallel = 4, .grace_ms = 10000, .kv_bytes = -1, .kv_type = CV_GGML_F16, .draft = -1 };
+                     .parallel = 4, .drain_s = 10, .kv_bytes = -1, .kv_type = CV_GGML_F16, .draft = -1 };
     int n, st;
     if (!cv_cli_parse(&spec, &o, argc, argv, &n, &st))
         return st;
@@ -165,7 +169,7 @@ int cv_cmd_serve(int argc, char **argv)
     cv_info("loaded %s: context %d tokens, %d parallel sequences; prefix cache %s%s%s; speculation %s", be->model_id,
             be->n_ctx, o.parallel, o.no_prefix_cache ? "off" : "on", saved ? ", saved in " : "",
             saved ? o.cache_dir : "", spec);
-    int rc = cv_server_run(&cfg, be, o.grace_ms, on_listen, &cfg, &err);
+    int rc = cv_server_run(&cfg, be, (int)(o.drain_s * 1000), on_listen, &cfg, &err);
     cv_server_backend_close(be);
     if (rc) {
         fprintf(stderr, "corvid serve: %s\n", err.msg);

@@ -10,7 +10,9 @@
  * The pump waits on the request's event queue no longer than the keep-alive
  * interval allows, so a long prefill still sends a comment or ping every
  * keep-alive interval. Cancellation (client gone, server stopping, a stop string
- * hit) goes to the scheduler, which stops the sequence at its next step.
+ * hit) goes to the scheduler, which stops the sequence at its next step. A
+ * generation the server's stop cuts ends with the wire's error (503), never
+ * with a finish reason: a client that read "stop" would act on half a reply.
  *
  * Every generating route is served by one handler here (cv_api_generate):
  * the route row's parse turns the body into the neutral request, its
@@ -43,7 +45,8 @@ struct cv_gen {
     int n_tools;
     cv_gen_finish finish;
     const char *stop_seq;
-    bool begun, done, canceled, tok_reasoning;
+    int err_code;   /* of the failure, when finish is CV_GEN_ERROR */
+    bool begun, done, canceled, cut, tok_reasoning;
     uint64_t t_submit, t_last_token, t_last_out;
     json_t *lp_pending;
 };
@@ -147,6 +150,7 @@ static void fail(cv_gen *g, const cv_err *e)
     if (g->done)
         return;
     g->finish = CV_GEN_ERROR;
+    g->err_code = e->code ? e->code : CV_SE_INTERNAL;
     g->done = true;
     cv_warn("generation %s failed: %s", g->id, e->msg);
     g->enc->error(g->enc_ud, g, e, g->out);
@@ -228,7 +232,18 @@ static void on_event(cv_gen *g, const cv_sched_event *ev)
         case CV_FINISH_STOP: finish(g, CV_GEN_STOP); break;
         case CV_FINISH_LENGTH:
         case CV_FINISH_CONTEXT: finish(g, CV_GEN_LENGTH); break;
-        default: finish(g, CV_GEN_CANCELED); break;
+        default:
+            if (g->cut) {
+                cv_err e = { 0 };
+                cv_err_set(&e, CV_SE_UNAVAILABLE,
+                           "the server stopped before this answer was finished: it was cut after %d tokens; "
+                           "send the request again",
+                           g->n_gen);
+                fail(g, &e);
+            } else {
+                finish(g, CV_GEN_CANCELED);
+            }
+            break;
         }
         break;
     case CV_SCHED_ERROR:
@@ -250,8 +265,10 @@ int cv_gen_pump(cv_gen *g, int wait_ms, cv_buf *out)
         if (out->len > before)
             return 0;
     }
-    if (atomic_load(&g->srv->cancel_all) && !g->canceled)
+    if (atomic_load(&g->srv->cancel_all) && !g->canceled) {
+        g->cut = true;
         cv_gen_cancel(g, false);
+    }
     int ka = g->srv->cfg.keepalive_ms;
     int64_t since = (int64_t)((cv_now_ns() - g->t_last_out) / 1000000);
     int wait = (int)CV_MIN((int64_t)wait_ms, CV_MAX((int64_t)0, (int64_t)ka - since));
@@ -436,7 +453,7 @@ int cv_gen_run(cv_gen *g, int fd, cv_buf *out)
         }
     }
     if (!rc && g->finish == CV_GEN_ERROR)
-        rc = CV_SE_INTERNAL;
+        rc = g->err_code;
     cv_gen_destroy(g);
     return rc;
 }

@@ -2,7 +2,7 @@
  * connection, request bodies under a size limit (413) and an upload deadline
  * (408), routing through the table in routes.c, auth (Bearer or x-api-key,
  * compared in constant time), CORS, replies whole or streamed, client hang-up
- * detection, metrics per route and status, and graceful stop.
+ * detection, metrics per route and status, and the drain before a stop.
  *
  * Why thread-per-connection (see also server.h): a stream's body callback may
  * block, so each stream is a plain loop on its request's event queue that
@@ -10,9 +10,13 @@
  * keep-alive interval to send a comment; nothing else shares that thread.
  *
  * Order of checks on a request (each answered in the route's wire shape):
- * stopping (503) → route (404/405) → CORS preflight → body size (413, from
- * Content-Length before a byte is read, or as a chunked body grows) → upload
- * deadline (408) → auth (401) → handler. */
+ * CORS preflight → route (404/405) → body size (413, from Content-Length
+ * before a byte is read, or as a chunked body grows) → upload deadline (408)
+ * → draining (503 for a request for the model) → auth (401) → handler.
+ *
+ * The drain (cv_server_stop): every request is counted from its first
+ * callback to its completion (open_requests), and the drain flag is read
+ * after that count went up, so a request is either refused or waited for. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -297,6 +301,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cr->t0 = cv_now_ns();
         cr->route = find_route(method, url, &mismatch);
         *state = cr;
+        atomic_fetch_add(&s->open_requests, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
@@ -348,8 +353,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         MHD_destroy_response(resp);
         return ok;
     }
-    if (atomic_load(&s->stopping))
-        return send_error(cr, c, w, CV_SE_UNAVAILABLE, "the server is shutting down", origin);
     if (cr->route < 0) {
         char msg[256];
         if (mismatch)
@@ -369,7 +372,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(cr, c, w, CV_SE_TIMEOUT, msg, origin);
     }
     const cv_route *rt = &cv_routes[cr->route];
-    if (s->cfg.api_key && s->cfg.api_key[0] && !rt->open && !authorized(c, s->cfg.api_key))
+    /* Draining: what would reach the model is refused before any of it is
+     * computed, so a balancer may send it to another replica (HAProxy's
+     * retry-on 503); probes, metrics and listings still answer. */
+    if (rt->parse && atomic_load(&s->stopping))
+        return send_error(cr, c, w, CV_SE_UNAVAILABLE,
+                          "the server is draining before it stops; send the request again (to another replica)",
+                          origin);
+    bool open = rt->open || (rt->fn == cv_api_metrics && s->cfg.open_metrics);
+    if (s->cfg.api_key && s->cfg.api_key[0] && !open && !authorized(c, s->cfg.api_key))
         return send_error(cr, c, w, CV_SE_AUTH,
                           "invalid or missing API key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
                           origin);
@@ -400,6 +411,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum
     conn_req *cr = *state;
     if (!cr)
         return;
+    atomic_fetch_sub(&cr->srv->open_requests, 1);
     cv_buf_free(&cr->body);
     free(cr);
     *state = NULL;
@@ -530,12 +542,12 @@ void cv_server_stop(cv_server *s, int grace_ms)
         return;
     atomic_store(&s->stopping, true);
     uint64_t t0 = cv_now_ns();
-    while (atomic_load(&s->active_streams) > 0 && (cv_now_ns() - t0) / 1000000 < (uint64_t)grace_ms)
+    while (atomic_load(&s->open_requests) > 0 && (cv_now_ns() - t0) / 1000000 < (uint64_t)grace_ms)
         usleep(20000);
     atomic_store(&s->cancel_all, true);
-    /* Cancelled streams write their last frames within a poll interval. */
+    /* Cut streams write their error frames within a poll interval. */
     t0 = cv_now_ns();
-    while (atomic_load(&s->active_streams) > 0 && (cv_now_ns() - t0) / 1000000 < 5000)
+    while (atomic_load(&s->open_requests) > 0 && (cv_now_ns() - t0) / 1000000 < 5000)
         usleep(20000);
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;

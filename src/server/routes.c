@@ -47,8 +47,10 @@ static int parse_count_tokens(const cv_http_req *hr, json_t *b, cv_chat_request 
 const cv_route cv_routes[] = {
     { "GET", "/", false, CV_WIRE_OPENAI, OPEN, cv_api_root, "root", NULL, NULL },
     { "GET", "/health", false, CV_WIRE_OPENAI, OPEN, cv_api_health, "health", NULL, NULL },
-    { "GET", "/livez", false, CV_WIRE_OPENAI, OPEN, cv_api_livez, "livez", NULL, NULL },
-    { "GET", "/readyz", false, CV_WIRE_OPENAI, OPEN, cv_api_readyz, "readyz", NULL, NULL },
+    { "GET", "/health/live", false, CV_WIRE_OPENAI, OPEN, cv_api_live, "health_live", NULL, NULL },
+    { "GET", "/health/ready", false, CV_WIRE_OPENAI, OPEN, cv_api_ready, "health_ready", NULL, NULL },
+    { "GET", "/livez", false, CV_WIRE_OPENAI, OPEN, cv_api_live, "livez", NULL, NULL },
+    { "GET", "/readyz", false, CV_WIRE_OPENAI, OPEN, cv_api_ready, "readyz", NULL, NULL },
     { "GET", "/metrics", false, CV_WIRE_OPENAI, KEYED, cv_api_metrics, "metrics", NULL, NULL },
     { "GET", "/v1/status", false, CV_WIRE_OPENAI, KEYED, cv_api_status, "status", NULL, NULL },
     { "GET", "/v1/models", false, CV_WIRE_OPENAI, KEYED, cv_api_models_list, "models", NULL, NULL },

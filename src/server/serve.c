@@ -1,9 +1,10 @@
 /* serve.c — running a server until SIGINT/SIGTERM: the signals are blocked
  * before any HTTP thread exists (threads inherit the mask), so only the
- * calling thread receives them, in sigwait. Then the graceful stop: new
- * requests get 503, running generations get grace_ms to finish, the rest
- * are cancelled and end with their wire's final frames, and the function
- * returns 0 so the process exits 0. */
+ * calling thread receives them, in sigwait. Then the drain (cv_server_stop):
+ * requests for the model get 503 + Retry-After and /health/ready 503, those
+ * running get grace_ms to finish, the rest are cut and end with their wire's
+ * error, and the function returns 0; the caller then closes the backend
+ * (which saves the prefix cache) and the process exits 0. */
 #include <signal.h>
 #include <string.h>
 
@@ -28,8 +29,8 @@ int cv_server_run(const cv_server_config *cfg, const cv_server_backend *be, int 
         on_listen(ud, cv_server_port(s));
     int sig = 0;
     sigwait(&set, &sig);
-    cv_info("%s: finishing running requests (up to %d ms), then exiting", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            grace_ms);
+    cv_info("%s: draining: new requests get 503, running ones get up to %d ms to finish",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", grace_ms);
     cv_server_stop(s, grace_ms);
     cv_server_destroy(s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

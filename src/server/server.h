@@ -29,7 +29,7 @@
 
 /* ---- the model behind the server ---- */
 
-/* Load of the scheduler, for /health, /readyz and /metrics. */
+/* Load of the scheduler, for /health, /health/ready and /metrics. */
 typedef struct cv_server_load {
     int32_t queue_depth;  /* submitted, not yet running */
     int32_t running;      /* sequences being generated */
@@ -49,7 +49,7 @@ typedef struct cv_server_backend {
     const char *arch;            /* general.architecture */
     int64_t n_params, n_params_active; /* active: what one token multiplies by (MoE) */
     int32_t n_expert, n_expert_used;   /* 0: dense */
-    /* True once the model is loaded and warmed (/readyz). */
+    /* True once the model is loaded and warmed (/health/ready). */
     bool (*ready)(void *ctx);
     /* Renders a conversation with the model's chat template and tokenizes it.
      * *ids is malloc'd (caller frees). CV_EINVAL names what the template
@@ -156,6 +156,7 @@ typedef struct cv_server_config {
     int idle_timeout_s;        /* idle connection timeout; default CV_HTTP_IDLE_TIMEOUT_S */
     int body_timeout_ms;       /* whole-body upload deadline (408); default CV_HTTP_BODY_TIMEOUT_MS */
     int response_store_size;   /* /v1/responses kept for previous_response_id; default CV_RESPONSE_STORE_DEFAULT */
+    bool open_metrics;         /* GET /metrics without the API key (Prometheus, gateways' endpoint pickers) */
 } cv_server_config;
 
 typedef struct cv_server cv_server;
@@ -165,15 +166,18 @@ typedef struct cv_server cv_server;
 int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv_server **out, cv_err *err);
 /* The bound port (useful with port 0). */
 int cv_server_port(const cv_server *s);
-/* Graceful stop: new requests get 503, streams still running after grace_ms
- * are cancelled (they end with their wire's cancel/finish frames), then the
- * listener closes and every connection thread is joined. Safe to call once. */
+/* Drains and stops: requests for the model get 503 + Retry-After (probes,
+ * metrics and listings still answer; /health/ready says 503), requests
+ * admitted before get grace_ms to finish, those still running then are cut
+ * and end with their wire's error (never a normal finish: the client must
+ * know the answer is partial), then the listener closes and every connection
+ * thread is joined. Safe to call once. */
 void cv_server_stop(cv_server *s, int grace_ms);
 /* Stops (if needed) and frees. */
 void cv_server_destroy(cv_server *s);
 
-/* Starts a server and serves until SIGINT or SIGTERM, then stops it
- * gracefully (cv_server_stop with grace_ms) and returns 0. on_listen (may be
+/* Starts a server and serves until SIGINT or SIGTERM, then drains it
+ * (cv_server_stop with grace_ms) and returns 0. on_listen (may be
  * NULL) is called once listening, with the bound port. Call from the main
  * thread before creating other threads: it blocks both signals for the
  * threads it starts. */

@@ -154,8 +154,10 @@ void cv_metrics_tokens(cv_metrics *m, int64_t prompt, int64_t cached, int64_t ge
 void cv_metrics_ttft(cv_metrics *m, double seconds);
 void cv_metrics_tpot(cv_metrics *m, double seconds);
 void cv_metrics_client_cancel(cv_metrics *m);
-/* Prometheus text exposition (version 0.0.4). */
-void cv_metrics_render(cv_metrics *m, const cv_server_load *load, int active_streams, cv_buf *out);
+/* Prometheus text exposition (version 0.0.4) of the server s: its counters,
+ * the scheduler's load, its readiness, and the same figures under the names
+ * gateways and routers read by default (vllm:*, sglang:*). */
+void cv_metrics_render(cv_server *s, const cv_server_load *load, cv_buf *out);
 
 /* ---- the /v1/responses store ---- */
 
@@ -178,9 +180,10 @@ struct cv_server {
     const cv_server_backend *be;
     struct MHD_Daemon *mhd;
     int port;
-    atomic_bool stopping;   /* new requests get 503 */
-    atomic_bool cancel_all; /* running streams end now */
+    atomic_bool stopping;   /* draining: requests for the model get 503 */
+    atomic_bool cancel_all; /* running streams are cut now */
     atomic_int active_streams;
+    atomic_int open_requests; /* requests begun and not yet completed (the drain waits for them) */
     atomic_llong n_client_cancels;
     atomic_ullong id_counter;
     uint64_t id_salt;
@@ -429,8 +432,8 @@ int cv_api_models_list(cv_http_req *req, cv_reply *rep);
 int cv_api_models_get(cv_http_req *req, cv_reply *rep);
 int cv_api_root(cv_http_req *req, cv_reply *rep);
 int cv_api_health(cv_http_req *req, cv_reply *rep);
-int cv_api_livez(cv_http_req *req, cv_reply *rep);
-int cv_api_readyz(cv_http_req *req, cv_reply *rep);
+int cv_api_live(cv_http_req *req, cv_reply *rep);
+int cv_api_ready(cv_http_req *req, cv_reply *rep);
 int cv_api_metrics(cv_http_req *req, cv_reply *rep);
 int cv_api_status(cv_http_req *req, cv_reply *rep);
 

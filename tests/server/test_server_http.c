@@ -4,9 +4,12 @@
  * bodies (malformed JSON, 100 MB, 10k messages, invalid UTF-8, deep
  * nesting, NaN), keep-alives during a long prefill, a client that drops a
  * stream after 3 tokens (cancelled at the next step, counted in /metrics,
- * the server keeps serving), mid-stream failures, CORS, and a graceful stop
- * that ends running streams with their final frames. No timing assertions:
- * waits are bounded loops on observable state. */
+ * the server keeps serving), mid-stream failures, CORS, the drain (requests
+ * for the model 503 + Retry-After on every wire while probes, metrics and
+ * listings answer and running streams finish) and a stop whose grace ends
+ * first (running answers cut with their wire's error, never a finish
+ * reason). No timing assertions: waits are bounded loops on observable
+ * state. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -151,7 +154,7 @@ static char *chat_body(const char *content, const char *extra)
 
 TEST(open_routes_answer_without_the_key)
 {
-    const char *paths[] = { "/", "/health", "/livez", "/readyz" };
+    const char *paths[] = { "/", "/health", "/health/live", "/health/ready", "/livez", "/readyz" };
     for (size_t i = 0; i < CV_ARRAY_LEN(paths); i++) {
         resp r;
         CHECK_MSG(http("GET", paths[i], NULL, NULL, &r) == 200, "GET %s", paths[i]);
@@ -468,7 +471,37 @@ TEST(metrics_count_requests_by_route_and_status_in_prometheus_text)
     CHECK(strstr(r.body.data, "corvid_http_requests_total{route=\"chat_completions\",status=\"400\"}") != NULL);
     CHECK(strstr(r.body.data, "corvid_time_to_first_token_seconds_bucket{le=\"+Inf\"}") != NULL);
     CHECK(strstr(r.body.data, "# TYPE corvid_kv_blocks_free gauge") != NULL);
+    /* Readiness, KV usage and the hit rate, and the same figures under the
+     * names the endpoint picker and vLLM-compatible routers read. */
+    static const char *const lines[] = { "\ncorvid_ready 1\n", "\ncorvid_draining 0\n", "\ncorvid_kv_usage_ratio ",
+                                         "\ncorvid_prefix_cache_hit_ratio ", "\nvllm:num_requests_waiting{model_name=\"fake-bytes\"} ",
+                                         "\nvllm:num_requests_running{model_name=\"fake-bytes\"} ",
+                                         "\nvllm:kv_cache_usage_perc{model_name=\"fake-bytes\"} ",
+                                         "\nvllm:time_to_first_token_seconds_bucket{model_name=\"fake-bytes\",le=\"+Inf\"} ",
+                                         "\nvllm:cache_config_info{block_size=\"16\"" };
+    for (size_t i = 0; i < CV_ARRAY_LEN(lines); i++)
+        CHECK_MSG(strstr(r.body.data, lines[i]), "/metrics lacks %s", lines[i] + 1);
     resp_free(&r);
+}
+
+TEST(metrics_need_the_key_unless_open_metrics)
+{
+    resp r;
+    CHECK_EQ_INT(http("GET", "/metrics", NULL, NULL, &r), 401);
+    resp_free(&r);
+    cv_server_config cfg = { .host = "127.0.0.1", .port = 0, .api_key = KEY, .open_metrics = true };
+    cv_server *s2;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_server_start(&cfg, &fb.be, &s2, &err), 0);
+    char saved[64];
+    memcpy(saved, base, sizeof base);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", cv_server_port(s2));
+    CHECK_EQ_INT(http("GET", "/metrics", NULL, NULL, &r), 200);
+    resp_free(&r);
+    CHECK_EQ_INT(http("GET", "/v1/status", NULL, NULL, &r), 401);
+    resp_free(&r);
+    memcpy(base, saved, sizeof base);
+    cv_server_destroy(s2);
 }
 
 /* ---- CORS and stopping (their own servers) ---- */
@@ -511,42 +544,142 @@ static void *bg_request(void *ud)
     return NULL;
 }
 
-TEST(a_graceful_stop_ends_running_streams_with_their_final_frames)
+typedef struct stopper {
+    cv_server *s;
+    int grace_ms;
+} stopper;
+
+static void *bg_stop(void *ud)
+{
+    stopper *st = ud;
+    cv_server_stop(st->s, st->grace_ms);
+    return NULL;
+}
+
+/* A second server for a stop; base points at it until restore_base. */
+static cv_server *start_own(char saved[64])
 {
     cv_server_config cfg = { .host = "127.0.0.1", .port = 0 };
-    cv_server *s2;
+    cv_server *s2 = NULL;
     cv_err err = { 0 };
     CHECK_EQ_INT(cv_server_start(&cfg, &fb.be, &s2, &err), 0);
-    char saved[64];
-    memcpy(saved, base, sizeof base);
+    memcpy(saved, base, 64);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", cv_server_port(s2));
-    bg a = { "/v1/chat/completions", NULL, { 0 } }, m = { "/v1/messages", NULL, { 0 } };
-    char *cb = chat_body("[[slow:30]][[say:a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j "
-                         "k l m n o p]]",
-                         ",\"stream\":true");
-    a.body = cb;
-    m.body = "{\"max_tokens\":500,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
-             "\"[[slow:30]][[say:0123456789012345678901234567890123456789012345678901234567890123456789]]\"}]}";
-    pthread_t t1, t2;
-    long long c0 = atomic_load(&fb.n_canceled);
-    pthread_create(&t1, NULL, bg_request, &a);
-    pthread_create(&t2, NULL, bg_request, &m);
-    for (int i = 0; i < 500 && atomic_load(&s2->active_streams) < 2; i++)
+    return s2;
+}
+
+static void wait_streams(cv_server *s2, int n)
+{
+    for (int i = 0; i < 500 && atomic_load(&s2->active_streams) < n; i++)
         usleep(10000);
-    CHECK_EQ_INT(atomic_load(&s2->active_streams), 2);
-    cv_server_stop(s2, 100);
+    CHECK_EQ_INT(atomic_load(&s2->active_streams), n);
+}
+
+TEST(a_drain_refuses_work_for_the_model_with_503_while_probes_answer_and_running_streams_finish)
+{
+    char saved[64];
+    cv_server *s2 = start_own(saved);
+    /* 100 tokens 40 ms apart: the stream outlives the checks below by far. */
+    char text[160] = "[[slow:40]][[say:";
+    memset(text + strlen(text), 'x', 100);
+    strcat(text, "]]");
+    char *cb = chat_body(text, ",\"stream\":true");
+    bg a = { "/v1/chat/completions", cb, { 0 } };
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, bg_request, &a);
+    wait_streams(s2, 1);
+    stopper st = { s2, 60000 };
+    pthread_create(&t2, NULL, bg_stop, &st);
+    for (int i = 0; i < 500 && !atomic_load(&s2->stopping); i++)
+        usleep(10000);
+    resp r;
+    static const char *const model_paths[][2] = {
+        { "/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" },
+        { "/v1/completions", "{\"model\":\"m\",\"prompt\":\"hi\"}" },
+        { "/v1/responses", "{\"model\":\"m\",\"input\":\"hi\"}" },
+        { "/v1/messages", "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(model_paths); i++) {
+        CHECK_MSG(http("POST", model_paths[i][0], NULL, model_paths[i][1], &r) == 503, "%s: %ld", model_paths[i][0],
+                  r.status);
+        CHECK_MSG(r.headers.data && strstr(r.headers.data, "Retry-After: 1"), "%s has no Retry-After",
+                  model_paths[i][0]);
+        CHECK(i == 3 ? is_anthropic_error(&r) : is_openai_error(&r));
+        resp_free(&r);
+    }
+    static const char *const probes[][2] = { { "/health/live", "200" }, { "/livez", "200" },
+                                             { "/health/ready", "503" }, { "/readyz", "503" },
+                                             { "/health", "503" },       { "/v1/models", "200" } };
+    for (size_t i = 0; i < CV_ARRAY_LEN(probes); i++) {
+        CHECK_MSG(http("GET", probes[i][0], NULL, NULL, &r) == atol(probes[i][1]), "GET %s: %ld", probes[i][0],
+                  r.status);
+        resp_free(&r);
+    }
+    CHECK_EQ_INT(http("GET", "/health", NULL, NULL, &r), 503);
+    CHECK(r.body.data && strstr(r.body.data, "\"status\":\"draining\""));
+    resp_free(&r);
+    CHECK_EQ_INT(http("GET", "/metrics", NULL, NULL, &r), 200);
+    CHECK(r.body.data && strstr(r.body.data, "\ncorvid_draining 1\n") && strstr(r.body.data, "\ncorvid_ready 0\n"));
+    resp_free(&r);
+    /* Every check above ran while the stream was still being served. */
+    CHECK_EQ_INT(atomic_load(&s2->active_streams), 1);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
-    CHECK_EQ_INT(atomic_load(&fb.n_canceled), c0 + 2);
-    CHECK(a.r.body.data && strstr(a.r.body.data, "data: [DONE]\n\n"));
-    CHECK(m.r.body.data && strstr(m.r.body.data, "event: message_stop\n"));
+    CHECK(a.r.body.data && strstr(a.r.body.data, "\"finish_reason\":\"stop\"") && strstr(a.r.body.data, "data: [DONE]"));
+    CHECK(a.r.body.data && !strstr(a.r.body.data, "\"error\""));
     resp_free(&a.r);
-    resp_free(&m.r);
     free(cb);
     memcpy(base, saved, sizeof base);
     cv_server_destroy(s2);
 }
 
+TEST(answers_still_running_when_the_grace_ends_are_cut_with_their_wire_error_not_a_finish)
+{
+    char saved[64];
+    cv_server *s2 = start_own(saved);
+    bg a = { "/v1/chat/completions", NULL, { 0 } }, m = { "/v1/messages", NULL, { 0 } },
+       j = { "/v1/chat/completions", NULL, { 0 } };
+    char *cb = chat_body("[[slow:30]][[say:a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j "
+                         "k l m n o p]]",
+                         ",\"stream\":true");
+    char *jb = chat_body("[[slow:30]][[say:a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j "
+                         "k l m n o p]]",
+                         NULL);
+    a.body = cb;
+    j.body = jb;
+    m.body = "{\"max_tokens\":500,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"[[slow:30]][[say:0123456789012345678901234567890123456789012345678901234567890123456789]]\"}]}";
+    pthread_t t1, t2, t3;
+    long long c0 = atomic_load(&fb.n_canceled);
+    pthread_create(&t1, NULL, bg_request, &a);
+    pthread_create(&t2, NULL, bg_request, &m);
+    pthread_create(&t3, NULL, bg_request, &j);
+    wait_streams(s2, 3);
+    cv_server_stop(s2, 100);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    pthread_join(t3, NULL);
+    CHECK_EQ_INT(atomic_load(&fb.n_canceled), c0 + 3);
+    /* OpenAI: an error data frame (the SDK raises APIError), then [DONE];
+     * no finish_reason ever said the answer was whole. */
+    CHECK(a.r.body.data && strstr(a.r.body.data, "data: {\"error\":") && strstr(a.r.body.data, "cut after"));
+    CHECK(a.r.body.data && strstr(a.r.body.data, "data: [DONE]\n\n"));
+    CHECK(a.r.body.data && !strstr(a.r.body.data, "\"finish_reason\":\""));
+    /* Anthropic: an error event instead of message_delta/message_stop. */
+    CHECK(m.r.body.data && strstr(m.r.body.data, "event: error\n") && !strstr(m.r.body.data, "event: message_stop"));
+    CHECK(m.r.body.data && !strstr(m.r.body.data, "\"stop_reason\":\""));
+    /* Not streamed: 503 (with Retry-After) and the error body. */
+    CHECK_EQ_INT(j.r.status, 503);
+    CHECK(j.r.headers.data && strstr(j.r.headers.data, "Retry-After: 1"));
+    CHECK(is_openai_error(&j.r));
+    resp_free(&a.r);
+    resp_free(&m.r);
+    resp_free(&j.r);
+    free(cb);
+    free(jb);
+    memcpy(base, saved, sizeof base);
+    cv_server_destroy(s2);
+}
 
 static void *bg_stream(void *ud)
 {
@@ -644,8 +777,10 @@ int main(void)
     RUN(a_client_that_gives_up_on_a_non_streaming_request_cancels_it);
     RUN(count_tokens_answers_with_the_rendered_prompt_length);
     RUN(metrics_count_requests_by_route_and_status_in_prometheus_text);
+    RUN(metrics_need_the_key_unless_open_metrics);
     RUN(cors_preflight_allows_listed_origins_only);
-    RUN(a_graceful_stop_ends_running_streams_with_their_final_frames);
+    RUN(a_drain_refuses_work_for_the_model_with_503_while_probes_answer_and_running_streams_finish);
+    RUN(answers_still_running_when_the_grace_ends_are_cut_with_their_wire_error_not_a_finish);
     cv_server_destroy(srv);
     fake_backend_fini(&fb);
     curl_global_cleanup();

@@ -262,7 +262,7 @@ describe('with an API key', () => {
   });
 
   test('open routes need no key; metrics does', async () => {
-    for (const p of ['/', '/health', '/livez', '/readyz']) assert.equal((await fetch(srv.url + p)).status, 200, p);
+    for (const p of ['/', '/health', '/health/live', '/health/ready', '/livez', '/readyz']) assert.equal((await fetch(srv.url + p)).status, 200, p);
     assert.equal((await fetch(srv.url, { method: 'HEAD' })).status, 200);
     assert.equal((await fetch(`${srv.url}/metrics`)).status, 401);
     assert.ok(await metric(srv.url, 'corvid_queue_depth', { authorization: 'Bearer k-123' }) >= 0);
@@ -293,7 +293,7 @@ describe('limits', () => {
 });
 
 describe('SIGTERM with streams running', () => {
-  test('running streams end with their final frames and the process exits 0', async () => {
+  test('streams still running when the drain time ends are cut with an error the SDKs raise, and the process exits 0', async () => {
     const srv = await startServer(['--grace-ms', '200']);
     const oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const ant = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
@@ -307,11 +307,12 @@ describe('SIGTERM with streams running', () => {
       msg.once('text', go);
     });
     const code = srv.stop();
-    const c = await chat.finalChatCompletion();
-    const m = await msg.finalMessage();
+    // A cut answer is never a finished one: the agent retries instead of
+    // acting on half a reply.
+    await Promise.all([
+      assert.rejects(chat.finalChatCompletion(), (e) => e instanceof OpenAI.APIError && /cut after \d+ tokens/.test(e.message)),
+      assert.rejects(msg.finalMessage(), (e) => e instanceof Anthropic.APIError && /cut after \d+ tokens/.test(e.message)),
+    ]);
     assert.equal(await code, 0);
-    assert.ok(c.choices[0].message.content.length > 0 && c.choices[0].message.content.length < 300);
-    assert.equal(m.content[0].type, 'text');
-    assert.ok(m.content[0].text.length < 300);
   });
 });
