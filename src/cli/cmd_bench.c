@@ -236,7 +236,7 @@ static int measure_ceiling(cv_pool *pool, bool probe, ceiling *c, cv_err *err)
     if (rc)
         return rc;
     c->bw = bw.value * 1e9;
-    rc = cv_probe_int8_peak(pool, &peak, err);
+    rc = cv_probe_int8_peak(pool, cv_isa_active(), &peak, err);
     if (rc == 0)
         c->peak = peak.value;
     return rc == CV_EUNSUPPORTED ? 0 : rc;
@@ -344,9 +344,9 @@ static int bench(const bench_opts *o)
         printf("%s,\"describe\":", js.data);
         cv_buf_reset(&js);
         cv_buf_put_json_str(&js, desc.data, desc.len);
-        printf("%s,\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"active_bytes\":%.0f,"
+        printf("%s,\"isa\":\"%s\",\"threads\":%d,\"repeats\":%d,\"weight_bytes\":%.0f,\"active_bytes\":%.0f,"
                "\"macs_per_token\":%.0f,",
-               js.data, nth, o->repeats, bytes, (double)m->active_bytes, macs);
+               js.data, cv_isa_name(cv_isa_active()), nth, o->repeats, bytes, (double)m->active_bytes, macs);
         cv_buf_free(&js);
         printf("\"kv\":{\"depth\":%d,\"bytes\":%.0f,\"all_full_bytes\":%.0f,\"groups\":[", o->depth, kv_bytes,
                kv_full_bytes);
@@ -374,7 +374,8 @@ static int bench(const bench_opts *o)
                    nth, o->repeats, bytes / 1048576, macs, cv_engine_kv_type_name(o->kv_type));
         if (probe)
             printf("  each repeat against the mean of the ceilings measured just before and after it (read "
-                   "bandwidth,\n  int8 multiply-add peak); the range each case saw is in parentheses\n");
+                   "bandwidth,\n  int8 multiply-add peak of the %s level: %s); the range each case saw is in "
+                   "parentheses\n", cv_isa_name(cv_isa_active()), cv_probe_int8_what(cv_isa_active()));
         if (o->depth) {
             printf("  KV at depth %d: %.1f MiB, %.0f%% of the %.1f MiB every layer keeping every position would take",
                    o->depth, kv_bytes / 1048576, 100 * kv_bytes / kv_full_bytes, kv_full_bytes / 1048576);

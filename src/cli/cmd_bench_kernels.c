@@ -573,7 +573,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
            use_cpu_clock ? "thread-CPU" : "wall");
     cv_probe_result bw, peak;
     cv_probe_read_bandwidth(pool, &bw, NULL);
-    int have_peak = cv_probe_int8_peak(pool, &peak, &err) == 0;
+    int have_peak = cv_probe_int8_peak(pool, cv_isa_active(), &peak, &err) == 0;
     if (use_cpu_clock) {
         /* Ceilings on the same clock as the passes. */
         bw.value = bw.best = bw.cpu_value;
@@ -585,8 +585,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
         cv_probe_int8_peak_i32(pool, &p32, NULL);
         if (use_cpu_clock)
             p32.value = p32.best = p32.cpu_value;
-        printf("ceiling int8 peak        %8.2f GMAC/s (best %.2f; vpmaddubsw+vpaddw)\n", peak.value / 1e9,
-               peak.best / 1e9);
+        printf("ceiling int8 peak        %8.2f GMAC/s (best %.2f; %s)\n", peak.value / 1e9, peak.best / 1e9,
+               cv_probe_int8_what(cv_isa_active()));
         printf("  for context: i32 step  %8.2f GMAC/s (best %.2f; +vpmaddwd, what q8_0 needs)\n", p32.value / 1e9,
                p32.best / 1e9);
     }

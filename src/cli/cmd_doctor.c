@@ -214,15 +214,16 @@ int cv_cmd_doctor(int argc, char **argv)
         cv_probe_read_bandwidth(pool, &bw, NULL);
         printf("  read bandwidth          %8.2f GB/s    (best %.2f; 256 MiB, 256-bit loads)\n", bw.value, bw.best);
         bw_gbs = bw.value;
-        if (cv_probe_int8_peak(pool, &pk, &err) == 0) {
-            printf("  int8 peak               %8.1f GMAC/s  (best %.1f; vpmaddubsw + vpaddw)\n", pk.value / 1e9,
-                   pk.best / 1e9);
-            cv_probe_int8_peak_i32(pool, &pk32, NULL);
+        for (int l = CV_ISA_AVX2; l < CV_ISA_COUNT; l++) {
+            if (cv_probe_int8_peak(pool, l, &pk, &err) == 0)
+                printf("  int8 peak, %-8s      %8.1f GMAC/s  (best %.1f; %s)\n", cv_isa_name(l), pk.value / 1e9,
+                       pk.best / 1e9, cv_probe_int8_what(l));
+            else
+                printf("  int8 peak, %-8s      n/a (%s)\n", cv_isa_name(l), err.msg);
+        }
+        if (cv_probe_int8_peak_i32(pool, &pk32, NULL) == 0)
             printf("  int8 step, i32 sums     %8.1f GMAC/s  (best %.1f; vpmaddubsw + vpmaddwd + vpaddd)\n",
                    pk32.value / 1e9, pk32.best / 1e9);
-        } else {
-            printf("  int8 peak               n/a (%s)\n", err.msg);
-        }
     }
     cv_pool_destroy(pool);
     const int model_failed = model ? check_model(model, bw_gbs) : 0;

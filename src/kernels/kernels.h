@@ -347,15 +347,19 @@ typedef struct cv_probe_result {
  * pages in. This is the ceiling for decode: a matvec cannot read its weights
  * faster than this. */
 int cv_probe_read_bandwidth(cv_pool *pool, cv_probe_result *out, cv_err *err);
-/* Int8 multiply-add peak: every thread runs a register-only loop of
- * independent vpmaddubsw (32 u8 x s8 products, summed in pairs to int16)
- * accumulated with vpaddw: the inner loop of the 4-, 5- and 6-bit matmul
- * tiles, and the most int8 multiply-adds any AVX2 sequence can issue (it
- * is the only AVX2 instruction that multiplies bytes). value is
- * multiply-adds per second (32 per vpmaddubsw), median of repeats.
- * CV_EUNSUPPORTED without AVX2. This is the compute ceiling prefill and
- * batched decode are measured against. */
-int cv_probe_int8_peak(cv_pool *pool, cv_probe_result *out, cv_err *err);
+/* Int8 multiply-add peak of ISA level isa: every thread runs a
+ * register-only loop of independent instances of the level's byte
+ * multiply, the inner step of its matmul tiles: avx2, vpmaddubsw (32 u8 x
+ * s8 products, summed in pairs to int16) accumulated with vpaddw, the most
+ * int8 multiply-adds any AVX2 sequence issues; avx-vnni and avx512,
+ * vpdpbusd on 256 and 512 bits (32 and 64 products summed by fours into
+ * int32 in one instruction). value is multiply-adds per second, median of
+ * repeats. CV_EUNSUPPORTED for scalar or a level this CPU lacks. The
+ * process level's is the compute ceiling prefill and batched decode are
+ * measured against (corvid bench). */
+int cv_probe_int8_peak(cv_pool *pool, cv_isa isa, cv_probe_result *out, cv_err *err);
+/* The instruction cv_probe_int8_peak runs for isa, in words. */
+const char *cv_probe_int8_what(cv_isa isa);
 /* The same with a vpmaddwd per product vector (pairs summed to int32,
  * then vpaddd): the step of a dot whose int16 sums could overflow, i.e.
  * q8_0 x q8_0 and most other engines' quantized dots. Reported for context;

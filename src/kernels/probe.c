@@ -1,10 +1,12 @@
 /* probe.c — the machine ceilings corvid measures itself against: read
  * bandwidth (what a decode step's matvec can at best stream its weights at)
  * and the int8 multiply-add peak (what prefill and batched decode can at
- * best compute at). Each runs its inner loop on every thread of the pool at
- * once, repeats, and reports the median and the best repeat. The inner
- * loops live in probe_avx2.c; without AVX2 the bandwidth probe reads with
- * plain 64-bit loads and the int8 probe reports CV_EUNSUPPORTED. */
+ * best compute at), the latter per ISA level (each level's tiles multiply
+ * with their own instruction). Each runs its inner loop on every thread of
+ * the pool at once, repeats, and reports the median and the best repeat.
+ * The inner loops live in probe_avx2.c, probe_avxvnni.c and
+ * probe_avx512.c; without AVX2 the bandwidth probe reads with plain 64-bit
+ * loads and the int8 probes report CV_EUNSUPPORTED. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -14,12 +16,26 @@
 
 #define READ_BYTES (256u << 20)  /* >> any LLC; also 4 KiB-page aligned shares */
 #define READ_REPEATS 9
-#define INT8_ITERS 4000000       /* x 8 vpmaddubsw = 32M per thread per repeat (~10 ms) */
+#define INT8_MACS 1024000000.0   /* multiply-adds per thread per repeat (~10 ms of vpmaddubsw) */
 #define INT8_REPEATS 9
 
 uint64_t cv_probe_read_avx2(const void *p, size_t n);
 uint64_t cv_probe_int8_avx2(int64_t iters);
 uint64_t cv_probe_int8_i32_avx2(int64_t iters);
+uint64_t cv_probe_int8_vnni_avxvnni(int64_t iters);
+uint64_t cv_probe_int8_vnni_avx512(int64_t iters);
+
+/* The int8 loops: what each iteration multiplies, and how. */
+typedef enum int8_loop { LOOP_NONE, LOOP_AVX2, LOOP_AVX2_I32, LOOP_VNNI256, LOOP_VNNI512 } int8_loop;
+static const struct {
+    uint64_t (*fn)(int64_t iters);
+    double macs; /* per iteration */
+} loops[] = {
+    [LOOP_AVX2] = { cv_probe_int8_avx2, 8 * 32 },
+    [LOOP_AVX2_I32] = { cv_probe_int8_i32_avx2, 8 * 32 },
+    [LOOP_VNNI256] = { cv_probe_int8_vnni_avxvnni, 12 * 32 },
+    [LOOP_VNNI512] = { cv_probe_int8_vnni_avx512, 12 * 64 },
+};
 
 static uint64_t read_scalar(const void *p, size_t n)
 {
@@ -38,7 +54,7 @@ typedef struct probe_ctx {
     const uint8_t *buf;
     size_t bytes;
     bool avx2;
-    int int8; /* 0: bandwidth, 1: i16 peak loop, 2: i32 loop */
+    int8_loop int8; /* LOOP_NONE: bandwidth */
     _Atomic uint64_t sink; /* keeps the loads from being optimised away */
 } probe_ctx;
 
@@ -47,7 +63,7 @@ static void probe_job(void *vctx, int ith, int nth)
     probe_ctx *c = vctx;
     uint64_t r;
     if (c->int8) {
-        r = c->int8 == 1 ? cv_probe_int8_avx2(INT8_ITERS) : cv_probe_int8_i32_avx2(INT8_ITERS);
+        r = loops[c->int8].fn((int64_t)(INT8_MACS / loops[c->int8].macs));
     } else {
         int64_t lo, hi;
         cv_split_range((int64_t)c->bytes, ith, nth, 4096, &lo, &hi);
@@ -112,16 +128,31 @@ int cv_probe_read_bandwidth(cv_pool *pool, cv_probe_result *out, cv_err *err)
     return 0;
 }
 
-int cv_probe_int8_peak(cv_pool *pool, cv_probe_result *out, cv_err *err)
+static int run_int8(cv_pool *pool, int8_loop loop, cv_probe_result *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!cv_isa_supported(CV_ISA_AVX2))
-        return cv_err_set(err, CV_EUNSUPPORTED, "int8 peak probe: this CPU has no AVX2");
-    probe_ctx c = { .int8 = 1 };
-    const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
+    probe_ctx c = { .int8 = loop };
+    const double iters = (double)(int64_t)(INT8_MACS / loops[loop].macs);
+    const double macs = iters * loops[loop].macs * cv_pool_size(pool);
     run_repeats(pool, &c, INT8_REPEATS, macs, out);
     out->work = (size_t)macs;
     return 0;
+}
+
+int cv_probe_int8_peak(cv_pool *pool, cv_isa isa, cv_probe_result *out, cv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (isa == CV_ISA_SCALAR || !cv_isa_supported(isa))
+        return cv_err_set(err, CV_EUNSUPPORTED, "int8 peak probe of %s: %s", cv_isa_name(isa),
+                          isa == CV_ISA_SCALAR ? "the scalar level has no int8 instruction"
+                                               : cv_isa_missing(isa));
+    const int8_loop loop = isa == CV_ISA_AVX512 ? LOOP_VNNI512 : isa == CV_ISA_AVX_VNNI ? LOOP_VNNI256 : LOOP_AVX2;
+    return run_int8(pool, loop, out);
+}
+
+const char *cv_probe_int8_what(cv_isa isa)
+{
+    return isa == CV_ISA_AVX512 ? "512-bit vpdpbusd" : isa == CV_ISA_AVX_VNNI ? "256-bit vpdpbusd"
+                                                                              : "vpmaddubsw+vpaddw";
 }
 
 int cv_probe_int8_peak_i32(cv_pool *pool, cv_probe_result *out, cv_err *err)
@@ -129,9 +160,5 @@ int cv_probe_int8_peak_i32(cv_pool *pool, cv_probe_result *out, cv_err *err)
     memset(out, 0, sizeof *out);
     if (!cv_isa_supported(CV_ISA_AVX2))
         return cv_err_set(err, CV_EUNSUPPORTED, "int8 i32 probe: this CPU has no AVX2");
-    probe_ctx c = { .int8 = 2 };
-    const double macs = (double)INT8_ITERS * 8 * 32 * cv_pool_size(pool);
-    run_repeats(pool, &c, INT8_REPEATS, macs, out);
-    out->work = (size_t)macs;
-    return 0;
+    return run_int8(pool, LOOP_AVX2_I32, out);
 }
