@@ -4,8 +4,9 @@
  * (attention.c: within the layer's window, with its sinks), an optional
  * per-head output gate, and the output projection with its bias. What
  * varies between architectures is data in the bound layer (a bias, a norm
- * or sinks present or not, the window, the layer's RoPE, a gate), never a
- * branch on a name.
+ * or sinks present or not, the window, the layer's RoPE, a gate) or the
+ * model (a query temperature: each query scaled after RoPE by its
+ * position's factor, mistral3), never a branch on a name.
  *
  * The gate (cv_layer.attn_gate, Qwen3.5's gated attention) is data on this
  * kind rather than a kind of its own: it changes only where q sits in the
@@ -14,6 +15,8 @@
  * gates move to e->gate and the queries close up to the row's first n_q
  * values, where attention reads them, and the heads' outputs are
  * multiplied by sigmoid(g) before W_o. */
+#include <math.h>
+
 #include "engine/engine_int.h"
 
 typedef struct qkv_job {
@@ -59,6 +62,9 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
         const int32_t pos = j->b->pos[t];
         vec->rope(&L->rope, q, hp->n_head, hd, pos);
         vec->rope(&L->rope, k, hp->n_head_kv, hd, pos);
+        if (hp->attn_temp_scale > 0) /* in f32, in llama.cpp's order */
+            vec->scale(q, logf(floorf((float)pos / (float)hp->attn_temp_len) + 1.0f) * hp->attn_temp_scale + 1.0f,
+                       n_q);
         const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
         const int32_t at = pos % CV_KV_BLOCK;
         for (int32_t g = 0; g < hp->n_head_kv; g++) {

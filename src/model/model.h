@@ -197,6 +197,10 @@ typedef struct cv_arch {
      * 27B's query_pre_attn_scalar, which GGUF files do not carry; llama.cpp
      * tells the model by its 62 layers too). 0: never. */
     int32_t attn_scale_wide_at_layers;
+    /* YaRN: {arch}.rope.scaling.yarn_log_multiplier is HF's mscale_all_dim m
+     * as is (mistral3), and cos/sin are scaled by
+     * (1 + 0.1 ln f) / (1 + 0.1 m ln f) instead of 1 + 0.1 ln f. */
+    bool yarn_log_mul;
     const cv_arch_tensor *tensors;
     int n_tensors;
 } cv_arch;
@@ -209,6 +213,7 @@ extern const cv_arch cv_arch_gpt_oss;
 extern const cv_arch cv_arch_gemma3;
 extern const cv_arch cv_arch_qwen35;
 extern const cv_arch cv_arch_qwen35moe;
+extern const cv_arch cv_arch_mistral3;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -244,9 +249,16 @@ typedef struct cv_hparams {
     float rope_factor;     /* rope.scaling.factor (1: none) */
     int32_t rope_orig_ctx; /* YaRN: rope.scaling.original_context_length */
     float yarn_beta_fast, yarn_beta_slow; /* YaRN's correction-dimension bounds (32 and 1 by default) */
+    float yarn_log_mul;    /* YaRN: mscale_all_dim, where the architecture reads it (cv_arch.yarn_log_mul) */
     float rope_theta_swa;  /* window layers' RoPE base */
     int32_t n_swa;         /* {arch}.attention.sliding_window: what window layers see; 0: no window */
     float attn_scale;      /* score = attn_scale * q.k */
+    /* Query temperature (Llama 4's, mistral3's): the query at position p is
+     * multiplied by 1 + attn_temp_scale ln(floor(p / attn_temp_len) + 1)
+     * after RoPE ({arch}.attention.temperature_scale, and the original
+     * context as the step); 0: none. */
+    float attn_temp_scale;
+    int32_t attn_temp_len;
     float embd_scale;      /* token embedding multiplier (1, or sqrt(n_embd) for gemma) */
     cv_glu glu;
     float glu_alpha, glu_limit;
@@ -466,6 +478,9 @@ typedef struct cv_model_shape {
      * head size, key heads, value heads, and every how many layers one
      * attends. */
     int32_t ssm_conv, ssm_state, ssm_group, ssm_heads, full_attn_interval;
+    /* YaRN's mscale_all_dim (written where the architecture reads it) and
+     * the query temperature (0: none). */
+    float yarn_log_mul, attn_temp_scale;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];

@@ -11,7 +11,9 @@
  * .attention.head_count_kv, .attention.key_length, .attention.value_length,
  * .attention.layer_norm_rms_epsilon, .rope.freq_base, .rope.dimension_count,
  * .rope.scaling.type, .rope.scaling.factor, .rope.scale_linear,
- * .rope.scaling.original_context_length, .rope.scaling.yarn_beta_fast/slow;
+ * .rope.scaling.original_context_length, .rope.scaling.yarn_beta_fast/slow,
+ * .rope.scaling.yarn_log_multiplier (where the architecture reads it),
+ * .attention.temperature_scale;
  * sliding windows: .attention.sliding_window,
  * .attention.sliding_window_pattern, .rope.freq_base_swa; MoE:
  * .expert_count, .expert_used_count, .expert_feed_forward_length,
@@ -292,13 +294,23 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
         if ((rc = hp_int(g, a, "rope.scaling.original_context_length", hp->n_ctx_train, 1, CV_MAX_CONTEXT,
                          &hp->rope_orig_ctx, err)) ||
             (rc = hp_float(g, a, "rope.scaling.yarn_beta_fast", 32, 1e-3, 1e6, &hp->yarn_beta_fast, err)) ||
-            (rc = hp_float(g, a, "rope.scaling.yarn_beta_slow", 1, 1e-3, 1e6, &hp->yarn_beta_slow, err)))
+            (rc = hp_float(g, a, "rope.scaling.yarn_beta_slow", 1, 1e-3, 1e6, &hp->yarn_beta_slow, err)) ||
+            (a->yarn_log_mul &&
+             (rc = hp_float(g, a, "rope.scaling.yarn_log_multiplier", 0, 0, 100, &hp->yarn_log_mul, err))))
             return rc;
         hp->rope_factor = factor;
     } else if (factor > 0) {
         hp->rope_factor = factor;
         hp->rope_freq_scale = 1.0f / factor;
     }
+    /* The query temperature steps at the original context (mistral3). */
+    if ((rc = hp_float(g, a, "attention.temperature_scale", 0, 0, 100, &hp->attn_temp_scale, err)))
+        return rc;
+    hp->attn_temp_len = 0;
+    if (hp->attn_temp_scale > 0 &&
+        (rc = hp_int(g, a, "rope.scaling.original_context_length", hp->n_ctx_train, 1, CV_MAX_CONTEXT,
+                     &hp->attn_temp_len, err)))
+        return rc;
     cv_err_clear(err);
     return read_layer_hparams(g, a, hp, err);
 }
@@ -968,7 +980,11 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
         cv_rope_yarn_factors(yarn, m->hp.n_rot, m->hp.rope_theta, m->hp.rope_factor, m->hp.rope_orig_ctx,
                              m->hp.yarn_beta_fast, m->hp.yarn_beta_slow);
         factors = yarn;
-        mscale = 1.0f + 0.1f * logf(m->hp.rope_factor);
+        /* ggml scales cos/sin by 1 + 0.1 ln f; a model that states its
+         * mscale_all_dim m divides that by 1 + 0.1 m ln f (mistral3: m = 1,
+         * so 1). */
+        const float lf = logf(m->hp.rope_factor);
+        mscale = (1.0f + 0.1f * lf) / (1.0f + 0.1f * m->hp.yarn_log_mul * lf);
     } else if (factors) {
         for (int i = 0; i < m->hp.n_rot / 2; i++) {
             if (!(factors[i] > 0 && isfinite(factors[i]))) {
@@ -1173,6 +1189,8 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, ", sliding window %d on %d of %d layers", hp->n_swa, n_local, hp->n_layer);
     if (hp->rope_scaling == CV_ROPE_SCALING_YARN)
         cv_buf_printf(out, ", YaRN x%g from %d", hp->rope_factor, hp->rope_orig_ctx);
+    if (hp->attn_temp_scale > 0)
+        cv_buf_printf(out, ", query temperature %g per %d positions", hp->attn_temp_scale, hp->attn_temp_len);
     if (m->layers[0].sinks)
         cv_buf_printf(out, ", attention sinks");
 }

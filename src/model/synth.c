@@ -95,6 +95,23 @@ const cv_model_shape cv_model_shapes[] = {
       .n_head_kv = 2, .head_dim = 256, .n_ff = 0, .n_ctx = 262144, .rope_theta = 10000000.0f, .rms_eps = 1e-6f,
       .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512, .n_rot = 64, .ssm_conv = 4,
       .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32, .full_attn_interval = 4 },
+    /* The tiny shape with mistral3's position handling, as
+     * testdata/reference3's mistral3 file has it: YaRN x16 from 64 positions
+     * (mscale_all_dim 1) and a query temperature of 0.1, so a few hundred
+     * positions cross its steps. */
+    { .name = "tiny-mistral3", .arch = "mistral3", .n_vocab = 2048, .n_embd = 256, .n_layer = 2, .n_head = 8,
+      .n_head_kv = 4, .head_dim = 32, .n_ff = 512, .n_ctx = 2048, .rope_theta = 1000000.0f, .rms_eps = 1e-5f,
+      .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 16, .rope_orig_ctx = 64, .yarn_log_mul = 1,
+      .attn_temp_scale = 0.1f },
+    /* mistralai/Devstral-Small-2-24B-Instruct-2512 config.json (text_config,
+     * model_type ministral3): 40 layers of 5120, 32 heads (8 kv) of 128, FFN
+     * 32768, vocabulary 131072, untied; rope_parameters: base 1e8, YaRN x48
+     * from 8192 (beta 32 / 1, mscale and mscale_all_dim 1), and
+     * llama_4_scaling_beta 0.1 (the query temperature); context 393216. */
+    { .name = "devstral-small-2-24b", .arch = "mistral3", .n_vocab = 131072, .n_embd = 5120, .n_layer = 40,
+      .n_head = 32, .n_head_kv = 8, .head_dim = 128, .n_ff = 32768, .n_ctx = 393216, .rope_theta = 100000000.0f,
+      .rms_eps = 1e-5f, .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 48, .rope_orig_ctx = 8192,
+      .yarn_log_mul = 1, .attn_temp_scale = 0.1f },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -247,7 +264,11 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
         cv_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), s->rope_factor);
         if (s->rope_scaling == CV_ROPE_SCALING_YARN)
             cv_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->rope_orig_ctx);
+        if (s->rope_scaling == CV_ROPE_SCALING_YARN && a->yarn_log_mul)
+            cv_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), s->yarn_log_mul);
     }
+    if (s->attn_temp_scale > 0)
+        cv_gguf_writer_set_f32(w, KEY("attention.temperature_scale"), s->attn_temp_scale);
 #undef KEY
 }
 

@@ -8,7 +8,8 @@
  * picks the same experts and steps where no two share one), with f32, f16
  * and q8_0 KV caches; on reference2's sliding-window models (gpt-oss with
  * sinks and experts, gemma3), whose rows must be the same bits batched,
- * alone and prefilled in chunks across the window; and on reference2's
+ * alone and prefilled in chunks across the window (reference3's mistral3,
+ * whose query temperature steps with the position, too); and on reference2's
  * hybrids (Gated DeltaNet layers with a recurrent state per sequence):
  * their sequences in one batch get the bits each gets alone, a fork copies
  * the state, and a truncate the state cannot follow goes back only as far
@@ -18,6 +19,7 @@
 
 #define REF "reference/"
 #define REF2 "R2" /* a model name with this prefix is in reference2/ */
+#define REF3 "R3" /* ... in reference3/ */
 
 static json_t *g_seqs;
 
@@ -32,8 +34,8 @@ static bool open_fixture(fixture *f, const char *model, const cv_engine_params *
     cv_err err = { 0 };
     memset(f, 0, sizeof *f);
     char rel[256];
-    if (!strncmp(model, REF2, 2))
-        snprintf(rel, sizeof rel, "reference2/models/%s.gguf", model + 2);
+    if (!strncmp(model, REF2, 2) || !strncmp(model, REF3, 2))
+        snprintf(rel, sizeof rel, "reference%c/models/%s.gguf", model[1], model + 2);
     else if (model[0] == '/')
         snprintf(rel, sizeof rel, "%s", model);
     else
@@ -176,6 +178,8 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
     check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    /* The query temperature scales each row by its own position (mistral3). */
+    check_interleaved(REF3 "tiny-mistral3-gpt2-F32", 0, CV_GGML_F32);
     /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
      * other pieces (and single steps), which agree to rounding: measured
      * 3.9e-5 and 2.7e-5 on logits of magnitude ~20. An f16 cache would
@@ -766,6 +770,8 @@ TEST(prefill_in_chunks_across_the_window_equals_one_call)
 {
     check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32");
     check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0");
+    /* No window, but its temperature steps at 64, 128 and 192 */
+    check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32");
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)

@@ -24,12 +24,15 @@
  *         every step, max|Δ| within 1e-4 on the fp32 paths);
  *       len200 fed in pieces of 1, 7 and 64 tokens gives the logits of one
  *         call (1e-4 on the fp32 paths, the statistical bounds on the int8
- *         one), and each way gives the same bits when run again. */
+ *         one), and each way gives the same bits when run again;
+ *   - reference3/'s files, with that folder's README "Guidance" bounds
+ *     (the same as reference2's items 1 and 2). */
 #include "ref_util.h"
 #include "tokenizer/tokenizer.h"
 
 #define REF "reference/"
 #define REF2 "reference2/"
+#define REF3 "reference3/"
 
 /* The sanitizer build runs every model and path on the short sequences
  * (memory safety of every dtype's code); the whole oracle (len200, all 32
@@ -72,6 +75,8 @@ static const ref_model models[] = {
     { REF2, "tiny-qwen35-gpt2-F32", "gpt2" },      { REF2, "tiny-qwen35-gpt2-Q8_0", "gpt2" },
     { REF2, "tiny-qwen35-gpt2-Q4_K_M", "gpt2" },   { REF2, "tiny-qwen35moe-gpt2-F32", "gpt2" },
     { REF2, "tiny-qwen35moe-gpt2-Q4_K_M", "gpt2" },
+    /* reference3/: NORM RoPE with YaRN and the query temperature (mistral3). */
+    { REF3, "tiny-mistral3-gpt2-F32", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -80,7 +85,7 @@ static const char *const seq_names[N_SEQS] = { "len1", "len17",
 #endif
 };
 
-static json_t *g_seqs, *g_manifest, *g_manifest2;
+static json_t *g_seqs, *g_manifest, *g_manifest2, *g_manifest3;
 
 /* The exact paths' max |Δ|: 1e-3, but Gemma 3's looser bound (reference2
  * README, item 1) with KL <= 1e-4: corvid computes the tanh GELU in f32
@@ -159,7 +164,7 @@ static void check_exact(const ref_model *rm, cv_engine *e, const char *suffix)
 
 static double manifest_margin(const ref_model *rm, const char *seq)
 {
-    json_t *man = !strcmp(rm->dir, REF2) ? g_manifest2 : g_manifest;
+    json_t *man = !strcmp(rm->dir, REF3) ? g_manifest3 : !strcmp(rm->dir, REF2) ? g_manifest2 : g_manifest;
     json_t *v = json_object_get(
         json_object_get(json_object_get(json_object_get(json_object_get(man, "models"), rm->name), "seqs"), seq),
         "top1_margin");
@@ -640,7 +645,8 @@ int main(void)
     g_seqs = ref_json(test_data(REF "sequences.json"));
     g_manifest = ref_json(test_data(REF "manifest.json"));
     g_manifest2 = ref_json(test_data(REF2 "manifest.json"));
-    if (!g_seqs || !g_manifest || !g_manifest2)
+    g_manifest3 = ref_json(test_data(REF3 "manifest.json"));
+    if (!g_seqs || !g_manifest || !g_manifest2 || !g_manifest3)
         return 1;
     RUN(stories260k_generates_the_documented_greedy_ids);
     RUN(f32_models_match_llamacpp_logits_and_greedy);
@@ -652,5 +658,6 @@ int main(void)
     json_decref(g_seqs);
     json_decref(g_manifest);
     json_decref(g_manifest2);
+    json_decref(g_manifest3);
     return test_report();
 }

@@ -1,7 +1,8 @@
 /* sched_util.h — what the scheduler tests share: a random-weight model
- * written once per test binary (`corvid synth`'s code: the tiny shape, q8_0,
- * so the int8 tiles run; llama, or the architecture $CV_TEST_ARCH names, so
- * that CTest runs the same scheduler tests over an MoE model too), an
+ * written once per test binary (`corvid synth`'s code: the tiny shape, or
+ * the one $CV_TEST_SHAPE names, q8_0, so the int8 tiles run; llama, or the
+ * architecture $CV_TEST_ARCH names, so that CTest runs the same scheduler
+ * tests over an MoE model too), an
  * engine + scheduler rig, requests made from a seed, and reading a request
  * to its end. */
 #ifndef CV_SCHED_UTIL_H
@@ -26,8 +27,9 @@ static inline bool util_synth(char *path, size_t n, const char *tag, const char 
 {
     ref_tmp_path(path, n, tag);
     cv_err err = { 0 };
-    const char *arch = getenv("CV_TEST_ARCH");
-    cv_synth_params sp = { .arch = arch && *arch ? arch : "llama", .shape = "tiny", .dtype = dtype, .seed = seed };
+    const char *arch = getenv("CV_TEST_ARCH"), *shape = getenv("CV_TEST_SHAPE");
+    cv_synth_params sp = { .arch = arch && *arch ? arch : "llama", .shape = shape && *shape ? shape : "tiny",
+                           .dtype = dtype, .seed = seed };
     cv_model *m;
     if (cv_model_synth(&sp, path, &err) || cv_model_open(path, NULL, &m, &err)) {
         fprintf(stderr, "synth: %s\n", err.msg);

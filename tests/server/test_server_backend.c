@@ -19,10 +19,11 @@
  *   - with the prefix cache off nothing is cached.
  * The template and vocabulary are read in place and written into a
  * temporary model file; nothing from testdata enters the repository. The
- * architecture is qwen2, or the one named as the first argument (CTest
- * runs the file again over qwen3moe, the same guarantees on an MoE, over
- * gpt-oss, window layers and sinks, and over qwen35 and qwen35moe, hybrids
- * whose cache resumes from state snapshots). */
+ * architecture is qwen2, or the one named as the first argument, with the
+ * shape named as the second (default tiny; CTest runs the file again over
+ * qwen3moe, the same guarantees on an MoE, over gpt-oss, window layers and
+ * sinks, over qwen35 and qwen35moe, hybrids whose cache resumes from state
+ * snapshots, and over mistral3 with its YaRN and query temperature). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@
 #include "server/server.h"
 
 static char model_path[512], dir_path[256];
-static const char *g_arch = "qwen2";
+static const char *g_arch = "qwen2", *g_shape = "tiny";
 
 /* ---- the model ---- */
 
@@ -80,7 +81,7 @@ static bool make_model(void)
     snprintf(model_path, sizeof model_path, "%s/qwq-tiny.gguf", dir_path);
     if (!write_vocab(vocab))
         return false;
-    cv_synth_params sp = { .arch = g_arch, .shape = "tiny", .dtype = "q8_0", .vocab = vocab, .seed = 7 };
+    cv_synth_params sp = { .arch = g_arch, .shape = g_shape, .dtype = "q8_0", .vocab = vocab, .seed = 7 };
     cv_err err = { 0 };
     if (cv_model_synth(&sp, model_path, &err)) {
         fprintf(stderr, "synth: %s\n", err.msg);
@@ -818,6 +819,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         g_arch = argv[1];
+    if (argc > 2)
+        g_shape = argv[2];
     test_require_data();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!make_model()) {
