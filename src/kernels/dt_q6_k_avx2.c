@@ -104,7 +104,10 @@ void cv_dt_q6_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
 /* ---- matmul ---- */
 
 static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK_K) * SB_BYTES; }
-static size_t pack_bytes(int64_t n_in, int64_t n_out) { return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in); }
+size_t cv_q6_K_pack16_bytes(int64_t n_in, int64_t n_out)
+{
+    return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
+}
 
 /* The 6-bit level of value i of a q6_K block (dt_q6_k.c has the same). */
 static inline int level(const block_q6_K *x, int i)
@@ -116,11 +119,11 @@ static inline int level(const block_q6_K *x, int i)
     return low4 | (((qh[l] >> (2 * quarter)) & 3) << 4);
 }
 
-static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
+void cv_q6_K_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 {
     const int64_t nsb = n_in / QK_K, n_groups = (n_out + ROWS - 1) / ROWS;
     const block_q6_K *w = src;
-    memset(dst, 0, pack_bytes(n_in, n_out));
+    memset(dst, 0, cv_q6_K_pack16_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++)
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_q6_K *row = w + (g * ROWS + r) * nsb;
@@ -310,8 +313,8 @@ CV_TILE_RUN8(run, tile4, tile8, group_bytes)
 const cv_mm_impl cv_mm_q6_K_avx2 = {
     .name = "avx2 tiles: 16 rows x 4 or 8 tokens, weights repacked at load",
     .rows_per_group = ROWS,
-    .pack_bytes = pack_bytes,
-    .pack = pack,
+    .pack_bytes = cv_q6_K_pack16_bytes,
+    .pack = cv_q6_K_pack16,
     .act_row_bytes = act_row_bytes,
     .quant_act = quant_act,
     .run = run,

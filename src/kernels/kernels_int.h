@@ -301,6 +301,22 @@ typedef struct cv_mm_impl {
     void (*run)(const cv_mm_job *job, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
 } cv_mm_impl;
 
+/* The 16-row packs a weight type's tiles share across levels (made by its
+ * dt_*_avx2.c, which writes the layout out): 4 consecutive values of a row
+ * in 4 bytes, rows 0-7 and 8-15 in two 32-byte halves side by side, so a
+ * 256-bit tile reads a half and a 512-bit one both at once. pack16_bytes is
+ * the packed size of W [n_out][n_in]. */
+#define CV_PACK16_DECL(name)                                                    \
+    size_t cv_##name##_pack16_bytes(int64_t n_in, int64_t n_out);              \
+    void cv_##name##_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
+CV_PACK16_DECL(q2_K);
+CV_PACK16_DECL(q3_K);
+CV_PACK16_DECL(q4_K);
+CV_PACK16_DECL(q5_K);
+CV_PACK16_DECL(q6_K);
+CV_PACK16_DECL(iq4_xs);
+#undef CV_PACK16_DECL
+
 /* Each level's implementation for a weight type, or NULL (matmul_avx2.c,
  * matmul_avxvnni.c, matmul_avx512.c: one table each). A level may share a
  * lower level's pack (its tiles then read the same layout), and a wmat's

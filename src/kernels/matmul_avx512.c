@@ -4,6 +4,10 @@
  * CPU has it, else avx2). */
 #include "kernels/kernels_int.h"
 
-static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = { 0 };
+extern const cv_mm_impl cv_mm_q4_K_avx512;
+
+static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
+    [CV_GGML_Q4_K] = &cv_mm_q4_K_avx512,
+};
 
 const cv_mm_impl *cv_mm_impl_avx512(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

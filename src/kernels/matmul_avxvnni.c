@@ -3,6 +3,10 @@
  * in dt_*_avxvnni.c). A type without one runs the avx2 tile. */
 #include "kernels/kernels_int.h"
 
-static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = { 0 };
+extern const cv_mm_impl cv_mm_q4_K_avx_vnni;
+
+static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
+    [CV_GGML_Q4_K] = &cv_mm_q4_K_avx_vnni,
+};
 
 const cv_mm_impl *cv_mm_impl_avx_vnni(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

@@ -4,8 +4,9 @@
  * any tile, one-block and odd-block rows, with and without threads, through
  * strided rows; every SIMD matmul against the scalar one, also on weights
  * of random bytes with extreme scales; every token's bits alone and
- * batched (and the float tile's against its row dots); and prepared-weight
- * creation refusing bad shapes. */
+ * batched (and the float tile's against its row dots); the VNNI tiles'
+ * bits against the AVX2 tiles' where they sum the same integers; and
+ * prepared-weight creation refusing bad shapes. */
 #include <stdlib.h>
 
 #include "kernels/kernels_int.h"
@@ -460,6 +461,85 @@ TEST(a_token_gets_the_same_bits_alone_or_batched_and_float_rows_their_dots_bits)
     }
 }
 
+/* The weight types whose tiles at every SIMD level sum the same integers
+ * in the same groups as their AVX2 tile and meet the floats in its order
+ * (docs/KERNELS.md, "VNNI tiles"), so their outputs at avx-vnni and avx512
+ * are the avx2 tile's bits. */
+static bool tiles_keep_avx2_bits(uint32_t type)
+{
+    switch (type) {
+    case CV_GGML_Q4_K: return true;
+    default: return false;
+    }
+}
+
+TEST(vnni_tiles_give_the_avx2_tiles_bits)
+{
+    /* 1-5 super-blocks, rows not a multiple of 16 (and one group), tokens in
+     * every tile shape and tail and past the 128-token chunk; weights from
+     * the quantizer and random blocks (zero, subnormal, largest scales). */
+    static const struct { int64_t nb, n_out, n_tok; } shapes[] = {
+        { 1, 16, 1 }, { 2, 37, 1 },  { 1, 5, 2 },   { 3, 37, 3 },  { 2, 16, 4 },  { 1, 50, 5 },  { 5, 21, 6 },
+        { 2, 37, 7 }, { 1, 16, 8 },  { 3, 19, 9 },  { 2, 33, 12 }, { 1, 37, 16 }, { 4, 17, 17 }, { 2, 40, 33 },
+        { 1, 21, 131 },
+    };
+    cv_pool *pool = cv_pool_create(2, NULL);
+    for (int isa = CV_ISA_AVX_VNNI; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(CV_ISA_AVX2))
+            break;
+        if (!cv_isa_supported(isa)) {
+            printf("  %s: not on this CPU (%s): its tiles are not compared\n", cv_isa_name(isa), cv_isa_missing(isa));
+            continue;
+        }
+        for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
+            const cv_dtype *dt = cv_dtype_get(t);
+            if (!dt || !dt->is_weight || !tiles_keep_avx2_bits(t))
+                continue;
+            const char *path = cv_matmul_path(t, isa);
+            CHECK_MSG(!strncmp(path, cv_isa_name(isa), strlen(cv_isa_name(isa))), "%s at %s runs \"%s\"", dt->name,
+                      cv_isa_name(isa), path);
+            for (size_t c = 0; c < CV_ARRAY_LEN(shapes); c++) {
+                const int64_t n_in = shapes[c].nb * dt->block_elems, n_out = shapes[c].n_out, n_tok = shapes[c].n_tok;
+                const size_t row = (size_t)shapes[c].nb * dt->block_bytes;
+                uint8_t *w = malloc(row * n_out);
+                float *wf = malloc(n_in * sizeof *wf), *x = malloc(n_in * n_tok * sizeof *x);
+                float *y0 = malloc(n_out * n_tok * sizeof *y0), *y1 = malloc(n_out * n_tok * sizeof *y1);
+                cv_rng r;
+                cv_rng_seed(&r, 4242 + 31 * t + c);
+                if (c % 2)
+                    random_blocks(t, w, shapes[c].nb * n_out, &r, true);
+                else
+                    for (int64_t o = 0; o < n_out; o++) {
+                        fill(wf, n_in, 700 * t + 13 * c + o);
+                        CHECK_EQ_INT(cv_quantize_row(t, wf, w + o * row, n_in, NULL), 0);
+                    }
+                fill(x, n_in * n_tok, 91 + c);
+                cv_wmat *m0, *m1;
+                CHECK_EQ_INT(cv_wmat_create_isa(t, n_in, n_out, w, row * n_out, CV_ISA_AVX2, &m0, NULL), 0);
+                CHECK_EQ_INT(cv_wmat_create_isa(t, n_in, n_out, w, row * n_out, isa, &m1, NULL), 0);
+                cv_matmul(NULL, m0, n_tok, x, y0);
+                cv_matmul(c % 3 ? pool : NULL, m1, n_tok, x, y1);
+                int64_t bad = -1;
+                for (int64_t i = 0; i < n_out * n_tok && bad < 0; i++)
+                    if (memcmp(&y0[i], &y1[i], sizeof *y0))
+                        bad = i;
+                CHECK_MSG(bad < 0, "%s %s n_in=%lld n_out=%lld n_tok=%lld%s: y[%lld][%lld] %.9g, avx2 %.9g", dt->name,
+                          cv_isa_name(isa), (long long)n_in, (long long)n_out, (long long)n_tok,
+                          c % 2 ? " random blocks" : "", (long long)(bad < 0 ? 0 : bad / n_out),
+                          (long long)(bad < 0 ? 0 : bad % n_out), bad < 0 ? 0.0 : y1[bad], bad < 0 ? 0.0 : y0[bad]);
+                cv_wmat_destroy(m0);
+                cv_wmat_destroy(m1);
+                free(w);
+                free(wf);
+                free(x);
+                free(y0);
+                free(y1);
+            }
+        }
+    }
+    cv_pool_destroy(pool);
+}
+
 int main(void)
 {
     RUN(matmul_equals_the_float_reference_for_every_dtype_isa_and_batch_size);
@@ -467,6 +547,7 @@ int main(void)
     RUN(simd_matmul_on_random_blocks_equals_the_scalar_matmul);
     RUN(matmul_is_identical_with_and_without_threads);
     RUN(a_token_gets_the_same_bits_alone_or_batched_and_float_rows_their_dots_bits);
+    RUN(vnni_tiles_give_the_avx2_tiles_bits);
     RUN(weight_preparation_refuses_bad_types_and_shapes);
     return test_report();
 }
