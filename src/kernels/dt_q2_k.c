@@ -9,11 +9,6 @@
  * sums of each 16. */
 #include "kernels/kernels_int.h"
 
-/* Where value i (0..255) of a super-block keeps its 2 bits: byte and
- * shift in qs. */
-static inline int q2_byte(int i) { return 32 * (i / 128) + i % 32; }
-static inline int q2_shift(int i) { return 2 * ((i % 128) / 32); }
-
 void cv_dt_q2_K_from_f32(const float *src, void *dst, int64_t n)
 {
     block_q2_K *y = dst;
@@ -53,7 +48,7 @@ void cv_dt_q2_K_from_f32(const float *src, void *dst, int64_t n)
         }
         memset(y[b].qs, 0, sizeof y[b].qs);
         for (int i = 0; i < QK_K; i++)
-            y[b].qs[q2_byte(i)] |= (uint8_t)(L[i] << q2_shift(i));
+            y[b].qs[kq2_byte(i)] |= (uint8_t)(L[i] << kq2_shift(i));
     }
 }
 
@@ -68,7 +63,7 @@ void cv_dt_q2_K_to_f32(const void *src, float *dst, int64_t n)
             const float dl = d * (float)(x[b].scales[j] & 0xF), ml = min * (float)(x[b].scales[j] >> 4);
             for (int l = 0; l < 16; l++) {
                 const int i = 16 * j + l;
-                y[i] = dl * (float)((x[b].qs[q2_byte(i)] >> q2_shift(i)) & 3) - ml;
+                y[i] = dl * (float)q2_k_level(&x[b], i) - ml;
             }
         }
     }
@@ -85,7 +80,7 @@ void cv_dt_q2_K_dot(int64_t n, const void *w, const void *a, float *out)
             int s = 0;
             for (int l = 0; l < 16; l++) {
                 const int i = 16 * j + l;
-                s += ((x[b].qs[q2_byte(i)] >> q2_shift(i)) & 3) * y[b].qs[i];
+                s += q2_k_level(&x[b], i) * y[b].qs[i];
             }
             sumi += (x[b].scales[j] & 0xF) * s;
             sumi_mins += (x[b].scales[j] >> 4) * y[b].bsums[j];

@@ -8,19 +8,6 @@
  * with the rounded scales. Pairs with q8_K activations. */
 #include "kernels/kernels_int.h"
 
-/* Where value i (0..255) of a super-block keeps its bits: low 2 bits at
- * byte q3_byte(i) of qs, shift q3_shift(i); bit 2 at hmask[i % 32], bit
- * q3_hbit(i). */
-static inline int q3_byte(int i) { return 32 * (i / 128) + i % 32; }
-static inline int q3_shift(int i) { return 2 * ((i % 128) / 32); }
-static inline int q3_hbit(int i) { return i / 32; }
-
-/* Level 0..7 of value i (the value is d * sc * (level - 4)). */
-static inline int q3_level(const block_q3_K *x, int i)
-{
-    return ((x->qs[q3_byte(i)] >> q3_shift(i)) & 3) | (((x->hmask[i % 32] >> q3_hbit(i)) & 1) << 2);
-}
-
 void cv_dt_q3_K_from_f32(const float *src, void *dst, int64_t n)
 {
     block_q3_K *y = dst;
@@ -60,8 +47,8 @@ void cv_dt_q3_K_from_f32(const float *src, void *dst, int64_t n)
             }
         }
         for (int i = 0; i < QK_K; i++) {
-            y[b].qs[q3_byte(i)] |= (uint8_t)((L[i] & 3) << q3_shift(i));
-            y[b].hmask[i % 32] |= (uint8_t)((L[i] >> 2) << q3_hbit(i));
+            y[b].qs[kq2_byte(i)] |= (uint8_t)((L[i] & 3) << kq2_shift(i));
+            y[b].hmask[i % 32] |= (uint8_t)((L[i] >> 2) << (i / 32));
         }
     }
 }
@@ -75,7 +62,7 @@ void cv_dt_q3_K_to_f32(const void *src, float *dst, int64_t n)
         for (int j = 0; j < QK_K / 16; j++) {
             const float dl = d * (float)q3_k_scale(x[b].scales, j);
             for (int l = 0; l < 16; l++)
-                y[16 * j + l] = dl * (float)(q3_level(&x[b], 16 * j + l) - 4);
+                y[16 * j + l] = dl * (float)(q3_k_level(&x[b], 16 * j + l) - 4);
         }
     }
 }
@@ -90,7 +77,7 @@ void cv_dt_q3_K_dot(int64_t n, const void *w, const void *a, float *out)
         for (int j = 0; j < QK_K / 16; j++) {
             int s = 0;
             for (int l = 0; l < 16; l++)
-                s += (q3_level(&x[b], 16 * j + l) - 4) * y[b].qs[16 * j + l];
+                s += (q3_k_level(&x[b], 16 * j + l) - 4) * y[b].qs[16 * j + l];
             sumi += q3_k_scale(x[b].scales, j) * s;
         }
         sum += y[b].d * f16_to_f32(x[b].d) * (float)sumi;

@@ -1,10 +1,24 @@
-/* dt_q3_k_avx2.c — q3_K on AVX2: dequantize (bit-exact: (d * sc) * (q - 4))
- * and the q3_K x q8_K dot. As for q2_K, one load of qs holds 128 values'
- * low bits and each shift by 2s gives 32 of them; the high bits of the
- * same 32 values are bit 4h + s of each byte of hmask. Levels are used
- * unsigned (0..7) and the -4 applied once per super-block through q8_K's
- * sums of each 16 times the scales. The matmul runs through the generic
- * driver (docs/KERNELS.md says what a tile would add). */
+/* dt_q3_k_avx2.c — q3_K on AVX2: dequantize (bit-exact: (d * sc) * (q - 4)),
+ * the q3_K x q8_K dot, and the matmul tile over weights repacked 16 rows at
+ * a time. In the dot, as for q2_K, one load of qs holds 128 values' low
+ * bits and each shift by 2s gives 32 of them; the high bits of the same 32
+ * values are bit 4h + s of each byte of hmask. Levels are used unsigned
+ * (0..7) and the -4 applied once per super-block through q8_K's sums of
+ * each 16 times the scales.
+ *
+ * Packed layout, per group of 16 rows (rows past n_out are zero) and per
+ * super-block of 256 values, 1824 bytes (16 x 114; GGUF has 16 x 110: the
+ * 6-bit scales are kept as bytes), in reading order:
+ *   i8 sc[8 pairs][2 halves][8 rows][2]   scales - 32 of sub-blocks 2p, 2p+1
+ *   f16 d[16]
+ *   8 pairs x { u8 hb[2 halves][32]       bit s + 4e of byte 4r + c: bit 2
+ *                                         of value 4s + c of sub-block 2p+e
+ *               u8 q[2 sub-blocks][2 halves][32] } the low bits as q2_K's
+ * A level is two shifts, two masks and an or from the vectors of its
+ * sub-block. Its 4 vpmaddubsw (pairs <= 2*7*127) add up in int16 and one
+ * vpmaddwd applies the scales; the -4 goes through the activation sums of
+ * each 16 (act256 bsum16) times the scales once per super-block. The VNNI
+ * tiles (tile_kq_vnni.h) read the same pack. */
 #include "kernels/simd_avx2.h"
 
 /* Levels 0..7 of values 128h + 32s .. +31. */
@@ -87,3 +101,141 @@ void cv_dt_q3_K_dot_avx2(int64_t n, const void *w, const void *a, float *out)
     }
     *out = hsum_ps(acc);
 }
+
+/* ---- matmul ---- */
+
+#define ROWS 16
+#define SB_BYTES 1824
+
+static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK_K) * SB_BYTES; }
+size_t cv_q3_K_pack16_bytes(int64_t n_in, int64_t n_out)
+{
+    return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
+}
+
+void cv_q3_K_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
+{
+    const int64_t nsb = n_in / QK_K, n_groups = (n_out + ROWS - 1) / ROWS;
+    const block_q3_K *w = src;
+    memset(dst, 0, cv_q3_K_pack16_bytes(n_in, n_out));
+    for (int64_t g = 0; g < n_groups; g++)
+        for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
+            const block_q3_K *row = w + (g * ROWS + r) * nsb;
+            const int h = r / 8, rr = r % 8;
+            for (int64_t s = 0; s < nsb; s++) {
+                uint8_t *sb = (uint8_t *)dst + ((size_t)g * nsb + s) * SB_BYTES;
+                for (int i = 0; i < QK_K; i++) {
+                    const int j = i / 16, ks = i % 16 / 4, c = i % 4, q = q3_k_level(&row[s], i);
+                    uint8_t *pair = sb + 288 + (j / 2) * 192 + h * 32 + 4 * rr + c;
+                    pair[0] |= (uint8_t)((q >> 2) << (ks + 4 * (j & 1)));
+                    pair[64 + 64 * (j & 1)] |= (uint8_t)((q & 3) << (2 * ks));
+                }
+                for (int j = 0; j < 16; j++)
+                    sb[(j / 2) * 32 + h * 16 + 2 * rr + (j & 1)] = (uint8_t)q3_k_scale(row[s].scales, j);
+                ((cv_f16 *)(sb + 256))[r] = row[s].d;
+            }
+        }
+}
+
+static size_t act_row_bytes(const cv_wmat *w) { return act256_row_bytes(w->n_in); }
+static void quant_act(const cv_wmat *w, const float *x, void *dst) { cv_act256_quantize_avx2(x, w->n_in, dst); }
+
+/* The levels of k-step ks of sub-block 2p + e from its low-bit vector q
+ * and its pair's high-bit vector hb. */
+static inline __attribute__((always_inline)) __m256i levels(__m256i q, __m256i hb, int ks, int e)
+{
+    const int b = ks + 4 * e; /* where the third bit is; it goes to bit 2 */
+    const __m256i hi = b >= 2 ? _mm256_srli_epi16(hb, b - 2) : _mm256_slli_epi16(hb, 2 - b);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * ks), _mm256_set1_epi8(3)),
+                           _mm256_and_si256(hi, _mm256_set1_epi8(4)));
+}
+
+/* 16 rows x T <= 4 tokens over all super-blocks: out[t][16]. */
+static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const uint8_t *act, size_t stride,
+                                                       int64_t n_in, int T, float *out)
+{
+    const int64_t nsb = n_in / QK_K;
+    const float *ad = act256_d(act, n_in);
+    const int16_t *bs = act256_bsum16(act, n_in);
+    __m256 *acc = (__m256 *)(void *)out;
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < 2 * T; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = wp + s * SB_BYTES, *as = act + s * QK_K;
+        __m256i i0[4], i1[4];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++)
+            i0[t] = i1[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 1")
+        for (int p = 0; p < 8; p++) {
+            /* an eighth of the super-block two ahead, spread out */
+            prefetch_range(sb + 2 * SB_BYTES + p * (SB_BYTES / 8), SB_BYTES / 8);
+            const __m256i *v = (const __m256i *)(sb + 288 + p * 192);
+            const __m256i hb0 = _mm256_load_si256(v), hb1 = _mm256_load_si256(v + 1);
+            _Pragma("GCC unroll 2")
+            for (int e = 0; e < 2; e++) {
+                const int j = 2 * p + e;
+                const __m256i q0 = _mm256_load_si256(v + 2 + 2 * e), q1 = _mm256_load_si256(v + 3 + 2 * e);
+                __m256i s0[4], s1[4];
+                _Pragma("GCC unroll 4")
+                for (int ks = 0; ks < 4; ks++) {
+                    const __m256i w0 = levels(q0, hb0, ks, e), w1 = levels(q1, hb1, ks, e);
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) {
+                        const __m256i av = bcast32(as + t * stride + 16 * j + 4 * ks);
+                        if (ks == 0) {
+                            s0[t] = _mm256_maddubs_epi16(w0, av);
+                            s1[t] = _mm256_maddubs_epi16(w1, av);
+                        } else {
+                            s0[t] = dot_acc16(s0[t], w0, av);
+                            s1[t] = dot_acc16(s1[t], w1, av);
+                        }
+                    }
+                }
+                const __m256i sc0 = pair_scales_i8(sb + p * 32, j), sc1 = pair_scales_i8(sb + p * 32 + 16, j);
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) {
+                    i0[t] = madd_acc32(i0[t], s0[t], sc0);
+                    i1[t] = madd_acc32(i1[t], s1[t], sc1);
+                }
+            }
+        }
+        const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 256)));
+        const __m256 d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(sb + 272)));
+        /* scales as int16 pairs per row, shared by the tokens */
+        __m256i sw[16];
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < 16; k++)
+            sw[k] = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(sb + k * 16)));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            /* -4 * sum_j sc_j * bsum16_j, two sub-blocks per vpmaddwd */
+            const int16_t *bst = (const int16_t *)((const uint8_t *)(bs + 16 * s) + t * stride);
+            __m256i o0 = _mm256_setzero_si256(), o1 = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8")
+            for (int p = 0; p < 8; p++) {
+                const __m256i b2 = bcast32(bst + 2 * p);
+                o0 = _mm256_add_epi32(o0, _mm256_madd_epi16(sw[2 * p], b2));
+                o1 = _mm256_add_epi32(o1, _mm256_madd_epi16(sw[2 * p + 1], b2));
+            }
+            const __m256i v0 = _mm256_sub_epi32(i0[t], _mm256_slli_epi32(o0, 2));
+            const __m256i v1 = _mm256_sub_epi32(i1[t], _mm256_slli_epi32(o1, 2));
+            const __m256 da = _mm256_broadcast_ss((const float *)((const uint8_t *)(ad + s) + t * stride));
+            acc[2 * t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v0), _mm256_mul_ps(d0, da), acc[2 * t]);
+            acc[2 * t + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v1), _mm256_mul_ps(d1, da), acc[2 * t + 1]);
+        }
+    }
+}
+
+CV_TILE_RUN(run, tile, group_bytes)
+
+const cv_mm_impl cv_mm_q3_K_avx2 = {
+    .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
+    .rows_per_group = ROWS,
+    .pack_bytes = cv_q3_K_pack16_bytes,
+    .pack = cv_q3_K_pack16,
+    .act_row_bytes = act_row_bytes,
+    .quant_act = quant_act,
+    .run = run,
+};

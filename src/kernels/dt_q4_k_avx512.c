@@ -1,3 +1,6 @@
 /* dt_q4_k_avx512.c — q4_K's matmul tile at the avx512 level: one zmm per
- * 16 rows, 16 rows x 8 tokens (tile_q4_k_vnni.h). */
-#include "kernels/tile_q4_k_vnni.h"
+ * 16 rows, 16 rows x 8 tokens (tile_kq_vnni.h). */
+#include "kernels/tile_kq_vnni.h"
+
+CV_VNNI_TILE_RUN(run, q4k_vnni_tile, q4k_group_bytes)
+CV_VNNI_KQ_IMPL(q4_K, run);

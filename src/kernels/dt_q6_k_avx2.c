@@ -159,21 +159,6 @@ static inline __attribute__((always_inline)) __m256i top_levels(__m256i va, __m2
                            _mm256_srli_epi16(_mm256_and_si256(vc, mc0), 2));
 }
 
-/* The scales of sub-block j for one half's 8 rows, as int16 in both lanes
- * of each row's pair of vpmaddubsw sums; p is the half's 16 scale bytes of
- * pair j / 2. vpshufb moves the scale byte of row r (index 2r + (j & 1))
- * into the high byte of both int16 lanes of row r, the low bytes zero;
- * vpsraw 8 then sign-extends. Rows 0-3 sit in lane 0, rows 4-7 in lane 1. */
-static inline __attribute__((always_inline)) __m256i sub_scales(const uint8_t *p, int j)
-{
-    const __m256i sx0 = _mm256_setr_epi8(-1, 0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1, 8, -1, 8, -1, 10,
-                                         -1, 10, -1, 12, -1, 12, -1, 14, -1, 14);
-    const __m256i sx1 = _mm256_setr_epi8(-1, 1, -1, 1, -1, 3, -1, 3, -1, 5, -1, 5, -1, 7, -1, 7, -1, 9, -1, 9, -1, 11,
-                                         -1, 11, -1, 13, -1, 13, -1, 15, -1, 15);
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)p));
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(b, (j & 1) ? sx1 : sx0), 8);
-}
-
 /* 16 rows x T <= 4 tokens. */
 static inline __attribute__((always_inline)) void tile4(const uint8_t *wp, const uint8_t *act, size_t stride,
                                                        int64_t n_in, int T, float *out)
@@ -196,7 +181,7 @@ static inline __attribute__((always_inline)) void tile4(const uint8_t *wp, const
         for (int j = 0; j < 16; j++) {
             /* a sixteenth of the super-block two ahead, spread out */
             prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 16), SB_BYTES / 16);
-            const __m256i sc0 = sub_scales(sb + (j / 2) * 32, j), sc1 = sub_scales(sb + (j / 2) * 32 + 16, j);
+            const __m256i sc0 = pair_scales_i8(sb + (j / 2) * 32, j), sc1 = pair_scales_i8(sb + (j / 2) * 32 + 16, j);
             const __m256i *v = (const __m256i *)(sb + 288 + j * 192); /* A, B, C 64 bytes apart */
             _Pragma("GCC unroll 2")
             for (int i = 0; i < 2; i++) {
@@ -274,7 +259,7 @@ static inline __attribute__((always_inline)) void tile8(const uint8_t *wp, const
             for (int j = 0; j < 16; j++) {
                 if (h == 0)
                     prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 16), SB_BYTES / 16);
-                const __m256i sc = sub_scales(sb + (j / 2) * 32 + h * 16, j);
+                const __m256i sc = pair_scales_i8(sb + (j / 2) * 32 + h * 16, j);
                 const __m256i *v = (const __m256i *)(sb + 288 + j * 192 + h * 32); /* A, B, C 64 bytes apart */
                 _Pragma("GCC unroll 2")
                 for (int i = 0; i < 2; i++) {

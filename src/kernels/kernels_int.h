@@ -126,6 +126,20 @@ static inline void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
     }
 }
 
+/* Where value i (0..255) of a q2_K or q3_K block keeps its low 2 bits:
+ * byte kq2_byte(i) of qs, shift kq2_shift(i); q3_K's third bit is bit i / 32
+ * of hmask[i % 32]. */
+static inline int kq2_byte(int i) { return 32 * (i / 128) + i % 32; }
+static inline int kq2_shift(int i) { return 2 * ((i % 128) / 32); }
+
+/* The level of value i of a q2_K block (0..3) and of a q3_K block (0..7;
+ * the value is d * sc * (level - 4)). */
+static inline int q2_k_level(const block_q2_K *x, int i) { return (x->qs[kq2_byte(i)] >> kq2_shift(i)) & 3; }
+static inline int q3_k_level(const block_q3_K *x, int i)
+{
+    return ((x->qs[kq2_byte(i)] >> kq2_shift(i)) & 3) | (((x->hmask[i % 32] >> (i / 32)) & 1) << 2);
+}
+
 /* The 6-bit scale of sub-block j (0..15) of a q3_K block, minus its
  * offset 32 (so -32..31). */
 static inline int q3_k_scale(const uint8_t *q, int j)

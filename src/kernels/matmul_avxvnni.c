@@ -4,9 +4,19 @@
 #include "kernels/kernels_int.h"
 
 extern const cv_mm_impl cv_mm_q4_K_avx_vnni;
+extern const cv_mm_impl cv_mm_q5_K_avx_vnni;
+extern const cv_mm_impl cv_mm_q6_K_avx_vnni;
+extern const cv_mm_impl cv_mm_q2_K_avx_vnni;
+extern const cv_mm_impl cv_mm_q3_K_avx_vnni;
+extern const cv_mm_impl cv_mm_iq4_xs_avx_vnni;
 
 static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q4_K] = &cv_mm_q4_K_avx_vnni,
+    [CV_GGML_Q5_K] = &cv_mm_q5_K_avx_vnni,
+    [CV_GGML_Q6_K] = &cv_mm_q6_K_avx_vnni,
+    [CV_GGML_Q2_K] = &cv_mm_q2_K_avx_vnni,
+    [CV_GGML_Q3_K] = &cv_mm_q3_K_avx_vnni,
+    [CV_GGML_IQ4_XS] = &cv_mm_iq4_xs_avx_vnni,
 };
 
 const cv_mm_impl *cv_mm_impl_avx_vnni(uint32_t type) { return type < CV_GGML_TYPE_COUNT ? impls[type] : NULL; }

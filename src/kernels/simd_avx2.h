@@ -112,6 +112,31 @@ static inline __attribute__((always_inline)) __m256i madd_acc32(__m256i acc, __m
     return acc;
 }
 
+/* Per-row scales of the 16-row packs that keep a sub-block pair's scales
+ * as [8 rows][2] bytes per 8-row half (q6_K, q3_K, iq4_xs signed; q2_K's
+ * scale-and-min bytes): those of sub-block 2k + (j & 1) for the half whose
+ * 16 bytes are at p, as int16 in both lanes of each row's pair of
+ * vpmaddubsw sums, ready for vpmaddwd. vpshufb moves row r's byte (index
+ * 2r + (j & 1)) into both int16 lanes of row r (rows 0-3 in the low 128
+ * bits, 4-7 in the high); i8: into the high bytes, vpsraw 8 sign-extends;
+ * u4 (q2_K): into the low bytes, the high nibble (the min) masked off. */
+static inline __attribute__((always_inline)) __m256i pair_scales_i8(const uint8_t *p, int j)
+{
+    const __m256i sx0 = _mm256_setr_epi8(-1, 0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1, 8, -1, 8, -1, 10,
+                                         -1, 10, -1, 12, -1, 12, -1, 14, -1, 14);
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(b, _mm256_add_epi8(sx0, _mm256_set1_epi16((short)((j & 1) << 8)))),
+                             8);
+}
+static inline __attribute__((always_inline)) __m256i pair_scales_u4(const uint8_t *p, int j)
+{
+    const __m256i sx0 = _mm256_setr_epi8(0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1, 8, -1, 8, -1, 10, -1,
+                                         10, -1, 12, -1, 12, -1, 14, -1, 14, -1);
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_shuffle_epi8(b, _mm256_add_epi8(sx0, _mm256_set1_epi16((short)(j & 1)))),
+                            _mm256_set1_epi16(0x0F));
+}
+
 /* Prefetch [p, p + bytes) into L1, a line at a time. The tiles stream
  * their weights at a few uops per byte, so the out-of-order window alone
  * keeps too few cache misses in flight for a single core to reach its read

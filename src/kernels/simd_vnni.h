@@ -19,7 +19,8 @@
  * sums in flight. vpdpwssd (int16 pairs times int16 pairs into int32)
  * applies the small per-row numbers: scales, mins, activation sums.
  * Activation layouts, prefetch_range and the tile runners are
- * simd_avx2.h's (both levels' flags include avx2's). */
+ * simd_avx2.h's (both levels' flags include avx2's), the zmm step
+ * simd_avx512.h's. */
 #ifndef CV_SIMD_VNNI_H
 #define CV_SIMD_VNNI_H
 
@@ -28,6 +29,8 @@
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 
 /* ---- avx512: one zmm ---- */
+
+#include "kernels/simd_avx512.h"
 
 #define V16_ISA "avx512"
 #define CV_VNNI_IMPL(type) cv_mm_##type##_avx512
@@ -57,21 +60,23 @@ static inline __attribute__((always_inline)) v16i v16_srai32(v16i a, int n) { re
 static inline __attribute__((always_inline)) v16i v16_add(v16i a, v16i b) { return _mm512_add_epi32(a, b); }
 static inline __attribute__((always_inline)) v16i v16_sub(v16i a, v16i b) { return _mm512_sub_epi32(a, b); }
 static inline __attribute__((always_inline)) v16i v16_mullo(v16i a, v16i b) { return _mm512_mullo_epi32(a, b); }
-/* vpshufb: each byte of idx (0..15) picks a byte of the 16-byte table t,
- * broadcast to every 128-bit lane. */
-static inline __attribute__((always_inline)) v16i v16_lookup(const int8_t t[16], v16i idx)
+static inline __attribute__((always_inline)) v16i v16_xor(v16i a, v16i b) { return _mm512_xor_si512(a, b); }
+/* A 16-byte table in every 128-bit lane, and vpshufb: each byte of idx
+ * (0..15) picks a byte of it. */
+static inline __attribute__((always_inline)) v16i v16_table(const int8_t t[16])
 {
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t)), idx);
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
+}
+static inline __attribute__((always_inline)) v16i v16_shuffle8(v16i table, v16i idx)
+{
+    return _mm512_shuffle_epi8(table, idx);
 }
 
-/* acc += u8 . (the 4 int8 at s8x4, broadcast): the broadcast is the
- * instruction's own memory operand. In assembly because GCC 12 builds
- * _mm512_dpbusd_epi32 with register copies around it and its broadcast
- * through a general register (docs/PERF.md, "the AVX-512 q8_0 scores"). */
+/* acc += u8 . (the 4 int8 at s8x4, broadcast), in one instruction
+ * (simd_avx512.h). */
 static inline __attribute__((always_inline)) v16i v16_dpbusd(v16i acc, v16i u8, const void *s8x4)
 {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u8), "m"(*(const int32_t *)s8x4));
-    return acc;
+    return dpbusd_bcast(acc, u8, s8x4);
 }
 /* acc += a . b per int16 pair into int32. */
 static inline __attribute__((always_inline)) v16i v16_dpwssd(v16i acc, v16i a, v16i b)
@@ -167,6 +172,8 @@ static inline __attribute__((always_inline)) v16i v16_set1_32(int32_t c)
     }
 V16_OP2(v16_and, _mm256_and_si256)
 V16_OP2(v16_or, _mm256_or_si256)
+V16_OP2(v16_xor, _mm256_xor_si256)
+V16_OP2(v16_shuffle8, _mm256_shuffle_epi8)
 V16_OP2(v16_add, _mm256_add_epi32)
 V16_OP2(v16_sub, _mm256_sub_epi32)
 V16_OP2(v16_mullo, _mm256_mullo_epi32)
@@ -182,10 +189,10 @@ static inline __attribute__((always_inline)) v16i v16_or_and(v16i a, v16i b, v16
 {
     return v16_or(a, v16_and(b, m));
 }
-static inline __attribute__((always_inline)) v16i v16_lookup(const int8_t t[16], v16i idx)
+static inline __attribute__((always_inline)) v16i v16_table(const int8_t t[16])
 {
     const __m256i tb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
-    return (v16i)V16_EACH(_mm256_shuffle_epi8(tb, idx.r[0]), _mm256_shuffle_epi8(tb, idx.r[1]));
+    return (v16i)V16_EACH(tb, tb);
 }
 
 /* acc += u8 . (the 4 int8 at s8x4, broadcast). {vex}: AVX-VNNI's encoding;

@@ -468,7 +468,8 @@ TEST(a_token_gets_the_same_bits_alone_or_batched_and_float_rows_their_dots_bits)
 static bool tiles_keep_avx2_bits(uint32_t type)
 {
     switch (type) {
-    case CV_GGML_Q4_K: return true;
+    case CV_GGML_Q2_K: case CV_GGML_Q3_K: case CV_GGML_Q4_K: case CV_GGML_Q5_K: case CV_GGML_Q6_K:
+    case CV_GGML_IQ4_XS: return true;
     default: return false;
     }
 }

@@ -1,0 +1,6 @@
+/* dt_q6_k_avxvnni.c — q6_K's matmul tile at the avx-vnni level: two ymm
+ * per 16 rows, 16 rows x 4 tokens (tile_kq_vnni.h). */
+#include "kernels/tile_kq_vnni.h"
+
+CV_VNNI_TILE_RUN(run, q6k_vnni_tile, q6k_group_bytes)
+CV_VNNI_KQ_IMPL(q6_K, run);
