@@ -68,12 +68,15 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->m = m;
     e->p = p;
     e->vec = cv_vec_ops_for(cv_isa_active());
-    e->pool = cv_pool_create(p.n_threads, err);
+    if ((rc = cv_bstream_create(m->be, p.n_threads, &e->st, err)))
+        goto fail;
+    e->pool = cv_bstream_cpu_pool(e->st);
     if (!e->pool) {
-        rc = err ? err->code : CV_EINVAL;
+        rc = cv_err_set(err, CV_EUNSUPPORTED, "engine: the %s backend cannot run the forward pass yet",
+                        cv_backend_name(m->be));
         goto fail;
     }
-    e->n_threads = cv_pool_size(e->pool);
+    e->n_threads = cv_bstream_threads(e->st);
     /* Every group's pool has the same count of blocks: group 0's holds one
      * for every block of positions held, the window group's no more, and a
      * pool costs only the pages it touches. */
@@ -141,7 +144,6 @@ void cv_engine_destroy(cv_engine *e)
 {
     if (!e)
         return;
-    cv_pool_destroy(e->pool);
     /* A failed init leaves later kinds unallocated: fini only what ran.
      * Each fini frees what its init set, and tolerates NULL fields. */
     for (int k = 0; k < CV_MIXER_COUNT; k++)
@@ -169,6 +171,7 @@ void cv_engine_destroy(cv_engine *e)
     free(e->att_rows);
     free(e->att_seq_start);
     cv_engine_att_plans_fini(e);
+    cv_bstream_destroy(e->st);
     free(e);
 }
 

@@ -465,7 +465,7 @@ void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const f
  * inline for a handful of rows (waking the pool costs more). */
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
 /* A matmul of the forward pass, timed when profiling. */
-void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
+void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
 
 typedef struct ffn_moe_scratch ffn_moe_scratch;
 typedef struct dn_scratch dn_scratch;
@@ -475,7 +475,8 @@ typedef struct dn_scratch dn_scratch;
 struct cv_engine {
     const cv_model *m;
     cv_engine_params p;
-    cv_pool *pool;
+    cv_bstream *st;       /* every operation of the forward pass goes to it, on the model's backend */
+    cv_pool *pool;       /* the CPU stream's threads, for what has not moved behind the table yet */
     const cv_vec_ops *vec;
     kv_pool kv[CV_MEM_MAX_GROUPS]; /* per layer group (layer groups above): [0] the full layers (maybe
                                       none: ids and references only), [1] the window layers */

@@ -32,7 +32,7 @@ struct ffn_moe_scratch {
     float *h;            /* [n_batch * k][n_ff_exp] act(gate) * up */
     float *y;            /* [n_batch * k][n_embd] each route's expert output */
     uint8_t *seen;       /* [n_exp] experts some route of this layer names */
-    cv_mm_ws *ws;        /* the routed matmuls' scratch */
+    cv_experts_ws *ws;   /* the routed matmuls' scratch */
     /* the shared expert (NULL when no layer has one) */
     int64_t ld_sh_gu;    /* 2 n_ff_shexp */
     float *sh_gu;        /* [n_batch][ld_sh_gu] */
@@ -160,9 +160,9 @@ static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
     for (int64_t r = 0; r < n_routes; r++)
         if (!s->seen[s->expert[r]]++)
             n++;
-    size_t per = cv_wmat_bytes(L->exp_down[0]);
+    size_t per = L->exp_down[0]->bytes;
     for (int32_t i = 0; i < L->n_exp_gate_up; i++)
-        per += cv_wmat_bytes(L->exp_gate_up[i].w[0]);
+        per += L->exp_gate_up[i].w[0]->bytes;
     e->prof_experts += n;
     e->prof_bytes += (double)n * (double)per;
 }
@@ -195,12 +195,12 @@ static void rows_shared_add(void *ctx, int ith, int nth)
     }
 }
 
-static void routed_matmul(cv_engine *e, cv_wmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
+static void routed_matmul(cv_engine *e, cv_bmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
                           const int32_t *src, float *y, int64_t ldy)
 {
     ffn_moe_scratch *s = e->moe;
     const uint64_t t0 = eng_tick(e);
-    cv_matmul_experts(e->pool, (const cv_wmat *const *)w, s->n_exp, n_x, x, ldx, n_rows, s->expert, src, y, ldy,
+    cv_be_matmul_experts(e->st, (const cv_bmat *const *)w, s->n_exp, n_x, x, ldx, n_rows, s->expert, src, y, ldy,
                       s->ws);
     e->prof_mm_ns += eng_tick(e) - t0;
     e->prof_runs++;
@@ -250,7 +250,7 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->h = cv_aligned_alloc(R * (size_t)hp->n_ff_exp * sizeof(float));
     s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
     s->seen = cv_xmalloc((size_t)s->n_exp);
-    s->ws = cv_mm_ws_create((int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
+    s->ws = cv_be_experts_ws_create(e->st, (int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
     bool shared = false;
     for (int32_t il = 0; il < hp->n_layer; il++)
         shared |= e->m->layers[il].shexp_down != NULL;
@@ -276,7 +276,7 @@ static void moe_fini(cv_engine *e)
     cv_aligned_free(s->h);
     cv_aligned_free(s->y);
     free(s->seen);
-    cv_mm_ws_destroy(s->ws);
+    cv_be_experts_ws_destroy(e->st, s->ws);
     cv_aligned_free(s->sh_gu);
     cv_aligned_free(s->sh_h);
     cv_aligned_free(s->sh_y);

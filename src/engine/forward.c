@@ -32,13 +32,13 @@ void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx)
         cv_pool_run(e->pool, fn, ctx);
 }
 
-void eng_matmul(cv_engine *e, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
+void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
 {
     const uint64_t t0 = eng_tick(e);
-    cv_matmul_strided(e->pool, w, n_tok, x, ldx, y, ldy);
+    cv_be_matmul(e->st, w, n_tok, x, ldx, y, ldy);
     e->prof_mm_ns += eng_tick(e) - t0;
     e->prof_runs++;
-    e->prof_bytes += (double)cv_wmat_bytes(w);
+    e->prof_bytes += (double)w->bytes;
 }
 
 typedef struct norm_job {

@@ -19,6 +19,7 @@
 
 #include "base/base.h"
 #include "gguf/gguf.h"
+#include "backend/backend.h"
 #include "kernels/kernels.h"
 
 /* ---- architecture descriptors ---- */
@@ -286,14 +287,14 @@ typedef struct cv_hparams {
  * several; fused ones (same dtype, concatenated at load) a group of one,
  * so the forward runs the same loop either way. */
 typedef struct cv_proj {
-    cv_wmat *w;
+    cv_bmat *w;
     int32_t col;
 } cv_proj;
 
 /* A projection of every expert: w[e] is expert e's slice of a 3-D tensor
  * (or of several stacked, as cv_proj), writing result columns [col, ..). */
 typedef struct cv_expert_proj {
-    cv_wmat **w;             /* [n_expert] */
+    cv_bmat **w;             /* [n_expert] */
     int32_t col;
 } cv_expert_proj;
 
@@ -314,7 +315,7 @@ typedef struct cv_layer {
     const float *v_bias;     /* [n_kv] or NULL */
     const float *q_norm;     /* [head_dim] or NULL */
     const float *k_norm;     /* [head_dim] or NULL */
-    cv_wmat *wo;             /* [n_embd][n_q] */
+    cv_bmat *wo;             /* [n_embd][n_q] */
     const float *o_bias;     /* [n_embd] or NULL */
     const float *sinks;      /* [n_head] or NULL: softmax sink logits */
     const float *attn_post_norm; /* [n_embd] or NULL: RMSNorm of the mixer's output (gemma3) */
@@ -326,17 +327,17 @@ typedef struct cv_layer {
     const float *ssm_dt_bias;/* [H_v] */
     const float *ssm_a;      /* [H_v] */
     const float *ssm_norm;   /* [d] */
-    cv_wmat *ssm_out;        /* [n_embd][ssm_inner] */
+    cv_bmat *ssm_out;        /* [n_embd][ssm_inner] */
     const float *ffn_norm;   /* [n_embd] the pre-FFN norm (qwen35: post_attention_norm) */
     const float *ffn_post_norm;  /* [n_embd] or NULL: RMSNorm of the FFN's output (gemma3) */
     cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
     int32_t n_gate_up;
-    cv_wmat *w_down;         /* [n_embd][n_ff] */
+    cv_bmat *w_down;         /* [n_embd][n_ff] */
     /* CV_FFN_MOE */
-    cv_wmat *router;         /* [n_expert][n_embd] */
+    cv_bmat *router;         /* [n_expert][n_embd] */
     cv_expert_proj exp_gate_up[2]; /* result row: gate [n_ff_exp] | up [n_ff_exp] */
     int32_t n_exp_gate_up;
-    cv_wmat **exp_down;      /* [n_expert] of [n_embd][n_ff_exp] */
+    cv_bmat **exp_down;      /* [n_expert] of [n_embd][n_ff_exp] */
     const float *router_bias;   /* [n_expert] or NULL */
     const float *exp_gate_bias; /* [n_expert][n_ff_exp] or NULL */
     const float *exp_up_bias;   /* [n_expert][n_ff_exp] or NULL */
@@ -346,7 +347,7 @@ typedef struct cv_layer {
     const float *shexp_gate; /* [n_embd] */
     cv_proj shexp_gate_up[2];/* result row: gate [n_ff_shexp] | up [n_ff_shexp] */
     int32_t n_shexp_gate_up;
-    cv_wmat *shexp_down;     /* [n_embd][n_ff_shexp] */
+    cv_bmat *shexp_down;     /* [n_embd][n_ff_shexp] */
 } cv_layer;
 
 typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
@@ -357,7 +358,7 @@ typedef struct cv_model {
     cv_gguf *gguf;                  /* owned; the tokenizer layer reads its metadata */
     const cv_gguf_tensor *tok_embd; /* rows dequantized one token at a time */
     const float *output_norm;       /* [n_embd] */
-    cv_wmat *output;                /* [n_vocab][n_embd]; token_embd's data when tied */
+    cv_bmat *output;                /* [n_vocab][n_embd]; token_embd's data when tied */
     bool tied_output;
     cv_rope_params rope;            /* full layers': style, n_rot, theta, scale, factors, mscale (each
                                        layer holds its own copy, window layers maybe another base) */
@@ -370,6 +371,7 @@ typedef struct cv_model {
     int64_t output_macs;            /* of which the output layer's (a prefill computes it for one token) */
     int64_t n_params;               /* elements of every tensor (cv_model_summary's count) */
     int64_t n_params_active;        /* of which one token uses (an MoE's routed experts only) */
+    cv_backend *be;                 /* where the matrices are prepared (cv_model_params.backend) */
     cv_model_owned *owned;
 } cv_model;
 
@@ -381,6 +383,9 @@ typedef struct cv_model_params {
     /* Keep q/k/v and gate/up as separate matmuls even when they could be
      * fused (tests compare both; fusion only changes the launch count). */
     bool no_fuse;
+    /* The backend that prepares and keeps the matrices; NULL: the CPU
+     * backend (cv_backend_cpu). An engine over the model computes on it. */
+    cv_backend *backend;
 } cv_model_params;
 
 /* Opens a GGUF model: validates the architecture, the hyper-parameters

@@ -1,6 +1,6 @@
 /* model_load.c — opening a model: architecture lookup, hyper-parameters,
  * tensor validation against the descriptor, and binding (vectors as f32,
- * matrices prepared by the kernels layer). Everything read from the file is
+ * matrices prepared by the model's backend). Everything read from the file is
  * checked before use; the descriptor is the only place that knows which
  * tensors an architecture has. Invariant: on failure nothing is left
  * allocated and the caller keeps the cv_gguf; on success the model owns it.
@@ -32,8 +32,8 @@
 struct cv_model_owned {
     void **bufs;
     int n_bufs, cap_bufs;
-    cv_wmat **wmats;
-    int n_wmats, cap_wmats;
+    cv_bmat **mats;
+    int n_mats, cap_mats;
 };
 
 static void *own_buf(cv_model *m, size_t n)
@@ -48,14 +48,14 @@ static void *own_buf(cv_model *m, size_t n)
     return p;
 }
 
-static void own_wmat(cv_model *m, cv_wmat *w)
+static void own_mat(cv_model *m, cv_bmat *w)
 {
     cv_model_owned *o = m->owned;
-    if (o->n_wmats == o->cap_wmats) {
-        o->cap_wmats = o->cap_wmats ? 2 * o->cap_wmats : 64;
-        o->wmats = cv_xrealloc(o->wmats, (size_t)o->cap_wmats * sizeof *o->wmats);
+    if (o->n_mats == o->cap_mats) {
+        o->cap_mats = o->cap_mats ? 2 * o->cap_mats : 64;
+        o->mats = cv_xrealloc(o->mats, (size_t)o->cap_mats * sizeof *o->mats);
     }
-    o->wmats[o->n_wmats++] = w;
+    o->mats[o->n_mats++] = w;
 }
 
 static void free_model(cv_model *m, bool close_gguf)
@@ -63,11 +63,11 @@ static void free_model(cv_model *m, bool close_gguf)
     if (!m)
         return;
     if (m->owned) {
-        for (int i = 0; i < m->owned->n_wmats; i++)
-            cv_wmat_destroy(m->owned->wmats[i]);
+        for (int i = 0; i < m->owned->n_mats; i++)
+            cv_bmat_destroy(m->be, m->owned->mats[i]);
         for (int i = 0; i < m->owned->n_bufs; i++)
             cv_aligned_free(m->owned->bufs[i]);
-        free(m->owned->wmats);
+        free(m->owned->mats);
         free(m->owned->bufs);
         free(m->owned);
     }
@@ -468,13 +468,13 @@ static void drop_pages(const void *data, size_t n)
  * rows. A single matrix on the native path is prepared straight from the
  * mapping. A stacked buffer is freed at once when the kernels keep their
  * own packed copy. */
-static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *err)
+static int bind_run(cv_model *m, const piece *ps, int n, cv_bmat **out, cv_err *err)
 {
     const bool deq = m->dequantized;
     const int64_t n_in = ps[0].n_in;
     int rc;
     if (n == 1 && !deq) {
-        rc = cv_wmat_create(ps[0].type, n_in, ps[0].n_out, ps[0].data, ps[0].n_bytes, out, err);
+        rc = cv_bmat_create(m->be, ps[0].type, n_in, ps[0].n_out, ps[0].data, ps[0].n_bytes, out, err);
     } else {
         int64_t n_out = 0;
         size_t bytes = 0;
@@ -493,8 +493,8 @@ static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *
                 p += ps[i].n_bytes;
             }
         }
-        rc = cv_wmat_create(deq ? CV_GGML_F32 : ps[0].type, n_in, n_out, buf, bytes, out, err);
-        if (rc == 0 && !cv_wmat_is_packed(*out)) {
+        rc = cv_bmat_create(m->be, deq ? CV_GGML_F32 : ps[0].type, n_in, n_out, buf, bytes, out, err);
+        if (rc == 0 && !(*out)->owns_data) {
             /* the matrix reads buf: keep it for the model's lifetime */
             cv_model_owned *o = m->owned;
             if (o->n_bufs == o->cap_bufs) {
@@ -512,10 +512,10 @@ static int bind_run(cv_model *m, const piece *ps, int n, cv_wmat **out, cv_err *
     }
     /* Whatever was copied or packed from the mapping is read from there no
      * more; a matrix read in place keeps its pages (n == 1, not packed). */
-    if (cv_wmat_owns_data(*out) || n > 1 || deq)
+    if ((*out)->owns_data || n > 1 || deq)
         for (int i = 0; i < n; i++)
             drop_pages(ps[i].data, ps[i].n_bytes);
-    own_wmat(m, *out);
+    own_mat(m, *out);
     return 0;
 }
 
@@ -573,7 +573,7 @@ static int bind_group(cv_model *m, const cv_gguf_tensor *const *ts, int n, bool 
     return for_each_run(m, types, n_out, n, fuse, bind_group_run, &c, n_projs, err);
 }
 
-static int bind_matrix(cv_model *m, const cv_gguf_tensor *t, cv_wmat **out, cv_err *err)
+static int bind_matrix(cv_model *m, const cv_gguf_tensor *t, cv_bmat **out, cv_err *err)
 {
     piece p = piece_of(t);
     return bind_run(m, &p, 1, out, err);
@@ -864,10 +864,10 @@ typedef struct work {
     int64_t active_params;
 } work;
 
-static void add_wmat(work *w, const cv_wmat *m, int64_t share_num, int64_t share_den)
+static void add_mat(work *w, const cv_bmat *m, int64_t share_num, int64_t share_den)
 {
-    const size_t bytes = cv_wmat_bytes(m);
-    const int64_t params = cv_wmat_n_in(m) * cv_wmat_n_out(m);
+    const size_t bytes = m->bytes;
+    const int64_t params = m->n_in * m->n_out;
     w->bytes += bytes;
     w->active_bytes += bytes * (size_t)share_num / (size_t)share_den;
     w->active_params += params * share_num / share_den;
@@ -880,34 +880,34 @@ static void count_work(cv_model *m)
         const cv_layer *L = &m->layers[il];
         if (L->mixer == CV_MIXER_DELTANET) {
             for (int i = 0; i < L->n_ssm_in; i++)
-                add_wmat(&w, L->ssm_in[i].w, 1, 1);
-            add_wmat(&w, L->ssm_out, 1, 1);
+                add_mat(&w, L->ssm_in[i].w, 1, 1);
+            add_mat(&w, L->ssm_out, 1, 1);
         } else {
             for (int i = 0; i < L->n_qkv; i++)
-                add_wmat(&w, L->qkv[i].w, 1, 1);
-            add_wmat(&w, L->wo, 1, 1);
+                add_mat(&w, L->qkv[i].w, 1, 1);
+            add_mat(&w, L->wo, 1, 1);
         }
         for (int i = 0; L->shexp_down && i < L->n_shexp_gate_up; i++)
-            add_wmat(&w, L->shexp_gate_up[i].w, 1, 1);
+            add_mat(&w, L->shexp_gate_up[i].w, 1, 1);
         if (L->shexp_down)
-            add_wmat(&w, L->shexp_down, 1, 1);
+            add_mat(&w, L->shexp_down, 1, 1);
         if (L->ffn == CV_FFN_DENSE) {
             for (int i = 0; i < L->n_gate_up; i++)
-                add_wmat(&w, L->gate_up[i].w, 1, 1);
-            add_wmat(&w, L->w_down, 1, 1);
+                add_mat(&w, L->gate_up[i].w, 1, 1);
+            add_mat(&w, L->w_down, 1, 1);
         } else if (L->ffn == CV_FFN_MOE) {
-            add_wmat(&w, L->router, 1, 1);
+            add_mat(&w, L->router, 1, 1);
             /* One expert's matrices count n_expert_used / n_expert of the
              * whole: every expert has the same shape and type. */
             for (int32_t e = 0; e < m->hp.n_expert; e++) {
                 for (int i = 0; i < L->n_exp_gate_up; i++)
-                    add_wmat(&w, L->exp_gate_up[i].w[e], m->hp.n_expert_used, m->hp.n_expert);
-                add_wmat(&w, L->exp_down[e], m->hp.n_expert_used, m->hp.n_expert);
+                    add_mat(&w, L->exp_gate_up[i].w[e], m->hp.n_expert_used, m->hp.n_expert);
+                add_mat(&w, L->exp_down[e], m->hp.n_expert_used, m->hp.n_expert);
             }
         }
     }
-    add_wmat(&w, m->output, 1, 1);
-    m->output_macs = cv_wmat_n_in(m->output) * cv_wmat_n_out(m->output);
+    add_mat(&w, m->output, 1, 1);
+    m->output_macs = m->output->n_in * m->output->n_out;
     m->matmul_bytes = w.bytes;
     m->active_bytes = w.active_bytes;
     m->matmul_macs = w.active_params;
@@ -923,6 +923,7 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     m->owned = cv_xcalloc(1, sizeof *m->owned);
     m->gguf = g;
     m->dequantized = params->dequantize;
+    m->be = params->backend ? params->backend : cv_backend_cpu();
     int rc;
 
     cv_str an;

@@ -1,0 +1,159 @@
+/* backend — the face of the compute-backend seam: where a model's weights
+ * live and where its forward pass runs. Everything above it (model binding,
+ * the engine's forward pass and layer kinds) reaches processors only
+ * through this table, as SQLite's VFS and ggml's backend interface keep
+ * the layers above them from knowing the disk or the device.
+ *
+ * Two objects:
+ *   cv_backend  a device: it prepares weight matrices in its own layout
+ *               and owns their memory. The CPU backend is one per process
+ *               (cv_backend_cpu); a GPU backend is one per card.
+ *   cv_bstream  an ordered queue of work on a backend: the CPU backend's is
+ *               a thread pool of its own, a GPU's a stream. An engine
+ *               creates one and issues every operation of its forward pass
+ *               to it; operations on one stream run in the order issued.
+ *
+ * Every operation is a row of cv_backend_ops, versioned by CV_BACKEND_ABI
+ * (a backend built against another ABI is refused at open). The inline
+ * wrappers below are what callers use. The CPU backend (cpu.c) implements
+ * each operation over the kernels layer, choosing an ISA level per
+ * operation at run time (kernels.h, "ISA levels"). docs/BACKEND.md lists
+ * the table's operations, which layer kinds call them, and how a backend
+ * is added.
+ *
+ * Activations and results are rows of f32 (n_tok rows of n values, ld
+ * apart) in memory the stream's backend addresses: host memory on the CPU
+ * backend. Callers never touch a row through anything but the table. */
+#ifndef CV_BACKEND_H
+#define CV_BACKEND_H
+
+#include "base/base.h"
+
+/* Version of the table below: raised whenever an operation is added,
+ * removed or changes meaning. */
+#define CV_BACKEND_ABI 1
+
+typedef struct cv_backend cv_backend;
+typedef struct cv_bstream cv_bstream;
+typedef struct cv_experts_ws cv_experts_ws;
+
+/* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
+ * backend (a backend allocates a larger struct that starts with this one).
+ * Immutable after creation: any number of streams may read it. */
+typedef struct cv_bmat {
+    uint32_t type;
+    int64_t n_in, n_out;
+    size_t bytes;    /* GGUF bytes of W: what one full matmul reads */
+    bool owns_data;  /* prepared into the backend's own memory: the bytes it was made from may go */
+} cv_bmat;
+
+typedef struct cv_backend_ops {
+    uint32_t abi;     /* CV_BACKEND_ABI */
+    const char *name; /* "cpu" */
+
+    /* ---- weights ---- */
+    /* Prepares W from n_bytes of `type` rows at data (any alignment;
+     * n_bytes must be n_out rows). The backend may read data in place for
+     * the matrix's lifetime unless it reports owns_data. CV_EUNSUPPORTED
+     * for a type it cannot multiply, CV_EINVAL / CV_ELIMIT for a shape. */
+    int (*mat_create)(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes,
+                      cv_bmat **out, cv_err *err);
+    void (*mat_destroy)(cv_backend *be, cv_bmat *m);
+    /* How a matmul with m runs, in words (corvid doctor). */
+    const char *(*mat_path)(const cv_bmat *m);
+
+    /* ---- streams ---- */
+    /* A stream of up to n_threads compute threads (<= 0: every CPU); a
+     * device backend may ignore the count. */
+    int (*stream_create)(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err);
+    void (*stream_destroy)(cv_bstream *s);
+    /* Host threads the stream computes with (1 for a device's). */
+    int (*stream_threads)(const cv_bstream *s);
+    /* Returns once everything issued to s has finished. */
+    void (*sync)(cv_bstream *s);
+
+    /* ---- matrix products ---- */
+    /* Y[t][o] = sum_i W[o][i] X[t][i] for t < n_tok (kernels.h,
+     * cv_matmul_strided: the same bits, rows ldx / ldy apart). */
+    void (*matmul)(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
+                   int64_t ldy);
+    /* A workspace for matmul_experts sized as kernels.h's cv_mm_ws_create
+     * says; one call at a time per workspace. */
+    cv_experts_ws *(*experts_ws_create)(cv_bstream *s, int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
+                                        int32_t n_expert);
+    void (*experts_ws_destroy)(cv_bstream *s, cv_experts_ws *ws);
+    /* Y[r] = W[expert[r]] X[src[r]] for each route r (kernels.h,
+     * cv_matmul_experts: the same contract and bits; w[e] may be NULL for
+     * an expert no route names). */
+    void (*matmul_experts)(cv_bstream *s, const cv_bmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
+                           int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
+                           int64_t ldy, cv_experts_ws *ws);
+} cv_backend_ops;
+
+struct cv_backend {
+    const cv_backend_ops *ops;
+};
+
+struct cv_bstream {
+    cv_backend *be;
+};
+
+/* The process's CPU backend (created on first use, never freed). */
+cv_backend *cv_backend_cpu(void);
+/* A backend by name: "cpu" (the one above). CV_EUNSUPPORTED names what is
+ * missing for another. */
+int cv_backend_open(const char *name, cv_backend **out, cv_err *err);
+const char *cv_backend_name(const cv_backend *be);
+
+/* ---- the table, called ---- */
+
+static inline int cv_bmat_create(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data,
+                                 size_t n_bytes, cv_bmat **out, cv_err *err)
+{
+    return be->ops->mat_create(be, type, n_in, n_out, data, n_bytes, out, err);
+}
+static inline void cv_bmat_destroy(cv_backend *be, cv_bmat *m)
+{
+    if (m)
+        be->ops->mat_destroy(be, m);
+}
+static inline int cv_bstream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err)
+{
+    return be->ops->stream_create(be, n_threads, out, err);
+}
+static inline void cv_bstream_destroy(cv_bstream *s)
+{
+    if (s)
+        s->be->ops->stream_destroy(s);
+}
+static inline int cv_bstream_threads(const cv_bstream *s) { return s->be->ops->stream_threads(s); }
+static inline void cv_bstream_sync(cv_bstream *s) { s->be->ops->sync(s); }
+static inline void cv_be_matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
+                                int64_t ldy)
+{
+    s->be->ops->matmul(s, w, n_tok, x, ldx, y, ldy);
+}
+static inline cv_experts_ws *cv_be_experts_ws_create(cv_bstream *s, int64_t max_rows, int64_t max_n_in,
+                                                     int64_t max_n_out, int32_t n_expert)
+{
+    return s->be->ops->experts_ws_create(s, max_rows, max_n_in, max_n_out, n_expert);
+}
+static inline void cv_be_experts_ws_destroy(cv_bstream *s, cv_experts_ws *ws)
+{
+    if (ws)
+        s->be->ops->experts_ws_destroy(s, ws);
+}
+static inline void cv_be_matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_expert, int64_t n_x,
+                                        const float *x, int64_t ldx, int64_t n_rows, const int32_t *expert,
+                                        const int32_t *src, float *y, int64_t ldy, cv_experts_ws *ws)
+{
+    s->be->ops->matmul_experts(s, w, n_expert, n_x, x, ldx, n_rows, expert, src, y, ldy, ws);
+}
+
+/* The CPU stream's thread pool, for the parts of the forward pass that
+ * have not moved behind the table yet (row ops, attention, the DeltaNet
+ * mixer: docs/BACKEND.md, "What is behind the table"); NULL for a stream
+ * of another backend. */
+cv_pool *cv_bstream_cpu_pool(cv_bstream *s);
+
+#endif

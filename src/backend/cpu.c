@@ -1,0 +1,126 @@
+/* cpu.c — the CPU backend: weights prepared by the kernels layer
+ * (cv_wmat: repacked for the tiles of the process's ISA level, or read in
+ * place), and streams that are a thread pool each. Every operation is the
+ * kernels layer's, which picks its ISA level at run time; this file only
+ * maps the table onto it. */
+#include <assert.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "kernels/kernels.h"
+
+typedef struct cpu_mat {
+    cv_bmat pub;
+    cv_wmat *w;
+} cpu_mat;
+
+typedef struct cpu_stream {
+    cv_bstream pub;
+    cv_pool *pool;
+} cpu_stream;
+
+static const cv_wmat *wmat_of(const cv_bmat *m) { return ((const cpu_mat *)m)->w; }
+static cv_pool *pool_of(cv_bstream *s) { return ((cpu_stream *)s)->pool; }
+
+static int mat_create(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes,
+                      cv_bmat **out, cv_err *err)
+{
+    (void)be;
+    *out = NULL;
+    cv_wmat *w;
+    int rc = cv_wmat_create(type, n_in, n_out, data, n_bytes, &w, err);
+    if (rc)
+        return rc;
+    cpu_mat *m = cv_xcalloc(1, sizeof *m);
+    m->w = w;
+    m->pub = (cv_bmat){ .type = type, .n_in = n_in, .n_out = n_out, .bytes = cv_wmat_bytes(w),
+                        .owns_data = cv_wmat_owns_data(w) };
+    *out = &m->pub;
+    return 0;
+}
+
+static void mat_destroy(cv_backend *be, cv_bmat *m)
+{
+    (void)be;
+    cv_wmat_destroy(((cpu_mat *)m)->w);
+    free(m);
+}
+
+static const char *mat_path(const cv_bmat *m) { return cv_matmul_path(m->type, cv_wmat_isa(wmat_of(m))); }
+
+static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err)
+{
+    *out = NULL;
+    cv_pool *pool = cv_pool_create(n_threads > 0 ? n_threads : cv_cpu_count(), err);
+    if (!pool)
+        return err ? err->code : CV_EINVAL;
+    cpu_stream *s = cv_xcalloc(1, sizeof *s);
+    s->pub.be = be;
+    s->pool = pool;
+    *out = &s->pub;
+    return 0;
+}
+
+static void stream_destroy(cv_bstream *s)
+{
+    cv_pool_destroy(pool_of(s));
+    free(s);
+}
+
+static int stream_threads(const cv_bstream *s) { return cv_pool_size(((const cpu_stream *)s)->pool); }
+
+/* Every operation returns when its pool job has: nothing is ever queued. */
+static void sync(cv_bstream *s) { (void)s; }
+
+static void matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    cv_matmul_strided(pool_of(s), wmat_of(w), n_tok, x, ldx, y, ldy);
+}
+
+static cv_experts_ws *experts_ws_create(cv_bstream *s, int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
+                                        int32_t n_expert)
+{
+    (void)s;
+    return (cv_experts_ws *)cv_mm_ws_create(max_rows, max_n_in, max_n_out, n_expert);
+}
+
+static void experts_ws_destroy(cv_bstream *s, cv_experts_ws *ws)
+{
+    (void)s;
+    cv_mm_ws_destroy((cv_mm_ws *)ws);
+}
+
+static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
+                           int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
+                           int64_t ldy, cv_experts_ws *ws)
+{
+    /* The kernels take the prepared matrices themselves; an expert no
+     * route names may be NULL and stays so. */
+    const cv_wmat *wm[CV_MAX_EXPERTS];
+    assert(n_expert <= CV_MAX_EXPERTS);
+    for (int32_t e = 0; e < n_expert; e++)
+        wm[e] = w[e] ? wmat_of(w[e]) : NULL;
+    cv_matmul_experts(pool_of(s), wm, n_expert, n_x, x, ldx, n_rows, expert, src, y, ldy, (cv_mm_ws *)ws);
+}
+
+static const cv_backend_ops cpu_ops = {
+    .abi = CV_BACKEND_ABI,
+    .name = "cpu",
+    .mat_create = mat_create,
+    .mat_destroy = mat_destroy,
+    .mat_path = mat_path,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_threads = stream_threads,
+    .sync = sync,
+    .matmul = matmul,
+    .experts_ws_create = experts_ws_create,
+    .experts_ws_destroy = experts_ws_destroy,
+    .matmul_experts = matmul_experts,
+};
+
+static cv_backend cpu_backend = { .ops = &cpu_ops };
+
+cv_backend *cv_backend_cpu(void) { return &cpu_backend; }
+
+cv_pool *cv_bstream_cpu_pool(cv_bstream *s) { return s->be->ops == &cpu_ops ? pool_of(s) : NULL; }
