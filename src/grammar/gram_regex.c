@@ -269,9 +269,8 @@ static gx *parse_class(rparse *p)
         neg = true;
         p->pos++;
     }
-    bool first = true;
-    while (!eof(p) && (peek(p) != ']' || (first && false))) {
-        first = false;
+    /* each branch consumes input or records an error, which ends the loop */
+    while (!eof(p) && peek(p) != ']' && !p->rc) {
         int64_t lo;
         cpset sub = { 0 };
         if (peek(p) == '\\') {

@@ -56,6 +56,20 @@ TEST(regex_grammars_match_whole_strings)
     }
 }
 
+/* fuzz/seeds/fuzz_grammar/timeout-posix-class-in-class: a POSIX class in a
+ * class used to be refused without moving on, and the class loop spun. */
+TEST(regex_refuses_a_posix_class_inside_a_class_at_once)
+{
+    static const char *const res[] = { "[|:+[:][.[+|.]", "[[:alpha:]]", "[a[:]" };
+    for (size_t i = 0; i < CV_ARRAY_LEN(res); i++) {
+        cv_grammar *g = NULL;
+        cv_err err = { 0 };
+        CHECK_MSG(cv_grammar_from_regex(res[i], strlen(res[i]), &g, &err) == CV_EUNSUPPORTED, "%s", res[i]);
+        CHECK_MSG(strstr(err.msg, "POSIX classes"), "%s: %s", res[i], err.msg);
+        cv_grammar_destroy(g);
+    }
+}
+
 TEST(schemas_accept_valid_and_reject_invalid_documents)
 {
     static const struct { const char *schema; doc_case d[8]; } cases[] = {
@@ -233,6 +247,7 @@ int main(void)
 {
     test_require_data();
     RUN(regex_grammars_match_whole_strings);
+    RUN(regex_refuses_a_posix_class_inside_a_class_at_once);
     RUN(schemas_accept_valid_and_reject_invalid_documents);
     RUN(masks_equal_a_token_by_token_check_on_a_real_vocabulary);
     RUN(pathological_schemas_fail_fast_with_a_clear_error);
