@@ -144,8 +144,8 @@ typedef struct tc_mark {
 
 #define TC_PAIR_BUCKETS 512
 typedef struct tc_markset {
-    tc_mark *m;        /* sorted by first byte */
-    int n;
+    tc_mark *m;        /* sorted by first byte (once built) */
+    int n, cap;
     int first[256];    /* index of the first marker starting with that byte, -1 */
     int count[256];
     int16_t pair[TC_PAIR_BUCKETS]; /* markers by their first two bytes: chain heads, -1 */

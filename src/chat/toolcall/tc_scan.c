@@ -15,10 +15,10 @@ void tc_markset_add(tc_markset *s, const char *text, int kind, int arg, const tc
     size_t len = strlen(text);
     if (!len)
         return;
-    for (int i = 0; i < s->n; i++)
-        if (s->m[i].len == len && !memcmp(s->m[i].s, text, len))
-            return; /* the first registration of a text wins */
-    s->m = cv_xrealloc(s->m, (size_t)(s->n + 1) * sizeof *s->m);
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->m = cv_xrealloc(s->m, (size_t)s->cap * sizeof *s->m);
+    }
     s->m[s->n++] = (tc_mark){ text, (uint16_t)len, (uint8_t)kind, (uint8_t)arg, st, fmt };
 }
 
@@ -27,28 +27,70 @@ static unsigned pair_hash(unsigned char a, unsigned char b)
     return ((unsigned)a * 31u + b) % TC_PAIR_BUCKETS;
 }
 
+/* A marker's text and where it was registered, for finding repeats. */
+typedef struct mark_key {
+    const char *s;
+    size_t len;
+    int i;
+} mark_key;
+
+static int key_cmp(const void *a, const void *b)
+{
+    const mark_key *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    int c = memcmp(x->s, y->s, x->len);
+    return c ? c : x->i - y->i;
+}
+
+/* The first registration of a text wins: later ones go, the rest keep
+ * their order. Sorting keys makes this O(n log n); an output-detection set
+ * holds every row's markers, several hundred. */
+static void drop_repeats(tc_markset *s)
+{
+    if (s->n < 2)
+        return;
+    mark_key *k = cv_xmalloc((size_t)s->n * sizeof *k);
+    bool *drop = cv_xcalloc((size_t)s->n, sizeof *drop);
+    for (int i = 0; i < s->n; i++)
+        k[i] = (mark_key){ s->m[i].s, s->m[i].len, i };
+    qsort(k, (size_t)s->n, sizeof *k, key_cmp);
+    for (int i = 1; i < s->n; i++)
+        if (k[i].len == k[i - 1].len && !memcmp(k[i].s, k[i - 1].s, k[i].len))
+            drop[k[i].i] = true;
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        if (!drop[i])
+            s->m[n++] = s->m[i];
+    s->n = n;
+    free(k);
+    free(drop);
+}
+
 void tc_markset_build(tc_markset *s)
 {
-    for (int i = 0; i < 256; i++) {
-        s->first[i] = -1;
-        s->count[i] = 0;
+    drop_repeats(s);
+    /* all-ones bytes are -1 in every table: memset, not loops, since
+     * parsers are made per request (and per input when fuzzing) */
+    memset(s->first, 0xff, sizeof s->first);
+    memset(s->count, 0, sizeof s->count);
+    memset(s->pair, 0xff, sizeof s->pair);
+    memset(s->single, 0xff, sizeof s->single);
+    /* a stable counting sort by first byte */
+    for (int i = 0; i < s->n; i++)
+        s->count[(unsigned char)s->m[i].s[0]]++;
+    int at[256];
+    for (int c = 0, sum = 0; c < 256; c++) {
+        at[c] = sum;
+        sum += s->count[c];
     }
-    /* a stable insertion sort by first byte: sets are small (< 200) and
-     * built once per parser */
-    for (int i = 1; i < s->n; i++) {
-        tc_mark t = s->m[i];
-        int k = i - 1;
-        while (k >= 0 && (unsigned char)s->m[k].s[0] > (unsigned char)t.s[0]) {
-            s->m[k + 1] = s->m[k];
-            k--;
-        }
-        s->m[k + 1] = t;
-    }
+    tc_mark *sorted = cv_xmalloc((size_t)(s->n ? s->n : 1) * sizeof *sorted);
+    for (int i = 0; i < s->n; i++)
+        sorted[at[(unsigned char)s->m[i].s[0]]++] = s->m[i];
+    free(s->m);
+    s->m = sorted;
+    s->cap = s->n ? s->n : 1;
     s->maxlen = 0;
-    for (int i = 0; i < TC_PAIR_BUCKETS; i++)
-        s->pair[i] = -1;
-    for (int i = 0; i < 256; i++)
-        s->single[i] = -1;
     free(s->next);
     s->next = cv_xcalloc((size_t)(s->n ? s->n : 1), sizeof *s->next);
     for (int i = s->n - 1; i >= 0; i--) {
@@ -66,7 +108,6 @@ void tc_markset_build(tc_markset *s)
         unsigned char c = (unsigned char)s->m[i].s[0];
         if (s->first[c] < 0)
             s->first[c] = i;
-        s->count[c]++;
         if (s->m[i].len > s->maxlen)
             s->maxlen = s->m[i].len;
     }
