@@ -8,9 +8,9 @@
  *             reaches what a damaged-but-consistent file exercises: parent
  *             links, token ids, duplicate paths, the load budget, the tree
  *             built from it and the numerics check.
- * After a load the tree must be consistent: every node's block held by the
- * tree alone, no more nodes than blocks allowed. The model is a random
- * tiny llama written once to $TMPDIR. */
+ * After a load the tree must be consistent: every block of every node's
+ * span held by the tree alone, no more nodes than blocks allowed. The model
+ * is a random tiny llama written once to $TMPDIR. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,6 +21,7 @@ static cv_model *g_model;
 static cv_engine *g_engine;
 static char g_file[256];
 static size_t g_block_bytes;
+static int32_t g_n_groups;
 static uint8_t g_header[64];
 
 static void setup(void)
@@ -38,17 +39,22 @@ static void setup(void)
         abort();
     }
     unlink(model); /* mapped: the data stays while open */
-    cv_kv_format f;
-    cv_engine_kv_format(g_engine, &f);
-    g_block_bytes = f.block_bytes;
+    cv_mem_info mi;
+    cv_engine_mem_info(g_engine, &mi);
+    g_n_groups = mi.n_groups;
+    g_block_bytes = mi.block_bytes;
     /* The header of a real save (a one-node tree): the fixed-up inputs
      * patch its node count and hash. */
     radix t;
     rx_init(&t, g_engine);
-    int32_t b = cv_engine_kv_alloc(g_engine);
+    void *zeros = calloc(1, g_block_bytes);
+    cv_mem_span span;
     int32_t toks[CV_KV_BLOCK] = { 0 };
-    rx_insert(&t, NULL, toks, b);
-    cv_engine_kv_unref(g_engine, b);
+    if (!cv_engine_span_make(g_engine, zeros, &span))
+        abort();
+    free(zeros);
+    rx_insert(&t, NULL, toks, &span); /* the tree takes its own references */
+    cv_engine_span_release(g_engine, &span);
     int64_t saved = 0;
     cv_buf hdr = { 0 };
     if (cv_sched_cache_save(&t, g_file, 1 << 30, &saved, &err) || cv_read_file(g_file, &hdr, 1 << 30, &err) ||
@@ -120,8 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (loaded > 40 || loaded != t.n_nodes)
         abort();
     for (const rx_node *x = t.lru.next; x != &t.lru; x = x->next)
-        if (cv_engine_kv_refs(g_engine, x->block) != 1)
-            abort();
+        for (int32_t g = 0; g < g_n_groups; g++)
+            if (cv_engine_kv_refs(g_engine, g, x->span.kv[g]) != 1)
+                abort();
     rx_fini(&t);
     if (cv_engine_kv_free_blocks(g_engine) != free_before)
         abort(); /* every block went back */

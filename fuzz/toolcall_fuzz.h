@@ -5,11 +5,17 @@
  * model output. It is parsed whole and in pieces, and the target traps when
  * the two results differ, when the event stream breaks its grammar, or when
  * a call's arguments are not a JSON object: the parser's promises, not just
- * "no crash". */
+ * "no crash".
+ *
+ * The families are listed here, together, and the first input checks that
+ * every row of the format registry is in exactly one of them and every
+ * name is a row: a new syntax that no family fuzzes, or a renamed one,
+ * fails every target (and so the suite's seed runs) with its name. */
 #ifndef TOOLCALL_FUZZ_H
 #define TOOLCALL_FUZZ_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "chat/chat.h"
@@ -48,6 +54,47 @@ static void fz_fn(void *ud, const cv_chat_event *ev)
     cv_chat_parse_result_collect(&f->res, ev);
 }
 
+/* ---- the families ---- */
+
+static const char *const fz_json_calls[] = {
+    "hermes", "longcat", "llama3_json", "mistral_v11", "mistral_pre_v11", "xlam", "granite", "granite_20b_fc",
+    "phi4_mini", "firefunction_v2", "command_r7b", "command_r_plus", "internlm2", "apertus", "gigachat3", "jamba",
+    "hunyuan_a13b", "minimax_m1", "apriel", "nemotron_nano_v2", NULL
+};
+static const char *const fz_xml_calls[] = {
+    "qwen3_coder_xml", "seed_oss", "glm45", "deepseek_dsml", "minimax_m2", "minimax_m3", "step3", "minicpm5",
+    "functionary_v3_1", NULL
+};
+static const char *const fz_python_calls[] = { "pythonic", "lfm2", "olmo3", NULL };
+static const char *const fz_channels[] = {
+    "gpt_oss_harmony", "functionary_v3_2", "kimi_k2", "deepseek_v3", "deepseek_v31", "gemma4", "plain_content", NULL
+};
+static const char *const *const fz_families[] = { fz_json_calls, fz_xml_calls, fz_python_calls, fz_channels };
+
+/* Aborts naming the first format no family fuzzes (or fuzzes twice) and
+ * the first family name that is no format. */
+static void fz_check_families(void)
+{
+    for (size_t k = 0; k < sizeof fz_families / sizeof fz_families[0]; k++)
+        for (const char *const *n = fz_families[k]; *n; n++)
+            if (!cv_tc_format_find(*n)) {
+                fprintf(stderr, "fuzz/toolcall_fuzz.h names '%s', which is no tool-call format\n", *n);
+                abort();
+            }
+    for (int i = 0; i < cv_tc_format_count(); i++) {
+        const cv_tc_format *f = cv_tc_format_at(i);
+        int seen = 0;
+        for (size_t k = 0; k < sizeof fz_families / sizeof fz_families[0]; k++)
+            for (const char *const *n = fz_families[k]; *n; n++)
+                seen += cv_tc_format_find(*n) == f;
+        if (seen != 1) {
+            fprintf(stderr, "tool-call format '%s' is in %d fuzz families, must be in one: add it to a list in "
+                    "fuzz/toolcall_fuzz.h\n", cv_tc_format_name(f), seen);
+            abort();
+        }
+    }
+}
+
 static const char *const FZ_TOOLS =
     "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
     "\"s\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"},\"o\":{\"type\":\"object\"},\"a\":{\"type\":\"array\"},"
@@ -84,13 +131,18 @@ static bool fz_same(const cv_chat_parse_result *a, const cv_chat_parse_result *b
     return true;
 }
 
-static int fz_one(const char *const *formats, int n_formats, const uint8_t *data, size_t size)
+static int fz_one(const char *const *formats, const uint8_t *data, size_t size)
 {
     static json_t *tools;
-    if (!tools)
+    if (!tools) {
+        fz_check_families();
         tools = json_loads(FZ_TOOLS, 0, NULL);
+    }
     if (size < 3)
         return 0;
+    int n_formats = 0;
+    while (formats[n_formats])
+        n_formats++;
     cv_chat_parse_opts o = { 0 };
     o.format = cv_tc_format_find(formats[data[0] % n_formats]);
     uint8_t opt = data[1];
