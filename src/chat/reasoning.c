@@ -4,7 +4,7 @@
  * CV_CHAT_REASONING events, or stays in the content verbatim with
  * reasoning_inline. Templates that open the block in the prompt make the
  * output start inside it (cv_chat_parse_prompt_opener finds that opener).
- * Harmony's analysis channel is split by tc_harmony.c itself.
+ * Harmony's analysis channel is split by tc_gpt_oss_harmony.c itself.
  *
  * Tool-call markup inside reasoning is the model thinking about a call, not
  * making one — unless the reasoning never closes and the call is the last

@@ -17,9 +17,10 @@
 typedef struct cv_constrain cv_constrain;
 
 typedef struct cv_constrain_opts {
-    /* The model's tool-call syntax (cv_tc_format_name); tool grammars exist
-     * for hermes, qwen3_coder_xml, llama3_json, mistral_v11 and
-     * mistral_pre_v11, other syntaxes leave tool_choice unenforced. */
+    /* The model's tool-call syntax (cv_tc_format_name): its row's
+     * cv_tool_syntax (cv_tc_format_syntax) is what a forced call's grammar
+     * writes; a row without one (plain_content) leaves tool_choice
+     * unenforced. */
     const char *syntax;
     /* The model may open a <think> block on its own (its template knows
      * one): grammars then allow "<think>...</think>" first, unless the

@@ -38,10 +38,8 @@ static double max_rel(const float *a, const float *b, int64_t n)
 
 TEST(avx2_gemm_and_step_match_the_scalar_reference_on_odd_sizes)
 {
-    if (!cv_isa_supported(CV_ISA_AVX2)) {
-        printf("  (no AVX2 on this CPU: skipped)\n");
-        return;
-    }
+    if (!cv_isa_supported(CV_ISA_AVX2))
+        TEST_SKIP("no AVX2 on this CPU");
     static const int32_t sizes[] = { 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 64, 128 };
     cv_rng r;
     cv_rng_seed(&r, 7);

@@ -9,7 +9,7 @@
  * place, and a file whose checksums are all correct but whose block
  * bytes differ from what this build computes (the numerics check). A size
  * budget keeps the most recent prefixes. The process-level test (SIGTERM
- * a real `corvid serve`) is tests/sched/test_sched_serve.c. */
+ * a real `corvid serve`) is in tests/server/test_server_serve_cli.c. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>

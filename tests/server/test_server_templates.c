@@ -176,6 +176,7 @@ TEST(every_wires_reasoning_switch_reaches_the_harmony_template_as_its_effort)
 {
     cv_chat_template *t = load_template("templates/openai-gpt-oss-120b.jinja");
     const cv_tc_format *f = cv_tc_format_find("gpt_oss_harmony");
+    CHECK_MSG(f, "no gpt_oss_harmony format");
     if (!t || !f)
         return;
     static const struct {
@@ -232,7 +233,8 @@ TEST(gemma3s_template_puts_the_system_prompt_in_the_first_user_turn)
      * it raise, and the strict form joins them. */
     cv_chat_template *t = load_template("templates/vllm/tool_chat_template_gemma3_pythonic.jinja");
     const cv_tc_format *f = cv_tc_format_find("pythonic");
-    if (!t)
+    CHECK_MSG(f, "no pythonic format");
+    if (!t || !f)
         return;
     cv_buf out = { 0 };
     static const char *const want = "<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n";

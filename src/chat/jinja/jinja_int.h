@@ -292,7 +292,7 @@ jv jgetitem(jrender *R, jv obj, jv key);
 bool jtest_by_name(jrender *R, const char *name, jv v, jcallargs *a);
 jv jfilter_by_name(jrender *R, const char *name, jv v, jcallargs *a);
 
-/* ---- builtins (jinja_filters.c, jinja_tests.c, jinja_methods.c) ---- */
+/* ---- builtins (filters and tests: jinja_filters.c; methods: jinja_methods.c) ---- */
 
 typedef jv (*jfilter_fn)(jrender *R, jv v, jcallargs *a);
 typedef bool (*jtest_fn)(jrender *R, jv v, jcallargs *a);
