@@ -2,9 +2,9 @@
  * the algorithm and the tile's contract). Per KV block of 16 positions: the
  * scores of four query rows at a time as a small GEMM over the cache's
  * transposed keys (each key vector loaded once for the four, no horizontal
- * adds), a vectorised exp (range reduction by ln 2, degree-6 Taylor polynomial:
- * relative error < 2e-7 on the reduced range) for every row's online
- * softmax, then the value rows accumulated into four query rows at a time.
+ * adds), a vectorised exp (kernels/simd_exp.h's, as the vector ops use) for
+ * every row's online softmax, then the value rows accumulated into four
+ * query rows at a time.
  * f16 caches convert on load; q8_0 caches score in integers (int8 keys
  * against int8 queries, vpmaddubsw) and convert their int8 values on load,
  * applying factors once per group of a row's 16 scores and once per block
@@ -16,27 +16,7 @@
 #include <math.h>
 
 #include "engine/engine_int.h"
-
-static inline __m256 exp8(__m256 x)
-{
-    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-    const __m256 ln2_hi = _mm256_set1_ps(0.693145751953125f);
-    const __m256 ln2_lo = _mm256_set1_ps(1.42860676533018708e-6f);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
-    r = _mm256_fnmadd_ps(n, ln2_lo, r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+#include "kernels/simd_exp.h"
 
 static inline float hmax8(__m256 v)
 {
@@ -284,8 +264,8 @@ static inline __attribute__((always_inline)) void softmax_token(const att_tile *
             mx[r] = bm;
         }
         const __m256 m = _mm256_set1_ps(mx[r]);
-        __m256 p0 = _mm256_and_ps(exp8(_mm256_sub_ps(s0, m)), _mm256_castsi256_ps(ok0));
-        __m256 p1 = _mm256_and_ps(exp8(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
+        __m256 p0 = _mm256_and_ps(cv_exp8_ps(_mm256_sub_ps(s0, m)), _mm256_castsi256_ps(ok0));
+        __m256 p1 = _mm256_and_ps(cv_exp8_ps(_mm256_sub_ps(s1, m)), _mm256_castsi256_ps(ok1));
         sum[r] = sum[r] * c + hsum8(_mm256_add_ps(p0, p1));
         corr[r] = c;
         _mm256_storeu_ps(pr, p0);

@@ -11,7 +11,7 @@
  * four rows; here once per eight (keys) and four (values) rows with half
  * the instructions, which is what decode attention at depth is bound by
  * (docs/PERF.md, "Decode attention at depth"). Scores are summed in the
- * AVX2 tile's order (each dimension in turn), the exp is its polynomial;
+ * AVX2 tile's order (each dimension in turn), the exp is its (simd_exp.h);
  * only the sums over a block's 16 probabilities are added in another
  * order. The pieces are here, the block loop they run in is
  * attention_tile.h's. Compiled with CV_AVX512_FLAGS; chosen at run time
@@ -20,27 +20,7 @@
 #include <math.h>
 
 #include "engine/engine_int.h"
-
-static inline __m512 exp16(__m512 x)
-{
-    const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 ln2_hi = _mm512_set1_ps(0.693145751953125f);
-    const __m512 ln2_lo = _mm512_set1_ps(1.42860676533018708e-6f);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-    r = _mm512_fnmadd_ps(n, ln2_lo, r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+#include "kernels/simd_exp.h"
 
 /* The cache's element type, a constant after inlining: each tile body is
  * compiled once per type. */
@@ -278,7 +258,7 @@ static inline __attribute__((always_inline)) void softmax_token(const att_tile *
             c = expf(mx[r] - bm); /* 0 on the first block of the range */
             mx[r] = bm;
         }
-        const __m512 pv = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(s, _mm512_set1_ps(mx[r]))));
+        const __m512 pv = _mm512_maskz_mov_ps(ok, cv_exp16_ps(_mm512_sub_ps(s, _mm512_set1_ps(mx[r]))));
         sum[r] = sum[r] * c + _mm512_reduce_add_ps(pv);
         corr[r] = c;
         _mm512_storeu_ps(pr, pv);

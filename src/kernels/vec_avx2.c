@@ -1,37 +1,16 @@
 /* vec_avx2.c — AVX2/FMA/F16C versions of the vector ops, 8 lanes at a
- * time with a scalar tail that calls the reference's formula. expf is a
- * degree-6 polynomial after range reduction to [-ln2/2, ln2/2] (relative
- * error ~2e-7, below f32 rounding of the sums it feeds); tests bound the
- * difference to vec.c per op. */
+ * time with a scalar tail that calls the reference's formula. expf is
+ * simd_exp.h's polynomial (relative error < 2e-7, below f32 rounding of the
+ * sums it feeds); tests bound the difference to vec.c per op. */
 #include "kernels/simd_avx2.h"
+#include "kernels/simd_exp.h"
 
-/* e^x for x in float range; underflows to 0 below ~-87.3, -inf gives 0. */
+/* e^x, and exactly 0 below the polynomial's range (-inf included): a
+ * banned logit's probability in a softmax is 0, as expf gives. */
 static inline __m256 exp_ps(__m256 x)
 {
-    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-    const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
-    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.72283f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
-    r = _mm256_fnmadd_ps(n, ln2_lo, r);
-    /* Taylor-like minimax coefficients for e^r on [-ln2/2, ln2/2]. */
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* Scale by 2^n through the exponent bits; n is in [-126, 128]: split
-     * so that 2^n never overflows the exponent field. */
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i half = _mm256_srai_epi32(ni, 1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
-    return _mm256_andnot_ps(tiny, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(CV_EXP_LO), _CMP_LT_OQ);
+    return _mm256_andnot_ps(tiny, cv_exp8_ps(x));
 }
 
 static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
