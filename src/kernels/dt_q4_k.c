@@ -1,69 +1,19 @@
 /* dt_q4_k.c — q4_K: super-blocks of 256 as 8 sub-blocks of 32, each with
  * a 6-bit scale and 6-bit min under f16 super-scales d and dmin; value =
  * d * sc * q - dmin * m with 4-bit q (layout in kernels_int.h). Reference
- * quantizer: per sub-block, weights |x| + rms(x) and the asymmetric
- * (scale, min) search over 21 candidates (kq_search.c); the 8 scales and 8
- * mins are then quantized to 6 bits against their maxima and the levels
- * recomputed with the rounded scales. Pairs with q8_K activations. */
+ * quantizer: the super-block search of kq_search.c (per sub-block,
+ * weights |x| + rms(x) and the asymmetric (scale, min) search over 21
+ * candidates; the 8 scales and 8 mins quantized to 6 bits against their
+ * maxima and the levels recomputed with the rounded scales), with 15
+ * levels. Pairs with q8_K activations. */
 #include "kernels/kernels_int.h"
-
-/* Packs 6-bit scale ls and min lm of sub-block j (inverse of k_scale_min). */
-void cv_kq_pack_scale_min(uint8_t *q, int j, int ls, int lm);
-
-void cv_kq_pack_scale_min(uint8_t *q, int j, int ls, int lm)
-{
-    if (j < 4) {
-        q[j] = (uint8_t)ls;
-        q[j + 4] = (uint8_t)lm;
-    } else {
-        q[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-        q[j - 4] |= (uint8_t)((ls >> 4) << 6);
-        q[j] |= (uint8_t)((lm >> 4) << 6);
-    }
-}
 
 void cv_dt_q4_K_from_f32(const float *src, void *dst, int64_t n)
 {
     block_q4_K *y = dst;
-    uint8_t L[QK_K], Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const float *x = src + b * QK_K;
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; l++)
-                sum_x2 += x[32 * j + l] * x[32 * j + l];
-            float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++)
-                weights[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] = cv_kq_search_scale_min(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-        float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-        memset(y[b].scales, 0, K_SCALE_SIZE);
-        for (int j = 0; j < QK_K / 32; j++) {
-            int ls = nearest_int(inv_scale * scales[j]);
-            int lm = nearest_int(inv_min * mins[j]);
-            cv_kq_pack_scale_min(y[b].scales, j, ls > 63 ? 63 : ls, lm > 63 ? 63 : lm);
-        }
-        y[b].d = f32_to_f16(max_scale / 63.f);
-        y[b].dmin = f32_to_f16(max_min / 63.f);
-        /* Recompute the levels against the scales as stored. */
-        for (int j = 0; j < QK_K / 32; j++) {
-            uint8_t sc, m;
-            k_scale_min(j, y[b].scales, &sc, &m);
-            const float d = f16_to_f32(y[b].d) * sc;
-            if (!d)
-                continue;
-            const float dm = f16_to_f32(y[b].dmin) * m;
-            for (int l = 0; l < 32; l++) {
-                int q = nearest_int((x[32 * j + l] + dm) / d);
-                L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > 15 ? 15 : q);
-            }
-        }
+        cv_kq_superblock_scale_min(src + b * QK_K, 15, -1.f, 20, y[b].scales, &y[b].d, &y[b].dmin, L);
         uint8_t *q = y[b].qs;
         for (int j = 0; j < QK_K; j += 64) {
             for (int l = 0; l < 32; l++)

@@ -1,52 +1,15 @@
 /* dt_q5_k.c — q5_K: q4_K's super-block with a fifth bit per value (bit j of
  * qh[l] for value l of sub-block j); value = d * sc * q - dmin * m, q 0..31.
- * Reference quantizer as q4_K with 31 levels and 16 candidate scales.
- * Pairs with q8_K activations. */
+ * Reference quantizer: q4_K's super-block search (kq_search.c) with 31
+ * levels and 16 candidate scales. Pairs with q8_K activations. */
 #include "kernels/kernels_int.h"
-
-void cv_kq_pack_scale_min(uint8_t *q, int j, int ls, int lm);
 
 void cv_dt_q5_K_from_f32(const float *src, void *dst, int64_t n)
 {
     block_q5_K *y = dst;
-    uint8_t L[QK_K], Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const float *x = src + b * QK_K;
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; l++)
-                sum_x2 += x[32 * j + l] * x[32 * j + l];
-            float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++)
-                weights[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] = cv_kq_search_scale_min(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-        float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-        memset(y[b].scales, 0, K_SCALE_SIZE);
-        for (int j = 0; j < QK_K / 32; j++) {
-            int ls = nearest_int(inv_scale * scales[j]);
-            int lm = nearest_int(inv_min * mins[j]);
-            cv_kq_pack_scale_min(y[b].scales, j, ls > 63 ? 63 : ls, lm > 63 ? 63 : lm);
-        }
-        y[b].d = f32_to_f16(max_scale / 63.f);
-        y[b].dmin = f32_to_f16(max_min / 63.f);
-        for (int j = 0; j < QK_K / 32; j++) {
-            uint8_t sc, m;
-            k_scale_min(j, y[b].scales, &sc, &m);
-            const float d = f16_to_f32(y[b].d) * sc;
-            if (!d)
-                continue;
-            const float dm = f16_to_f32(y[b].dmin) * m;
-            for (int l = 0; l < 32; l++) {
-                int q = nearest_int((x[32 * j + l] + dm) / d);
-                L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > 31 ? 31 : q);
-            }
-        }
+        cv_kq_superblock_scale_min(src + b * QK_K, 31, -0.5f, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
         memset(y[b].qh, 0, sizeof y[b].qh);
         uint8_t *ql = y[b].qs;
         uint8_t m1 = 1, m2 = 2;

@@ -175,6 +175,13 @@ static inline float e8m0_half_to_f32(uint8_t e)
  * and the levels in L. */
 float cv_kq_search_scale_min(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *neg_min,
                              uint8_t *Laux, float rmin, float rdelta, int nstep);
+/* The q4_K / q5_K super-block: per sub-block of 32 the (scale, min) search
+ * above with weights |x| + rms(x) (nstep + 1 candidates from rmin, levels
+ * 0..nmax), the 8 scales and 8 mins quantized to 6 bits against their
+ * maxima into scales[K_SCALE_SIZE] under *d and *dmin, and the levels L[QK_K]
+ * recomputed with the stored scales. */
+void cv_kq_superblock_scale_min(const float *x, int nmax, float rmin, int nstep, uint8_t *scales, cv_f16 *d,
+                                cv_f16 *dmin, uint8_t *L);
 /* Symmetric scale for n values onto -nmax..nmax-1 weighted by x^2, with a
  * search over 18 nearby scales; stores levels + nmax in L. */
 float cv_kq_search_scale(int n, int nmax, const float *x, int8_t *L);

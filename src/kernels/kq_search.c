@@ -79,6 +79,62 @@ float cv_kq_search_scale_min(int n, int nmax, const float *x, const float *weigh
     return scale;
 }
 
+/* Packs 6-bit scale ls and min lm of sub-block j (inverse of k_scale_min). */
+static void pack_scale_min(uint8_t *q, int j, int ls, int lm)
+{
+    if (j < 4) {
+        q[j] = (uint8_t)ls;
+        q[j + 4] = (uint8_t)lm;
+    } else {
+        q[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+        q[j - 4] |= (uint8_t)((ls >> 4) << 6);
+        q[j] |= (uint8_t)((lm >> 4) << 6);
+    }
+}
+
+void cv_kq_superblock_scale_min(const float *x, int nmax, float rmin, int nstep, uint8_t *scales, cv_f16 *d,
+                                cv_f16 *dmin, uint8_t *L)
+{
+    uint8_t Laux[32];
+    float weights[32], mins[QK_K / 32], sub[QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += x[32 * j + l] * x[32 * j + l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++)
+            weights[l] = av_x + fabsf(x[32 * j + l]);
+        sub[j] = cv_kq_search_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+        if (sub[j] > max_scale) max_scale = sub[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    memset(scales, 0, K_SCALE_SIZE);
+    for (int j = 0; j < QK_K / 32; j++) {
+        int ls = nearest_int(inv_scale * sub[j]);
+        int lm = nearest_int(inv_min * mins[j]);
+        pack_scale_min(scales, j, ls > 63 ? 63 : ls, lm > 63 ? 63 : lm);
+    }
+    *d = f32_to_f16(max_scale / 63.f);
+    *dmin = f32_to_f16(max_min / 63.f);
+    /* Recompute the levels against the scales as stored. */
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        k_scale_min(j, scales, &sc, &m);
+        const float dj = f16_to_f32(*d) * sc;
+        if (!dj)
+            continue;
+        const float dm = f16_to_f32(*dmin) * m;
+        for (int l = 0; l < 32; l++) {
+            int q = nearest_int((x[32 * j + l] + dm) / dj);
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+        }
+    }
+}
+
+
 float cv_kq_search_scale(int n, int nmax, const float *x, int8_t *L)
 {
     float max = 0, amax = 0;
