@@ -1,16 +1,21 @@
 /* act_quant_avx2.c — quantizes activation rows into the two layouts the
- * AVX2 matmul tiles read (simd_avx2.h): act32 with q8_0's rule per 32
- * values, act256 with q8_K's rule per 256. Same levels as the scalar
+ * AVX2 and VNNI matmul tiles read (simd_avx2.h): act32 with q8_0's rule
+ * per 32 values (its block sum in the form each tile applies it), act256
+ * with q8_K's rule per 256. Same levels as the scalar
  * reference quantizers except on exact rounding ties (this rounds ties to
  * even everywhere), and d, s kept in f32 rather than f16. */
 #include "kernels/simd_avx2.h"
 
 #define RND (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
+/* The act32 quantizer; the second per-block number o is s (ks == 0), or
+ * ks * s, or (isum) the int32 k_sum * sum(q) in its bits: the forms the
+ * VNNI tiles fold straight into their sums (simd_avx2.h, act32). */
+static inline __attribute__((always_inline)) void act32_quantize(const float *x, int64_t n_in, uint8_t *row, float ks,
+                                                                 bool isum, int32_t k_sum)
 {
     const int64_t nb = n_in / 32;
-    float *d = (float *)(row + n_in), *s = d + nb;
+    float *d = (float *)(row + n_in), *o = d + nb;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + 32 * b;
@@ -28,8 +33,26 @@ void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
         int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
         _mm256_storeu_si256((__m256i *)(row + 32 * b), pack_epi32_to_epi8(i0, i1, i2, i3));
         d[b] = db;
-        s[b] = db * (float)sum;
+        if (isum) {
+            const int32_t v = k_sum * sum;
+            memcpy(o + b, &v, 4);
+        } else {
+            const float s = db * (float)sum;
+            o[b] = ks != 0 ? ks * s : s;
+        }
     }
+}
+
+void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row) { act32_quantize(x, n_in, row, 0, false, 0); }
+
+void cv_act32_quantize_ks_avx2(const float *x, int64_t n_in, uint8_t *row, float ks)
+{
+    act32_quantize(x, n_in, row, ks, false, 0);
+}
+
+void cv_act32_quantize_isum_avx2(const float *x, int64_t n_in, uint8_t *row, int32_t k_sum)
+{
+    act32_quantize(x, n_in, row, 0, true, k_sum);
 }
 
 void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)

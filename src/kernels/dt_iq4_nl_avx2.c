@@ -57,13 +57,16 @@ void cv_dt_iq4_nl_dot_avx2(int64_t n, const void *w, const void *a, float *out)
 /* ---- matmul ---- */
 
 static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK4_NL) * BLOCK_BYTES; }
-static size_t pack_bytes(int64_t n_in, int64_t n_out) { return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in); }
+size_t cv_iq4_nl_pack16_bytes(int64_t n_in, int64_t n_out)
+{
+    return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
+}
 
-static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
+void cv_iq4_nl_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 {
     const int64_t nb = n_in / QK4_NL, n_groups = (n_out + ROWS - 1) / ROWS;
     const block_iq4_nl *w = src;
-    memset(dst, 0, pack_bytes(n_in, n_out));
+    memset(dst, 0, cv_iq4_nl_pack16_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++)
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_iq4_nl *row = w + (g * ROWS + r) * nb;
@@ -138,8 +141,8 @@ CV_TILE_RUN(run, tile, group_bytes)
 const cv_mm_impl cv_mm_iq4_nl_avx2 = {
     .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
-    .pack_bytes = pack_bytes,
-    .pack = pack,
+    .pack_bytes = cv_iq4_nl_pack16_bytes,
+    .pack = cv_iq4_nl_pack16,
     .act_row_bytes = act_row_bytes,
     .quant_act = quant_act,
     .run = run,

@@ -70,13 +70,16 @@ static size_t group_bytes(int64_t n_in)
     return (size_t)(nb / 2) * PAIR_BYTES + (size_t)(nb % 2) * 288;
 }
 
-static size_t pack_bytes(int64_t n_in, int64_t n_out) { return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in); }
+size_t cv_mxfp4_pack16_bytes(int64_t n_in, int64_t n_out)
+{
+    return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
+}
 
-static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
+void cv_mxfp4_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 {
     const int64_t nb = n_in / QK_MXFP4, n_groups = (n_out + ROWS - 1) / ROWS;
     const block_mxfp4 *w = src;
-    memset(dst, 0, pack_bytes(n_in, n_out));
+    memset(dst, 0, cv_mxfp4_pack16_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *gp = (uint8_t *)dst + (size_t)g * group_bytes(n_in);
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
@@ -91,18 +94,6 @@ static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
 
 static size_t act_row_bytes(const cv_wmat *w) { return act32_row_bytes(w->n_in); }
 static void quant_act(const cv_wmat *w, const float *x, void *dst) { cv_act32_quantize_avx2(x, w->n_in, dst); }
-
-/* The scales 2^(e-128) of 8 rows from their exponent bytes, as
- * e8m0_half_to_f32 builds them: exponent field e - 1, or for e < 2 the
- * subnormal bits 0x00200000 << e. */
-static inline __m256 e8m0_half_ps(const uint8_t *e)
-{
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
-    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
-    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
-}
 
 /* 16 rows x T tokens over all blocks: out[t][16]. */
 static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const uint8_t *act, size_t stride,
@@ -173,8 +164,8 @@ CV_TILE_RUN(run, tile, group_bytes)
 const cv_mm_impl cv_mm_mxfp4_avx2 = {
     .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
-    .pack_bytes = pack_bytes,
-    .pack = pack,
+    .pack_bytes = cv_mxfp4_pack16_bytes,
+    .pack = cv_mxfp4_pack16,
     .act_row_bytes = act_row_bytes,
     .quant_act = quant_act,
     .run = run,

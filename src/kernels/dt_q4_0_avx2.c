@@ -46,13 +46,16 @@ void cv_dt_q4_0_dot_avx2(int64_t n, const void *w, const void *a, float *out)
 /* ---- matmul ---- */
 
 static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK4_0) * ROWS * 18; }
-static size_t pack_bytes(int64_t n_in, int64_t n_out) { return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in); }
+size_t cv_q4_0_pack16_bytes(int64_t n_in, int64_t n_out)
+{
+    return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
+}
 
-static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
+void cv_q4_0_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 {
     const int64_t nb = n_in / QK4_0, n_groups = (n_out + ROWS - 1) / ROWS;
     const block_q4_0 *w = src;
-    memset(dst, 0, pack_bytes(n_in, n_out));
+    memset(dst, 0, cv_q4_0_pack16_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++)
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
             const block_q4_0 *row = w + (g * ROWS + r) * nb;
@@ -78,8 +81,8 @@ CV_TILE_RUN(run, tile, group_bytes)
 const cv_mm_impl cv_mm_q4_0_avx2 = {
     .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
-    .pack_bytes = pack_bytes,
-    .pack = pack,
+    .pack_bytes = cv_q4_0_pack16_bytes,
+    .pack = cv_q4_0_pack16,
     .act_row_bytes = act_row_bytes,
     .quant_act = quant_act,
     .run = run,

@@ -59,16 +59,16 @@ void cv_dt_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n)
 
 static size_t group_bytes(int64_t n_in) { return (size_t)(n_in / QK8_0) * ROWS * 34; }
 
-static size_t pack_bytes(int64_t n_in, int64_t n_out)
+size_t cv_q8_0_pack16_bytes(int64_t n_in, int64_t n_out)
 {
     return (size_t)((n_out + ROWS - 1) / ROWS) * group_bytes(n_in);
 }
 
-static void pack(const void *src, int64_t n_in, int64_t n_out, void *dst)
+void cv_q8_0_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 {
     const int64_t nb = n_in / QK8_0, n_groups = (n_out + ROWS - 1) / ROWS;
     const block_q8_0 *w = src;
-    memset(dst, 0, pack_bytes(n_in, n_out));
+    memset(dst, 0, cv_q8_0_pack16_bytes(n_in, n_out));
     for (int64_t g = 0; g < n_groups; g++) {
         int8_t *qs = (int8_t *)dst + (size_t)g * group_bytes(n_in);
         for (int r = 0; r < ROWS && g * ROWS + r < n_out; r++) {
@@ -131,8 +131,8 @@ CV_TILE_RUN(run, tile, group_bytes)
 const cv_mm_impl cv_mm_q8_0_avx2 = {
     .name = "avx2 tile: 16 rows x 4 tokens, weights repacked at load",
     .rows_per_group = ROWS,
-    .pack_bytes = pack_bytes,
-    .pack = pack,
+    .pack_bytes = cv_q8_0_pack16_bytes,
+    .pack = cv_q8_0_pack16,
     .act_row_bytes = act_row_bytes,
     .quant_act = quant_act,
     .run = run,

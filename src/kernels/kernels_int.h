@@ -330,6 +330,13 @@ typedef struct cv_mm_impl {
 #define CV_PACK16_DECL(name)                                                    \
     size_t cv_##name##_pack16_bytes(int64_t n_in, int64_t n_out);              \
     void cv_##name##_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
+CV_PACK16_DECL(q4_0);
+CV_PACK16_DECL(q4_1);
+CV_PACK16_DECL(q5_0);
+CV_PACK16_DECL(q5_1);
+CV_PACK16_DECL(q8_0);
+CV_PACK16_DECL(iq4_nl);
+CV_PACK16_DECL(mxfp4);
 CV_PACK16_DECL(q2_K);
 CV_PACK16_DECL(q3_K);
 CV_PACK16_DECL(q4_K);

@@ -4,6 +4,13 @@
  * CPU has it, else avx2). */
 #include "kernels/kernels_int.h"
 
+extern const cv_mm_impl cv_mm_q4_0_avx512;
+extern const cv_mm_impl cv_mm_q4_1_avx512;
+extern const cv_mm_impl cv_mm_q5_0_avx512;
+extern const cv_mm_impl cv_mm_q5_1_avx512;
+extern const cv_mm_impl cv_mm_q8_0_avx512;
+extern const cv_mm_impl cv_mm_iq4_nl_avx512;
+extern const cv_mm_impl cv_mm_mxfp4_avx512;
 extern const cv_mm_impl cv_mm_q4_K_avx512;
 extern const cv_mm_impl cv_mm_q5_K_avx512;
 extern const cv_mm_impl cv_mm_q6_K_avx512;
@@ -12,6 +19,13 @@ extern const cv_mm_impl cv_mm_q3_K_avx512;
 extern const cv_mm_impl cv_mm_iq4_xs_avx512;
 
 static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
+    [CV_GGML_Q4_0] = &cv_mm_q4_0_avx512,
+    [CV_GGML_Q4_1] = &cv_mm_q4_1_avx512,
+    [CV_GGML_Q5_0] = &cv_mm_q5_0_avx512,
+    [CV_GGML_Q5_1] = &cv_mm_q5_1_avx512,
+    [CV_GGML_Q8_0] = &cv_mm_q8_0_avx512,
+    [CV_GGML_IQ4_NL] = &cv_mm_iq4_nl_avx512,
+    [CV_GGML_MXFP4] = &cv_mm_mxfp4_avx512,
     [CV_GGML_Q4_K] = &cv_mm_q4_K_avx512,
     [CV_GGML_Q5_K] = &cv_mm_q5_K_avx512,
     [CV_GGML_Q6_K] = &cv_mm_q6_K_avx512,

@@ -5,6 +5,10 @@
  * act32 row (legacy quants), for n_in values in nb = n_in / 32 blocks:
  *   int8 q[n_in] | f32 d[nb] | f32 s[nb]      x ~ q * d, s = d * sum(q of block)
  *   (q8_0's quantizer: d = amax / 127, round to nearest; d and s kept in f32)
+ *   The VNNI tiles (tile_q32_vnni.h) take s in the form they apply it: ks * s
+ *   (q4_0's -8 s, computed as the AVX2 tile computes it in its loop), or the
+ *   int32 k_sum * sum(q) in s's four bytes (the offset of a u8 x s8 product
+ *   taken back in integers).
  * act256 row (K-quants), nsb = n_in / 256 super-blocks:
  *   int8 q[n_in] | f32 d[nsb] | i16 bsum16[16 nsb] | i16 bsum32[8 nsb]
  *   (q8_K's quantizer: extreme value -> -127, round to nearest even)
@@ -20,6 +24,18 @@
 /* One half float with F16C: exact, and inline (the scalar reference's
  * conversion is a call into dt_f16.c). */
 static inline float h2f(cv_f16 h) { return _cvtsh_ss(h); }
+
+/* MXFP4's scales 2^(e-128) of 8 rows from their exponent bytes, as
+ * e8m0_half_to_f32 builds them: exponent field e - 1, or for e < 2 the
+ * subnormal bits 0x00200000 << e. */
+static inline __m256 e8m0_half_ps(const uint8_t *e)
+{
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+}
 
 static inline float hsum_ps(__m256 v)
 {
@@ -71,6 +87,8 @@ static inline const int16_t *act256_bsum32(const uint8_t *row, int64_t n_in)
 
 /* act_quant_avx2.c */
 void cv_act32_quantize_avx2(const float *x, int64_t n_in, uint8_t *row);
+void cv_act32_quantize_ks_avx2(const float *x, int64_t n_in, uint8_t *row, float ks);
+void cv_act32_quantize_isum_avx2(const float *x, int64_t n_in, uint8_t *row, int32_t k_sum);
 void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row);
 
 /* acc += vpmaddubsw(w, a): u8 w times s8 a, pairs summed, added to int16
@@ -181,7 +199,7 @@ static inline __m256i bcast32(const void *p)
         const int64_t n_in = job->n_in;                                                               \
         const uint8_t *base = job->w->data;                                                           \
         const size_t stride = job->act_row_bytes, gbytes = GROUP_BYTES(n_in);                         \
-        _Alignas(32) float out[(STEP) * 16];                                                          \
+        _Alignas(64) float out[(STEP) * 16];                                                          \
         for (int64_t tc = t0; tc < t1; tc += 128) {                                                    \
             const int64_t te = CV_MIN(t1, tc + 128);                                                   \
             for (int64_t g = g0; g < g1; g++) {                                                       \

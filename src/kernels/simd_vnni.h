@@ -125,6 +125,15 @@ static inline __attribute__((always_inline)) v16f v16_fnmadd(v16f a, v16f b, v16
     return _mm512_fnmadd_ps(a, b, c);
 }
 static inline __attribute__((always_inline)) void v16_store(float *p, v16f a) { _mm512_storeu_ps(p, a); }
+/* mxfp4's scales 2^(e-128) of 16 rows from their exponent bytes, built as
+ * e8m0_half_ps builds 8 (simd_avx2.h). */
+static inline __attribute__((always_inline)) v16f v16_e8m0_half(const uint8_t *e)
+{
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2)), normal, sub));
+}
 
 /* The run() of a tile of up to 8 tokens (simd_avx2.h). */
 #define CV_VNNI_TILE_RUN(name, TILE, GROUP_BYTES) CV_TILE_RUN8(name, TILE, TILE, GROUP_BYTES)
@@ -274,6 +283,10 @@ static inline __attribute__((always_inline)) void v16_store(float *p, v16f a)
 {
     _mm256_storeu_ps(p, a.r[0]);
     _mm256_storeu_ps(p + 8, a.r[1]);
+}
+static inline __attribute__((always_inline)) v16f v16_e8m0_half(const uint8_t *e)
+{
+    return (v16f)V16_EACH(e8m0_half_ps(e), e8m0_half_ps(e + 8));
 }
 
 #define CV_VNNI_TILE_RUN(name, TILE, GROUP_BYTES) CV_TILE_RUN(name, TILE, GROUP_BYTES)

@@ -470,6 +470,9 @@ static bool tiles_keep_avx2_bits(uint32_t type)
     switch (type) {
     case CV_GGML_Q2_K: case CV_GGML_Q3_K: case CV_GGML_Q4_K: case CV_GGML_Q5_K: case CV_GGML_Q6_K:
     case CV_GGML_IQ4_XS: return true;
+    /* tile_q32_vnni.h */
+    case CV_GGML_Q4_0: case CV_GGML_Q4_1: case CV_GGML_Q5_0: case CV_GGML_Q5_1: case CV_GGML_Q8_0:
+    case CV_GGML_IQ4_NL: case CV_GGML_MXFP4: return true;
     default: return false;
     }
 }
