@@ -39,6 +39,11 @@
  *            --seed): time to first token and cached tokens; run it before
  *            and after a restart for the restart figure (docs/PERF.md).
  *
+ * With --session-header NAME each agent sends `NAME: corvid-bench-S-A` (S
+ * the seed, A the agent) with its turns and its "alone" reference, as Claude
+ * Code sends X-Claude-Code-Session-Id: a balancer in front of several
+ * replicas (deploy/haproxy) then keeps every agent on one replica.
+ *
  * Generated text is not checked; --ban ID (repeatable) sets a logit bias
  * of -100 on an id (the model's end-of-text) so every stream runs its full
  * length, --favor ID one of +100 (a run of that id: output the server's
@@ -60,6 +65,7 @@
 typedef struct bs_opts {
     const char *url;
     const char *api_key;
+    const char *session_header; /* --session-header: each agent's affinity key, or NULL */
     const char *cases;
     int32_t streams[16];
     int n_streams;
@@ -76,6 +82,7 @@ typedef struct bs_opts {
 typedef struct stream_rec {
     const bs_opts *o;
     const int32_t *prompt;
+    const char *session; /* the agent's session id (with --session-header), or NULL */
     int32_t n_prompt, max_tokens;
     double t_start, t_first, t_end;
     double *chunk_t;       /* arrival time of each chunk with text */
@@ -165,10 +172,14 @@ static void run_stream(stream_rec *r)
 
     CURL *c = curl_easy_init();
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    char auth[512];
+    char auth[512], session[256];
     if (o->api_key) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
         h = curl_slist_append(h, auth);
+    }
+    if (o->session_header && r->session) {
+        snprintf(session, sizeof session, "%s: %s", o->session_header, r->session);
+        h = curl_slist_append(h, session);
     }
     curl_easy_setopt(c, CURLOPT_URL, url.data);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -350,6 +361,7 @@ typedef struct agent {
     const int32_t *system;
     turn_rec *turns;
     int32_t *ctx; /* every id the agent sent (each turn's prompt is a prefix) */
+    char session[48]; /* corvid-bench-SEED-ID, sent with --session-header */
     bool ok;
 } agent;
 
@@ -377,7 +389,8 @@ static void *agent_thread(void *arg)
         fill_ids(ctx + n, o->turn_tokens, o->seed * 7919u + (uint64_t)a->id * 131u + (uint64_t)t * 2u + 1u,
                  o->id_range);
         n += o->turn_tokens;
-        stream_rec r = { .o = o, .prompt = ctx, .n_prompt = n, .max_tokens = o->reply_tokens };
+        stream_rec r = { .o = o, .prompt = ctx, .session = a->session, .n_prompt = n,
+                         .max_tokens = o->reply_tokens };
         if (a->gate && !gate_enter(a->gate, (int64_t)t * o->agents + a->id)) {
             a->ok = false;
             break;
@@ -406,7 +419,7 @@ static double alone_ttft(const bs_opts *o, const agent *a, const turn_rec *tr, u
     int32_t *ids = cv_xmalloc((size_t)tr->prompt * sizeof *ids);
     memcpy(ids, a->ctx, (size_t)tr->cached * sizeof *ids);
     fill_ids(ids + tr->cached, tr->computed, seed, o->id_range);
-    stream_rec r = { .o = o, .prompt = ids, .n_prompt = tr->prompt, .max_tokens = 1 };
+    stream_rec r = { .o = o, .prompt = ids, .session = a->session, .n_prompt = tr->prompt, .max_tokens = 1 };
     run_stream(&r);
     double v = rec_ok(&r) && r.n_chunks && r.cached_tokens == tr->cached ? r.t_first - r.t_start : NAN;
     rec_free(&r);
@@ -441,6 +454,7 @@ static int case_agents(const bs_opts *o)
     turn_gate gate = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .limit = o->in_flight };
     for (int i = 0; i < o->agents; i++) {
         ag[i] = (agent){ .o = o, .gate = o->in_flight ? &gate : NULL, .id = i, .system = system };
+        snprintf(ag[i].session, sizeof ag[i].session, "corvid-bench-%llu-%d", (unsigned long long)o->seed, i);
         ag[i].turns = cv_xcalloc((size_t)o->turns, sizeof *ag[i].turns);
         pthread_create(&th[i], NULL, agent_thread, &ag[i]);
     }
@@ -628,6 +642,9 @@ static const cv_flag flags[] = {
       "agents: simulated tool time between turns (default 0)"),
     CV_FLAG_ROW("--in-flight", NULL, CV_FLAG_I32, O(in_flight), 0, MAX_STREAMS, "K",
       "agents: at most K turns at once, round robin (default 0: all)"),
+    CV_FLAG_ROW("--session-header", NULL, CV_FLAG_STR, O(session_header), 0, 0, "NAME",
+      "agents: send NAME: corvid-bench-SEED-AGENT with each agent's turns\n(a balancer's affinity key, e.g. "
+      "X-Claude-Code-Session-Id)"),
     CV_FLAG_ROW("--id-range", NULL, CV_FLAG_I32, O(id_range), 4, 1 << 22, "N",
       "prompt token ids drawn from [0, N) (default 500)"),
     CV_FLAG_FN_ROW("--ban", NULL, "ID", "a token id the sampler may not choose (logit bias)", ban, true),

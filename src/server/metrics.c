@@ -113,11 +113,6 @@ static void histogram(cv_buf *out, const char *name, const char *help, const cha
                   close, (long long)total);
 }
 
-static void gauge(cv_buf *out, const char *name, const char *help, const char *type, long long v)
-{
-    cv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
-}
-
 /* One sample with labels (a `k="v",...` list without braces, or "") and a
  * real value: whole numbers (counters, timestamps) in full, others to six
  * digits. */
@@ -150,12 +145,13 @@ void cv_metrics_render(cv_server *s, const cv_server_load *load, cv_buf *out)
                       r >= 0 && r < cv_n_routes ? cv_routes[r].name : "unknown", m->by_status[i].status,
                       (long long)m->by_status[i].n);
     }
-    gauge(out, "corvid_prompt_tokens_total", "Prompt tokens of finished generations.", "counter", m->prompt_tokens);
-    gauge(out, "corvid_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.", "counter",
-          m->cached_tokens);
-    gauge(out, "corvid_generated_tokens_total", "Tokens generated.", "counter", m->generated_tokens);
-    gauge(out, "corvid_client_cancels_total", "Generations cancelled because the client disconnected.", "counter",
-          m->client_cancels);
+    sample(out, "corvid_prompt_tokens_total", "Prompt tokens of finished generations.", "counter", "",
+           (double)m->prompt_tokens);
+    sample(out, "corvid_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.", "counter", "",
+           (double)m->cached_tokens);
+    sample(out, "corvid_generated_tokens_total", "Tokens generated.", "counter", "", (double)m->generated_tokens);
+    sample(out, "corvid_client_cancels_total", "Generations cancelled because the client disconnected.", "counter",
+           "", (double)m->client_cancels);
     const double hit_ratio = m->prompt_tokens > 0 ? (double)m->cached_tokens / (double)m->prompt_tokens : 0;
     sample(out, "corvid_prefix_cache_hit_ratio",
            "Prompt tokens served from the prefix cache over prompt tokens, since start (0-1).", "gauge", "", hit_ratio);
@@ -163,19 +159,19 @@ void cv_metrics_render(cv_server *s, const cv_server_load *load, cv_buf *out)
               m->ttft_counts, ttft_bounds, CV_TTFT_BUCKETS, m->ttft_sum, m->ttft_n);
     histogram(out, "corvid_time_per_output_token_seconds", "Between consecutive generated tokens of a request.", "",
               m->tpot_counts, tpot_bounds, CV_TPOT_BUCKETS, m->tpot_sum, m->tpot_n);
-    gauge(out, "corvid_active_generations", "Generations an HTTP thread is serving now.", "gauge",
-          atomic_load(&s->active_streams));
-    gauge(out, "corvid_queue_depth", "Requests submitted and waiting to run.", "gauge", load->queue_depth);
-    gauge(out, "corvid_running_sequences", "Sequences being generated.", "gauge", load->running);
-    gauge(out, "corvid_kv_blocks_used", "KV cache blocks in use.", "gauge", load->kv_blocks_used);
-    gauge(out, "corvid_kv_blocks_free", "KV cache blocks free.", "gauge", load->kv_blocks_free);
+    sample(out, "corvid_active_generations", "Generations an HTTP thread is serving now.", "gauge", "",
+           atomic_load(&s->active_streams));
+    sample(out, "corvid_queue_depth", "Requests submitted and waiting to run.", "gauge", "", load->queue_depth);
+    sample(out, "corvid_running_sequences", "Sequences being generated.", "gauge", "", load->running);
+    sample(out, "corvid_kv_blocks_used", "KV cache blocks in use.", "gauge", "", (double)load->kv_blocks_used);
+    sample(out, "corvid_kv_blocks_free", "KV cache blocks free.", "gauge", "", (double)load->kv_blocks_free);
     sample(out, "corvid_kv_usage_ratio", "KV cache blocks in use over all blocks, the prefix cache's included (0-1).",
            "gauge", "", kv_usage);
-    gauge(out, "corvid_kv_block_tokens", "Positions one KV cache block holds.", "gauge", CV_KV_BLOCK);
-    gauge(out, "corvid_ready", "1 when the model is loaded and the server is not draining (GET /health/ready).",
-          "gauge", ready && !draining);
-    gauge(out, "corvid_draining", "1 from SIGTERM until exit: requests for the model get 503 + Retry-After.", "gauge",
-          draining);
+    sample(out, "corvid_kv_block_tokens", "Positions one KV cache block holds.", "gauge", "", CV_KV_BLOCK);
+    sample(out, "corvid_ready", "1 when the model is loaded and the server is not draining (GET /health/ready).",
+           "gauge", "", ready && !draining);
+    sample(out, "corvid_draining", "1 from SIGTERM until exit: requests for the model get 503 + Retry-After.",
+           "gauge", "", draining);
 
     /* The names gateways and routers read by default, as aliases: the same
      * values again under vLLM's names, never a second set of counters. The

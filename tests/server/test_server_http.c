@@ -473,12 +473,17 @@ TEST(metrics_count_requests_by_route_and_status_in_prometheus_text)
     CHECK(strstr(r.body.data, "# TYPE corvid_kv_blocks_free gauge") != NULL);
     /* Readiness, KV usage and the hit rate, and the same figures under the
      * names the endpoint picker and vLLM-compatible routers read. */
-    static const char *const lines[] = { "\ncorvid_ready 1\n", "\ncorvid_draining 0\n", "\ncorvid_kv_usage_ratio ",
-                                         "\ncorvid_prefix_cache_hit_ratio ", "\nvllm:num_requests_waiting{model_name=\"fake-bytes\"} ",
-                                         "\nvllm:num_requests_running{model_name=\"fake-bytes\"} ",
-                                         "\nvllm:kv_cache_usage_perc{model_name=\"fake-bytes\"} ",
-                                         "\nvllm:time_to_first_token_seconds_bucket{model_name=\"fake-bytes\",le=\"+Inf\"} ",
-                                         "\nvllm:cache_config_info{block_size=\"16\"" };
+    static const char *const lines[] = {
+        "\ncorvid_ready 1\n",
+        "\ncorvid_draining 0\n",
+        "\ncorvid_kv_usage_ratio ",
+        "\ncorvid_prefix_cache_hit_ratio ",
+        "\nvllm:num_requests_waiting{model_name=\"fake-bytes\"} ",
+        "\nvllm:num_requests_running{model_name=\"fake-bytes\"} ",
+        "\nvllm:kv_cache_usage_perc{model_name=\"fake-bytes\"} ",
+        "\nvllm:time_to_first_token_seconds_bucket{model_name=\"fake-bytes\",le=\"+Inf\"} ",
+        "\nvllm:cache_config_info{block_size=\"16\"",
+    };
     for (size_t i = 0; i < CV_ARRAY_LEN(lines); i++)
         CHECK_MSG(strstr(r.body.data, lines[i]), "/metrics lacks %s", lines[i] + 1);
     resp_free(&r);
@@ -625,7 +630,8 @@ TEST(a_drain_refuses_work_for_the_model_with_503_while_probes_answer_and_running
     CHECK_EQ_INT(atomic_load(&s2->active_streams), 1);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
-    CHECK(a.r.body.data && strstr(a.r.body.data, "\"finish_reason\":\"stop\"") && strstr(a.r.body.data, "data: [DONE]"));
+    CHECK(a.r.body.data && strstr(a.r.body.data, "\"finish_reason\":\"stop\""));
+    CHECK(a.r.body.data && strstr(a.r.body.data, "data: [DONE]"));
     CHECK(a.r.body.data && !strstr(a.r.body.data, "\"error\""));
     resp_free(&a.r);
     free(cb);

@@ -2,7 +2,7 @@
 // tests: tests/server/fake_serve (cv_server + the test-only byte-level
 // backend, the same cv_server_run loop as `corvid serve`). CTest passes its
 // path in CV_FAKE_SERVE; without it the tests look in build-asan/ then build/.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,6 +11,17 @@ import { fileURLToPath } from 'node:url';
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repo = path.resolve(here, '..', '..', '..');
 export const testdata = process.env.CV_TESTDATA_DIR || path.resolve(repo, '..', 'shared', 'testdata');
+// The release `corvid` (CTest passes it in CV_RELEASE_BIN; make test builds it).
+export const corvid = process.env.CV_RELEASE_BIN || path.join(repo, 'build', 'corvid');
+
+// Karpathy's stories260K (testdata/models) imported to DIR/stories260K.gguf
+// by `corvid import llama2c`; returns the path.
+export function importStories260K(dir) {
+  const gguf = path.join(dir, 'stories260K.gguf');
+  const m = path.join(testdata, 'models');
+  execFileSync(corvid, ['import', 'llama2c', path.join(m, 'stories260K.bin'), path.join(m, 'tok512.bin'), '-o', gguf]);
+  return gguf;
+}
 
 function serverBinary() {
   if (process.env.CV_FAKE_SERVE) return process.env.CV_FAKE_SERVE;
@@ -22,15 +33,16 @@ function serverBinary() {
 }
 
 // Starts a server and waits for its "listening on http://HOST:PORT" line on
-// stdout; resolves to { port, url, stop() }. stop() sends SIGTERM
-// and resolves to the exit code (a graceful stop exits 0).
-// bin defaults to fake_serve; model tests pass the release corvid.
-export function startServer(args = [], bin = serverBinary()) {
+// stdout; resolves to { port, url, pid, stop() }. stop() sends SIGTERM
+// and resolves to the exit code (a drain exits 0).
+// bin defaults to fake_serve; model tests pass the release corvid. env adds
+// to the environment.
+export function startServer(args = [], bin = serverBinary(), env = {}) {
   return new Promise((resolve, reject) => {
     // `corvid serve` saves its prefix cache under XDG_CACHE_HOME: a private
     // one per server, removed when the process is gone, never the user's.
     const cacheHome = mkdtempSync(path.join(tmpdir(), 'corvid-test-cache-'));
-    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CACHE_HOME: cacheHome } });
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CACHE_HOME: cacheHome, ...env } });
     proc.once('close', () => rmSync(cacheHome, { recursive: true, force: true }));
     let out = '';
     let err = '';
@@ -51,6 +63,7 @@ export function startServer(args = [], bin = serverBinary()) {
       resolve({
         port,
         url: `http://127.0.0.1:${port}`,
+        pid: proc.pid,
         stderr: () => err,
         stop: async () => { proc.kill('SIGTERM'); return exited; },
       });

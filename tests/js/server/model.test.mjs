@@ -7,24 +7,20 @@
 // cancelled in the scheduler.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { repo, startServer, testdata } from './helpers.mjs';
+import { corvid, importStories260K, startServer, testdata } from './helpers.mjs';
 
-const corvid = process.env.CV_RELEASE_BIN || path.join(repo, 'build', 'corvid');
 const skip = !existsSync(corvid) && `the release binary ${corvid} is not built`;
 
 describe('corvid serve with stories260K', { skip }, () => {
   let srv, dir, oai, ant;
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'corvid-model-'));
-    const gguf = path.join(dir, 'stories260K.gguf');
-    const m = path.join(testdata, 'models');
-    execFileSync(corvid, ['import', 'llama2c', path.join(m, 'stories260K.bin'), path.join(m, 'tok512.bin'), '-o', gguf]);
+    const gguf = importStories260K(dir);
     srv = await startServer(['serve', gguf, '--port', '0', '--parallel', '2', '--threads', '1'], corvid);
     oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
     ant = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
