@@ -1,5 +1,5 @@
 /* mix_deltanet.c — the Gated DeltaNet mixer (CV_MIXER_DELTANET) of hybrid
- * models (qwen35, qwen35moe): linear attention whose memory is a fixed
+ * models (qwen35, qwen35moe, qwen3next): linear attention whose memory is a fixed
  * matrix per value head, carried across tokens and forward calls in the
  * sequence's recurrent-state slot (seq_mem.c; this kind declares its bytes
  * through eng_kind.state_bytes, layout below). Per token t of a sequence, from
@@ -10,6 +10,7 @@
  *   u_t = silu(sum_j conv[c][j] c_{t-K+1+j}[c])             (causal, per channel)
  *   q_h, k_h = u_t's key-head slices / their L2 norms, q_h also / sqrt(d)
  *   v_j = u_t's value-head slice; value head j reads key head j mod H_k
+ *     (qwen35's tiled order), or j / (H_v / H_k) (qwen3next's grouped one)
  *   S_j <- exp(g) S_j;  delta = beta (v_j - S_j^T k);  S_j <- S_j + k delta^T
  *   o_j = S_j^T q;  y_j = rmsnorm(o_j) * ssm_norm * silu(z_j);  out = W_out y
  *
@@ -88,6 +89,7 @@ _Static_assert(CV_DN_STEP_RUN > CV_SCHED_DRAFT_MAX, "a speculative step (a token
 struct dn_scratch {
     const dn_kernels *kn;
     int32_t C, inner, H_v, H_k, d, K;
+    bool grouped;       /* value head j reads key head j / (H_v / H_k), not j mod H_k */
     int64_t ld_in;      /* C + inner + 2 H_v */
     float *in;          /* [n_batch][ld_in] conv input | z | beta | alpha (beta, g once gated) */
     float *u;           /* [n_batch][C] the conv's output: q | k of the key heads, v of the value heads */
@@ -308,7 +310,7 @@ static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
 {
     dn_scratch *dn = e->dn;
     const int32_t d = dn->d, C = dn->C, hv = item % dn->H_v, s = dn->seqs[item / dn->H_v];
-    const int32_t hk = hv % dn->H_k, begin = run_begin(e, s), n = e->att_seq_start[s] - begin;
+    const int32_t hk = dn->grouped ? hv / (dn->H_v / dn->H_k) : hv % dn->H_k, begin = run_begin(e, s), n = e->att_seq_start[s] - begin;
     /* offsets in a conv-output row: q of key head hk, its k, v of value head hv */
     const int64_t q_at = (int64_t)hk * d, k_at = (int64_t)(dn->H_k + hk) * d;
     const int64_t v_at = (int64_t)(2 * dn->H_k + hv) * d;
@@ -420,6 +422,7 @@ static int deltanet_init(cv_engine *e, cv_err *err)
     dn->H_k = hp->ssm_group;
     dn->H_v = hp->ssm_heads;
     dn->inner = hp->ssm_inner;
+    dn->grouped = hp->ssm_grouped;
     dn->C = 2 * dn->H_k * dn->d + dn->inner;
     dn->ld_in = dn->C + dn->inner + 2 * (int64_t)dn->H_v;
     dn->kn = cv_isa_active() >= CV_ISA_AVX2 && dn->d % 8 == 0 ? &eng_dn_kernels_avx2 : &eng_dn_kernels_scalar;

@@ -19,24 +19,7 @@
 
 static const cv_arch_tensor tensors[] = {
     CV_QWEN35_MIXER_TENSORS
-    /* routed and shared experts, after post_attention_norm */
-    { .role = CV_ROLE_FFN_NORM, .name = "blk.%d.post_attention_norm.weight", .ne0 = CV_DIM_EMBD },
-    { .role = CV_ROLE_FFN_GATE_INP, .name = "blk.%d.ffn_gate_inp.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_EXPERT,
-      .when = MOE },
-    { .role = CV_ROLE_FFN_GATE_EXPS, .name = "blk.%d.ffn_gate_exps.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_FF_EXP,
-      .ne2 = CV_DIM_EXPERT, .when = MOE },
-    { .role = CV_ROLE_FFN_UP_EXPS, .name = "blk.%d.ffn_up_exps.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_FF_EXP,
-      .ne2 = CV_DIM_EXPERT, .when = MOE },
-    { .role = CV_ROLE_FFN_DOWN_EXPS, .name = "blk.%d.ffn_down_exps.weight", .ne0 = CV_DIM_FF_EXP, .ne1 = CV_DIM_EMBD,
-      .ne2 = CV_DIM_EXPERT, .when = MOE },
-    { .role = CV_ROLE_FFN_GATE_INP_SHEXP, .name = "blk.%d.ffn_gate_inp_shexp.weight", .ne0 = CV_DIM_EMBD,
-      .when = MOE },
-    { .role = CV_ROLE_FFN_GATE_SHEXP, .name = "blk.%d.ffn_gate_shexp.weight", .ne0 = CV_DIM_EMBD,
-      .ne1 = CV_DIM_FF_SHEXP, .when = MOE },
-    { .role = CV_ROLE_FFN_UP_SHEXP, .name = "blk.%d.ffn_up_shexp.weight", .ne0 = CV_DIM_EMBD, .ne1 = CV_DIM_FF_SHEXP,
-      .when = MOE },
-    { .role = CV_ROLE_FFN_DOWN_SHEXP, .name = "blk.%d.ffn_down_shexp.weight", .ne0 = CV_DIM_FF_SHEXP,
-      .ne1 = CV_DIM_EMBD, .when = MOE },
+    CV_QWEN35_MOE_TENSORS
 };
 
 const cv_arch cv_arch_qwen35moe = {

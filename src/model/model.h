@@ -71,6 +71,10 @@ typedef enum cv_role {
     CV_ROLE_SSM_A,       /* [H_v] -exp(A_log), negative */
     CV_ROLE_SSM_NORM,    /* [ssm_state] RMSNorm of each value head's output */
     CV_ROLE_SSM_OUT,     /* [n_embd][ssm_inner] */
+    /* qwen3next's fused projections, rows grouped by key head g (value heads
+     * g R .. g R + R - 1, R = H_v / H_k): */
+    CV_ROLE_SSM_IN,      /* [C + ssm_inner][n_embd] per group: q_g, k_g, v, z of its value heads */
+    CV_ROLE_SSM_BA,      /* [2 H_v][n_embd] per group: beta, then alpha of its value heads */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -97,12 +101,16 @@ typedef enum cv_dim {
     CV_DIM_SSM_INNER,/* ssm_inner = ssm_heads * ssm_state */
     CV_DIM_SSM_HEADS,/* ssm_heads: value heads */
     CV_DIM_SSM_STATE,/* ssm_state: one head's key and value size */
+    CV_DIM_SSM_IN,   /* C + ssm_inner: the conv's input and the output gate, fused */
+    CV_DIM_SSM_BA,   /* 2 * ssm_heads: beta and alpha, fused */
 } cv_dim;
 
 typedef enum cv_need {
     CV_NEED_REQUIRED,
     CV_NEED_OPTIONAL, /* absent: the forward skips it (a bias, a norm) */
     CV_NEED_FALLBACK, /* absent: bound to the `fallback` role (tied output) */
+    CV_NEED_ALT,      /* absent: the layer must have the `fallback` role's tensor instead (an
+                         older layout of the same weights); `corvid synth` writes this one */
 } cv_need;
 
 /* ---- layer kinds ----
@@ -178,6 +186,9 @@ typedef struct cv_arch {
      * its gate g (CV_DIM_Q_GATED rows), and the head's output is multiplied
      * by sigmoid(g) before the output projection (Qwen3.5, Qwen3-Next). */
     bool attn_gate;
+    /* Gated DeltaNet value head j reads key head j / (H_v / H_k) (grouped,
+     * Qwen3-Next) instead of j mod H_k (tiled, Qwen3.5). */
+    bool ssm_grouped;
     cv_ffn_kind ffn;         /* every layer's FFN kind */
     bool expert_norm;        /* MoE: renormalise the chosen experts' weights (a file's
                                 {arch}.expert_weights_norm overrides) */
@@ -215,6 +226,7 @@ extern const cv_arch cv_arch_gemma3;
 extern const cv_arch cv_arch_qwen35;
 extern const cv_arch cv_arch_qwen35moe;
 extern const cv_arch cv_arch_mistral3;
+extern const cv_arch cv_arch_qwen3next;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -274,7 +286,9 @@ typedef struct cv_hparams {
     int32_t ssm_conv;      /* {arch}.ssm.conv_kernel: the causal conv's taps K */
     int32_t ssm_state;     /* {arch}.ssm.state_size: key and value head size d */
     int32_t ssm_group;     /* {arch}.ssm.group_count: key heads H_k */
-    int32_t ssm_heads;     /* {arch}.ssm.time_step_rank: value heads H_v (value head j reads key head j mod H_k) */
+    int32_t ssm_heads;     /* {arch}.ssm.time_step_rank: value heads H_v (value head j reads key head j mod H_k,
+                              or j / (H_v / H_k) when ssm_grouped) */
+    bool ssm_grouped;      /* the architecture's cv_arch.ssm_grouped */
     int32_t ssm_inner;     /* {arch}.ssm.inner_size = H_v * d */
     int32_t full_attn_interval; /* {arch}.full_attention_interval (4 when absent) */
     int32_t n_recurrent;   /* layers whose mixer is Gated DeltaNet */

@@ -185,6 +185,7 @@ static int read_ssm(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
 {
     hp->ssm_conv = hp->ssm_state = hp->ssm_group = hp->ssm_heads = hp->ssm_inner = 0;
     hp->full_attn_interval = 0;
+    hp->ssm_grouped = a->ssm_grouped;
     if (!a->hybrid)
         return 0;
     const char *path = cv_gguf_path(g);
@@ -338,6 +339,8 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_SSM_INNER: return hp->ssm_inner;
     case CV_DIM_SSM_HEADS: return hp->ssm_heads;
     case CV_DIM_SSM_STATE: return hp->ssm_state;
+    case CV_DIM_SSM_IN: return 2 * (int64_t)hp->ssm_group * hp->ssm_state + 2 * (int64_t)hp->ssm_inner;
+    case CV_DIM_SSM_BA: return 2 * (int64_t)hp->ssm_heads;
     }
     return -1;
 }
@@ -361,6 +364,7 @@ static bool is_matrix_role(cv_role r)
     case CV_ROLE_FFN_GATE_INP: case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP: case CV_ROLE_FFN_DOWN_SHEXP:
     case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
+    case CV_ROLE_SSM_IN: case CV_ROLE_SSM_BA:
         return true;
     default:
         return false;
@@ -439,6 +443,13 @@ typedef struct piece {
 static piece piece_of(const cv_gguf_tensor *t)
 {
     return (piece){ t->name, t->type, t->ne[0], t->ne[1], t->data, t->n_bytes };
+}
+
+/* Rows [r0, r0 + n) of a 2-D tensor. */
+static piece rows_piece(const cv_gguf_tensor *t, int64_t r0, int64_t n)
+{
+    const size_t rb = cv_ggml_row_bytes(t->type, t->ne[0]);
+    return (piece){ t->name, t->type, t->ne[0], n, (const char *)t->data + (size_t)r0 * rb, (size_t)n * rb };
 }
 
 /* Expert e's [n_out][n_in] slice of a 3-D tensor (expert index last, so a
@@ -735,6 +746,17 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
             if (d->need == CV_NEED_REQUIRED)
                 return CV_CORRUPT(err, "%s: tensor '%s' is missing; a %s model needs it", cv_gguf_path(g), name,
                                   a->name);
+            if (d->need == CV_NEED_ALT && !found[d->fallback]) {
+                /* the other layout's row comes first in the descriptor */
+                const char *alt = "";
+                for (int k = 0; k < i; k++)
+                    if (a->tensors[k].role == d->fallback)
+                        alt = a->tensors[k].name;
+                char alt_name[256];
+                snprintf(alt_name, sizeof alt_name, alt, il);
+                return CV_CORRUPT(err, "%s: tensor '%s' is missing, and so is the older layout's '%s'; a %s model "
+                                  "needs one of them", cv_gguf_path(g), name, alt_name, a->name);
+            }
             if (d->need == CV_NEED_FALLBACK)
                 found[d->role] = found[d->fallback];
             continue;
@@ -818,6 +840,60 @@ static int bind_attention(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bo
     return rc ? rc : bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err);
 }
 
+/* One matrix of a tensor whose rows come in n_groups groups of n_sec
+ * sections (section s has len[s] rows), with the rows regrouped by section:
+ * section 0 of every group, then section 1 of every group, ... */
+static int bind_regrouped(cv_model *m, const cv_gguf_tensor *t, int32_t n_groups, const int64_t *len, int n_sec,
+                          cv_bmat **out, cv_err *err)
+{
+    int64_t per = 0;
+    for (int s = 0; s < n_sec; s++)
+        per += len[s];
+    piece *ps = cv_xmalloc((size_t)n_groups * (size_t)n_sec * sizeof *ps);
+    int n = 0;
+    for (int s = 0, off = 0; s < n_sec; off += (int)len[s++])
+        for (int32_t g = 0; g < n_groups; g++)
+            ps[n++] = rows_piece(t, g * per + off, len[s]);
+    const int rc = bind_run(m, ps, n, out, err);
+    free(ps);
+    return rc;
+}
+
+/* qwen3next's DeltaNet input: its files keep each key head's rows
+ * together (ssm_in: q_g, k_g, then v and z of the group's R value heads;
+ * ssm_ba: the group's betas, then its alphas), where the mixer reads all
+ * q, all k, all v, all z, all betas, all alphas in turn; regrouped at load
+ * (a row copy: rows are independent in every GGUF type). Today's
+ * converter writes q|k|v and z already split (attn_qkv, attn_gate, the
+ * qwen35 layout); ssm_ba stays fused in both. Result row: qkv [C] | z
+ * [inner] | beta [H_v] | alpha [H_v], as bind_deltanet's. */
+static int bind_deltanet_grouped(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+{
+    const cv_hparams *hp = &m->hp;
+    const int64_t d = hp->ssm_state, R = hp->ssm_heads / hp->ssm_group;
+    int rc;
+    if (!f[CV_ROLE_SSM_QKV] != !f[CV_ROLE_SSM_Z]) {
+        const cv_gguf_tensor *t = f[CV_ROLE_SSM_QKV] ? f[CV_ROLE_SSM_QKV] : f[CV_ROLE_SSM_Z];
+        return CV_CORRUPT(err, "%s: tensor '%s' has no %s beside it (attn_qkv and attn_gate come together)",
+                          cv_gguf_path(m->gguf), t->name, f[CV_ROLE_SSM_QKV] ? "attn_gate" : "attn_qkv");
+    }
+    if (f[CV_ROLE_SSM_QKV]) {
+        const cv_gguf_tensor *in[2] = { f[CV_ROLE_SSM_QKV], f[CV_ROLE_SSM_Z] };
+        rc = bind_group(m, in, 2, fuse, L->ssm_in, &L->n_ssm_in, err);
+    } else {
+        const int64_t sec[4] = { d, d, R * d, R * d };
+        L->ssm_in[0].col = 0;
+        L->n_ssm_in = 1;
+        rc = bind_regrouped(m, f[CV_ROLE_SSM_IN], hp->ssm_group, sec, 4, &L->ssm_in[0].w, err);
+    }
+    if (rc)
+        return rc;
+    const int64_t sec[2] = { R, R };
+    cv_proj *ba = &L->ssm_in[L->n_ssm_in++];
+    ba->col = (int32_t)(2 * hp->ssm_group * d + 2 * (int64_t)hp->ssm_inner);
+    return bind_regrouped(m, f[CV_ROLE_SSM_BA], hp->ssm_group, sec, 2, &ba->w, err);
+}
+
 /* A Gated DeltaNet layer: the four projections of the normed input
  * (conv input, output gate, beta, alpha) as one group, the conv's taps,
  * the per-head decay parameters, the output norm and projection. ssm_a
@@ -825,11 +901,15 @@ static int bind_attention(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bo
  * state grow without bound. */
 static int bind_deltanet(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
 {
-    const cv_gguf_tensor *in[4] = { f[CV_ROLE_SSM_QKV], f[CV_ROLE_SSM_Z], f[CV_ROLE_SSM_BETA],
-                                    f[CV_ROLE_SSM_ALPHA] };
     int rc;
-    if ((rc = bind_group(m, in, 4, fuse, L->ssm_in, &L->n_ssm_in, err)) ||
-        (rc = bind_matrix(m, f[CV_ROLE_SSM_OUT], &L->ssm_out, err)))
+    if (f[CV_ROLE_SSM_BA])
+        rc = bind_deltanet_grouped(m, L, f, fuse, err);
+    else {
+        const cv_gguf_tensor *in[4] = { f[CV_ROLE_SSM_QKV], f[CV_ROLE_SSM_Z], f[CV_ROLE_SSM_BETA],
+                                        f[CV_ROLE_SSM_ALPHA] };
+        rc = bind_group(m, in, 4, fuse, L->ssm_in, &L->n_ssm_in, err);
+    }
+    if (rc || (rc = bind_matrix(m, f[CV_ROLE_SSM_OUT], &L->ssm_out, err)))
         return rc;
     L->ssm_conv1d = bind_vector(m, f[CV_ROLE_SSM_CONV1D]);
     L->ssm_dt_bias = bind_vector(m, f[CV_ROLE_SSM_DT_BIAS]);

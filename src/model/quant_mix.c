@@ -85,12 +85,12 @@ uint32_t cv_quant_mix_type(const cv_quant_mix *x, cv_role role, int il, int n_la
         }
         t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
         break;
-    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_SHEXP: case CV_ROLE_SSM_QKV:
+    case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_SHEXP: case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_IN:
         t = more_bits(il, n_layer) ? x->bumped : x->base;
         break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
-    case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
+    case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT: case CV_ROLE_SSM_BA:
         t = x->base;
         break;
     default: return CV_GGML_F32; /* norms, biases, rope factors, routers, conv taps, decays, gate vectors */

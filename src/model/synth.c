@@ -210,6 +210,8 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_SSM_INNER: return (int64_t)s->ssm_heads * s->ssm_state;
     case CV_DIM_SSM_HEADS: return s->ssm_heads;
     case CV_DIM_SSM_STATE: return s->ssm_state;
+    case CV_DIM_SSM_IN: return 2 * (int64_t)s->ssm_group * s->ssm_state + 2 * (int64_t)s->ssm_heads * s->ssm_state;
+    case CV_DIM_SSM_BA: return 2 * (int64_t)s->ssm_heads;
     }
     return 1;
 }

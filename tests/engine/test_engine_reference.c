@@ -47,7 +47,7 @@
 #endif
 
 typedef struct ref_model {
-    const char *dir;    /* REF or REF2 */
+    const char *dir;    /* REF, REF2 or REF3 */
     const char *name;
     const char *family; /* sequences.json key */
 } ref_model;
@@ -77,6 +77,9 @@ static const ref_model models[] = {
     { REF2, "tiny-qwen35moe-gpt2-Q4_K_M", "gpt2" },
     /* reference3/: NORM RoPE with YaRN and the query temperature (mistral3). */
     { REF3, "tiny-mistral3-gpt2-F32", "gpt2" },
+    /* reference3/: Qwen3-Next's grouped DeltaNet head order and fused
+     * projections. */
+    { REF3, "tiny-qwen3next-gpt2-F32", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -94,7 +97,10 @@ static json_t *g_seqs, *g_manifest, *g_manifest2, *g_manifest3;
 static double loose_tol(const ref_model *rm) { return strstr(rm->name, "gemma3") ? 2e-2 : 0; }
 
 static bool is_f32(const ref_model *rm) { return strstr(rm->name, "-F32") != NULL; }
-static bool is_hybrid(const ref_model *rm) { return strstr(rm->name, "qwen35") != NULL; }
+static bool is_hybrid(const ref_model *rm)
+{
+    return strstr(rm->name, "qwen35") != NULL || strstr(rm->name, "qwen3next") != NULL;
+}
 static bool is_f16(const ref_model *rm) { return strstr(rm->name, "-F16") != NULL; }
 
 static cv_engine *open_engine(const ref_model *rm, bool dequantize, cv_model **model)
@@ -575,6 +581,97 @@ TEST(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance)
     check_kv_type(CV_GGML_Q8_0, 0.6, 1e-2);
 }
 
+/* tiny-qwen3next rewritten as today's converter writes it: ssm_in split
+ * into attn_qkv (all q, all k, all v) and attn_gate (all z), ssm_ba as it
+ * is. The loader regroups the fused rows into the same matrix, so both
+ * files give the same bits (llama.cpp: the same, manifest
+ * `layout_equivalence`). */
+TEST(qwen3next_split_projections_give_the_fused_files_bits)
+{
+    cv_gguf *g;
+    cv_err err = { 0 };
+    if (cv_gguf_open(test_data(REF3 "models/tiny-qwen3next-gpt2-F32.gguf"), &g, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    char path[512];
+    ref_tmp_path(path, sizeof path, "qwen3next-split");
+    cv_gguf_writer *w = cv_gguf_writer_create();
+    for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
+        cv_str k = cv_gguf_kv_key(g, i);
+        char *key = cv_xstrndup(k.ptr, k.len);
+        cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
+        free(key);
+    }
+    /* d = 32, H_k = 2 groups of R = 2 value heads: a group's 192 rows are
+     * q (32), k (32), v (64), z (64) */
+    enum { D = 32, HK = 2, VR = 64, PER = 2 * D + 2 * VR, N_IN = 256 };
+    float *bufs[8];
+    int n_bufs = 0;
+    bool ok = true;
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g) && ok; i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        int il;
+        if (!strstr(t->name, ".ssm_in.weight") || sscanf(t->name, "blk.%d.", &il) != 1) {
+            ok = cv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->n_bytes, &err) == 0;
+            continue;
+        }
+        CHECK(t->type == CV_GGML_F32 && t->ne[0] == N_IN && t->ne[1] == HK * PER && n_bufs + 2 <= 8);
+        const float *src = t->data;
+        float *qkv = bufs[n_bufs++] = malloc((size_t)N_IN * HK * (2 * D + VR) * sizeof(float));
+        float *z = bufs[n_bufs++] = malloc((size_t)N_IN * HK * VR * sizeof(float));
+        /* rows: q of both groups, k of both, v of both; z of both */
+        static const int off[3] = { 0, D, 2 * D }, len[3] = { D, D, VR };
+        int r = 0;
+        for (int sec = 0; sec < 3; sec++)
+            for (int gr = 0; gr < HK; gr++, r += len[sec])
+                memcpy(qkv + (size_t)r * N_IN, src + ((size_t)gr * PER + off[sec]) * N_IN,
+                       (size_t)len[sec] * N_IN * sizeof(float));
+        for (int gr = 0; gr < HK; gr++)
+            memcpy(z + (size_t)gr * VR * N_IN, src + ((size_t)gr * PER + 2 * D + VR) * N_IN,
+                   (size_t)VR * N_IN * sizeof(float));
+        char name[64];
+        const int64_t ne_qkv[2] = { N_IN, HK * (2 * D + VR) }, ne_z[2] = { N_IN, HK * VR };
+        snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
+        ok = cv_gguf_writer_add_tensor(w, name, CV_GGML_F32, 2, ne_qkv, qkv,
+                                       (size_t)N_IN * HK * (2 * D + VR) * sizeof(float), &err) == 0;
+        snprintf(name, sizeof name, "blk.%d.attn_gate.weight", il);
+        ok = ok && cv_gguf_writer_add_tensor(w, name, CV_GGML_F32, 2, ne_z, z, (size_t)N_IN * HK * VR * sizeof(float),
+                                             &err) == 0;
+    }
+    ok = ok && n_bufs == 6 && cv_gguf_writer_write(w, path, &err) == 0;
+    CHECK_MSG(ok, "writing the split file: %s", err.msg);
+    cv_gguf_writer_destroy(w);
+    for (int i = 0; i < n_bufs; i++)
+        free(bufs[i]);
+    cv_gguf_close(g);
+    const char *files[2] = { test_data(REF3 "models/tiny-qwen3next-gpt2-F32.gguf"), path };
+    int32_t n;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", seq_names[N_SEQS - 1], &n);
+    float *lg[2] = { NULL, NULL };
+    for (int f = 0; f < 2 && ok; f++) {
+        cv_model *m;
+        cv_engine *e;
+        cv_engine_params ep = { .n_threads = 2, .n_ctx = 256 };
+        ok = cv_model_open(files[f], NULL, &m, &err) == 0;
+        CHECK_MSG(ok, "%s: %s", files[f], err.msg);
+        if (!ok)
+            break;
+        if (cv_engine_create(m, &ep, &e, &err) == 0) {
+            lg[f] = malloc((size_t)m->hp.n_vocab * sizeof(float));
+            ok = ref_run(e, ids, n, NULL, lg[f]) == 0;
+            cv_engine_destroy(e);
+        }
+        cv_model_close(m);
+    }
+    if (ok && lg[0] && lg[1])
+        CHECK_MSG(memcmp(lg[0], lg[1], 4096 * sizeof(float)) == 0, "the split file's logits differ from the fused one's");
+    free(lg[0]);
+    free(lg[1]);
+    free(ids);
+    unlink(path);
+}
+
 TEST(stories260k_generates_the_documented_greedy_ids)
 {
     char path[512];
@@ -662,6 +759,7 @@ int main(int argc, char **argv)
     RUN(f32_model_with_f16_kv_cache_stays_within_loosened_tolerance);
     RUN(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance);
     RUN(quantized_kv_caches_keep_every_positions_distribution);
+    RUN(qwen3next_split_projections_give_the_fused_files_bits);
     json_decref(g_seqs);
     json_decref(g_manifest);
     json_decref(g_manifest2);

@@ -13,6 +13,7 @@
 
 #define REF "reference/models/"
 #define REF2 "reference2/models/"
+#define REF3 "reference3/models/"
 
 /* ---- copying a model with one change ---- */
 
@@ -248,6 +249,19 @@ TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
           "'qwen35moe.expert_shared_feed_forward_length' is missing or 0; tensor 'blk.0.ffn_gate_shexp.weight'" },
         { REF2 "tiny-qwen35moe-gpt2-Q4_K_M.gguf", { .drop_tensor = "blk.1.ffn_down_shexp.weight", .type = -1 },
           CV_ECORRUPT, "'blk.1.ffn_down_shexp.weight' is missing" },
+        /* qwen3next: neither layout of the DeltaNet input, half of the
+         * split one, the fused projections' shapes */
+        { REF3 "tiny-qwen3next-gpt2-F32.gguf", { .drop_tensor = "blk.1.ssm_in.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.1.attn_qkv.weight' is missing, and so is the older layout's 'blk.1.ssm_in.weight'" },
+        { REF3 "tiny-qwen3next-gpt2-F32.gguf",
+          { .type = -1, .add_tensor = "blk.0.attn_gate.weight", .add_n = 16, .add_value = 1 }, CV_ECORRUPT,
+          "'blk.0.attn_gate.weight' has shape [16" },
+        { REF3 "tiny-qwen3next-gpt2-F32.gguf", { .tensor = "blk.2.ssm_ba.weight", .ne0 = 512, .ne1 = 4, .type = -1 },
+          CV_ECORRUPT, "'blk.2.ssm_ba.weight' has shape [512, 4" },
+        { REF3 "tiny-qwen3next-gpt2-F32.gguf", { .tensor = "blk.0.ssm_in.weight", .ne0 = 512, .ne1 = 192, .type = -1 },
+          CV_ECORRUPT, "'blk.0.ssm_in.weight' has shape [512, 192" },
+        { REF3 "tiny-qwen3next-gpt2-F32.gguf", { .drop_tensor = "blk.0.ssm_ba.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.0.ssm_ba.weight' is missing" },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
         cv_buf buf = { 0 };
