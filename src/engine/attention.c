@@ -218,7 +218,7 @@ void cv_att_state_merge(float *a, const float *b, int32_t R, int32_t hd)
 
 void cv_att_state_write(const att_tile *a, const float *st)
 {
-    const int32_t hd = a->hd, R = a->n_tok * a->n_rep;
+    const int32_t hd = a->hd_v, R = a->n_tok * a->n_rep;
     const float *mx = st + (size_t)R * hd, *sum = mx + R;
     for (int32_t k = 0; k < a->n_tok; k++)
         for (int32_t h = 0; h < a->n_rep; h++) {
@@ -239,7 +239,7 @@ void cv_att_state_write(const att_tile *a, const float *st)
 void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
 {
     const int32_t R = a->n_tok * a->n_rep, c0 = cv_att_chunk0(a), c1 = cv_att_chunks(a->pos0 + a->n_tok - 1);
-    const size_t n = cv_att_state_floats(R, a->hd);
+    const size_t n = cv_att_state_floats(R, a->hd_v);
     /* the kernel's scratch first, the running state at the end; a q8_0
      * cache's query rows quantized once for all the chunks */
     float *run = scratch + cv_att_scratch_floats(R, a->hd) - n;
@@ -258,7 +258,7 @@ void cv_att_tile_run(att_tile_fn fn, att_tile *a, float *scratch)
         if (c == c0)
             memcpy(run, scratch, n * sizeof(float));
         else
-            cv_att_state_merge(run, scratch, R, a->hd);
+            cv_att_state_merge(run, scratch, R, a->hd_v);
     }
     cv_att_state_write(a, run);
 }
@@ -398,6 +398,7 @@ static att_tile tile_of(cv_engine *e, int32_t il, int32_t t, int32_t g)
         .ld_out = e->ld_q,
         .n_rep = hp->n_head / hp->n_head_kv,
         .hd = hp->head_dim,
+        .hd_v = hp->head_dim_v,
         .scale = hp->attn_scale,
         .window = L->n_swa,
         .sinks = L->sinks,
@@ -432,7 +433,7 @@ static void att_worker(void *ctx, int ith, int nth)
         a.blk0 = it->chunk * CV_ATT_CHUNK_BLOCKS;
         a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
         e->att_tile(&a, scr);
-        memcpy(slot(e, it->slot), scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd) * sizeof(float));
+        memcpy(slot(e, it->slot), scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
     }
 }
 
@@ -450,7 +451,7 @@ void cv_engine_attention(cv_engine *e, int32_t il)
         const att_tile a = tile_of(e, il, sp->tile, sp->g);
         float *st = slot(e, sp->slot0);
         for (int32_t c = 1; c < sp->n_chunks; c++)
-            cv_att_state_merge(st, slot(e, sp->slot0 + c), a.n_tok * a.n_rep, a.hd);
+            cv_att_state_merge(st, slot(e, sp->slot0 + c), a.n_tok * a.n_rep, a.hd_v);
         cv_att_state_write(&a, st);
     }
 }

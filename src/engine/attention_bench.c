@@ -52,7 +52,7 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
         return cv_err_set(err, CV_EINVAL, "attention bench: a shape with nothing to attend");
     const int32_t n_blocks = (b->depth + CV_KV_BLOCK - 1) / CV_KV_BLOCK, hd = b->head_dim;
     kv_pool kv;
-    int rc = kv_pool_init(&kv, n_blocks, b->n_layer, b->n_head_kv, hd, b->kv_type, err);
+    int rc = kv_pool_init(&kv, n_blocks, b->n_layer, 2, b->n_head_kv, hd, b->kv_type, err);
     if (rc)
         return rc;
     int32_t *blocks = cv_xmalloc((size_t)n_blocks * sizeof *blocks);
@@ -79,7 +79,7 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
     const int32_t row = 0;
     ab_job j = {
         .proto = { .kv = &kv, .blocks = blocks, .n_tok = 1, .pos0 = b->depth - 1, .rows = &row, .qkv = q,
-                   .ld_qkv = n_q, .out = out, .ld_out = n_q, .n_rep = b->n_rep, .hd = hd,
+                   .ld_qkv = n_q, .out = out, .ld_out = n_q, .n_rep = b->n_rep, .hd = hd, .hd_v = hd,
                    .scale = 1.0f / sqrtf((float)hd) },
         .fn = fn,
         .n_items = b->n_layer * b->n_head_kv,

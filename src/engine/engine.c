@@ -90,8 +90,8 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->n_groups = g.n_layer[1] > 0 ? 2 : 1;
     e->kv_window = g.window;
     for (int32_t k = 0; k < e->n_groups; k++)
-        if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], hp->n_head_kv, hp->head_dim, p.kv_type,
-                               err)))
+        if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], cv_kv_parts(hp), hp->n_head_kv,
+                               hp->head_dim, p.kv_type, err)))
             goto fail;
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);

@@ -31,6 +31,14 @@
  * (cv_engine_kv_block_read / _write). refs[b]
  * counts the block tables that hold b; 0 means free.
  *
+ * A latent pool (n_parts 1: multi-head latent attention) keeps one row of
+ * head_dim values a position, the key and, in its first n_lora_kv dims, the
+ * value of every head: one piece per layer, the region
+ * (layer * n_parts + kv) * n_head_kv + head with kv 0, holding the block's
+ * rows position by position ([CV_KV_BLOCK][head_dim]; q8_0: the int8 rows,
+ * then their factors as [CV_KV_BLOCK][head_dim / qgroup]). Its layout is
+ * mix_mla.c's, which alone reads and writes it.
+ *
  * Elements are f32, f16 or q8_0: int8 values, each group of qgroup
  * dimensions of one position scaled by its own f16 factor d (the value is
  * d * q, |q| <= 127; qgroup is 32, or head_dim when 32 does not divide it).
@@ -41,11 +49,12 @@
 typedef struct kv_pool {
     int32_t n_blocks;
     int32_t n_layer, n_head_kv, head_dim;
+    int32_t n_parts;      /* 2: keys and values; 1: latent rows (cv_kv_parts) */
     uint32_t type;        /* CV_GGML_F32, CV_GGML_F16 or CV_GGML_Q8_0 */
     int32_t qgroup;       /* q8_0: dimensions per scale factor */
     size_t elt_bytes;     /* 4, 2 or 1 (q8_0's values, factors apart) */
     size_t head_bytes;    /* one head's keys (or values) of a block, q8_0 factors included */
-    size_t block_bytes;   /* n_layer * 2 * n_head_kv * head_bytes */
+    size_t block_bytes;   /* n_layer * n_parts * n_head_kv * head_bytes */
     char *data;
     int32_t *refs;
     int32_t *free_ids;    /* stack of free blocks */
@@ -60,8 +69,8 @@ typedef struct kv_pool {
  * depth: huge pages"). NULL when the OS refuses the mapping; free with
  * munmap. */
 void *eng_map(size_t bytes);
-int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
-                 cv_err *err);
+int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim,
+                 uint32_t type, cv_err *err);
 void kv_pool_fini(kv_pool *p);
 /* A free block with refs = 1, or -1 when none is left. */
 int32_t kv_pool_alloc(kv_pool *p);
@@ -71,7 +80,7 @@ void kv_pool_unref(kv_pool *p, int32_t b);
  * whole head when 32 does not divide it. */
 static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 /* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
-size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type);
+size_t kv_block_bytes(int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim, uint32_t type);
 
 /* ---- layer groups ----
  * The layers whose mixer keeps K/V are grouped by what they must keep
@@ -95,7 +104,7 @@ typedef struct eng_kv_groups {
  * their index in it, index[il] (either array may be NULL). */
 eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index);
 
-/* Block b's piece in region r = (layer * 2 + kv) * n_head_kv + head: one
+/* Block b's piece in region r = (layer * n_parts + kv) * n_head_kv + head: one
  * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
  * region order are its bytes as saved or shared. */
 static inline char *kv_piece(const kv_pool *p, size_t r, int32_t b)
@@ -105,10 +114,11 @@ static inline char *kv_piece(const kv_pool *p, size_t r, int32_t b)
 static inline size_t kv_regions(const kv_pool *p) { return p->block_bytes / p->head_bytes; }
 static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
-    return kv_piece(p, (size_t)layer * 2 * (size_t)p->n_head_kv + (size_t)head, b);
+    return kv_piece(p, (size_t)layer * (size_t)p->n_parts * (size_t)p->n_head_kv + (size_t)head, b);
 }
 static inline void *kv_v(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
+    assert(p->n_parts == 2);
     return kv_piece(p, ((size_t)layer * 2 + 1) * (size_t)p->n_head_kv + (size_t)head, b);
 }
 /* Element offsets, within one head's half, of dimension i of the key and
@@ -161,6 +171,11 @@ static inline float kv_v_get(const kv_pool *p, const void *V, int32_t j, int32_t
 {
     return kv_get(p, V, kv_v_at(p->head_dim, j, i), j, i);
 }
+/* x (n floats) as int8 q[0..n) with the factor d returned in f16:
+ * d = max|x| / 127, q = round(x / d), rounding the factor first so that
+ * d * q is what the readers compute. A NaN (a model that overflowed)
+ * stores 0 rather than an undefined conversion. */
+uint16_t kv_quantize_q8(const float *x, int32_t n, int8_t *q);
 /* Stores one position's key k and value v (head_dim floats each) at
  * position j of a head's halves K and V, converted to the pool's type. */
 void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t j, const float *k, const float *v);
@@ -235,6 +250,8 @@ typedef struct att_tile {
     float *out;
     int64_t ld_out;
     int32_t n_rep, hd;
+    int32_t hd_v;        /* the values' and so the output's width: hd, or fewer (MLA's latent rows: the
+                            first hd_v dims of the key are the value; only its own tile reads those) */
     float scale;
     int32_t window;      /* 0: every earlier position */
     const float *sinks;  /* [n_head] or NULL */
@@ -252,7 +269,7 @@ typedef struct att_tile {
 
 /* The kernels: tile a over blocks [blk0, blk1) (clipped to what its first
  * token's window and its last token see), from a fresh state, left in scratch as each row's state:
- * acc [R][hd] (values weighted by exp(score - max), not yet divided by
+ * acc [R][hd_v] (values weighted by exp(score - max), not yet divided by
  * sum), then max [R], then sum [R], R = n_tok * n_rep; a row that sees
  * none of the blocks keeps max = -inf, sum = 0, acc = 0. */
 typedef void (*att_tile_fn)(const att_tile *a, float *scratch);
@@ -384,6 +401,21 @@ typedef struct att_plan {
     att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
     int32_t n_split;
 } att_plan;
+/* ---- multi-head latent attention (mix_mla.c) ---- */
+
+/* Position j's latent row (head_dim floats) into a latent pool's block
+ * piece (kv_k of its layer, head 0), converted to the pool's type. */
+void eng_mla_store(const kv_pool *p, const cv_vec_ops *vec, void *piece, int32_t j, const float *row);
+/* The latent attention tile (an att_tile_fn over a latent pool: hd the
+ * row, hd_v its value part, n_rep the query heads), its two GEMMs by the
+ * scalar or the AVX2 kernels of the Gated DeltaNet kind. */
+void eng_mla_tile_scalar(const att_tile *a, float *scratch);
+void eng_mla_tile_avx2(const att_tile *a, float *scratch);
+/* Floats of scratch one thread needs for those tiles of R query rows over
+ * rows of D: the generic tile scratch (cv_att_tile_run's running state at
+ * its end), then the tile's own temporaries. */
+size_t eng_mla_scratch_floats(int32_t R, int32_t D);
+
 /* ---- Gated DeltaNet kernels (mix_deltanet.c, mix_deltanet_avx2.c) ---- */
 
 /* Positions per chunk of the chunked (parallel) form. Chunks start at
@@ -449,6 +481,7 @@ typedef struct eng_kind {
 
 extern const eng_kind eng_mix_attn;
 extern const eng_kind eng_mix_deltanet;
+extern const eng_kind eng_mix_mla;
 extern const eng_kind eng_ffn_dense;
 extern const eng_kind eng_ffn_moe;
 /* The rows by kind (forward.c). */
@@ -466,9 +499,16 @@ void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const f
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
 /* A matmul of the forward pass, timed when profiling. */
 void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
+/* An expert-routed matmul of the forward pass (cv_be_matmul_experts over
+ * the n_w matrices w: route r multiplies X row src[r] by w[which[r]]),
+ * timed when profiling; the caller counts the bytes its routes read. */
+void eng_matmul_experts(cv_engine *e, cv_bmat *const *w, int32_t n_w, int64_t n_x, const float *x, int64_t ldx,
+                        int64_t n_rows, const int32_t *which, const int32_t *src, float *y, int64_t ldy,
+                        cv_experts_ws *ws);
 
 typedef struct ffn_moe_scratch ffn_moe_scratch;
 typedef struct dn_scratch dn_scratch;
+typedef struct mla_scratch mla_scratch;
 
 /* ---- the engine ---- */
 
@@ -505,6 +545,7 @@ struct cv_engine {
     float *attn;         /* [n_batch][ld_q] attention output */
     float *gate;         /* [n_batch][ld_q] gated attention's per-head output gates (NULL: no layer has them) */
     dn_scratch *dn;      /* the Gated DeltaNet mixer's */
+    mla_scratch *mla;    /* the latent attention mixer's (which also sets qkv and attn) */
     float *gu;           /* [n_batch][ld_gu] dense FFN */
     float *ff;           /* [n_batch][ld_ff] dense FFN */
     ffn_moe_scratch *moe;

@@ -1,14 +1,19 @@
 /* ffn_moe.c — the mixture-of-experts FFN. Per token: the router's logits
  * over n_expert experts (plus its bias, when it has one), then by the
- * model's routing either a softmax over all of them, the n_expert_used
- * most probable (ties: the lower index) and their probabilities
- * renormalised to sum 1 when the model says so (qwen3moe), or the
- * n_expert_used largest raw logits weighed by a softmax over those alone
- * (gpt-oss); then the weighted sum of those experts' gated outputs (the
- * model's activation, each expert's gate/up/down biases added when it has
- * them); a layer with a shared expert (qwen35moe: bound shexp_down) adds
- * that dense SwiGLU's output scaled by sigmoid(shexp_gate . x), one scalar
- * per token. The step's (token, expert) routes go through
+ * model's routing either probabilities for all of them (a softmax, or a
+ * sigmoid of each: DeepSeek-V3's), the n_expert_used best by selection
+ * score (the probability plus the layer's selection bias, when it has one,
+ * among the n_group_used best groups of consecutive experts when the model
+ * groups them, a group scored by the sum of its two best; ties: the lower
+ * index), weighted by their probabilities, renormalised to sum 1 when the
+ * model says so (qwen3moe, DeepSeek-V3) and times expert_weights_scale; or
+ * the n_expert_used largest raw logits weighed by a softmax over those
+ * alone (gpt-oss); then the weighted sum of those experts' gated outputs
+ * (the model's activation, each expert's gate/up/down biases added when it
+ * has them); a layer with a shared expert (bound shexp_down) adds that
+ * dense SwiGLU's output, scaled by sigmoid(shexp_gate . x), one scalar per
+ * token, where it has that gate (qwen35moe) and as it is otherwise
+ * (deepseek2). The step's (token, expert) routes go through
  * expert-routed matmuls, so each expert's weights are read once per step
  * for every token routed to it and an expert no token chose is not read: a
  * decode batch reads the union of its tokens' experts.
@@ -25,6 +30,7 @@ struct ffn_moe_scratch {
     int32_t n_exp, k;
     int64_t ld_gu;       /* 2 n_ff_exp: gate | up of one route */
     float *logits;       /* [n_batch][n_exp] router output */
+    float *select;       /* [n_batch][n_exp] selection scores (with a selection bias or expert groups) */
     int32_t *expert;     /* [n_batch * k] route r = t * k + j: token t's j-th expert */
     int32_t *src;        /* [n_batch * k] the token of each route */
     float *weight;       /* [n_batch * k] */
@@ -58,9 +64,39 @@ static void top_k(const float *x, int32_t n, int32_t k, int32_t *idx)
     }
 }
 
-/* The chosen experts of one token from its router logits: k indices and
- * their weights, in the order of choice. */
-static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logits, int32_t *idx, float *w)
+/* The selection scores of one token (probabilities p [n]) into sel: p plus
+ * the selection bias (NULL: none), and, with expert groups, -inf outside
+ * the n_group_used groups whose two best scores sum highest (llama.cpp's
+ * reading of DeepSeek-V3's group-limited routing). */
+static void select_scores(const cv_hparams *hp, const float *p, const float *bias, float *sel)
+{
+    const int32_t n = hp->n_expert;
+    for (int32_t e = 0; e < n; e++)
+        sel[e] = bias ? p[e] + bias[e] : p[e];
+    if (hp->n_expert_group <= 1)
+        return;
+    const int32_t n_g = hp->n_expert_group, per = n / n_g;
+    float score[CV_MAX_EXPERTS];
+    int32_t best[2], keep[CV_MAX_EXPERTS];
+    for (int32_t g = 0; g < n_g; g++) {
+        top_k(sel + g * per, per, 2, best);
+        score[g] = sel[g * per + best[0]] + sel[g * per + best[1]];
+    }
+    top_k(score, n_g, hp->n_group_used, keep);
+    bool kept[CV_MAX_EXPERTS] = { false };
+    for (int32_t i = 0; i < hp->n_group_used; i++)
+        kept[keep[i]] = true;
+    for (int32_t g = 0; g < n_g; g++)
+        if (!kept[g])
+            for (int32_t e = g * per; e < (g + 1) * per; e++)
+                sel[e] = -INFINITY;
+}
+
+/* The chosen experts of one token from its router logits (sel: n_expert
+ * floats of scratch): k indices and their weights, in the order of
+ * choice. */
+static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, const float *sel_bias, float *logits,
+                        float *sel, int32_t *idx, float *w)
 {
     const int32_t n = hp->n_expert, k = hp->n_expert_used;
     if (hp->routing == CV_ROUTE_TOPK_SOFTMAX) {
@@ -70,8 +106,17 @@ static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logi
         vec->softmax(w, k);
         return;
     }
-    vec->softmax(logits, n);
-    top_k(logits, n, k, idx);
+    if (hp->routing == CV_ROUTE_SIGMOID_TOPK)
+        for (int32_t e = 0; e < n; e++)
+            logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+    else
+        vec->softmax(logits, n);
+    if (sel_bias || hp->n_expert_group > 1) {
+        select_scores(hp, logits, sel_bias, sel);
+        top_k(sel, n, k, idx);
+    } else {
+        top_k(logits, n, k, idx);
+    }
     float sum = 0;
     for (int32_t j = 0; j < k; j++)
         sum += w[j] = logits[idx[j]];
@@ -83,6 +128,9 @@ static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, float *logi
         for (int32_t j = 0; j < k; j++)
             w[j] *= inv;
     }
+    if (hp->expert_weights_scale != 1.0f)
+        for (int32_t j = 0; j < k; j++)
+            w[j] *= hp->expert_weights_scale;
 }
 
 typedef struct moe_job {
@@ -95,13 +143,14 @@ static void rows_route(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     ffn_moe_scratch *s = j->e->moe;
-    const float *bias = j->e->m->layers[j->layer].router_bias;
+    const cv_layer *L = &j->e->m->layers[j->layer];
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
-        if (bias)
-            j->e->vec->add(s->logits + t * s->n_exp, s->logits + t * s->n_exp, bias, s->n_exp);
-        route_token(&j->e->m->hp, j->e->vec, s->logits + t * s->n_exp, s->expert + t * s->k, s->weight + t * s->k);
+        if (L->router_bias)
+            j->e->vec->add(s->logits + t * s->n_exp, s->logits + t * s->n_exp, L->router_bias, s->n_exp);
+        route_token(&j->e->m->hp, j->e->vec, L->exp_probs_b, s->logits + t * s->n_exp, s->select + t * s->n_exp,
+                    s->expert + t * s->k, s->weight + t * s->k);
         for (int32_t r = 0; r < s->k; r++)
             s->src[t * s->k + r] = (int32_t)t;
     }
@@ -180,7 +229,8 @@ static void rows_shared_swiglu(void *ctx, int ith, int nth)
     }
 }
 
-/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum. */
+/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum
+ * (the shared expert's output as it is without a gate). */
 static void rows_shared_add(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
@@ -190,8 +240,13 @@ static void rows_shared_add(void *ctx, int ith, int nth)
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
+        float *out = e->tmp + t * e->ld_x;
+        if (!w) {
+            e->vec->add(out, out, s->sh_y + t * e->ld_x, e->ld_x);
+            continue;
+        }
         const float gate = 1.0f / (1.0f + expf(-e->vec->dot_f32(w, e->xn + t * e->ld_x, e->ld_x)));
-        e->vec->axpy(e->tmp + t * e->ld_x, gate, s->sh_y + t * e->ld_x, e->ld_x);
+        e->vec->axpy(out, gate, s->sh_y + t * e->ld_x, e->ld_x);
     }
 }
 
@@ -199,11 +254,7 @@ static void routed_matmul(cv_engine *e, cv_bmat *const *w, int64_t n_x, const fl
                           const int32_t *src, float *y, int64_t ldy)
 {
     ffn_moe_scratch *s = e->moe;
-    const uint64_t t0 = eng_tick(e);
-    cv_be_matmul_experts(e->st, (const cv_bmat *const *)w, s->n_exp, n_x, x, ldx, n_rows, s->expert, src, y, ldy,
-                      s->ws);
-    e->prof_mm_ns += eng_tick(e) - t0;
-    e->prof_runs++;
+    eng_matmul_experts(e, w, s->n_exp, n_x, x, ldx, n_rows, s->expert, src, y, ldy, s->ws);
 }
 
 static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
@@ -243,6 +294,7 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->k = hp->n_expert_used;
     s->ld_gu = 2 * (int64_t)hp->n_ff_exp;
     s->logits = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
+    s->select = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
     s->expert = cv_xmalloc(R * sizeof *s->expert);
     s->src = cv_xmalloc(R * sizeof *s->src);
     s->weight = cv_xmalloc(R * sizeof *s->weight);
@@ -269,6 +321,7 @@ static void moe_fini(cv_engine *e)
     if (!s)
         return;
     cv_aligned_free(s->logits);
+    cv_aligned_free(s->select);
     free(s->expert);
     free(s->src);
     free(s->weight);

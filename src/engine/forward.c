@@ -19,7 +19,8 @@
 #include "engine/engine_int.h"
 
 const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_attn,
-                                                     [CV_MIXER_DELTANET] = &eng_mix_deltanet };
+                                                     [CV_MIXER_DELTANET] = &eng_mix_deltanet,
+                                                     [CV_MIXER_MLA] = &eng_mix_mla };
 const eng_kind *const eng_ffns[CV_FFN_COUNT] = { [CV_FFN_DENSE] = &eng_ffn_dense, [CV_FFN_MOE] = &eng_ffn_moe };
 
 /* ---- per-row work on the pool ---- */
@@ -39,6 +40,16 @@ void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, i
     e->prof_mm_ns += eng_tick(e) - t0;
     e->prof_runs++;
     e->prof_bytes += (double)w->bytes;
+}
+
+void eng_matmul_experts(cv_engine *e, cv_bmat *const *w, int32_t n_w, int64_t n_x, const float *x, int64_t ldx,
+                        int64_t n_rows, const int32_t *which, const int32_t *src, float *y, int64_t ldy,
+                        cv_experts_ws *ws)
+{
+    const uint64_t t0 = eng_tick(e);
+    cv_be_matmul_experts(e->st, (const cv_bmat *const *)w, n_w, n_x, x, ldx, n_rows, which, src, y, ldy, ws);
+    e->prof_mm_ns += eng_tick(e) - t0;
+    e->prof_runs++;
 }
 
 typedef struct norm_job {

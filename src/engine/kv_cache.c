@@ -35,13 +35,13 @@ static size_t head_bytes(int32_t head_dim, uint32_t type)
     return (size_t)CV_KV_BLOCK * (size_t)head_dim * (type == CV_GGML_F16 ? 2 : 4);
 }
 
-size_t kv_block_bytes(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type)
+size_t kv_block_bytes(int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim, uint32_t type)
 {
-    return (size_t)n_layer * 2 * (size_t)n_head_kv * head_bytes(head_dim, type);
+    return (size_t)n_layer * (size_t)n_parts * (size_t)n_head_kv * head_bytes(head_dim, type);
 }
 
-int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_kv, int32_t head_dim, uint32_t type,
-                 cv_err *err)
+int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim,
+                 uint32_t type, cv_err *err)
 {
     memset(p, 0, sizeof *p);
     if (type == CV_GGML_Q8_0 && head_dim % 4)
@@ -50,12 +50,13 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_head_k
     p->n_blocks = n_blocks;
     p->n_layer = n_layer;
     p->n_head_kv = n_head_kv;
+    p->n_parts = n_parts;
     p->head_dim = head_dim;
     p->type = type;
     p->qgroup = kv_q8_group(head_dim);
     p->elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4;
     p->head_bytes = head_bytes(head_dim, type);
-    p->block_bytes = (size_t)n_layer * 2 * (size_t)n_head_kv * p->head_bytes;
+    p->block_bytes = kv_block_bytes(n_layer, n_parts, n_head_kv, head_dim, type);
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
      * first touch, so a large cache costs only what sequences use (freed
@@ -113,11 +114,7 @@ void kv_pool_unref(kv_pool *p, int32_t b)
 
 /* ---- writing a position ---- */
 
-/* x (n floats) as int8 q[0..n) with the factor d returned in f16:
- * d = max|x| / 127, q = round(x / d), rounding the factor first so that
- * d * q is what the readers compute. A NaN (a model that overflowed)
- * stores 0 rather than an undefined conversion. */
-static uint16_t quantize_q8(const float *x, int32_t n, int8_t *q)
+uint16_t kv_quantize_q8(const float *x, int32_t n, int8_t *q)
 {
     float amax = 0;
     for (int32_t i = 0; i < n; i++)
@@ -141,8 +138,8 @@ void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t
         uint8_t *ku = K;
         int8_t kq[CV_MAX_HEAD_DIM], *vq = (int8_t *)V + kv_v_at(hd, j, 0);
         for (int32_t i = 0; i < hd; i += p->qgroup) {
-            ks[kv_scale_at(p, j, i)] = quantize_q8(k + i, p->qgroup, kq + i);
-            vs[kv_scale_at(p, j, i)] = quantize_q8(v + i, p->qgroup, vq + i);
+            ks[kv_scale_at(p, j, i)] = kv_quantize_q8(k + i, p->qgroup, kq + i);
+            vs[kv_scale_at(p, j, i)] = kv_quantize_q8(v + i, p->qgroup, vq + i);
         }
         for (int32_t i = 0; i < hd; i++) /* offset by 128 (engine_int.h, kv_k8_value) */
             ku[kv_k8_at(j, i)] = (uint8_t)(kq[i] + 128);
@@ -298,7 +295,8 @@ eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *in
     eng_kv_groups g = { { 0, 0 }, 0 };
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
-        const int32_t k = L->mixer != CV_MIXER_ATTN ? -1 : L->n_swa > 0 ? 1 : 0;
+        const bool kv = L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA;
+        const int32_t k = !kv ? -1 : L->n_swa > 0 ? 1 : 0;
         if (group)
             group[il] = k;
         if (index)
@@ -314,7 +312,7 @@ eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *in
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
 {
     const eng_kv_groups g = eng_kv_group_layers(m, NULL, NULL);
-    return kv_block_bytes(g.n_layer[0] + g.n_layer[1], m->hp.n_head_kv, m->hp.head_dim, kv_type);
+    return kv_block_bytes(g.n_layer[0] + g.n_layer[1], cv_kv_parts(&m->hp), m->hp.n_head_kv, m->hp.head_dim, kv_type);
 }
 /* The KV element types by name: the one table the CLI's --kv-type, the
  * logs and /v1/status read. */

@@ -75,6 +75,17 @@ typedef enum cv_role {
      * g R .. g R + R - 1, R = H_v / H_k): */
     CV_ROLE_SSM_IN,      /* [C + ssm_inner][n_embd] per group: q_g, k_g, v, z of its value heads */
     CV_ROLE_SSM_BA,      /* [2 H_v][n_embd] per group: beta, then alpha of its value heads */
+    /* Multi-head latent attention (CV_MIXER_MLA); D = n_lora_kv + n_rot, the
+     * latent row a position keeps; each head's query is q_nope (k_mla - n_rot)
+     * then q_pe (n_rot). attn_q (CV_ROLE_ATTN_Q) is [n_head * k_mla][n_embd]. */
+    CV_ROLE_ATTN_Q_A,       /* [n_lora_q][n_embd] */
+    CV_ROLE_ATTN_Q_A_NORM,  /* [n_lora_q] */
+    CV_ROLE_ATTN_Q_B,       /* [n_head * k_mla][n_lora_q] */
+    CV_ROLE_ATTN_KV_A,      /* [D][n_embd]: the latent c [n_lora_kv], then k_pe [n_rot] (attn_kv_a_mqa) */
+    CV_ROLE_ATTN_KV_A_NORM, /* [n_lora_kv] */
+    CV_ROLE_ATTN_K_B,       /* [n_head][n_lora_kv][k_mla - n_rot]: head h's q_nope into the latent space */
+    CV_ROLE_ATTN_V_B,       /* [n_head][v_mla][n_lora_kv]: the latent space into head h's value */
+    CV_ROLE_FFN_EXP_PROBS_B,/* [n_expert] the router's selection bias (exp_probs_b.bias) */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -103,6 +114,13 @@ typedef enum cv_dim {
     CV_DIM_SSM_STATE,/* ssm_state: one head's key and value size */
     CV_DIM_SSM_IN,   /* C + ssm_inner: the conv's input and the output gate, fused */
     CV_DIM_SSM_BA,   /* 2 * ssm_heads: beta and alpha, fused */
+    CV_DIM_Q_LORA,   /* n_lora_q */
+    CV_DIM_KV_LORA,  /* n_lora_kv */
+    CV_DIM_KV_A,     /* n_lora_kv + n_rot: the latent row */
+    CV_DIM_Q_MLA,    /* n_head * k_mla */
+    CV_DIM_NOPE,     /* k_mla - n_rot: a head's query and key dims without RoPE */
+    CV_DIM_V_MLA,    /* v_mla: a head's value */
+    CV_DIM_O_MLA,    /* n_head * v_mla */
 } cv_dim;
 
 typedef enum cv_need {
@@ -121,6 +139,7 @@ typedef enum cv_need {
 typedef enum cv_mixer_kind {
     CV_MIXER_ATTN,     /* causal softmax attention over the layer's KV cache */
     CV_MIXER_DELTANET, /* Gated DeltaNet: linear attention with a recurrent state per sequence */
+    CV_MIXER_MLA,      /* multi-head latent attention: one compressed row per position serves every head */
     CV_MIXER_COUNT
 } cv_mixer_kind;
 
@@ -142,6 +161,8 @@ typedef enum cv_routing {
     CV_ROUTE_SOFTMAX_TOPK, /* softmax over every expert, the k most probable, renormalised when
                               expert_norm (qwen3moe) */
     CV_ROUTE_TOPK_SOFTMAX, /* the k largest raw logits, softmax over those k only (gpt-oss) */
+    CV_ROUTE_SIGMOID_TOPK, /* sigmoid of every logit, the k best, weighted by their sigmoids, renormalised when
+                              expert_norm (DeepSeek-V3, GLM-4.7-Flash, Kimi-K2) */
 } cv_routing;
 
 /* Position scaling a file's metadata names (rope.scaling.type). llama3's
@@ -227,6 +248,7 @@ extern const cv_arch cv_arch_qwen35;
 extern const cv_arch cv_arch_qwen35moe;
 extern const cv_arch cv_arch_mistral3;
 extern const cv_arch cv_arch_qwen3next;
+extern const cv_arch cv_arch_deepseek2;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -262,7 +284,8 @@ typedef struct cv_hparams {
     float rope_factor;     /* rope.scaling.factor (1: none) */
     int32_t rope_orig_ctx; /* YaRN: rope.scaling.original_context_length */
     float yarn_beta_fast, yarn_beta_slow; /* YaRN's correction-dimension bounds (32 and 1 by default) */
-    float yarn_log_mul;    /* YaRN: mscale_all_dim, where the architecture reads it (cv_arch.yarn_log_mul) */
+    float yarn_log_mul;    /* YaRN: mscale_all_dim, where the architecture reads it (cv_arch.yarn_log_mul; MLA:
+                              its converter's 0.1 x mscale_all_dim over 0.1) */
     float rope_theta_swa;  /* window layers' RoPE base */
     int32_t n_swa;         /* {arch}.attention.sliding_window: what window layers see; 0: no window */
     float attn_scale;      /* score = attn_scale * q.k */
@@ -292,7 +315,28 @@ typedef struct cv_hparams {
     int32_t ssm_inner;     /* {arch}.ssm.inner_size = H_v * d */
     int32_t full_attn_interval; /* {arch}.full_attention_interval (4 when absent) */
     int32_t n_recurrent;   /* layers whose mixer is Gated DeltaNet */
+    /* MoE routing beyond the choice of experts (every MoE architecture may
+     * carry these keys): a softmax or sigmoid router's selection among the
+     * n_group_used best of n_expert_group groups of consecutive experts (a
+     * group scored by the sum of its two best selection scores; 0 or 1
+     * group: no limit), the chosen weights times expert_weights_scale. The
+     * selection score is the probability plus the layer's exp_probs_b. */
+    int32_t n_expert_group, n_group_used; /* {arch}.expert_group_count, .expert_group_used_count */
+    float expert_weights_scale;           /* {arch}.expert_weights_scale (1 when absent or 0) */
+    int32_t n_dense_lead;  /* {arch}.leading_dense_block_count: the first layers have a dense FFN */
+    /* Multi-head latent attention (0: none): head_dim is the latent row D =
+     * n_lora_kv + n_rot ({arch}.attention.key_length), head_dim_v the value
+     * part of it, n_lora_kv ({arch}.attention.value_length), n_head_kv 1. */
+    int32_t n_lora_q;      /* {arch}.attention.q_lora_rank (0: a plain attn_q) */
+    int32_t n_lora_kv;     /* {arch}.attention.kv_lora_rank */
+    int32_t k_mla, v_mla;  /* {arch}.attention.key_length_mla / value_length_mla: one head's query (nope +
+                              RoPE dims) and value */
+    int32_t head_dim_v;    /* {arch}.attention.value_length: head_dim, or an MLA latent row's value part */
 } cv_hparams;
+
+/* K and V halves a position keeps per KV head: 2, or 1 for MLA, whose
+ * latent row is the key and, in its first n_lora_kv dims, the value. */
+static inline int32_t cv_kv_parts(const cv_hparams *hp) { return hp->n_lora_kv > 0 ? 1 : 2; }
 
 /* ---- the bound model ---- */
 
@@ -342,6 +386,14 @@ typedef struct cv_layer {
     const float *ssm_a;      /* [H_v] */
     const float *ssm_norm;   /* [d] */
     cv_bmat *ssm_out;        /* [n_embd][ssm_inner] */
+    /* CV_MIXER_MLA (D = n_lora_kv + n_rot, as at CV_ROLE_ATTN_Q_A) */
+    cv_bmat *mla_q;          /* [n_lora_q][n_embd] (attn_q_a), or [n_head * k_mla][n_embd] (attn_q) */
+    const float *mla_q_norm; /* [n_lora_q] or NULL (no q_lora) */
+    cv_bmat *mla_q_b;        /* [n_head * k_mla][n_lora_q] or NULL */
+    cv_bmat *mla_kv;         /* [D][n_embd] */
+    const float *mla_kv_norm;/* [n_lora_kv] */
+    cv_bmat **mla_k_b;       /* [n_head] of [n_lora_kv][k_mla - n_rot] */
+    cv_bmat **mla_v_b;       /* [n_head] of [v_mla][n_lora_kv] */
     const float *ffn_norm;   /* [n_embd] the pre-FFN norm (qwen35: post_attention_norm) */
     const float *ffn_post_norm;  /* [n_embd] or NULL: RMSNorm of the FFN's output (gemma3) */
     cv_proj gate_up[2];      /* result row: gate [n_ff] | up [n_ff] */
@@ -353,12 +405,14 @@ typedef struct cv_layer {
     int32_t n_exp_gate_up;
     cv_bmat **exp_down;      /* [n_expert] of [n_embd][n_ff_exp] */
     const float *router_bias;   /* [n_expert] or NULL */
+    const float *exp_probs_b;   /* [n_expert] or NULL: the selection bias (cv_hparams routing) */
     const float *exp_gate_bias; /* [n_expert][n_ff_exp] or NULL */
     const float *exp_up_bias;   /* [n_expert][n_ff_exp] or NULL */
     const float *exp_down_bias; /* [n_expert][n_embd] or NULL */
     /* A shared expert every token runs besides its routed ones (NULL
-     * shexp_down: none), scaled by sigmoid(shexp_gate . x). */
-    const float *shexp_gate; /* [n_embd] */
+     * shexp_down: none), scaled by sigmoid(shexp_gate . x) when it has the
+     * gate (qwen35moe), added as it is otherwise (deepseek2). */
+    const float *shexp_gate; /* [n_embd] or NULL */
     cv_proj shexp_gate_up[2];/* result row: gate [n_ff_shexp] | up [n_ff_shexp] */
     int32_t n_shexp_gate_up;
     cv_bmat *shexp_down;     /* [n_embd][n_ff_shexp] */
@@ -500,6 +554,15 @@ typedef struct cv_model_shape {
     /* YaRN's mscale_all_dim (written where the architecture reads it) and
      * the query temperature (0: none). */
     float yarn_log_mul, attn_temp_scale;
+    /* Multi-head latent attention (n_lora_kv 0: none): q_lora (0: a plain
+     * attn_q), the latent, one head's nope and RoPE dims, its value. */
+    int32_t n_lora_q, n_lora_kv, mla_nope, mla_rope, mla_v;
+    /* deepseek2's routing: leading dense layers, expert groups (and how
+     * many a token keeps), a sigmoid router with a selection bias, the
+     * weights renormalised and scaled. */
+    int32_t n_dense_lead, n_expert_group, n_group_used;
+    bool sigmoid_routing, expert_norm;
+    float expert_weights_scale;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];

@@ -19,7 +19,13 @@
  * .expert_count, .expert_used_count, .expert_feed_forward_length,
  * .expert_shared_feed_forward_length; hybrids: .full_attention_interval,
  * .attention.recurrent_layers, .ssm.conv_kernel, .ssm.state_size,
- * .ssm.group_count, .ssm.time_step_rank, .ssm.inner_size. */
+ * .ssm.group_count, .ssm.time_step_rank, .ssm.inner_size; MoE routing:
+ * .expert_gating_func, .expert_weights_scale, .expert_weights_norm,
+ * .expert_group_count, .expert_group_used_count, .expert_shared_count,
+ * .leading_dense_block_count; multi-head latent attention:
+ * .attention.q_lora_rank, .attention.kv_lora_rank,
+ * .attention.key_length_mla, .attention.value_length_mla,
+ * .rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim for them). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -127,8 +133,11 @@ static int hp_float(const cv_gguf *g, const cv_arch *a, const char *suffix, doub
 static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
+    hp->n_expert_group = hp->n_group_used = hp->n_dense_lead = 0;
+    hp->expert_weights_scale = 1.0f;
     if (a->ffn != CV_FFN_MOE)
         return 0;
+    const char *path = cv_gguf_path(g);
     int rc;
     /* A shared expert's width: the descriptor's shared-expert tensors need
      * it (check_dims names the key when they do and it is absent). */
@@ -149,7 +158,87 @@ static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
         hp->expert_norm = norm;
     else if (rc != CV_ENOTFOUND)
         return rc;
+    /* A softmax router may say it is a sigmoid one (llama.cpp's
+     * expert_gating_func: 1 softmax, 2 sigmoid). The shared experts'
+     * width is their count times an expert's when the file gives a count
+     * rather than a width (deepseek2). */
+    int32_t gating = 0, n_shared = 0;
+    if ((rc = hp_int(g, a, "expert_gating_func", 0, 0, 3, &gating, err)) ||
+        (rc = hp_int(g, a, "expert_shared_count", 0, 0, CV_MAX_EXPERTS, &n_shared, err)) ||
+        (rc = hp_int(g, a, "expert_group_count", 0, 0, hp->n_expert, &hp->n_expert_group, err)) ||
+        (rc = hp_int(g, a, "expert_group_used_count", hp->n_expert_group, 0, CV_MAX(hp->n_expert_group, 1),
+                     &hp->n_group_used, err)) ||
+        (rc = hp_int(g, a, "leading_dense_block_count", 0, 0, hp->n_layer, &hp->n_dense_lead, err)) ||
+        (rc = hp_float(g, a, "expert_weights_scale", 1, 0, 1e6, &hp->expert_weights_scale, err)))
+        return rc;
+    if (hp->expert_weights_scale == 0) /* llama.cpp: 0 means no scaling */
+        hp->expert_weights_scale = 1.0f;
+    if (gating > 0 && a->routing != CV_ROUTE_SOFTMAX_TOPK)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: metadata '%s.expert_gating_func' = %d: a %s router is not "
+                          "chosen by it", path, a->name, gating, a->name);
+    if (gating == 3)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: metadata '%s.expert_gating_func' = 3 (softmax over the chosen "
+                          "weights) is not supported for %s", path, a->name, a->name);
+    if (gating == 2)
+        hp->routing = CV_ROUTE_SIGMOID_TOPK;
+    if (hp->n_ff_shexp == 0 && n_shared > 0) {
+        if ((int64_t)n_shared * hp->n_ff_exp > CV_MAX_MODEL_DIM)
+            return CV_CORRUPT(err, "%s: %d shared experts of %d exceed the %d-wide limit", path, n_shared,
+                              hp->n_ff_exp, CV_MAX_MODEL_DIM);
+        hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+    }
+    if (hp->n_expert_group > 1) {
+        /* every group whole, each of at least 2 experts (a group's score is
+         * its best two), and the kept groups holding enough experts */
+        const int32_t per = hp->n_expert / hp->n_expert_group;
+        if (hp->n_expert % hp->n_expert_group || per < 2 || hp->n_group_used < 1 ||
+            (int64_t)hp->n_group_used * per < hp->n_expert_used)
+            return CV_CORRUPT(err, "%s: %d experts in '%s.expert_group_count' = %d groups, %d of them kept "
+                              "('%s.expert_group_used_count'), cannot give %d experts a token", path, hp->n_expert,
+                              a->name, hp->n_expert_group, hp->n_group_used, a->name, hp->n_expert_used);
+    }
     cv_err_clear(err);
+    return 0;
+}
+
+/* Multi-head latent attention's keys (required for an MLA architecture,
+ * ignored otherwise). GGUF files store MLA as one KV head whose key is the
+ * latent row (key_length = kv_lora_rank + RoPE dims) and whose value is
+ * its latent part (value_length = kv_lora_rank); the heads' own sizes are
+ * key_length_mla (nope + RoPE dims) and value_length_mla. Older files
+ * without them hold an unsplit attn_kv_b that corvid does not run. */
+static int read_mla(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
+{
+    hp->n_lora_q = hp->n_lora_kv = hp->k_mla = hp->v_mla = 0;
+    if (a->mixer != CV_MIXER_MLA)
+        return 0;
+    const char *path = cv_gguf_path(g);
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.key_length_mla", a->name);
+    if (!cv_gguf_get(g, key))
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: no '%s': a file from before llama.cpp's MLA split (an unsplit "
+                          "attn_kv_b), which corvid does not run; convert the model again", path, key);
+    /* deepseek2's converter stores 0.1 x mscale_all_dim as the YaRN log
+     * multiplier (llama.cpp divides it back) */
+    float stored_log_mul;
+    int rc;
+    if ((rc = hp_float(g, a, "rope.scaling.yarn_log_multiplier", 0, 0, 100, &stored_log_mul, err)))
+        return rc;
+    hp->yarn_log_mul = stored_log_mul / 0.1f;
+    if ((rc = hp_int(g, a, "attention.q_lora_rank", 0, 0, CV_MAX_MODEL_DIM, &hp->n_lora_q, err)) ||
+        (rc = hp_int(g, a, "attention.kv_lora_rank", -1, 1, CV_MAX_HEAD_DIM, &hp->n_lora_kv, err)) ||
+        (rc = hp_int(g, a, "attention.key_length_mla", -1, 1, CV_MAX_HEAD_DIM, &hp->k_mla, err)) ||
+        (rc = hp_int(g, a, "attention.value_length_mla", -1, 1, CV_MAX_HEAD_DIM, &hp->v_mla, err)))
+        return rc;
+    if (hp->n_head_kv != 1 || hp->head_dim != hp->n_lora_kv + hp->n_rot || hp->head_dim_v != hp->n_lora_kv ||
+        hp->k_mla <= hp->n_rot)
+        return CV_CORRUPT(err, "%s: MLA sizes disagree: %d kv heads of key %d and value %d, kv_lora_rank %d, %d RoPE "
+                          "dims, key_length_mla %d (expected 1 kv head, key kv_lora_rank + RoPE dims, value "
+                          "kv_lora_rank, key_length_mla above the RoPE dims)", path, hp->n_head_kv, hp->head_dim,
+                          hp->head_dim_v, hp->n_lora_kv, hp->n_rot, hp->k_mla);
+    if ((int64_t)hp->n_head * CV_MAX(hp->k_mla, hp->v_mla) > CV_MAX_MODEL_DIM)
+        return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head,
+                          CV_MAX(hp->k_mla, hp->v_mla), CV_MAX_MODEL_DIM);
     return 0;
 }
 
@@ -169,11 +258,19 @@ static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp
         return rc;
     const bool wide = a->attn_scale_wide_at_layers > 0 && hp->n_layer == a->attn_scale_wide_at_layers;
     hp->attn_scale = 1.0f / sqrtf(wide ? (float)(hp->n_embd / hp->n_head) : (float)hp->head_dim);
+    if (a->mixer == CV_MIXER_MLA) {
+        /* A head's score is over its own k_mla dims; with YaRN, deepseek2
+         * puts mscale^2 into the score scale and none into cos/sin, mscale
+         * = 1 + 0.1 mscale_all_dim ln(factor) (testdata/reference3 README). */
+        const float ms = hp->rope_scaling == CV_ROPE_SCALING_YARN
+                             ? 1.0f + 0.1f * hp->yarn_log_mul * logf(hp->rope_factor)
+                             : 1.0f;
+        hp->attn_scale = ms * ms / sqrtf((float)hp->k_mla);
+    }
     hp->embd_scale = a->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f;
     hp->glu = a->glu;
     hp->glu_alpha = a->glu_alpha;
     hp->glu_limit = a->glu_limit;
-    hp->routing = a->routing;
     cv_err_clear(err);
     return 0;
 }
@@ -229,19 +326,19 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     if (a->ffn == CV_FFN_DENSE && hp->n_ff < 1)
         return CV_CORRUPT(err, "%s: metadata '%s.feed_forward_length' = 0, a %s model needs a dense FFN width",
                           path, a->name, a->name);
+    hp->routing = a->routing;
     if ((rc = read_moe(g, a, hp, err)) || (rc = read_ssm(g, a, hp, err)))
         return rc;
     /* head_dim: key_length when given (qwen3), else the even split. */
     int32_t dflt_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
     if ((rc = hp_int(g, a, "attention.key_length", dflt_hd, 1, CV_MAX_HEAD_DIM, &hp->head_dim, err)))
         return rc;
-    int32_t v_len;
-    if ((rc = hp_int(g, a, "attention.value_length", hp->head_dim, 1, CV_MAX_HEAD_DIM, &v_len, err)))
+    if ((rc = hp_int(g, a, "attention.value_length", hp->head_dim, 1, CV_MAX_HEAD_DIM, &hp->head_dim_v, err)))
         return rc;
-    if (v_len != hp->head_dim)
+    if (hp->head_dim_v != hp->head_dim && a->mixer != CV_MIXER_MLA) /* MLA's value is its key's latent part */
         return cv_err_set(err, CV_EUNSUPPORTED,
                           "%s: value head size %d differs from key head size %d; corvid supports equal sizes", path,
-                          v_len, hp->head_dim);
+                          hp->head_dim_v, hp->head_dim);
     if ((int64_t)hp->n_head * hp->head_dim > CV_MAX_MODEL_DIM)
         return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head, hp->head_dim,
                           CV_MAX_MODEL_DIM);
@@ -252,7 +349,8 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     if (hp->n_rot % 2)
         return CV_CORRUPT(err, "%s: metadata '%s.rope.dimension_count' = %d must be even", path, a->name, hp->n_rot);
     if ((rc = hp_float(g, a, "attention.layer_norm_rms_epsilon", a->default_rms_eps, 0, 1, &hp->rms_eps, err)) ||
-        (rc = hp_float(g, a, "rope.freq_base", a->default_rope_theta, 1, 1e12, &hp->rope_theta, err)))
+        (rc = hp_float(g, a, "rope.freq_base", a->default_rope_theta, 1, 1e12, &hp->rope_theta, err)) ||
+        (rc = read_mla(g, a, hp, err)))
         return rc;
 
     /* Position scaling. llama3 scaling arrives as the rope_freqs tensor, so
@@ -341,6 +439,13 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_SSM_STATE: return hp->ssm_state;
     case CV_DIM_SSM_IN: return 2 * (int64_t)hp->ssm_group * hp->ssm_state + 2 * (int64_t)hp->ssm_inner;
     case CV_DIM_SSM_BA: return 2 * (int64_t)hp->ssm_heads;
+    case CV_DIM_Q_LORA: return hp->n_lora_q;
+    case CV_DIM_KV_LORA: return hp->n_lora_kv;
+    case CV_DIM_KV_A: return (int64_t)hp->n_lora_kv + hp->n_rot;
+    case CV_DIM_Q_MLA: return (int64_t)hp->n_head * hp->k_mla;
+    case CV_DIM_NOPE: return (int64_t)hp->k_mla - hp->n_rot;
+    case CV_DIM_V_MLA: return hp->v_mla;
+    case CV_DIM_O_MLA: return (int64_t)hp->n_head * hp->v_mla;
     }
     return -1;
 }
@@ -352,6 +457,7 @@ static const char *dim_key(cv_dim d)
     switch (d) {
     case CV_DIM_FF: return "feed_forward_length";
     case CV_DIM_FF_SHEXP: return "expert_shared_feed_forward_length";
+    case CV_DIM_Q_LORA: return "attention.q_lora_rank";
     default: return NULL;
     }
 }
@@ -365,6 +471,7 @@ static bool is_matrix_role(cv_role r)
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP: case CV_ROLE_FFN_DOWN_SHEXP:
     case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
     case CV_ROLE_SSM_IN: case CV_ROLE_SSM_BA:
+    case CV_ROLE_ATTN_Q_A: case CV_ROLE_ATTN_Q_B: case CV_ROLE_ATTN_KV_A: case CV_ROLE_ATTN_K_B: case CV_ROLE_ATTN_V_B:
         return true;
     default:
         return false;
@@ -676,7 +783,7 @@ static int layer_kinds(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_la
     for (int32_t il = 0; il < hp->n_layer; il++) {
         cv_layer *L = &layers[il];
         L->mixer = a->mixer;
-        L->ffn = a->ffn;
+        L->ffn = il < hp->n_dense_lead ? CV_FFN_DENSE : a->ffn;
         if (rec) {
             const int64_t v = cv_gguf_arr_int(rec, (uint64_t)il);
             if (v != 0 && v != 1)
@@ -747,14 +854,15 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
                 return CV_CORRUPT(err, "%s: tensor '%s' is missing; a %s model needs it", cv_gguf_path(g), name,
                                   a->name);
             if (d->need == CV_NEED_ALT && !found[d->fallback]) {
-                /* the other layout's row comes first in the descriptor */
+                /* the other layout's row (an older file's, or another
+                 * configuration's) comes first in the descriptor */
                 const char *alt = "";
                 for (int k = 0; k < i; k++)
                     if (a->tensors[k].role == d->fallback)
                         alt = a->tensors[k].name;
                 char alt_name[256];
                 snprintf(alt_name, sizeof alt_name, alt, il);
-                return CV_CORRUPT(err, "%s: tensor '%s' is missing, and so is the older layout's '%s'; a %s model "
+                return CV_CORRUPT(err, "%s: tensor '%s' is missing, and so is its alternative '%s'; a %s model "
                                   "needs one of them", cv_gguf_path(g), name, alt_name, a->name);
             }
             if (d->need == CV_NEED_FALLBACK)
@@ -768,24 +876,25 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
     return 0;
 }
 
-/* The shared expert: all four tensors or none (the descriptor may mark
- * them optional). */
+/* The shared expert: its three matrices or none (the descriptor may mark
+ * them optional), and its gate vector only beside them (absent: not
+ * gated, as deepseek2's). */
 static int bind_shared_expert(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
 {
-    static const cv_role roles[4] = { CV_ROLE_FFN_GATE_INP_SHEXP, CV_ROLE_FFN_GATE_SHEXP, CV_ROLE_FFN_UP_SHEXP,
-                                      CV_ROLE_FFN_DOWN_SHEXP };
-    static const char *const names[4] = { "ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp" };
-    int present = 0, missing = -1;
-    for (int i = 0; i < 4; i++) {
+    static const cv_role roles[3] = { CV_ROLE_FFN_GATE_SHEXP, CV_ROLE_FFN_UP_SHEXP, CV_ROLE_FFN_DOWN_SHEXP };
+    static const char *const names[3] = { "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp" };
+    const cv_gguf_tensor *gate = f[CV_ROLE_FFN_GATE_INP_SHEXP];
+    int present = 0, missing = 0;
+    for (int i = 0; i < 3; i++) {
         if (f[roles[i]])
             present++;
         else
             missing = i;
     }
-    if (present == 0)
+    if (present == 0 && !gate)
         return 0;
-    if (present < 4) {
-        const cv_gguf_tensor *any = f[roles[missing == 0 ? 1 : 0]];
+    if (present < 3) {
+        const cv_gguf_tensor *any = gate ? gate : f[roles[missing == 0 ? 1 : 0]];
         return CV_CORRUPT(err, "%s: tensor '%s' belongs to a shared expert, but that layer's %s tensor is missing",
                           cv_gguf_path(m->gguf), any->name, names[missing]);
     }
@@ -810,6 +919,7 @@ static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fus
         int32_t n_down;
         int rc;
         L->router_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_BIAS]);
+        L->exp_probs_b = bind_vector(m, f[CV_ROLE_FFN_EXP_PROBS_B]);
         L->exp_gate_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_EXPS_BIAS]);
         L->exp_up_bias = bind_vector(m, f[CV_ROLE_FFN_UP_EXPS_BIAS]);
         L->exp_down_bias = bind_vector(m, f[CV_ROLE_FFN_DOWN_EXPS_BIAS]);
@@ -922,6 +1032,37 @@ static int bind_deltanet(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, boo
     return 0;
 }
 
+/* A multi-head latent attention layer: the query through q_lora (attn_q_a,
+ * its norm, attn_q_b) or a plain attn_q, as the file's q_lora_rank says;
+ * the latent row's projection and norm; the heads' up-projections, one
+ * matrix per head (slices of the 3-D attn_k_b / attn_v_b); the output. */
+static int bind_mla(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, cv_err *err)
+{
+    const bool lora = m->hp.n_lora_q > 0;
+    const cv_role need[3] = { lora ? CV_ROLE_ATTN_Q_A : CV_ROLE_ATTN_Q, CV_ROLE_ATTN_Q_A_NORM, CV_ROLE_ATTN_Q_B };
+    static const char *const names[3] = { "attn_q_a", "attn_q_a_norm", "attn_q_b" };
+    for (int i = 0; i < (lora ? 3 : 1); i++)
+        if (!f[need[i]])
+            return CV_CORRUPT(err, "%s: layer %d has no %s tensor; a model with %s.attention.q_lora_rank = %d needs it",
+                              cv_gguf_path(m->gguf), (int)(L - m->layers), lora ? names[i] : "attn_q", m->arch->name,
+                              m->hp.n_lora_q);
+    cv_expert_proj kb, vb;
+    int32_t n;
+    int rc;
+    if ((rc = bind_matrix(m, f[need[0]], &L->mla_q, err)) ||
+        (lora && (rc = bind_matrix(m, f[CV_ROLE_ATTN_Q_B], &L->mla_q_b, err))) ||
+        (rc = bind_matrix(m, f[CV_ROLE_ATTN_KV_A], &L->mla_kv, err)) ||
+        (rc = bind_experts(m, &f[CV_ROLE_ATTN_K_B], 1, false, &kb, &n, err)) ||
+        (rc = bind_experts(m, &f[CV_ROLE_ATTN_V_B], 1, false, &vb, &n, err)) ||
+        (rc = bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err)))
+        return rc;
+    L->mla_q_norm = lora ? bind_vector(m, f[CV_ROLE_ATTN_Q_A_NORM]) : NULL;
+    L->mla_kv_norm = bind_vector(m, f[CV_ROLE_ATTN_KV_A_NORM]);
+    L->mla_k_b = kb.w;
+    L->mla_v_b = vb.w;
+    return 0;
+}
+
 static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
 {
     cv_layer *L = &m->layers[il];
@@ -932,7 +1073,10 @@ static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
     L->attn_norm = bind_vector(m, f[CV_ROLE_ATTN_NORM]);
     L->attn_post_norm = bind_vector(m, f[CV_ROLE_ATTN_POST_NORM]);
     L->ffn_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM]);
-    if ((rc = L->mixer == CV_MIXER_DELTANET ? bind_deltanet(m, L, f, fuse, err) : bind_attention(m, L, f, fuse, err)))
+    rc = L->mixer == CV_MIXER_DELTANET ? bind_deltanet(m, L, f, fuse, err)
+         : L->mixer == CV_MIXER_MLA    ? bind_mla(m, L, f, err)
+                                       : bind_attention(m, L, f, fuse, err);
+    if (rc)
         return rc;
     return bind_ffn(m, L, f, fuse, err);
 }
@@ -962,6 +1106,16 @@ static void count_work(cv_model *m)
             for (int i = 0; i < L->n_ssm_in; i++)
                 add_mat(&w, L->ssm_in[i].w, 1, 1);
             add_mat(&w, L->ssm_out, 1, 1);
+        } else if (L->mixer == CV_MIXER_MLA) {
+            add_mat(&w, L->mla_q, 1, 1);
+            if (L->mla_q_b)
+                add_mat(&w, L->mla_q_b, 1, 1);
+            add_mat(&w, L->mla_kv, 1, 1);
+            for (int32_t h = 0; h < m->hp.n_head; h++) {
+                add_mat(&w, L->mla_k_b[h], 1, 1);
+                add_mat(&w, L->mla_v_b[h], 1, 1);
+            }
+            add_mat(&w, L->wo, 1, 1);
         } else {
             for (int i = 0; i < L->n_qkv; i++)
                 add_mat(&w, L->qkv[i].w, 1, 1);
@@ -1063,9 +1217,10 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
         factors = yarn;
         /* ggml scales cos/sin by 1 + 0.1 ln f; a model that states its
          * mscale_all_dim m divides that by 1 + 0.1 m ln f (mistral3: m = 1,
-         * so 1). */
+         * so 1); deepseek2's MLA moves YaRN's magnitude into the score
+         * scale (read_layer_hparams) and leaves cos/sin unscaled. */
         const float lf = logf(m->hp.rope_factor);
-        mscale = (1.0f + 0.1f * lf) / (1.0f + 0.1f * m->hp.yarn_log_mul * lf);
+        mscale = m->arch->mixer == CV_MIXER_MLA ? 1.0f : (1.0f + 0.1f * lf) / (1.0f + 0.1f * m->hp.yarn_log_mul * lf);
     } else if (factors) {
         for (int i = 0; i < m->hp.n_rot / 2; i++) {
             if (!(factors[i] > 0 && isfinite(factors[i]))) {
@@ -1164,7 +1319,7 @@ int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
     const size_t C = 2 * (size_t)hp->ssm_group * (size_t)hp->ssm_state + (size_t)hp->ssm_inner;
     for (int32_t il = 0; rc == 0 && il < hp->n_layer; il++) {
         const cv_layer *L = &layers[il];
-        out->n_kv_layers += L->mixer == CV_MIXER_ATTN;
+        out->n_kv_layers += L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA;
         out->n_window_layers += L->mixer == CV_MIXER_ATTN && L->n_swa > 0;
         if (L->mixer == CV_MIXER_DELTANET) {
             out->recurrent[il / 8] |= (uint8_t)(1u << (il % 8));
@@ -1175,6 +1330,31 @@ int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
     }
     free(layers);
     return rc;
+}
+
+/* "multi-head latent attention: a 576-wide row a position (512 latent +
+ * 64 RoPE dims) for heads of 192 + 64 / 256, q_lora 768; MoE routing:
+ * sigmoid with a selection bias, 8 groups (4 kept), weights x2.5": what
+ * MLA and the routing keys make of a model, for both describers. */
+static void describe_mla_routing(cv_buf *out, const cv_hparams *hp)
+{
+    if (hp->n_lora_kv > 0) {
+        cv_buf_printf(out, "; multi-head latent attention: a %d-wide row a position (%d latent + %d RoPE dims) for "
+                      "heads of %d + %d / %d", hp->head_dim, hp->n_lora_kv, hp->n_rot, hp->k_mla - hp->n_rot,
+                      hp->n_rot, hp->v_mla);
+        if (hp->n_lora_q > 0)
+            cv_buf_printf(out, ", q_lora %d", hp->n_lora_q);
+    }
+    if (hp->n_expert == 0)
+        return;
+    if (hp->routing == CV_ROUTE_SIGMOID_TOPK)
+        cv_buf_puts(out, "; sigmoid routing");
+    if (hp->n_expert_group > 1)
+        cv_buf_printf(out, "; experts in %d groups, %d kept a token", hp->n_expert_group, hp->n_group_used);
+    if (hp->expert_weights_scale != 1.0f)
+        cv_buf_printf(out, "; expert weights x%g", hp->expert_weights_scale);
+    if (hp->n_dense_lead > 0)
+        cv_buf_printf(out, hp->n_dense_lead > 1 ? "; the first %d layers dense" : "; layer 0 dense", hp->n_dense_lead);
 }
 
 /* ", hybrid: 18 of 24 layers Gated DeltaNet (0-2,4-6,...) of 16 value / 16
@@ -1223,11 +1403,12 @@ void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
     }
     if (s->n_window_layers > 0)
         cv_buf_printf(out, "; sliding window %d on %d of %d layers", hp->n_swa, s->n_window_layers, hp->n_layer);
+    describe_mla_routing(out, hp);
 }
 
 double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
 {
-    const double per_pos = 2.0 * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
+    const double per_pos = (double)cv_kv_parts(&s->hp) * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
     const double full = (double)(s->n_kv_layers - s->n_window_layers) * n_ctx;
     const double window = (double)s->n_window_layers * CV_MIN(n_ctx, s->hp.n_swa);
     return (double)s->bytes + ((full + window) * per_pos + (double)s->state_bytes) * n_seq;
@@ -1274,6 +1455,7 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, ", query temperature %g per %d positions", hp->attn_temp_scale, hp->attn_temp_len);
     if (m->layers[0].sinks)
         cv_buf_printf(out, ", attention sinks");
+    describe_mla_routing(out, hp);
 }
 
 void cv_rope_llama3_factors(float *factors, int32_t n_rot, float theta, float factor, float low_freq_factor,

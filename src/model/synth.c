@@ -38,7 +38,15 @@ const cv_model_shape cv_model_shapes[] = {
       .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256, .n_swa = 32,
       /* Under a hybrid architecture: layer 0 Gated DeltaNet (4 key, 8 value
        * heads of 32: 512 conv channels, rows of 256), layer 1 attends. */
-      .ssm_conv = 4, .ssm_state = 32, .ssm_group = 4, .ssm_heads = 8, .full_attn_interval = 2 },
+      .ssm_conv = 4, .ssm_state = 32, .ssm_group = 4, .ssm_heads = 8, .full_attn_interval = 2,
+      /* Under deepseek2: latent attention (q_lora 64, a 64 + 16 latent row,
+       * heads of 32 + 16 / 32), layer 0 dense, layer 1 routed as
+       * DeepSeek-V3 (sigmoid with a selection bias, 4 groups of 2 experts,
+       * 2 kept, weights renormalised; the scale is left at 1, which
+       * testdata/reference3's x2.5 checks) with one shared expert. */
+      .n_lora_q = 64, .n_lora_kv = 64, .mla_nope = 32, .mla_rope = 16, .mla_v = 32, .n_dense_lead = 1,
+      .n_expert_group = 4, .n_group_used = 2, .sigmoid_routing = true, .expert_norm = true,
+      .expert_weights_scale = 1.0f },
     { .name = "qwen2.5-0.5b", .arch = "qwen2", .n_vocab = 151936, .n_embd = 896, .n_layer = 24, .n_head = 14,
       .n_head_kv = 2, .head_dim = 64, .n_ff = 4864, .n_ctx = 32768, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
       .tied = true },
@@ -112,6 +120,49 @@ const cv_model_shape cv_model_shapes[] = {
       .n_head = 32, .n_head_kv = 8, .head_dim = 128, .n_ff = 32768, .n_ctx = 393216, .rope_theta = 100000000.0f,
       .rms_eps = 1e-5f, .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 48, .rope_orig_ctx = 8192,
       .yarn_log_mul = 1, .attn_temp_scale = 0.1f },
+    /* Qwen3-Coder-Next (80B-A3B): the model card's sizes (48 layers of 2048,
+     * 3:1 DeltaNet 32 V / 16 QK heads of 128 to attention 16 (2 kv) of 256
+     * with RoPE on 64, 512 experts of 512, 10 used, one shared, 262144
+     * context), vocabulary, base 5e6 and untied output from the
+     * config.json of its published derivatives (mlx-community's
+     * Qwen3-Coder-Next-nvfp4, QuantTrio's Qwen3-Coder-Next-E336). */
+    { .name = "qwen3-coder-next", .arch = "qwen3next", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 16,
+      .n_head_kv = 2, .head_dim = 256, .n_ff = 0, .n_ctx = 262144, .rope_theta = 5000000.0f, .rms_eps = 1e-6f,
+      .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .n_ff_shexp = 512, .n_rot = 64, .ssm_conv = 4,
+      .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32, .full_attn_interval = 4 },
+    /* GLM-4.7-Flash (30B-A3B, HF Glm4MoeLiteForCausalLM, a deepseek2 file):
+     * 47 layers of 2048, 20 heads of 192 + 64 / 256 over a 512 + 64 latent,
+     * q_lora 768, layer 0 dense (10240), then 64 experts of 1536 (4 used,
+     * sigmoid with a selection bias, one group, renormalised, x1.8) and one
+     * shared, base 1e6 without YaRN, 202752 context, untied; from a
+     * glm4_moe_lite config.json with these sizes and the model card. */
+    { .name = "glm-4.7-flash", .arch = "deepseek2", .n_vocab = 154880, .n_embd = 2048, .n_layer = 47, .n_head = 20,
+      .n_head_kv = 1, .head_dim = 256, .n_ff = 10240, .n_ctx = 202752, .rope_theta = 1000000.0f, .rms_eps = 1e-5f,
+      .n_expert = 64, .n_expert_used = 4, .n_ff_exp = 1536, .n_ff_shexp = 1536, .n_lora_q = 768, .n_lora_kv = 512,
+      .mla_nope = 192, .mla_rope = 64, .mla_v = 256, .n_dense_lead = 1, .sigmoid_routing = true, .expert_norm = true,
+      .expert_weights_scale = 1.8f },
+    /* Kimi-K2 (1T-A32B), for its size arithmetic (`synth --plan`): 61 layers
+     * of 7168, 64 heads of 128 + 64 / 128 over a 512 + 64 latent, q_lora
+     * 1536, layer 0 dense (18432), 384 experts of 2048 (8 used, sigmoid, one
+     * group, renormalised, x2.827), one shared, base 50000 with YaRN x32
+     * from 4096 (mscale_all_dim 1), vocabulary 163840; NVIDIA Megatron
+     * Bridge's KimiK2Provider and DeepSeek-V3's MLA sizes. */
+    { .name = "kimi-k2", .arch = "deepseek2", .n_vocab = 163840, .n_embd = 7168, .n_layer = 61, .n_head = 64,
+      .n_head_kv = 1, .head_dim = 192, .n_ff = 18432, .n_ctx = 131072, .rope_theta = 50000.0f, .rms_eps = 1e-6f,
+      .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 32, .rope_orig_ctx = 4096, .yarn_log_mul = 1,
+      .n_expert = 384, .n_expert_used = 8, .n_ff_exp = 2048, .n_ff_shexp = 2048, .n_lora_q = 1536, .n_lora_kv = 512,
+      .mla_nope = 128, .mla_rope = 64, .mla_v = 128, .n_dense_lead = 1, .sigmoid_routing = true, .expert_norm = true,
+      .expert_weights_scale = 2.827f },
+    /* deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers of 2048, 16 heads
+     * of 128 + 64 / 128 over a 512 + 64 latent without q_lora, layer 0 dense
+     * (10944), 64 experts of 1408 (6 used, softmax, not renormalised) and
+     * two shared, YaRN x40 from 4096 with mscale_all_dim 0.707, base 10000,
+     * 163840 context, vocabulary 102400, untied. */
+    { .name = "deepseek-v2-lite", .arch = "deepseek2", .n_vocab = 102400, .n_embd = 2048, .n_layer = 27, .n_head = 16,
+      .n_head_kv = 1, .head_dim = 192, .n_ff = 10944, .n_ctx = 163840, .rope_theta = 10000.0f, .rms_eps = 1e-6f,
+      .rope_scaling = CV_ROPE_SCALING_YARN, .rope_factor = 40, .rope_orig_ctx = 4096, .yarn_log_mul = 0.707f,
+      .n_expert = 64, .n_expert_used = 6, .n_ff_exp = 1408, .n_ff_shexp = 2816, .n_lora_kv = 512, .mla_nope = 128,
+      .mla_rope = 64, .mla_v = 128, .n_dense_lead = 1, .expert_weights_scale = 1.0f },
 };
 const int cv_n_model_shapes = (int)CV_ARRAY_LEN(cv_model_shapes);
 
@@ -212,8 +263,27 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_SSM_STATE: return s->ssm_state;
     case CV_DIM_SSM_IN: return 2 * (int64_t)s->ssm_group * s->ssm_state + 2 * (int64_t)s->ssm_heads * s->ssm_state;
     case CV_DIM_SSM_BA: return 2 * (int64_t)s->ssm_heads;
+    case CV_DIM_Q_LORA: return s->n_lora_q;
+    case CV_DIM_KV_LORA: return s->n_lora_kv;
+    case CV_DIM_KV_A: return (int64_t)s->n_lora_kv + s->mla_rope;
+    case CV_DIM_Q_MLA: return (int64_t)s->n_head * (s->mla_nope + s->mla_rope);
+    case CV_DIM_NOPE: return s->mla_nope;
+    case CV_DIM_V_MLA: return s->mla_v;
+    case CV_DIM_O_MLA: return (int64_t)s->n_head * s->mla_v;
     }
     return 1;
+}
+
+/* Whether some ALT row naming `role` as its other layout has no size in
+ * this shape, so that role's tensor is written instead. */
+static bool alt_wanted(const cv_arch *a, cv_role role, const cv_model_shape *s, int32_t n_vocab)
+{
+    for (int i = 0; i < a->n_tensors; i++) {
+        const cv_arch_tensor *d = &a->tensors[i];
+        if (d->need == CV_NEED_ALT && d->fallback == role && dim_of(s, d->ne0, n_vocab) * dim_of(s, d->ne1, n_vocab) == 0)
+            return true;
+    }
+    return false;
 }
 
 static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shape *s)
@@ -225,12 +295,33 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
     cv_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
-    cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv);
-    if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe || a->hybrid) {
+    const bool mla = a->mixer == CV_MIXER_MLA;
+    /* MLA is stored as one KV head whose key is the latent row and whose
+     * value is its latent part (arch_deepseek2.c) */
+    cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), mla ? 1 : (uint32_t)s->n_head_kv);
+    if (mla) {
+        cv_gguf_writer_set_u32(w, KEY("attention.q_lora_rank"), (uint32_t)s->n_lora_q);
+        cv_gguf_writer_set_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)s->n_lora_kv);
+        cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)(s->n_lora_kv + s->mla_rope));
+        cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->n_lora_kv);
+        cv_gguf_writer_set_u32(w, KEY("attention.key_length_mla"), (uint32_t)(s->mla_nope + s->mla_rope));
+        cv_gguf_writer_set_u32(w, KEY("attention.value_length_mla"), (uint32_t)s->mla_v);
+        cv_gguf_writer_set_u32(w, KEY("leading_dense_block_count"), (uint32_t)s->n_dense_lead);
+        cv_gguf_writer_set_u32(w, KEY("expert_shared_count"), (uint32_t)(s->n_ff_shexp / s->n_ff_exp));
+        cv_gguf_writer_set_f32(w, KEY("expert_weights_scale"), s->expert_weights_scale);
+        cv_gguf_writer_set_bool(w, KEY("expert_weights_norm"), s->expert_norm);
+        cv_gguf_writer_set_u32(w, KEY("expert_gating_func"), s->sigmoid_routing ? 2 : 1);
+        if (s->n_expert_group > 1) {
+            cv_gguf_writer_set_u32(w, KEY("expert_group_count"), (uint32_t)s->n_expert_group);
+            cv_gguf_writer_set_u32(w, KEY("expert_group_used_count"), (uint32_t)s->n_group_used);
+        }
+        if (s->rope_scaling == CV_ROPE_SCALING_YARN)
+            cv_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 0.1f * s->yarn_log_mul);
+    } else if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe || a->hybrid) {
         cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
         cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
     }
-    const int32_t n_rot = s->n_rot ? s->n_rot : s->head_dim;
+    const int32_t n_rot = mla ? s->mla_rope : s->n_rot ? s->n_rot : s->head_dim;
     cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot);
     cv_gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_theta);
     cv_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->rms_eps);
@@ -337,6 +428,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (a->ffn == CV_FFN_DENSE && s->n_ff == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no dense FFN width; a %s model needs one", s->name,
                           a->name);
+    if (a->mixer == CV_MIXER_MLA && (s->n_lora_kv == 0 || s->n_ff_shexp == 0 || (s->n_dense_lead > 0 && s->n_ff == 0)))
+        return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no latent attention sizes, shared experts or dense "
+                          "width; a %s model needs them", s->name, a->name);
     const cv_quant_mix *x = cv_quant_mix_find(p->dtype);
     if (!x) {
         char names[160] = "";
@@ -375,11 +469,19 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
                 continue;
             const cv_mixer_kind mixer = a->hybrid && il >= 0 ? cv_hybrid_layer_mixer(il, s->full_attn_interval)
                                                               : a->mixer;
-            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(mixer) | CV_WHEN_FFN(a->ffn))))
+            const cv_ffn_kind ffn = a->mixer == CV_MIXER_MLA && il < s->n_dense_lead ? CV_FFN_DENSE : a->ffn;
+            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(mixer) | CV_WHEN_FFN(ffn))))
                 continue;
             if (d->need == CV_NEED_FALLBACK && s->tied)
                 continue;
-            if (d->need == CV_NEED_OPTIONAL && !(d->role == CV_ROLE_ROPE_FREQS && rope_freqs))
+            /* An optional tensor is written where the shape wants it: rope
+             * factors for llama3 scaling, a sigmoid router's selection bias,
+             * and the other layout an ALT row names when the shape has no
+             * size for that row (a plain attn_q without q_lora). */
+            if (d->need == CV_NEED_OPTIONAL && !(d->role == CV_ROLE_ROPE_FREQS && rope_freqs) &&
+                !(d->role == CV_ROLE_FFN_EXP_PROBS_B && s->sigmoid_routing) && !alt_wanted(a, d->role, s, n_vocab))
+                continue;
+            if (d->need == CV_NEED_ALT && dim_of(s, d->ne0, n_vocab) * dim_of(s, d->ne1, n_vocab) == 0)
                 continue;
             char tname[128];
             if (per_layer)
@@ -399,7 +501,7 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
             case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM: case CV_ROLE_ATTN_POST_NORM:
-            case CV_ROLE_FFN_POST_NORM: case CV_ROLE_SSM_NORM:
+            case CV_ROLE_FFN_POST_NORM: case CV_ROLE_SSM_NORM: case CV_ROLE_ATTN_Q_A_NORM: case CV_ROLE_ATTN_KV_A_NORM:
                 j->how = DIST_UNIFORM_NORM;
                 break;
             case CV_ROLE_SSM_A: j->how = DIST_SSM_A; break;
@@ -418,6 +520,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             /* Sink logits of the size of a score: they take a share of the
              * softmax, as trained ones do. */
             case CV_ROLE_ATTN_SINKS: j->how = DIST_NORMAL, j->std = 1.0f; break;
+            /* a selection bias of the size of the sigmoid's spread between
+             * experts (testdata/reference3 draws it so) */
+            case CV_ROLE_FFN_EXP_PROBS_B: j->how = DIST_NORMAL, j->std = 0.1f; break;
             /* Embedding and output alike: logits then have a spread of
              * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
             case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j->how = DIST_NORMAL, j->std = 0.15f; break;

@@ -108,7 +108,7 @@ static void run_case(const att_case *c, int32_t window, bool with_sinks)
     const int32_t n_blocks = last / CV_KV_BLOCK + 1;
     kv_pool kv;
     cv_err err = { 0 };
-    if (kv_pool_init(&kv, n_blocks + 3, 2, n_kv, c->hd, c->kv_type, &err)) {
+    if (kv_pool_init(&kv, n_blocks + 3, 2, 2, n_kv, c->hd, c->kv_type, &err)) {
         CHECK_MSG(0, "%s", err.msg);
         return;
     }
@@ -154,7 +154,7 @@ static void run_case(const att_case *c, int32_t window, bool with_sinks)
         sinks[i] = cv_rng_normal(&r) * 2.5f + 1.0f;
     att_tile a = { .kv = &kv, .blocks = blocks, .layer = layer, .g = g, .n_tok = c->n_tok, .pos0 = c->pos0,
                    .rows = rows, .qkv = qkv, .ld_qkv = ld_qkv, .out = out, .ld_out = ld_out, .n_rep = c->n_rep,
-                   .hd = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .window = window,
+                   .hd = c->hd, .hd_v = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .window = window,
                    .sinks = with_sinks ? sinks : NULL };
     float *scratch = malloc(cv_att_scratch_floats(c->n_tok * c->n_rep, c->hd) * sizeof(float));
     float *ref = malloc((size_t)c->n_tok * c->n_rep * c->hd * sizeof(float));
@@ -228,7 +228,7 @@ static void check_round_trip(int32_t hd, uint32_t type)
 {
     kv_pool kv;
     cv_err err = { 0 };
-    if (kv_pool_init(&kv, 2, 1, 2, hd, type, &err)) {
+    if (kv_pool_init(&kv, 2, 1, 2, 2, hd, type, &err)) {
         CHECK_MSG(0, "%s", err.msg);
         return;
     }
@@ -327,7 +327,7 @@ TEST(attention_bench_runs_the_engines_tile_over_every_pair)
     CHECK_EQ_INT(cv_engine_bench_attention(&b, pool, &r, &err), 0);
     CHECK(r.best_s > 0 && r.median_s >= r.best_s);
     CHECK_EQ_STR(r.tile, cv_att_tile_name(cv_att_tile_for(64)));
-    CHECK(r.bytes == 7.0 * 3 * 2 * 2 * (double)kv_block_bytes(1, 1, 64, CV_GGML_F16) / 2);
+    CHECK(r.bytes == 7.0 * 3 * 2 * 2 * (double)kv_block_bytes(1, 2, 1, 64, CV_GGML_F16) / 2);
     cv_att_bench odd = b;
     odd.head_dim = 40, odd.tile = "avx512";
     CHECK_EQ_INT(cv_engine_bench_attention(&odd, pool, &r, &err), CV_EUNSUPPORTED);

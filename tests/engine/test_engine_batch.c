@@ -13,7 +13,10 @@
  * hybrids (Gated DeltaNet layers with a recurrent state per sequence):
  * their sequences in one batch get the bits each gets alone, a fork copies
  * the state, and a truncate the state cannot follow goes back only as far
- * as the state can. */
+ * as the state can. On reference3's latent attention (deepseek2 with and
+ * without q_lora: one cached row a position for every head) the same bits
+ * batched, alone, chunked and cut across threads, with every cache type;
+ * and qwen3next's grouped hybrid batched as qwen35's. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
@@ -188,6 +191,12 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
      * is exact whatever the cache (the next test). */
     check_interleaved(REF2 "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
     check_interleaved(REF2 "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-qwen3next-gpt2-F32", 2e-4, CV_GGML_F32);
+    /* Latent attention: a token's tile rows and its GEMMs' sums do not
+     * depend on the other tokens (mix_mla.c), with every latent type. */
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 0, CV_GGML_F16);
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_Q8_0);
 }
 
 /* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
@@ -705,12 +714,13 @@ static void check_cut(const char *model)
         for (int32_t s = 0; s < n; s++)
             tok[s] = ids[DEEP - s], pos[s] = DEEP, want[s] = true;
         CHECK(cv_engine_forward(f.e, &(cv_batch){ n, tok, seq, pos, want }, &lg, &nl, &err) == 0);
+        /* cut where the step has fewer (tile, kv head) pairs than twice the
+         * threads (attention.c, plan_items): alone on 4 threads, and 5
+         * sequences of a model with one kv head (latent attention) */
         const int32_t n_kv = f.m->hp.n_head_kv, n_split = full_plan(f.e)->n_split;
-        if (way == 0)
-            CHECK_MSG(n_split == n_kv, "%s alone on 4 threads: %d of %d kv heads cut into chunks", model, n_split,
-                      n_kv);
-        else
-            CHECK_EQ_INT(n_split, 0);
+        const int32_t cut = way != 2 && n * n_kv < 2 * 4 ? n * n_kv : 0;
+        CHECK_MSG(n_split == cut, "%s, %d sequences on %d threads: %d of %d (tile, kv head) pairs cut into chunks, "
+                  "expected %d", model, n, way == 2 ? 1 : 4, n_split, n * n_kv, cut);
         got[way] = malloc((size_t)f.V * sizeof(float));
         memcpy(got[way], lg, (size_t)f.V * sizeof(float));
         CHECK_MSG(memcmp(got[way], got[0], (size_t)f.V * sizeof(float)) == 0, "%s: way %d differs", model, way);
@@ -726,6 +736,7 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
 {
     check_cut("tiny-qwen2-gpt2-Q4_K_M");
     check_cut(REF2 "tiny-gptoss-gpt2-F32");
+    check_cut(REF3 "tiny-deepseek2-gpt2-F32");
 }
 
 /* Prefill in chunks whose edges fall before, on and past the 32-position
@@ -772,6 +783,9 @@ TEST(prefill_in_chunks_across_the_window_equals_one_call)
     check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0");
     /* No window, but its temperature steps at 64, 128 and 192 */
     check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32");
+    /* Latent attention (no window: every chunking is one call's bits) */
+    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32");
+    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32");
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)

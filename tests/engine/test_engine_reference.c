@@ -80,6 +80,11 @@ static const ref_model models[] = {
     /* reference3/: Qwen3-Next's grouped DeltaNet head order and fused
      * projections. */
     { REF3, "tiny-qwen3next-gpt2-F32", "gpt2" },
+    /* reference3/: multi-head latent attention with q_lora, YaRN's mscale^2
+     * in the score scale, sigmoid routing with a selection bias, expert
+     * groups, scaled weights and a shared expert (deepseek2); and without
+     * q_lora, softmax routing, two shared experts (deepseek2lite). */
+    { REF3, "tiny-deepseek2-gpt2-F32", "gpt2" },    { REF3, "tiny-deepseek2lite-gpt2-F32", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -463,13 +468,16 @@ TEST(quantized_models_fast_path_stay_within_llamacpp_native_noise)
     }
 }
 
-/* The F32 model with a quantized KV cache against the reference logits of
- * the longest sequence, within a loosened bound (README item 1). */
-static void check_kv_type(uint32_t kv_type, double max_abs, double kl)
+/* An F32 model (dir, name) with a quantized KV cache against the
+ * reference logits of the longest sequence, within a loosened bound
+ * (README item 1). */
+static void check_kv_type(const char *dir, const char *name, uint32_t kv_type, double max_abs, double kl)
 {
     cv_model *m;
     cv_err err = { 0 };
-    if (cv_model_open(test_data(REF "models/tiny-qwen3-gpt2-F32.gguf"), NULL, &m, &err)) {
+    char rel[160];
+    snprintf(rel, sizeof rel, "%smodels/%s.gguf", dir, name);
+    if (cv_model_open(test_data(rel), NULL, &m, &err)) {
         CHECK_MSG(0, "%s", err.msg);
         return;
     }
@@ -480,15 +488,14 @@ static void check_kv_type(uint32_t kv_type, double max_abs, double kl)
     float *ours = malloc((size_t)V * sizeof(float));
     int32_t n;
     int32_t *ids = ref_seq(g_seqs, "gpt2", seq_names[N_SEQS - 1], &n);
-    char rel[128];
-    snprintf(rel, sizeof rel, REF "logits/tiny-qwen3-gpt2-F32.%s.bin", seq_names[N_SEQS - 1]);
+    snprintf(rel, sizeof rel, "%slogits/%s.%s.bin", dir, name, seq_names[N_SEQS - 1]);
     float *ref = ref_f32(test_data(rel), V);
     if (ref && ref_run(e, ids, n, NULL, ours) == 0) {
         ref_metrics mt = ref_compare(ref, ours, V);
-        printf("  %s KV: max|Δ| %.3g, KL %.3g, top-1 %s\n", cv_engine_kv_type_name(kv_type), mt.max_abs, mt.kl,
-               cv_argmax(ref, V) == cv_argmax(ours, V) ? "equal" : "DIFFERS");
-        CHECK_MSG(mt.max_abs <= max_abs && mt.kl <= kl, "%s KV: max|Δ| %g, KL %g", cv_engine_kv_type_name(kv_type),
-                  mt.max_abs, mt.kl);
+        printf("  %s, %s KV: max|Δ| %.3g, KL %.3g, top-1 %s\n", name, cv_engine_kv_type_name(kv_type), mt.max_abs,
+               mt.kl, cv_argmax(ref, V) == cv_argmax(ours, V) ? "equal" : "DIFFERS");
+        CHECK_MSG(mt.max_abs <= max_abs && mt.kl <= kl, "%s, %s KV: max|Δ| %g, KL %g", name,
+                  cv_engine_kv_type_name(kv_type), mt.max_abs, mt.kl);
         CHECK_MSG(mt.max_abs > 0, "a %s cache that changes nothing was not used", cv_engine_kv_type_name(kv_type));
         CHECK_EQ_INT(cv_argmax(ref, V), cv_argmax(ours, V));
     }
@@ -568,8 +575,12 @@ TEST(quantized_kv_caches_keep_every_positions_distribution)
 
 TEST(f32_model_with_f16_kv_cache_stays_within_loosened_tolerance)
 {
-    /* README item 1: an F16 KV cache loosens the bound to 0.05 / KL 1e-4. */
-    check_kv_type(CV_GGML_F16, 0.05, 1e-4);
+    /* README item 1: an F16 KV cache loosens the bound to 0.05 / KL 1e-4;
+     * reference3's MLA files (llama.cpp itself moves by 0.057 / KL 1.7e-4
+     * with F16 K/V) to 0.07 / KL 3e-4: an f16 latent row. */
+    check_kv_type(REF, "tiny-qwen3-gpt2-F32", CV_GGML_F16, 0.05, 1e-4);
+    check_kv_type(REF3, "tiny-deepseek2-gpt2-F32", CV_GGML_F16, 0.07, 3e-4);
+    check_kv_type(REF3, "tiny-deepseek2lite-gpt2-F32", CV_GGML_F16, 0.07, 3e-4);
 }
 
 TEST(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance)
@@ -578,7 +589,7 @@ TEST(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance)
      * ASan one (head size 32: one factor per position and head); bound 0.6 /
      * KL 1e-2 and the top token kept. The mean over every position is the
      * steadier figure (below). */
-    check_kv_type(CV_GGML_Q8_0, 0.6, 1e-2);
+    check_kv_type(REF, "tiny-qwen3-gpt2-F32", CV_GGML_Q8_0, 0.6, 1e-2);
 }
 
 /* tiny-qwen3next rewritten as today's converter writes it: ssm_in split

@@ -570,11 +570,17 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK(JSON_INT(tot, "computed_tokens") > 20);
     CHECK_EQ_INT(JSON_INT(tot, "batch_tokens"), 64);
     /* 16 MiB of f32 KV: for the tiny shape's attention layers, 2 x 4 heads
-     * x 32 x 4 bytes = 1 KiB a position each (2 layers, or 1 in a hybrid) */
+     * x 32 x 4 bytes = 1 KiB a position each (2 layers, or 1 in a hybrid);
+     * latent attention keeps its latent row, 64 + 16 floats = 320 bytes a
+     * position and layer, and no per-head K/V (deepseek2) */
     const int64_t block_bytes = JSON_INT(kv, "block_bytes");
     const int64_t n_blocks = JSON_INT(kv, "blocks");
-    const bool hybrid = arch && arch->hybrid;
-    CHECK_EQ_INT(block_bytes, (hybrid ? 1 : 2) * 1024 * CV_KV_BLOCK);
+    const bool hybrid = arch && arch->hybrid, mla = arch && arch->mixer == CV_MIXER_MLA;
+    const cv_model_shape *tiny = cv_model_shape_find("tiny");
+    const int64_t per_layer = mla ? (int64_t)(tiny->n_lora_kv + tiny->mla_rope) * 4
+                                  : 2 * (int64_t)tiny->n_head_kv * tiny->head_dim * 4;
+    CHECK_EQ_INT(per_layer, mla ? 320 : 1024);
+    CHECK_EQ_INT(block_bytes, (hybrid ? 1 : 2) * per_layer * CV_KV_BLOCK);
     CHECK_EQ_INT(n_blocks, block_bytes ? (16 << 20) / block_bytes : 0);
     CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */
     /* a hybrid's sequences also hold a recurrent state, and its cache snapshots of it */
