@@ -17,7 +17,8 @@ const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT] = {
         .name = "f32", .type = CV_GGML_F32, .block_elems = 1, .block_bytes = 4,
         .is_quantized = false, .is_weight = true, .vec_dot_type = CV_GGML_F32,
         .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f32),
-                 [CV_ISA_AVX2] = { .vec_dot = cv_dt_f32_dot_avx2 } },
+                 [CV_ISA_AVX2] = { .vec_dot = cv_dt_f32_dot_avx2 },
+                 [CV_ISA_AVX512] = { .vec_dot = cv_dt_f32_dot_avx512 } },
     },
     [CV_GGML_F16] = {
         .name = "f16", .type = CV_GGML_F16, .block_elems = 1, .block_bytes = 2,
@@ -25,13 +26,15 @@ const cv_dtype cv_dtypes[CV_GGML_TYPE_COUNT] = {
         .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(f16),
                  [CV_ISA_AVX2] = { .to_f32 = cv_dt_f16_to_f32_avx2,
                                    .from_f32 = cv_dt_f16_from_f32_avx2,
-                                   .vec_dot = cv_dt_f16_dot_avx2 } },
+                                   .vec_dot = cv_dt_f16_dot_avx2 },
+                 [CV_ISA_AVX512] = { .vec_dot = cv_dt_f16_dot_avx512 } },
     },
     [CV_GGML_BF16] = {
         .name = "bf16", .type = CV_GGML_BF16, .block_elems = 1, .block_bytes = 2,
         .is_quantized = false, .is_weight = true, .vec_dot_type = CV_GGML_F32,
         .ops = { [CV_ISA_SCALAR] = SCALAR_OPS_DOT(bf16),
-                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_bf16_to_f32_avx2, .vec_dot = cv_dt_bf16_dot_avx2 } },
+                 [CV_ISA_AVX2] = { .to_f32 = cv_dt_bf16_to_f32_avx2, .vec_dot = cv_dt_bf16_dot_avx2 },
+                 [CV_ISA_AVX512] = { .vec_dot = cv_dt_bf16_dot_avx512 } },
     },
     [CV_GGML_Q4_0] = {
         .name = "q4_0", .type = CV_GGML_Q4_0, .block_elems = QK4_0, .block_bytes = sizeof(block_q4_0),

@@ -254,6 +254,9 @@ void cv_dt_q3_K_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_iq4_nl_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_iq4_xs_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void cv_dt_mxfp4_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_f32_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_f16_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void cv_dt_bf16_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 
 /* ---- vector ops per ISA (vec.c, vec_avx2.c) ---- */
 

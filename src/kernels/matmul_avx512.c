@@ -11,6 +11,9 @@ extern const cv_mm_impl cv_mm_q5_1_avx512;
 extern const cv_mm_impl cv_mm_q8_0_avx512;
 extern const cv_mm_impl cv_mm_iq4_nl_avx512;
 extern const cv_mm_impl cv_mm_mxfp4_avx512;
+extern const cv_mm_impl cv_mm_f32_avx512;
+extern const cv_mm_impl cv_mm_f16_avx512;
+extern const cv_mm_impl cv_mm_bf16_avx512;
 extern const cv_mm_impl cv_mm_q4_K_avx512;
 extern const cv_mm_impl cv_mm_q5_K_avx512;
 extern const cv_mm_impl cv_mm_q6_K_avx512;
@@ -26,6 +29,9 @@ static const cv_mm_impl *const impls[CV_GGML_TYPE_COUNT] = {
     [CV_GGML_Q8_0] = &cv_mm_q8_0_avx512,
     [CV_GGML_IQ4_NL] = &cv_mm_iq4_nl_avx512,
     [CV_GGML_MXFP4] = &cv_mm_mxfp4_avx512,
+    [CV_GGML_F32] = &cv_mm_f32_avx512,
+    [CV_GGML_F16] = &cv_mm_f16_avx512,
+    [CV_GGML_BF16] = &cv_mm_bf16_avx512,
     [CV_GGML_Q4_K] = &cv_mm_q4_K_avx512,
     [CV_GGML_Q5_K] = &cv_mm_q5_K_avx512,
     [CV_GGML_Q6_K] = &cv_mm_q6_K_avx512,
