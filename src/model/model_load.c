@@ -1417,8 +1417,11 @@ double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int3
 void cv_model_describe(const cv_model *m, cv_buf *out)
 {
     const cv_hparams *hp = &m->hp;
-    cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ", m->arch->name, hp->n_layer, hp->n_embd,
-                  hp->n_head, hp->n_head_kv, hp->head_dim);
+    if (hp->n_lora_kv > 0) /* latent attention: its heads and row in describe_mla_routing's words */
+        cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads, ", m->arch->name, hp->n_layer, hp->n_embd, hp->n_head);
+    else
+        cv_buf_printf(out, "%s: %d layers, %d hidden, %d heads (%d kv) of %d, ", m->arch->name, hp->n_layer,
+                      hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim);
     if (hp->n_recurrent > 0) {
         uint8_t rec[CV_MAX_LAYERS / 8] = { 0 };
         for (int32_t il = 0; il < hp->n_layer; il++)
@@ -1432,7 +1435,7 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
     else
         cv_buf_printf(out, "ffn %d, ", hp->n_ff);
     cv_buf_printf(out, "vocab %d, rope %s", hp->n_vocab, m->rope.style == CV_ROPE_NEOX ? "neox" : "norm");
-    if (hp->n_rot < hp->head_dim)
+    if (hp->n_rot < hp->head_dim && hp->n_lora_kv == 0)
         cv_buf_printf(out, " on %d of %d dims", hp->n_rot, hp->head_dim);
     cv_buf_printf(out, " theta %g%s%s, %s output, %.1f MiB of matrices", hp->rope_theta,
                   m->rope.freq_factors && hp->rope_scaling != CV_ROPE_SCALING_YARN ? " (freq factors)" : "",

@@ -2,8 +2,9 @@
  * OpenAI's list shape {object:"list", data:[{id, object:"model", created,
  * owned_by}]}, plus the fields the Anthropic SDK's models.list reads (type,
  * display_name, created_at), the context length, which agents use to size
- * their prompts, and what the model is (architecture, parameters, and for a
- * mixture of experts its expert count and active parameters). Any id other
+ * their prompts, and what the model is (architecture, parameters, for a
+ * mixture of experts its expert count and active parameters, and the KV
+ * cache bytes a position takes). Any id other
  * than the served one is 404 in OpenAI's shape. */
 #include <stdio.h>
 #include <time.h>
@@ -24,6 +25,8 @@ static json_t *model_obj(const cv_server_backend *be)
         json_object_set_new(o, "architecture", json_string(be->arch));
     if (be->n_params > 0)
         json_object_set_new(o, "parameters", json_integer(be->n_params));
+    if (be->kv_bytes_per_token > 0)
+        json_object_set_new(o, "kv_bytes_per_token", json_integer(be->kv_bytes_per_token));
     if (be->n_expert > 0) {
         json_object_set_new(o, "moe", json_pack("{s:i, s:i, s:I}", "experts", be->n_expert, "experts_used",
                                                 be->n_expert_used, "active_parameters",

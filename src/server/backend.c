@@ -440,6 +440,8 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .n_params_active = mb->model->n_params_active,
         .n_expert = mb->model->hp.n_expert,
         .n_expert_used = mb->model->hp.n_expert_used,
+        .kv_bytes_per_token = (int64_t)(cv_engine_kv_block_bytes(mb->model, cv_engine_params_get(mb->engine)->kv_type) /
+                                        CV_KV_BLOCK),
         .ready = ready,
         .encode_chat = encode_chat,
         .encode_text = encode_text,

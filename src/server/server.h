@@ -49,6 +49,8 @@ typedef struct cv_server_backend {
     const char *arch;            /* general.architecture */
     int64_t n_params, n_params_active; /* active: what one token multiplies by (MoE) */
     int32_t n_expert, n_expert_used;   /* 0: dense */
+    int64_t kv_bytes_per_token;  /* KV cache bytes a position keeps (every attention layer's; an MLA model's
+                                    latent rows) */
     /* True once the model is loaded and warmed (/health/ready). */
     bool (*ready)(void *ctx);
     /* Renders a conversation with the model's chat template and tokenizes it.

@@ -559,6 +559,7 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     CHECK_EQ_INT(http(&S, "/v1/models", NULL, &out), 200);
     json_t *ml = json_loadb(out.data, out.len, 0, NULL), *mo = json_array_get(json_object_get(ml, "data"), 0);
     CHECK_EQ_STR(jstr(mo, "architecture"), g_arch);
+    const int64_t kv_per_token = json_integer_value(json_object_get(mo, "kv_bytes_per_token"));
     json_t *moe = json_object_get(mo, "moe");
     int64_t params = json_integer_value(json_object_get(mo, "parameters"));
     CHECK(params > 1000000);
@@ -595,6 +596,7 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
                                   : 2 * (int64_t)tiny->n_head_kv * tiny->head_dim * 4;
     CHECK_EQ_INT(per_layer, mla ? 320 : 1024);
     CHECK_EQ_INT(block_bytes, (hybrid ? 1 : 2) * per_layer * CV_KV_BLOCK);
+    CHECK_EQ_INT(kv_per_token, block_bytes / CV_KV_BLOCK); /* /v1/models says the same */
     CHECK_EQ_INT(n_blocks, block_bytes ? (16 << 20) / block_bytes : 0);
     CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */
     /* a hybrid's sequences also hold a recurrent state, and its cache snapshots of it */
