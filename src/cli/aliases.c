@@ -23,7 +23,9 @@
  * T 0.6, top-p 0.9. DeepSeek-R1 distills: T 0.6, top-p 0.95. gpt-oss: T 1.0,
  * top-p 1.0. Qwen3.5 / Qwen3.6 model cards, thinking mode for precise coding:
  * Qwen3's (T 0.6, top-p 0.95, top-k 20, min-p 0). Gemma 3 generation_config:
- * T 1.0, top-p 0.95, top-k 64. */
+ * T 1.0, top-p 0.95, top-k 64. GLM-4.7-Flash, Z.ai's recommendation for
+ * tool calling and SWE-bench (as unsloth's guide quotes it): T 0.7,
+ * top-p 1.0. */
 #define QWEN3_THINK 0.6f, 0.95f, 0.0f, 0.0f, 20
 #define QWEN3_INSTRUCT 0.7f, 0.8f, 0.0f, 0.0f, 20
 #define QWEN_CODER 0.7f, 0.8f, 0.0f, 1.05f, 20
@@ -31,6 +33,7 @@
 #define R1_DISTILL 0.6f, 0.95f, 0.0f, 0.0f, 0
 #define GPT_OSS 1.0f, 1.0f, 0.0f, 0.0f, 0
 #define GEMMA3 1.0f, 0.95f, 0.0f, 0.0f, 64
+#define GLM47_TOOLS 0.7f, 1.0f, 0.0f, 0.0f, 0
 
 const cv_model_alias cv_model_aliases[] = {
     { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
@@ -69,6 +72,12 @@ const cv_model_alias cv_model_aliases[] = {
     { "qwen3.6-35b-a3b", "unsloth/Qwen3.6-35B-A3B-GGUF", "Qwen3.6-35B-A3B-UD-Q4_K_M.gguf",
       "Qwen3.6 35B-A3B hybrid MoE (thinking), 22.1 GB, 3B active: the coding-agent hybrid", 65536, QWEN3_THINK,
       .arch = "qwen35moe", .shape = "qwen3.6-35b-a3b" },
+    { "qwen3-coder-next", "unsloth/Qwen3-Coder-Next-GGUF", "Qwen3-Coder-Next-UD-Q4_K_XL.gguf",
+      "Qwen3 Coder Next 80B-A3B hybrid MoE (Gated DeltaNet, no thinking), ~46 GB, 3B active", 65536, QWEN_CODER,
+      .arch = "qwen3next", .shape = "qwen3-coder-next" },
+    { "glm-4.7-flash", "unsloth/GLM-4.7-Flash-GGUF", "GLM-4.7-Flash-UD-Q4_K_XL.gguf",
+      "GLM-4.7-Flash 30B-A3B MoE (latent attention: ~54 KB of KV a position, thinking), ~18 GB", 65536, GLM47_TOOLS,
+      .arch = "deepseek2", .shape = "glm-4.7-flash" },
     { "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
       "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER,
       .arch = "qwen2" },

@@ -14,7 +14,8 @@
  *   otherwise experts as their dense counterparts (gate/up the base type,
  *   down bumped in the same layers), the shared expert as the routed ones,
  *   a hybrid's DeltaNet input (attn_qkv) as attn_v and its other matrices
- *   the base type;
+ *   the base type; latent attention's projections (attn_q_a/_b,
+ *   attn_kv_a_mqa, attn_k_b, attn_v_b) the base type (none is named attn_v);
  *   a row that is not a multiple of 256 falls back as ggml's tools do:
  *   Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL.
  * Norm weights, biases, routers, rope factors and a hybrid's conv taps,
@@ -91,6 +92,7 @@ uint32_t cv_quant_mix_type(const cv_quant_mix *x, cv_role role, int il, int n_la
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
     case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT: case CV_ROLE_SSM_BA:
+    case CV_ROLE_ATTN_Q_A: case CV_ROLE_ATTN_Q_B: case CV_ROLE_ATTN_KV_A: case CV_ROLE_ATTN_K_B: case CV_ROLE_ATTN_V_B:
         t = x->base;
         break;
     default: return CV_GGML_F32; /* norms, biases, rope factors, routers, conv taps, decays, gate vectors */
