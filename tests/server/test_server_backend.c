@@ -122,15 +122,12 @@ typedef struct served {
     char base[64];
 } served;
 
-/* draft: the backend's draft_tokens (0: the default, speculation on; < 0: off). */
-static bool serve_with(served *s, const char *cache_dir, bool no_prefix_cache, int32_t draft)
+/* The backend of these options, served on a free port. */
+static bool serve_opts(served *s, const cv_server_backend_opts *o)
 {
     memset(s, 0, sizeof *s);
-    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_parallel = 2, .n_threads = 2,
-                                 .kv_bytes = 16 << 20, .batch_tokens = 64, .cache_dir = cache_dir,
-                                 .no_prefix_cache = no_prefix_cache, .draft_tokens = draft };
     cv_err err = { 0 };
-    if (cv_server_backend_open(&o, &s->be, &err)) {
+    if (cv_server_backend_open(o, &s->be, &err)) {
         CHECK_MSG(0, "backend: %s", err.msg);
         return false;
     }
@@ -142,6 +139,15 @@ static bool serve_with(served *s, const char *cache_dir, bool no_prefix_cache, i
     }
     snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", cv_server_port(s->srv));
     return true;
+}
+
+/* draft: the backend's draft_tokens (0: the default, speculation on; < 0: off). */
+static bool serve_with(served *s, const char *cache_dir, bool no_prefix_cache, int32_t draft)
+{
+    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_parallel = 2, .n_threads = 2,
+                                 .kv_bytes = 16 << 20, .batch_tokens = 64, .cache_dir = cache_dir,
+                                 .no_prefix_cache = no_prefix_cache, .draft_tokens = draft };
+    return serve_opts(s, &o);
 }
 
 static bool serve(served *s, const char *cache_dir, bool no_prefix_cache)
@@ -817,17 +823,30 @@ TEST(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the
     cv_buf_free(&nocache);
 }
 
-TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
+/* The bytes of f32 KV a position of the test model takes (0: the model
+ * does not open), and its hyper-parameters. */
+static int64_t kv_bytes_per_position(cv_hparams *hp)
 {
-    /* room for 512 positions of f32 KV, whatever the model's attention layers */
     cv_model *m;
     cv_err err = { 0 };
     if (cv_model_open(model_path, NULL, &m, &err)) {
         CHECK_MSG(0, "%s", err.msg);
-        return;
+        return 0;
     }
-    const int64_t kv_bytes = 512 * (int64_t)(cv_engine_kv_block_bytes(m, CV_GGML_F32) / CV_KV_BLOCK);
+    const int64_t per_pos = (int64_t)(cv_engine_kv_block_bytes(m, CV_GGML_F32) / CV_KV_BLOCK);
+    *hp = m->hp;
     cv_model_close(m);
+    return per_pos;
+}
+
+TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
+{
+    /* room for 512 positions of f32 KV, whatever the model's attention layers */
+    cv_hparams hp;
+    const int64_t kv_bytes = 512 * kv_bytes_per_position(&hp);
+    if (kv_bytes == 0)
+        return;
+    cv_err err = { 0 };
     cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_threads = 1, .kv_bytes = kv_bytes };
     cv_server_backend *be = NULL;
     int rc = cv_server_backend_open(&o, &be, &err);
@@ -846,15 +865,10 @@ TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
  * context outright. */
 TEST(a_deep_conversation_runs_in_the_kv_memory_its_positions_take)
 {
-    cv_model *m;
-    cv_err err = { 0 };
-    if (cv_model_open(model_path, NULL, &m, &err)) {
-        CHECK_MSG(0, "%s", err.msg);
+    cv_hparams hp;
+    const int64_t per_pos = kv_bytes_per_position(&hp);
+    if (per_pos == 0)
         return;
-    }
-    const int64_t per_pos = (int64_t)(cv_engine_kv_block_bytes(m, CV_GGML_F32) / CV_KV_BLOCK);
-    const cv_hparams hp = m->hp;
-    cv_model_close(m);
     if (hp.n_recurrent > 0) {
         /* a hybrid resumes at its snapshots and they take blocks too:
          * sequence_memory_figures_are_reported_... counts those */
@@ -869,20 +883,10 @@ TEST(a_deep_conversation_runs_in_the_kv_memory_its_positions_take)
                   (long long)(1100 * per_pos / per_head));
     }
     served t;
-    memset(&t, 0, sizeof t);
     cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 1024, .n_parallel = 1, .n_threads = 2,
                                  .kv_bytes = 1100 * per_pos, .batch_tokens = 256 };
-    if (cv_server_backend_open(&o, &t.be, &err)) {
-        CHECK_MSG(0, "backend: %s", err.msg);
+    if (!serve_opts(&t, &o))
         return;
-    }
-    cv_server_config cfg = { .host = "127.0.0.1", .port = 0 };
-    if (cv_server_start(&cfg, t.be, &t.srv, &err)) {
-        CHECK_MSG(0, "server: %s", err.msg);
-        cv_server_backend_close(t.be);
-        return;
-    }
-    snprintf(t.base, sizeof t.base, "http://127.0.0.1:%d", cv_server_port(t.srv));
     /* four turns of two paragraphs each, each turn's prompt the
      * conversation so far: ~250 to ~900 tokens of the gpt-2 vocabulary */
     cv_buf convo = { 0 };
