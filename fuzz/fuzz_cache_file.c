@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "model/synth.h"
 #include "sched/sched_int.h"
 
 static cv_model *g_model;

@@ -9,7 +9,7 @@
 #define CV_CHAT_REQUEST_H
 
 #include "base/base.h"
-#include "engine/engine.h"
+#include "engine/sampler.h" /* cv_sample_params: nothing else of the engine */
 
 typedef enum cv_tool_choice {
     CV_TOOL_CHOICE_AUTO,     /* the model decides */

@@ -34,8 +34,10 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "engine/engine_bench.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "model/synth.h"
 
 /* The dense shapes measured (cv_model_shapes rows) and the matrices of one
  * layer, each with the role that picks its type from the mix

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
-#include "model/model.h"
+#include "model/synth.h"
 
 typedef struct synth_opts {
     cv_synth_params p;

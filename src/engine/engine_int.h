@@ -10,6 +10,7 @@
 #include <assert.h>
 
 #include "engine/engine.h"
+#include "engine/engine_bench.h"
 
 /* ---- KV block pool ---- */
 

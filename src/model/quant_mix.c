@@ -20,7 +20,7 @@
  *   Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL.
  * Norm weights, biases, routers, rope factors and a hybrid's conv taps,
  * decay parameters and shared-expert gate stay F32. */
-#include "model/model.h"
+#include "model/synth.h"
 
 struct cv_quant_mix {
     const char *name;

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/model.h"
+#include "model/synth.h"
 
 /* ---- shapes ---- */
 

@@ -13,7 +13,7 @@
 #include "test.h"
 
 #include "cli/models.h"
-#include "model/model.h"
+#include "model/synth.h"
 
 static char tmp_root[256];
 

@@ -9,6 +9,7 @@
  * with headroom (random weights quantize worse than trained ones: see
  * testdata/reference/README.md, "noise floor"). */
 #include "../engine/ref_util.h"
+#include "model/synth.h"
 
 typedef struct mix_case {
     const char *dtype;

@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "../engine/ref_util.h"
+#include "model/synth.h"
 #include "sched/sched.h"
 
 typedef struct rig {

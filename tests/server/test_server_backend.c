@@ -36,7 +36,7 @@
 #include "test.h"
 
 #include "gguf/gguf.h"
-#include "model/model.h"
+#include "model/synth.h"
 #include "server/server.h"
 
 static char model_path[512], dir_path[256];
