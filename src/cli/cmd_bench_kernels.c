@@ -23,6 +23,13 @@
  *            at 8,192): one token's query heads over f16 and q8_0 K/V,
  *            through every tile this CPU runs; K/V bytes / time vs read
  *            bandwidth (cv_engine_bench_attention).
+ *   mla      multi-head latent attention alone, one layer of the latent
+ *            shapes (glm-4.7-flash, deepseek-v2-lite, kimi-k2) over f16
+ *            latent rows: a decode step at 16,384 positions and a
+ *            512-token prefill from position 0, multiply-adds / time;
+ *            beside each, the Q4_K matmul that decompressing the context
+ *            into per-head keys and values would cost before attending
+ *            (cv_engine_bench_mla).
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
@@ -521,6 +528,39 @@ static int bench_attention(cv_pool *pool, const char *models, int repeats, const
     return 0;
 }
 
+/* Latent attention, one layer of each latent shape: the absorbed form the
+ * engine runs, decode at depth and a prefill, against the decompression
+ * the other form would add. */
+static int bench_mla(cv_pool *pool, const char *models, int repeats, cv_err *err)
+{
+    static const struct { const char *case_name; int32_t depth, n_tok; } cases[] = {
+        { "decode@16k", 16384, 1 }, { "prefill512", 512, 512 },
+    };
+    printf("\nlatent attention alone, one layer (f16 latent rows), and the Q4_K matmul decompressing the context "
+           "into per-head keys and values (the other form's first step)\n");
+    printf("%-17s %-11s %11s %11s %14s %14s\n", "model", "case", "absorbed ms", "GMAC/s", "decompress ms", "GMAC/s");
+    for (int i = 0; i < cv_n_model_shapes; i++) {
+        const cv_model_shape *s = &cv_model_shapes[i];
+        if (s->n_lora_kv == 0 || !strcmp(s->name, "tiny") || !in_list(models, s->name))
+            continue;
+        for (size_t c = 0; c < CV_ARRAY_LEN(cases); c++) {
+            const cv_mla_bench b = { .n_head = s->n_head, .kv_lora = s->n_lora_kv, .rope = s->mla_rope,
+                                     .nope = s->mla_nope, .v = s->mla_v, .depth = cases[c].depth,
+                                     .n_tok = cases[c].n_tok, .kv_type = CV_GGML_F16, .up_type = CV_GGML_Q4_K,
+                                     .repeats = repeats };
+            cv_mla_bench_result r;
+            const int rc = cv_engine_bench_mla(&b, pool, &r, err);
+            if (rc)
+                return rc;
+            printf("%-17s %-11s %11.2f %11.1f %14.2f %14.1f\n", s->name, cases[c].case_name, r.absorbed_s * 1e3,
+                   r.absorbed_macs / r.absorbed_s / 1e9, r.decompress_s * 1e3,
+                   r.decompress_macs / r.decompress_s / 1e9);
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
 typedef struct bk_opts {
     int32_t threads, repeats;
     const char *models, *mixes, *cases;
@@ -541,7 +581,7 @@ static const cv_flag flags[] = {
       "the shapes (default all)"),
     CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16|all",
       "the type mixes (default q4_0,q4_k_m,q8_0)"),
-    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles,experts,attention|all",
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles,experts,attention,mla|all",
       "the cases (default all)"),
     CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
     CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, O(repeats), 1, 64, "N", "repeats of each case (default 5)"),
@@ -657,6 +697,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                 fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     }
     if (!rc && in_list(cases, "attention") && (rc = bench_attention(pool, models, repeats, &bw, &err)))
+        fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
+    if (!rc && in_list(cases, "mla") && (rc = bench_mla(pool, models, repeats, &err)))
         fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     if (have_peak && in_list(cases, "tiles"))
         bench_tiles(pool, peak.best);

@@ -4,7 +4,9 @@
  * query, and the engine's own tile runner over every (layer, KV head)
  * pair, handed out to the pool's threads through an atomic counter. The
  * blocks are a sequence's first ones in order, as a sequence that grew
- * alone holds them. */
+ * alone holds them. And multi-head latent attention (`--case mla`): its
+ * tile over a latent pool, decode at depth and prefill, beside the
+ * decompression the other form of it would pay. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -108,4 +110,152 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
     free(blocks);
     kv_pool_fini(&kv);
     return 0;
+}
+
+/* ---- multi-head latent attention ---- */
+
+typedef struct mb_job {
+    att_tile proto;
+    att_tile_fn fn;
+    int32_t n_items;  /* tiles of one token (prefill), or chunks of the one decoding token's context */
+    bool chunks;
+    float *scratch, *slots;
+    size_t scratch_floats, slot_floats;
+    _Atomic int32_t next;
+} mb_job;
+
+static void mb_worker(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    mb_job *j = ctx;
+    float *scr = j->scratch + (size_t)ith * j->scratch_floats;
+    for (;;) {
+        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->n_items)
+            break;
+        att_tile a = j->proto;
+        if (!j->chunks) {
+            a.pos0 += i;
+            a.rows += i;
+            cv_att_tile_run(j->fn, &a, scr);
+            continue;
+        }
+        a.blk0 = i * CV_ATT_CHUNK_BLOCKS;
+        a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
+        j->fn(&a, scr);
+        memcpy(j->slots + (size_t)i * j->slot_floats, scr,
+               cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
+    }
+}
+
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_result *res, cv_err *err)
+{
+    const int32_t H = b->n_head, C = b->kv_lora, D = C + b->rope, up = b->nope + b->v;
+    if (H < 1 || C < 1 || b->rope < 0 || b->nope < 1 || b->v < 1 || b->n_tok < 1 || b->depth < b->n_tok ||
+        (int64_t)H * D > CV_MAX_MODEL_DIM)
+        return cv_err_set(err, CV_EINVAL, "mla bench: a shape with nothing to attend");
+    const int32_t n_blocks = (b->depth + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
+    kv_pool kv;
+    int rc = kv_pool_init(&kv, n_blocks, 1, 1, 1, D, b->kv_type, err);
+    if (rc)
+        return rc;
+    int32_t *blocks = cv_xmalloc((size_t)n_blocks * sizeof *blocks);
+    for (int32_t i = 0; i < n_blocks; i++)
+        blocks[i] = kv_pool_alloc(&kv);
+    const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
+    cv_rng r;
+    cv_rng_seed(&r, 1);
+    /* the latent rows, also as the f32 rows the other form decompresses */
+    float *lat = cv_aligned_alloc((size_t)b->depth * C * sizeof(float)), row[CV_MAX_HEAD_DIM];
+    for (int32_t p = 0; p < b->depth; p++) {
+        for (int32_t i = 0; i < D; i++)
+            row[i] = cv_rng_f32(&r) * 2 - 1;
+        memcpy(lat + (size_t)p * C, row, (size_t)C * sizeof(float));
+        eng_mla_store(&kv, vec, kv_k(&kv, blocks[p / CV_KV_BLOCK], 0, 0), p % CV_KV_BLOCK, row);
+    }
+    const int64_t ld_q = (int64_t)H * D, ld_o = (int64_t)H * C;
+    float *q = cv_aligned_alloc((size_t)b->n_tok * ld_q * sizeof(float));
+    float *out = cv_aligned_alloc((size_t)b->n_tok * ld_o * sizeof(float));
+    for (int64_t i = 0; i < b->n_tok * ld_q; i++)
+        q[i] = cv_rng_f32(&r) * 2 - 1;
+    int32_t *rows = cv_xmalloc((size_t)b->n_tok * sizeof *rows);
+    for (int32_t i = 0; i < b->n_tok; i++)
+        rows[i] = i;
+    const att_tile_fn fn = cv_isa_active() >= CV_ISA_AVX2 ? eng_mla_tile_avx2 : eng_mla_tile_scalar;
+    const int nth = cv_pool_size(pool);
+    const bool chunks = b->n_tok == 1;
+    const int32_t n_chunks = cv_att_chunks(b->depth - 1);
+    mb_job j = {
+        .proto = { .kv = &kv, .blocks = blocks, .n_tok = 1, .pos0 = b->depth - b->n_tok, .rows = rows, .qkv = q,
+                   .ld_qkv = ld_q, .out = out, .ld_out = ld_o, .n_rep = H, .hd = D, .hd_v = C,
+                   .scale = 1.0f / sqrtf((float)(b->nope + b->rope)) },
+        .fn = fn,
+        .n_items = chunks ? n_chunks : b->n_tok,
+        .chunks = chunks,
+        .scratch_floats = eng_mla_scratch_floats(H, D),
+        .slot_floats = (cv_att_state_floats(H, C) + 15) & ~(size_t)15,
+    };
+    j.scratch = cv_aligned_alloc(j.scratch_floats * sizeof(float) * (size_t)nth);
+    j.slots = cv_aligned_alloc(j.slot_floats * sizeof(float) * (size_t)n_chunks);
+    /* the heads' key (nope) and value up-projections stacked, n_in = kv_lora */
+    const size_t rb = cv_ggml_row_bytes(b->up_type, C);
+    char *w_data = cv_aligned_alloc(rb * (size_t)H * up);
+    for (int64_t o = 0; o < (int64_t)H * up; o++) {
+        for (int32_t i = 0; i < C; i++)
+            row[i] = (cv_rng_f32(&r) * 2 - 1) / sqrtf((float)C);
+        if ((rc = cv_quantize_row(b->up_type, row, w_data + (size_t)o * rb, C, err)))
+            goto out;
+    }
+    cv_wmat *w = NULL;
+    if ((rc = cv_wmat_create(b->up_type, C, (int64_t)H * up, w_data, rb * (size_t)H * up, &w, err)))
+        goto out;
+    float *dec = cv_aligned_alloc((size_t)b->depth * H * up * sizeof(float));
+    const int repeats = CV_MAX(1, b->repeats);
+    double *ta = cv_xmalloc((size_t)repeats * sizeof *ta), *td = cv_xmalloc((size_t)repeats * sizeof *td);
+    for (int rep = 0; rep < repeats; rep++) {
+        atomic_store(&j.next, 0);
+        double t0 = cv_now_s();
+        cv_pool_run(pool, mb_worker, &j);
+        if (chunks) {
+            att_tile a = j.proto;
+            for (int32_t c = 1; c < n_chunks; c++)
+                cv_att_state_merge(j.slots, j.slots + (size_t)c * j.slot_floats, H, C);
+            cv_att_state_write(&a, j.slots);
+        }
+        ta[rep] = cv_now_s() - t0;
+        t0 = cv_now_s();
+        cv_matmul(pool, w, b->depth, lat, dec);
+        td[rep] = cv_now_s() - t0;
+    }
+    double macs = 0;
+    for (int32_t t = 0; t < b->n_tok; t++)
+        macs += (double)(b->depth - b->n_tok + t + 1) * H * (D + C);
+    *res = (cv_mla_bench_result){
+        .absorbed_s = median_of(ta, repeats),
+        .decompress_s = median_of(td, repeats),
+        .absorbed_macs = macs,
+        .decompress_macs = (double)b->depth * H * up * C,
+        .tile = fn == eng_mla_tile_avx2 ? "avx2 gemm" : "scalar gemm",
+    };
+    free(ta);
+    free(td);
+    cv_aligned_free(dec);
+    cv_wmat_destroy(w);
+out:
+    cv_aligned_free(w_data);
+    cv_aligned_free(j.scratch);
+    cv_aligned_free(j.slots);
+    cv_aligned_free(lat);
+    cv_aligned_free(q);
+    cv_aligned_free(out);
+    free(rows);
+    free(blocks);
+    kv_pool_fini(&kv);
+    return rc;
 }

@@ -1,7 +1,7 @@
 /* engine_bench.h — the engine's benchmark hook, apart from its face: decode
  * attention alone, on the engine's own tiles and a real block pool
  * (attention_bench.c), so bench-kernels --case attention can time the tile
- * without a long prefill. */
+ * without a long prefill; and latent attention's tile (--case mla). */
 #ifndef CV_ENGINE_BENCH_H
 #define CV_ENGINE_BENCH_H
 
@@ -29,5 +29,30 @@ typedef struct cv_att_bench_result {
 /* CV_EUNSUPPORTED when this CPU cannot run the tile named (or head_dim does
  * not suit it). */
 int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench_result *res, cv_err *err);
+
+/* Multi-head latent attention alone (`corvid bench-kernels --case mla`),
+ * one layer of a shape: n_tok query tokens, the last of depth positions
+ * (1: a decode step, its context cut into chunks over the pool's threads
+ * as the engine cuts it; depth: a prefill from position 0), each of n_head
+ * heads over latent rows of kv_lora + rope values (f32, f16 or q8_0), with
+ * the engine's latent tile; and, beside it, what the other form of
+ * attention (decompressing the context into per-head keys and values)
+ * pays before it attends at all: the one matmul of the depth positions'
+ * latent rows by the heads' stacked up-projections, n_head (nope + v) x
+ * kv_lora weights of up_type. */
+typedef struct cv_mla_bench {
+    int32_t n_head, kv_lora, rope, nope, v;
+    int32_t depth, n_tok;
+    uint32_t kv_type, up_type;
+    int repeats;
+} cv_mla_bench;
+
+typedef struct cv_mla_bench_result {
+    double absorbed_s, decompress_s;       /* medians */
+    double absorbed_macs, decompress_macs; /* multiply-adds of each */
+    const char *tile;
+} cv_mla_bench_result;
+
+int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_result *res, cv_err *err);
 
 #endif

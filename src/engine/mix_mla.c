@@ -295,7 +295,7 @@ static int mla_init(cv_engine *e, cv_err *err)
     e->ld_q = (int64_t)M->H * M->C;
     e->qkv = cv_aligned_alloc(T * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc(T * (size_t)e->ld_q * sizeof(float));
-    e->att_tile = cv_isa_active() == CV_ISA_AVX2 ? eng_mla_tile_avx2 : eng_mla_tile_scalar;
+    e->att_tile = cv_isa_active() >= CV_ISA_AVX2 ? eng_mla_tile_avx2 : eng_mla_tile_scalar;
     const size_t need = eng_mla_scratch_floats(e->att_tile_tokens * M->H, M->D);
     if (need > e->att_scratch_floats) {
         cv_aligned_free(e->att_scratch);
