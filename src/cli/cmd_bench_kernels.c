@@ -579,7 +579,7 @@ static int clock_kind(void *opts, const char *v, cv_err *err)
 static const cv_flag flags[] = {
     CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(models), 0, 0, "qwen2.5-0.5b,llama3.2-1b,qwen3-30b-a3b,qwen3.5-4b,gpt-oss-20b|all",
       "the shapes (default all)"),
-    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16|all",
+    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16,iq4_xs,mxfp4,q2_k,q3_k_m|all",
       "the type mixes (default q4_0,q4_k_m,q8_0)"),
     CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles,experts,attention,mla|all",
       "the cases (default all)"),
@@ -641,7 +641,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
         const cv_model_shape *s = cv_model_shape_find(shape_names[si]);
         if (!in_list(models, s->name))
             continue;
-        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16", "iq4_xs", "mxfp4" };
+        const char *all_mixes[] = { "q4_0", "q4_k_m", "q8_0", "f16", "iq4_xs", "mxfp4", "q2_k", "q3_k_m" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(all_mixes); mi++) {
             const char *mix = all_mixes[mi];
             if (!in_list(mixes, mix))
@@ -690,7 +690,7 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                "expert over this (median of paired passes)\n", moe.name, (long long)moe.n_expert, (long long)moe.k);
         printf("%-13s %-7s %-8s %-8s %-5s %9s %14s %18s  %s\n", "model", "dtype", "case", "matrix", "type", "ms/step",
                "rate", "fraction", "loop/this");
-        const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0", "iq4_xs", "mxfp4" };
+        const char *moe_mixes[] = { "q4_0", "q4_k_m", "q8_0", "iq4_xs", "mxfp4", "q2_k", "q3_k_m" };
         for (size_t mi = 0; mi < CV_ARRAY_LEN(moe_mixes) && !rc; mi++)
             if (in_list(mixes, moe_mixes[mi]) && (rc = bench_experts(pool, moe_mixes[mi], repeats, &bw, &peak,
                                                                      have_peak, &err)))

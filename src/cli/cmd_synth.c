@@ -19,7 +19,8 @@ typedef struct synth_opts {
 static const cv_flag flags[] = {
     CV_FLAG_ROW("--arch", NULL, CV_FLAG_STR, P(arch), 0, 0, "ARCH", "architecture (default: the shape's own)"),
     CV_FLAG_ROW("--shape", NULL, CV_FLAG_STR, P(shape), 0, 0, "SHAPE", "a real model's dimensions (required)"),
-    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, P(dtype), 0, 0, "f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k|iq4_xs|mxfp4",
+    CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, P(dtype), 0, 0,
+      "f32|f16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k|iq4_xs|mxfp4|q2_k|q3_k_m",
       "weight type mix, as llama-quantize's (default f16)"),
     CV_FLAG_ROW("--vocab", NULL, CV_FLAG_STR, P(vocab), 0, 0, "VOCAB.gguf",
       "copy this vocabulary (and chat template) in (default: a byte vocabulary)"),

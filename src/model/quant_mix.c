@@ -8,6 +8,12 @@
  *     between), and the output matrix (or a tied embedding) takes Q6_K;
  *   q4_0: Q4_0 with a Q6_K output; q6_k: all Q6_K; q8_0, f16, f32: uniform;
  *   iq4_xs: IQ4_XS with a Q6_K output;
+ *   q2_k / q3_k_m: Q2_K / Q3_K with a Q6_K output, attn_v and ffn_down
+ *     (and so the experts' down projections) taking Q3_K / Q4_K in every
+ *     layer (llama-quantize gives Q2_K files Q4_K attn_v where the model
+ *     shares each KV head among 4 or more query heads, Q3_K_M files Q5_K
+ *     in their first layers, and both a bigger attn_output: within a few
+ *     percent of the bytes);
  *   mxfp4 (llama-quantize's MXFP4_MOE, as gpt-oss ships: ggml-org's
  *     gpt-oss-20b-mxfp4.gguf holds 72 MXFP4 tensors, 98 Q8_0, 289 F32):
  *     experts MXFP4, every other matrix Q8_0;
@@ -17,7 +23,7 @@
  *   the base type; latent attention's projections (attn_q_a/_b,
  *   attn_kv_a_mqa, attn_k_b, attn_v_b) the base type (none is named attn_v);
  *   a row that is not a multiple of 256 falls back as ggml's tools do:
- *   Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL.
+ *   Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K, IQ4_XS -> IQ4_NL.
  * Norm weights, biases, routers, rope factors and a hybrid's conv taps,
  * decay parameters and shared-expert gate stay F32. */
 #include "model/synth.h"
@@ -29,18 +35,21 @@ struct cv_quant_mix {
     uint32_t output;    /* the output matrix, or the embedding when tied */
     uint32_t bumped;    /* attn_v / ffn_down of "more bits" layers; base if none */
     uint32_t experts;   /* every expert matrix, when not 0; 0: as their dense counterparts */
+    bool bump_all;      /* bumped in every layer, not only the "more bits" ones */
 };
 
 static const cv_quant_mix mixes[] = {
-    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32, 0 },
-    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16, 0 },
-    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, 0 },
-    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0, 0 },
-    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0 },
-    { "iq4_xs", 30, CV_GGML_IQ4_XS, CV_GGML_Q6_K, CV_GGML_IQ4_XS, 0 },
-    { "mxfp4", 38, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_MXFP4 },
+    { "f32", 0, CV_GGML_F32, CV_GGML_F32, CV_GGML_F32, 0, false },
+    { "f16", 1, CV_GGML_F16, CV_GGML_F16, CV_GGML_F16, 0, false },
+    { "q8_0", 7, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, 0, false },
+    { "q4_0", 2, CV_GGML_Q4_0, CV_GGML_Q6_K, CV_GGML_Q4_0, 0, false },
+    { "q6_k", 18, CV_GGML_Q6_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0, false },
+    { "q4_k_m", 15, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0, false },
+    { "q5_k_m", 17, CV_GGML_Q5_K, CV_GGML_Q6_K, CV_GGML_Q6_K, 0, false },
+    { "iq4_xs", 30, CV_GGML_IQ4_XS, CV_GGML_Q6_K, CV_GGML_IQ4_XS, 0, false },
+    { "mxfp4", 38, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_Q8_0, CV_GGML_MXFP4, false },
+    { "q2_k", 10, CV_GGML_Q2_K, CV_GGML_Q6_K, CV_GGML_Q3_K, 0, true },
+    { "q3_k_m", 12, CV_GGML_Q3_K, CV_GGML_Q6_K, CV_GGML_Q4_K, 0, true },
 };
 
 const cv_quant_mix *cv_quant_mix_find(const char *name)
@@ -68,7 +77,7 @@ static uint32_t fallback(uint32_t type, int64_t n_in)
     case CV_GGML_Q4_K: return CV_GGML_Q5_0;
     case CV_GGML_Q5_K: return CV_GGML_Q5_1;
     case CV_GGML_Q6_K: return CV_GGML_Q8_0;
-    case CV_GGML_IQ4_XS: return CV_GGML_IQ4_NL;
+    case CV_GGML_Q2_K: case CV_GGML_Q3_K: case CV_GGML_IQ4_XS: return CV_GGML_IQ4_NL;
     default: return type;
     }
 }
@@ -84,10 +93,10 @@ uint32_t cv_quant_mix_type(const cv_quant_mix *x, cv_role role, int il, int n_la
             t = x->experts;
             break;
         }
-        t = role != CV_ROLE_FFN_DOWN_EXPS || !more_bits(il, n_layer) ? x->base : x->bumped;
+        t = role != CV_ROLE_FFN_DOWN_EXPS || !(x->bump_all || more_bits(il, n_layer)) ? x->base : x->bumped;
         break;
     case CV_ROLE_ATTN_V: case CV_ROLE_FFN_DOWN: case CV_ROLE_FFN_DOWN_SHEXP: case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_IN:
-        t = more_bits(il, n_layer) ? x->bumped : x->base;
+        t = x->bump_all || more_bits(il, n_layer) ? x->bumped : x->base;
         break;
     case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP:
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
