@@ -137,8 +137,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             i0[t] = i1[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 16; j++) {
-            /* a sixteenth of the super-block two ahead, spread out */
-            prefetch_range(sb + 2 * SB_BYTES + j * (SB_BYTES / 16), SB_BYTES / 16);
+            /* a sixteenth of the super-block four ahead (5.4 KB), spread out */
+            prefetch_range(sb + 4 * SB_BYTES + j * (SB_BYTES / 16), SB_BYTES / 16);
             const __m256i *q = (const __m256i *)(sb + 320 + j * 64);
             const __m256i q0 = _mm256_load_si256(q), q1 = _mm256_load_si256(q + 1);
             __m256i s0[4], s1[4];

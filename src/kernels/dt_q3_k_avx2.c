@@ -11,14 +11,18 @@
  * 6-bit scales are kept as bytes), in reading order:
  *   i8 sc[8 pairs][2 halves][8 rows][2]   scales - 32 of sub-blocks 2p, 2p+1
  *   f16 d[16]
- *   8 pairs x { u8 hb[2 halves][32]       bit s + 4e of byte 4r + c: bit 2
- *                                         of value 4s + c of sub-block 2p+e
- *               u8 q[2 sub-blocks][2 halves][32] } the low bits as q2_K's
- * A level is two shifts, two masks and an or from the vectors of its
- * sub-block. Its 4 vpmaddubsw (pairs <= 2*7*127) add up in int16 and one
- * vpmaddwd applies the scales; the -4 goes through the activation sums of
- * each 16 (act256 bsum16) times the scales once per super-block. The VNNI
- * tiles (tile_kq_vnni.h) read the same pack. */
+ *   8 pairs x u8 A, B, C [2 halves][32]   the 8 k-steps k = 4e + s (value
+ *        4s + c of sub-block 2p + e in byte 4r + c of row 8h + r) of the
+ *        pair, 3 bits each: k = 0, 1, 2 in bits 0-2 of A, B, C; k = 3, 4, 5
+ *        in bits 3-5; k = 6 and 7 in the top 2 bits of A and of B, their
+ *        third bits in bits 6 and 7 of C
+ * (3 bytes per 8 levels of 3 bits, as q6_K's 3 per 4 of 6). A level is a
+ * mask, a shift and a mask, or (k = 6, 7) two of those and an or: 19
+ * operations a pair's 8 vectors, where planes of 2 and 1 bits take 37. Its
+ * 4 vpmaddubsw (pairs <= 2*7*127) add up in int16 and one vpmaddwd applies
+ * the scales; the -4 goes through the activation sums of each 16 (act256
+ * bsum16) times the scales once per super-block. The VNNI tiles
+ * (tile_kq_vnni.h) read the same pack. */
 #include "kernels/simd_avx2.h"
 
 /* Levels 0..7 of values 128h + 32s .. +31. */
@@ -125,10 +129,14 @@ void cv_q3_K_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
             for (int64_t s = 0; s < nsb; s++) {
                 uint8_t *sb = (uint8_t *)dst + ((size_t)g * nsb + s) * SB_BYTES;
                 for (int i = 0; i < QK_K; i++) {
-                    const int j = i / 16, ks = i % 16 / 4, c = i % 4, q = q3_k_level(&row[s], i);
-                    uint8_t *pair = sb + 288 + (j / 2) * 192 + h * 32 + 4 * rr + c;
-                    pair[0] |= (uint8_t)((q >> 2) << (ks + 4 * (j & 1)));
-                    pair[64 + 64 * (j & 1)] |= (uint8_t)((q & 3) << (2 * ks));
+                    const int j = i / 16, k = 4 * (j & 1) + i % 16 / 4, q = q3_k_level(&row[s], i);
+                    uint8_t *abc = sb + 288 + (j / 2) * 192 + h * 32 + 4 * rr + i % 4; /* A; B, C 64 on */
+                    if (k < 6) {
+                        abc[64 * (k % 3)] |= (uint8_t)(q << (3 * (k / 3)));
+                    } else {
+                        abc[64 * (k - 6)] |= (uint8_t)((q & 3) << 6);
+                        abc[128] |= (uint8_t)((q >> 2) << k);
+                    }
                 }
                 for (int j = 0; j < 16; j++)
                     sb[(j / 2) * 32 + h * 16 + 2 * rr + (j & 1)] = (uint8_t)q3_k_scale(row[s].scales, j);
@@ -140,14 +148,19 @@ void cv_q3_K_pack16(const void *src, int64_t n_in, int64_t n_out, void *dst)
 static size_t act_row_bytes(const cv_wmat *w) { return act256_row_bytes(w->n_in); }
 static void quant_act(const cv_wmat *w, const float *x, void *dst) { cv_act256_quantize_avx2(x, w->n_in, dst); }
 
-/* The levels of k-step ks of sub-block 2p + e from its low-bit vector q
- * and its pair's high-bit vector hb. */
-static inline __attribute__((always_inline)) __m256i levels(__m256i q, __m256i hb, int ks, int e)
+/* The levels of k-step k (0..7) of a sub-block pair from one half's A
+ * (B, C two vectors on). The 16-bit shifts bring the next byte's bits in
+ * above the field, which the masks drop. */
+static inline __attribute__((always_inline)) __m256i levels(const __m256i *a, int k)
 {
-    const int b = ks + 4 * e; /* where the third bit is; it goes to bit 2 */
-    const __m256i hi = b >= 2 ? _mm256_srli_epi16(hb, b - 2) : _mm256_slli_epi16(hb, 2 - b);
-    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * ks), _mm256_set1_epi8(3)),
-                           _mm256_and_si256(hi, _mm256_set1_epi8(4)));
+    const __m256i m7 = _mm256_set1_epi8(7);
+    if (k < 3)
+        return _mm256_and_si256(_mm256_load_si256(a + 2 * k), m7);
+    if (k < 6)
+        return _mm256_and_si256(_mm256_srli_epi16(_mm256_load_si256(a + 2 * (k - 3)), 3), m7);
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(_mm256_load_si256(a + 2 * (k - 6)), 6), _mm256_set1_epi8(3));
+    const __m256i hi = _mm256_srli_epi16(_mm256_load_si256(a + 4), k - 2); /* bit k of C to bit 2 */
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(4)));
 }
 
 /* 16 rows x T <= 4 tokens over all super-blocks: out[t][16]. */
@@ -169,18 +182,16 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *wp, const 
             i0[t] = i1[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 1")
         for (int p = 0; p < 8; p++) {
-            /* an eighth of the super-block two ahead, spread out */
-            prefetch_range(sb + 2 * SB_BYTES + p * (SB_BYTES / 8), SB_BYTES / 8);
+            /* an eighth of the super-block three ahead (5.5 KB), spread out */
+            prefetch_range(sb + 3 * SB_BYTES + p * (SB_BYTES / 8), SB_BYTES / 8);
             const __m256i *v = (const __m256i *)(sb + 288 + p * 192);
-            const __m256i hb0 = _mm256_load_si256(v), hb1 = _mm256_load_si256(v + 1);
             _Pragma("GCC unroll 2")
             for (int e = 0; e < 2; e++) {
                 const int j = 2 * p + e;
-                const __m256i q0 = _mm256_load_si256(v + 2 + 2 * e), q1 = _mm256_load_si256(v + 3 + 2 * e);
                 __m256i s0[4], s1[4];
                 _Pragma("GCC unroll 4")
                 for (int ks = 0; ks < 4; ks++) {
-                    const __m256i w0 = levels(q0, hb0, ks, e), w1 = levels(q1, hb1, ks, e);
+                    const __m256i w0 = levels(v, 4 * e + ks), w1 = levels(v + 1, 4 * e + ks);
                     _Pragma("GCC unroll 4")
                     for (int t = 0; t < T; t++) {
                         const __m256i av = bcast32(as + t * stride + 16 * j + 4 * ks);

@@ -22,7 +22,10 @@
 /* The cv_mm_impl of a K-quant's VNNI tile at the level being compiled: its
  * type's 16-row pack, act256 rows, run = the CV_VNNI_TILE_RUN of its tile. */
 static inline size_t kq_act_row_bytes(const cv_wmat *w) { return act256_row_bytes(w->n_in); }
-static inline void kq_quant_act(const cv_wmat *w, const float *x, void *dst) { cv_act256_quantize_avx2(x, w->n_in, dst); }
+static inline void kq_quant_act(const cv_wmat *w, const float *x, void *dst)
+{
+    cv_act256_quantize_avx2(x, w->n_in, dst);
+}
 #define CV_VNNI_KQ_IMPL(type, run_fn)                                                                                  \
     const cv_mm_impl CV_VNNI_IMPL(type) = {                                                                            \
         .name = V16_ISA " tile: " V16_TILE_NAME ", vpdpbusd, avx2's packed weights",                                  \
@@ -281,7 +284,8 @@ static inline __attribute__((always_inline)) void q2k_vnni_tile(const uint8_t *w
             isum[t] = v16_zero();
         _Pragma("GCC unroll 1")
         for (int j0 = 0; j0 < 16; j0 += J) {
-            prefetch_range(sb + 2 * Q2K_SB_BYTES + j0 * (Q2K_SB_BYTES / 16), (size_t)J * (Q2K_SB_BYTES / 16));
+            /* four ahead: 5.4 KB, as far as the others' two */
+            prefetch_range(sb + 4 * Q2K_SB_BYTES + j0 * (Q2K_SB_BYTES / 16), (size_t)J * (Q2K_SB_BYTES / 16));
             v16i sub[V16_CHAINS]; /* [jj][t] */
             _Pragma("GCC unroll 8")
             for (int k = 0; k < J * T; k++)
@@ -335,11 +339,13 @@ static inline size_t q2k_group_bytes(int64_t n_in) { return (size_t)(n_in / QK_K
 /* ---- q3_K ----
  * dt_q3_k_avx2.c's pack, per group and super-block of 1824 bytes: i8
  * sc[8 pairs][16 rows][2] at 0 (scale - 32), f16 d[16] at 256, then per
- * sub-block pair 192 bytes at 288: the third bits (bit s + 4e: k-step s of
- * sub-block 2p + e), then each sub-block's low bits as q2_K's. Levels 0..7
- * unsigned; a sub-block's sum (<= 16 x 7 x 127) takes its scale in one
- * vpdpwssd, and the -4 goes through bsum16 times the scales in vpdpwssd.
- * The AVX2 tile sums the same integers: the same bits. */
+ * sub-block pair vectors A, B, C of 64 bytes at 288, k-step k = 4e + s of
+ * sub-block 2p + e in 3 bits: k = 0, 1, 2 in bits 0-2 of A, B, C, k = 3,
+ * 4, 5 in bits 3-5, k = 6, 7 in the top 2 bits of A, B with their third
+ * bits in bits 6, 7 of C. Levels 0..7 unsigned; a sub-block's sum (<= 16 x
+ * 7 x 127) takes its scale in one vpdpwssd, and the -4 goes through bsum16
+ * times the scales in vpdpwssd. The AVX2 tile sums the same integers: the
+ * same bits. */
 
 #define Q3K_SB_BYTES 1824
 
@@ -348,7 +354,7 @@ static inline __attribute__((always_inline)) void q3k_vnni_tile(const uint8_t *w
 {
     const int64_t nsb = n_in / QK_K;
     const int J = v16_subs(T, 16);
-    const v16i m3 = v16_set1_8(3), m4 = v16_set1_8(4), low16 = v16_set1_32(0xFFFF);
+    const v16i m3 = v16_set1_8(3), m4 = v16_set1_8(4), m7 = v16_set1_8(7), low16 = v16_set1_32(0xFFFF);
     const float *ad = act256_d(act, n_in);
     const int16_t *bs = act256_bsum16(act, n_in);
     v16f acc[V16_MAX_TOK];
@@ -363,21 +369,23 @@ static inline __attribute__((always_inline)) void q3k_vnni_tile(const uint8_t *w
             isum[t] = v16_zero();
         _Pragma("GCC unroll 1")
         for (int j0 = 0; j0 < 16; j0 += J) {
-            prefetch_range(sb + 2 * Q3K_SB_BYTES + j0 * (Q3K_SB_BYTES / 16), (size_t)J * (Q3K_SB_BYTES / 16));
+            /* three ahead: 5.5 KB, as far as the others' two */
+            prefetch_range(sb + 3 * Q3K_SB_BYTES + j0 * (Q3K_SB_BYTES / 16), (size_t)J * (Q3K_SB_BYTES / 16));
             v16i sub[V16_CHAINS]; /* [jj][t] */
             _Pragma("GCC unroll 8")
             for (int k = 0; k < J * T; k++)
                 sub[k] = v16_zero();
             _Pragma("GCC unroll 8")
             for (int jj = 0; jj < J; jj++) {
-                const int j = j0 + jj, e = j & 1;
-                const uint8_t *pair = sb + 288 + (j / 2) * 192;
-                const v16i hb = v16_load(pair), q = v16_load(pair + 64 + 64 * e);
+                const int j = j0 + jj;
+                const uint8_t *abc = sb + 288 + (j / 2) * 192;
                 _Pragma("GCC unroll 4")
                 for (int ks = 0; ks < 4; ks++) {
-                    const int b = ks + 4 * e; /* the third bit, to bit 2 */
-                    const v16i hi = b >= 2 ? v16_srli16(hb, b - 2) : v16_slli16(hb, 2 - b);
-                    const v16i w = v16_or_and(v16_and(ks ? v16_srli16(q, 2 * ks) : q, m3), hi, m4);
+                    const int k = 4 * (j & 1) + ks;
+                    const v16i w = k < 3   ? v16_and(v16_load(abc + 64 * k), m7)
+                                   : k < 6 ? v16_and(v16_srli16(v16_load(abc + 64 * (k - 3)), 3), m7)
+                                           : v16_or_and(v16_and(v16_srli16(v16_load(abc + 64 * (k - 6)), 6), m3),
+                                                        v16_srli16(v16_load(abc + 128), k - 2), m4);
                     _Pragma("GCC unroll 8")
                     for (int t = 0; t < T; t++)
                         sub[jj * T + t] = v16_dpbusd(sub[jj * T + t], w, as + t * stride + 16 * j + 4 * ks);
