@@ -23,9 +23,11 @@
  * T 0.6, top-p 0.9. DeepSeek-R1 distills: T 0.6, top-p 0.95. gpt-oss: T 1.0,
  * top-p 1.0. Qwen3.5 / Qwen3.6 model cards, thinking mode for precise coding:
  * Qwen3's (T 0.6, top-p 0.95, top-k 20, min-p 0). Gemma 3 generation_config:
- * T 1.0, top-p 0.95, top-k 64. GLM-4.7-Flash, Z.ai's recommendation for
- * tool calling and SWE-bench (as unsloth's guide quotes it): T 0.7,
- * top-p 1.0. */
+ * T 1.0, top-p 0.95, top-k 64; Gemma 4's model cards the same.
+ * GLM-4.7-Flash, Z.ai's recommendation for tool calling and SWE-bench (as
+ * unsloth's guide quotes it): T 0.7, top-p 1.0. Devstral: a low
+ * temperature, 0.15 (Mistral's Devstral cards; LM Studio's listing of
+ * Devstral Small 2), nothing else cut. */
 #define QWEN3_THINK 0.6f, 0.95f, 0.0f, 0.0f, 20
 #define QWEN3_INSTRUCT 0.7f, 0.8f, 0.0f, 0.0f, 20
 #define QWEN_CODER 0.7f, 0.8f, 0.0f, 1.05f, 20
@@ -34,6 +36,7 @@
 #define GPT_OSS 1.0f, 1.0f, 0.0f, 0.0f, 0
 #define GEMMA3 1.0f, 0.95f, 0.0f, 0.0f, 64
 #define GLM47_TOOLS 0.7f, 1.0f, 0.0f, 0.0f, 0
+#define DEVSTRAL 0.15f, 1.0f, 0.0f, 0.0f, 0
 
 const cv_model_alias cv_model_aliases[] = {
     { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
@@ -108,6 +111,20 @@ const cv_model_alias cv_model_aliases[] = {
     { "gemma3-4b", "ggml-org/gemma-3-4b-it-GGUF", "gemma-3-4b-it-Q4_K_M.gguf",
       "Google Gemma 3 4B IT (5 sliding-window : 1 global layers), 2.5 GB", 65536, GEMMA3,
       .arch = "gemma3", .shape = "gemma3-4b" },
+    /* Gemma 4 (their shapes' q4_k_m plans: 16.8, 5.2 and 18.7 GB) */
+    { "gemma4-26b-a4b", "ggml-org/gemma-4-26B-A4B-it-GGUF", "gemma-4-26B-A4B-it-Q4_K_M.gguf",
+      "Google Gemma 4 26B-A4B IT MoE, 16.9 GB, 3.8B active: fast on CPU", 65536, GEMMA3,
+      .arch = "gemma4", .shape = "gemma4-26b-a4b" },
+    { "gemma4-e4b", "unsloth/gemma-4-E4B-it-GGUF", "gemma-4-E4B-it-Q4_K_M.gguf",
+      "Google Gemma 4 E4B IT (per-layer inputs, shared K/V), 5.0 GB", 65536, GEMMA3,
+      .arch = "gemma4", .shape = "gemma4-e4b" },
+    { "gemma4-31b", "unsloth/gemma-4-31B-it-GGUF", "gemma-4-31B-it-Q4_K_M.gguf",
+      "Google Gemma 4 31B IT, about 18 GB", 32768, GEMMA3,
+      .arch = "gemma4", .shape = "gemma4-31b" },
+    { "devstral-small-2", "unsloth/Devstral-Small-2-24B-Instruct-2512-GGUF",
+      "Devstral-Small-2-24B-Instruct-2512-Q4_K_M.gguf",
+      "Mistral Devstral Small 2 24B (agentic coding, [TOOL_CALLS]), 14.3 GB", 65536, DEVSTRAL,
+      .arch = "mistral3", .shape = "devstral-small-2-24b" },
 };
 const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
 

@@ -292,7 +292,7 @@ static int cmp_tile(const void *x, const void *y)
  * (cv_att_tile_run merges the chunks in the same order). */
 static void plan_items(cv_engine *e, att_plan *pl)
 {
-    const int32_t n_kv = e->m->hp.n_head_kv, pairs = e->att_n_tiles * n_kv;
+    const int32_t n_kv = pl->n_head_kv, pairs = e->att_n_tiles * n_kv;
     const bool split = e->n_threads > 1 && pairs < 2 * e->n_threads;
     int32_t ni = 0, ns = 0, slots = 0;
     for (int32_t t = 0; t < e->att_n_tiles; t++)
@@ -324,12 +324,14 @@ void cv_engine_att_plans_init(cv_engine *e)
     e->att_plan_of = cv_xmalloc((size_t)m->hp.n_layer * sizeof *e->att_plan_of);
     e->att_plans = cv_xcalloc((size_t)m->hp.n_layer, sizeof *e->att_plans);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const cv_layer *L = &m->layers[il];
         int32_t k = 0;
-        while (k < e->att_n_plans && e->att_plans[k].window != m->layers[il].n_swa)
+        while (k < e->att_n_plans && (e->att_plans[k].window != L->n_swa || e->att_plans[k].n_head_kv != L->n_head_kv))
             k++;
         if (k == e->att_n_plans) {
             att_plan *pl = &e->att_plans[e->att_n_plans++];
-            pl->window = m->layers[il].n_swa;
+            pl->window = L->n_swa;
+            pl->n_head_kv = L->n_head_kv;
             pl->items = cv_xmalloc(n_items * sizeof *pl->items);
             pl->split = cv_xmalloc(CV_MAX(1, (size_t)e->att_n_slots) * sizeof *pl->split);
         }
@@ -396,9 +398,9 @@ static att_tile tile_of(cv_engine *e, int32_t il, int32_t t, int32_t g)
         .ld_qkv = e->ld_qkv,
         .out = e->attn,
         .ld_out = e->ld_q,
-        .n_rep = hp->n_head / hp->n_head_kv,
-        .hd = hp->head_dim,
-        .hd_v = hp->head_dim_v,
+        .n_rep = hp->n_head / L->n_head_kv,
+        .hd = L->head_dim,
+        .hd_v = L->head_dim - (hp->head_dim - hp->head_dim_v), /* the key's size but MLA's (its latent part) */
         .scale = hp->attn_scale,
         .window = L->n_swa,
         .sinks = L->sinks,

@@ -2,9 +2,9 @@
  * its parameters against the model and base/limits.h, and allocating once
  * everything a forward call uses (a KV pool per layer group over the
  * layers that attend, the per-sequence block tables and recurrent-state
- * slots, the residual stream and logits rows, the attention plans, and each
- * layer kind's own scratch through its traits row), so that the forward
- * pass itself never allocates. */
+ * slots, the residual stream and logits rows, the attention plans, each
+ * layer kind's own scratch through its traits row, and gemma4's per-layer
+ * inputs), so that the forward pass itself never allocates. */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -12,6 +12,15 @@
 static float *alloc_rows(int64_t rows, int64_t ld)
 {
     return cv_aligned_alloc((size_t)rows * (size_t)ld * sizeof(float));
+}
+
+static int32_t gcd(int32_t a, int32_t b)
+{
+    while (b) {
+        const int32_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
 }
 
 static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engine_params *p, cv_err *err)
@@ -87,11 +96,19 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     for (int32_t il = 0; il < hp->n_layer; il++)
         e->kv_group[il] = (int8_t)group[il];
     free(group);
+    if (g.odd_layer >= 0) {
+        const cv_layer *L = &m->layers[g.odd_layer];
+        const int32_t k = L->n_swa > 0;
+        rc = cv_err_set(err, CV_EUNSUPPORTED, "engine: layer %d keeps %d kv heads of %d, the other %s layers %d of "
+                        "%d; corvid holds one head size per layer group", g.odd_layer, L->n_head_kv, L->head_dim,
+                        k ? "window" : "full", g.n_head_kv[k], g.head_dim[k]);
+        goto fail;
+    }
     e->n_groups = g.n_layer[1] > 0 ? 2 : 1;
     e->kv_window = g.window;
     for (int32_t k = 0; k < e->n_groups; k++)
-        if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], cv_kv_parts(hp), hp->n_head_kv,
-                               hp->head_dim, p.kv_type, err)))
+        if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], cv_kv_parts(hp), g.n_head_kv[k],
+                               g.head_dim[k], p.kv_type, err)))
             goto fail;
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
@@ -108,17 +125,33 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->logits = alloc_rows(p.n_logits, hp->n_vocab);
     e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
     /* Attention tiles: as many tokens as keep a tile's accumulators and
-     * queries (2 x rows x head_dim floats) within ~16 KiB of L1. */
-    int32_t n_rep = hp->n_head / hp->n_head_kv;
-    e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / (n_rep * hp->head_dim)));
-    e->att_tile = cv_att_tile_for(hp->head_dim);
+     * queries (2 x rows x head_dim floats) within ~16 KiB of L1, for the
+     * widest layer; one tile kernel that every layer's head size takes
+     * (their common divisor's), scratch for the largest. */
+    int32_t rep_hd = 1, hd_gcd = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cv_layer *L = &m->layers[il];
+        if (L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA) {
+            rep_hd = CV_MAX(rep_hd, hp->n_head / L->n_head_kv * L->head_dim);
+            hd_gcd = gcd(hd_gcd, L->head_dim);
+        }
+    }
+    e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / rep_hd));
+    e->att_tile = cv_att_tile_for(hd_gcd);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cv_layer *L = &m->layers[il];
+        const int32_t R = e->att_tile_tokens * (hp->n_head / L->n_head_kv);
+        if (L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA) {
+            e->att_scratch_floats = CV_MAX(e->att_scratch_floats, cv_att_scratch_floats(R, L->head_dim));
+            e->att_slot_floats = CV_MAX(e->att_slot_floats, cv_att_state_floats(R, L->head_dim));
+        }
+    }
     e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
     e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
     e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
-    e->att_scratch_floats = cv_att_scratch_floats(e->att_tile_tokens * n_rep, hp->head_dim);
     e->att_scratch = cv_aligned_alloc(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
     e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
-    e->att_slot_floats = (cv_att_state_floats(e->att_tile_tokens * n_rep, hp->head_dim) + 15) & ~(size_t)15;
+    e->att_slot_floats = (e->att_slot_floats + 15) & ~(size_t)15;
     e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
     cv_engine_att_plans_init(e);
     for (int32_t il = 0; il < hp->n_layer; il++) {
@@ -131,6 +164,8 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     for (int k = 0; k < CV_FFN_COUNT; k++)
         if ((e->kinds_used[1] >> k & 1) && (rc = eng_ffns[k]->init(e, err)))
             goto fail;
+    if (m->pl_model_proj && (rc = eng_pl_init(e)))
+        goto fail;
     if ((rc = eng_state_init(e, err)))
         goto fail;
     *out = e;
@@ -153,6 +188,7 @@ void cv_engine_destroy(cv_engine *e)
         if (e->kinds_used[1] >> k & 1)
             eng_ffns[k]->fini(e);
     eng_state_fini(e);
+    eng_pl_fini(e);
     for (int32_t k = 0; k < CV_MEM_MAX_GROUPS; k++)
         kv_pool_fini(&e->kv[k]);
     free(e->kv_layer);

@@ -97,12 +97,17 @@ size_t kv_block_bytes(int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32
  * window layer's memory is the windows of the sequences plus what other
  * holders keep, and group 1's pool never runs out before group 0's. */
 typedef struct eng_kv_groups {
-    int32_t n_layer[2];  /* each group's layers */
+    int32_t n_layer[2];  /* each group's layers that keep K/V */
+    int32_t n_head_kv[2], head_dim[2]; /* the heads of each group's layers (the model's for an empty group) */
     int32_t window;      /* group 1's window; 0 when there is no group 1 */
+    int32_t odd_layer;   /* a layer whose heads differ from its group's, which a pool cannot hold; -1: none */
 } eng_kv_groups;
 
 /* The layers' groups: group[il] (0, 1, or -1 for a layer without K/V) and
- * their index in it, index[il] (either array may be NULL). */
+ * their index in it, index[il] (either array may be NULL). A layer that
+ * attends over an earlier layer's K/V (cv_layer.kv_src, gemma4's shared
+ * layers) keeps none of its own: it has that layer's group and index and
+ * is not counted, which is the memory sharing saves. */
 eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index);
 
 /* Block b's piece in region r = (layer * n_parts + kv) * n_head_kv + head: one
@@ -393,10 +398,12 @@ typedef struct att_plan_tile {
 } att_plan_tile;
 
 /* The work items of one forward call's attention for the layers of one
- * window (each distinct window of the model has its own: a window changes
- * which chunks a tile reads, so which pairs are worth cutting). */
+ * window and kv head count (each distinct pair of the model has its own: a
+ * window changes which chunks a tile reads, so which pairs are worth
+ * cutting). */
 typedef struct att_plan {
     int32_t window;             /* 0: full attention */
+    int32_t n_head_kv;          /* of its layers (gemma4's window and full layers have their own) */
     att_item *items;            /* [n_batch * n_head_kv + att_n_slots] */
     int32_t n_items;
     att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
@@ -510,6 +517,19 @@ void eng_matmul_experts(cv_engine *e, cv_bmat *const *w, int32_t n_w, int64_t n_
 typedef struct ffn_moe_scratch ffn_moe_scratch;
 typedef struct dn_scratch dn_scratch;
 typedef struct mla_scratch mla_scratch;
+typedef struct eng_pl_scratch eng_pl_scratch;
+
+/* ---- per-layer inputs (per_layer_in.c; gemma4 E2B/E4B) ---- */
+
+/* Scratch for steps of n_batch tokens (engine creation, when the model
+ * has per-layer inputs); fini tolerates none. */
+int eng_pl_init(cv_engine *e);
+void eng_pl_fini(cv_engine *e);
+/* Every layer's input for the batch's tokens, from their ids and the
+ * scaled embeddings in e->x (before layer 0). */
+void eng_pl_prepare(cv_engine *e, const cv_batch *b);
+/* Layer il's input gated into the stream e->x (after its FFN). */
+void eng_pl_layer(cv_engine *e, const cv_batch *b, int32_t il);
 
 /* ---- the engine ---- */
 
@@ -550,6 +570,7 @@ struct cv_engine {
     float *gu;           /* [n_batch][ld_gu] dense FFN */
     float *ff;           /* [n_batch][ld_ff] dense FFN */
     ffn_moe_scratch *moe;
+    eng_pl_scratch *pl;  /* per-layer inputs (NULL: the model has none) */
     float *tmp;          /* [n_batch][ld_x] a projection's result before the residual add */
     float *xo;           /* [n_logits][ld_x] normed rows that want logits */
     float *logits;       /* [n_logits][n_vocab] */

@@ -6,6 +6,7 @@
 typedef struct swiglu_job {
     cv_engine *e;
     int32_t n_rows;
+    int32_t n_ff;        /* the layer's width (<= ld_ff: gemma4's layers differ) */
 } swiglu_job;
 
 static void rows_swiglu(void *ctx, int ith, int nth)
@@ -16,7 +17,7 @@ static void rows_swiglu(void *ctx, int ith, int nth)
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         const float *g = e->gu + t * e->ld_gu;
-        eng_glu(e, e->ff + t * e->ld_ff, g, g + e->ld_ff, e->ld_ff);
+        eng_glu(e, e->ff + t * e->ld_ff, g, g + j->n_ff, j->n_ff);
     }
 }
 
@@ -26,7 +27,7 @@ static void dense_forward(cv_engine *e, const cv_batch *b, int32_t il)
     const int32_t T = b->n_tokens;
     for (int32_t i = 0; i < L->n_gate_up; i++)
         eng_matmul(e, L->gate_up[i].w, T, e->xn, e->ld_x, e->gu + L->gate_up[i].col, e->ld_gu);
-    swiglu_job j = { .e = e, .n_rows = T };
+    swiglu_job j = { .e = e, .n_rows = T, .n_ff = L->n_ff };
     eng_run_rows(e, T, rows_swiglu, &j);
     eng_matmul(e, L->w_down, T, e->ff, e->ld_ff, e->tmp, e->ld_x);
 }
@@ -34,7 +35,7 @@ static void dense_forward(cv_engine *e, const cv_batch *b, int32_t il)
 static int dense_init(cv_engine *e, cv_err *err)
 {
     (void)err;
-    e->ld_ff = e->m->hp.n_ff;
+    e->ld_ff = e->m->hp.n_ff; /* the widest layer's */
     e->ld_gu = 2 * e->ld_ff;
     e->gu = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_gu * sizeof(float));
     e->ff = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_ff * sizeof(float));

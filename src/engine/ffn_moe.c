@@ -11,9 +11,15 @@
  * alone (gpt-oss); then the weighted sum of those experts' gated outputs
  * (the model's activation, each expert's gate/up/down biases added when it
  * has them); a layer with a shared expert (bound shexp_down) adds that
- * dense SwiGLU's output, scaled by sigmoid(shexp_gate . x), one scalar per
- * token, where it has that gate (qwen35moe) and as it is otherwise
- * (deepseek2). The step's (token, expert) routes go through
+ * dense FFN's output (the model's activation), scaled by
+ * sigmoid(shexp_gate . x), one scalar per token, where it has that gate
+ * (qwen35moe) and as it is otherwise (deepseek2, gemma4). Gemma 4's 26B-A4B
+ * varies this in data (cv_layer): its router and its experts read inputs of
+ * their own made from the residual stream (an unweighted RMSNorm /
+ * sqrt(n_embd) times a learned scale; an RMSNorm with the experts' weight),
+ * each expert's output has a scale (folded into its weight), and the routed
+ * sum and the shared expert (its dense FFN) are each post-normed before
+ * they add up. The step's (token, expert) routes go through
  * expert-routed matmuls, so each expert's weights are read once per step
  * for every token routed to it and an expert no token chose is not read: a
  * decode batch reads the union of its tokens' experts.
@@ -40,10 +46,14 @@ struct ffn_moe_scratch {
     uint8_t *seen;       /* [n_exp] experts some route of this layer names */
     cv_experts_ws *ws;   /* the routed matmuls' scratch */
     /* the shared expert (NULL when no layer has one) */
-    int64_t ld_sh_gu;    /* 2 n_ff_shexp */
+    int64_t ld_sh_gu;    /* 2 x the widest layer's shared expert */
     float *sh_gu;        /* [n_batch][ld_sh_gu] */
-    float *sh_h;         /* [n_batch][n_ff_shexp] */
+    float *sh_h;         /* [n_batch][ld_sh_gu / 2] */
     float *sh_y;         /* [n_batch][n_embd] */
+    /* the router's and the experts' own inputs (gemma4; NULL when no layer
+     * has them: both read the FFN's normed input) */
+    float *r_in;         /* [n_batch][n_embd] */
+    float *x_in;         /* [n_batch][n_embd] */
 };
 
 /* The k indices of the largest values of x[n], by descending value (ties:
@@ -139,6 +149,29 @@ typedef struct moe_job {
     int32_t layer;
 } moe_job;
 
+/* gemma4's inputs of its own for the router (RMSNorm(x) times the router
+ * scale, / sqrt(n_embd)) and the experts (RMSNorm(x; exp_norm)), from the
+ * residual stream x, per row. */
+static void rows_inputs(void *ctx, int ith, int nth)
+{
+    moe_job *j = ctx;
+    cv_engine *e = j->e;
+    const cv_layer *L = &e->m->layers[j->layer];
+    ffn_moe_scratch *s = e->moe;
+    const float eps = e->m->hp.rms_eps, inv = 1.0f / sqrtf((float)e->ld_x);
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float *x = e->x + t * e->ld_x;
+        if (L->router_scale) {
+            e->vec->rmsnorm(s->r_in + t * e->ld_x, x, L->router_scale, e->ld_x, eps);
+            e->vec->scale(s->r_in + t * e->ld_x, inv, e->ld_x);
+        }
+        if (L->exp_norm)
+            e->vec->rmsnorm(s->x_in + t * e->ld_x, x, L->exp_norm, e->ld_x, eps);
+    }
+}
+
 static void rows_route(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
@@ -151,8 +184,11 @@ static void rows_route(void *ctx, int ith, int nth)
             j->e->vec->add(s->logits + t * s->n_exp, s->logits + t * s->n_exp, L->router_bias, s->n_exp);
         route_token(&j->e->m->hp, j->e->vec, L->exp_probs_b, s->logits + t * s->n_exp, s->select + t * s->n_exp,
                     s->expert + t * s->k, s->weight + t * s->k);
-        for (int32_t r = 0; r < s->k; r++)
+        for (int32_t r = 0; r < s->k; r++) {
             s->src[t * s->k + r] = (int32_t)t;
+            if (L->exp_scale) /* each expert's output scale, folded into its weight */
+                s->weight[t * s->k + r] *= L->exp_scale[s->expert[t * s->k + r]];
+        }
     }
 }
 
@@ -183,7 +219,7 @@ static void rows_combine(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     cv_engine *e = j->e;
-    const float *down_bias = e->m->layers[j->layer].exp_down_bias;
+    const cv_layer *L = &e->m->layers[j->layer];
     ffn_moe_scratch *s = e->moe;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
@@ -192,10 +228,12 @@ static void rows_combine(void *ctx, int ith, int nth)
         memset(out, 0, (size_t)e->ld_x * sizeof *out);
         for (int32_t r = 0; r < s->k; r++) {
             float *y = s->y + (t * s->k + r) * e->ld_x;
-            if (down_bias)
-                e->vec->add(y, y, down_bias + (int64_t)s->expert[t * s->k + r] * e->ld_x, e->ld_x);
+            if (L->exp_down_bias)
+                e->vec->add(y, y, L->exp_down_bias + (int64_t)s->expert[t * s->k + r] * e->ld_x, e->ld_x);
             e->vec->axpy(out, s->weight[t * s->k + r], y, e->ld_x);
         }
+        if (L->exp_post_norm)
+            e->vec->rmsnorm(out, out, L->exp_post_norm, e->ld_x, e->m->hp.rms_eps);
     }
 }
 
@@ -216,37 +254,40 @@ static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
     e->prof_bytes += (double)n * (double)per;
 }
 
-static void rows_shared_swiglu(void *ctx, int ith, int nth)
+static void rows_shared_glu(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     ffn_moe_scratch *s = j->e->moe;
-    const int64_t ff = s->ld_sh_gu / 2;
+    const int64_t ff = j->e->m->layers[j->layer].shexp_down->n_in, ld = s->ld_sh_gu / 2;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         const float *g = s->sh_gu + t * s->ld_sh_gu;
-        j->e->vec->swiglu(s->sh_h + t * ff, g, g + ff, ff);
+        eng_glu(j->e, s->sh_h + t * ld, g, g + ff, ff);
     }
 }
 
-/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum
- * (the shared expert's output as it is without a gate). */
+/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum; a
+ * shared expert without a gate (gemma4's dense branch) is added as is,
+ * after its post-norm when it has one. */
 static void rows_shared_add(void *ctx, int ith, int nth)
 {
     moe_job *j = ctx;
     cv_engine *e = j->e;
     ffn_moe_scratch *s = e->moe;
-    const float *w = e->m->layers[j->layer].shexp_gate;
+    const cv_layer *L = &e->m->layers[j->layer];
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
-        float *out = e->tmp + t * e->ld_x;
-        if (!w) {
-            e->vec->add(out, out, s->sh_y + t * e->ld_x, e->ld_x);
-            continue;
-        }
-        const float gate = 1.0f / (1.0f + expf(-e->vec->dot_f32(w, e->xn + t * e->ld_x, e->ld_x)));
-        e->vec->axpy(out, gate, s->sh_y + t * e->ld_x, e->ld_x);
+        float *y = s->sh_y + t * e->ld_x;
+        if (L->shexp_post_norm)
+            e->vec->rmsnorm(y, y, L->shexp_post_norm, e->ld_x, e->m->hp.rms_eps);
+        const float gate =
+            L->shexp_gate ? 1.0f / (1.0f + expf(-e->vec->dot_f32(L->shexp_gate, e->xn + t * e->ld_x, e->ld_x))) : 1.0f;
+        if (L->shexp_gate)
+            e->vec->axpy(e->tmp + t * e->ld_x, gate, y, e->ld_x);
+        else
+            e->vec->add(e->tmp + t * e->ld_x, e->tmp + t * e->ld_x, y, e->ld_x);
     }
 }
 
@@ -263,12 +304,15 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
     ffn_moe_scratch *s = e->moe;
     const int32_t T = b->n_tokens;
     const int64_t R = (int64_t)T * s->k;
-    eng_matmul(e, L->router, T, e->xn, e->ld_x, s->logits, s->n_exp);
     moe_job j = { .e = e, .n_rows = T, .layer = il };
+    if (L->router_scale || L->exp_norm)
+        eng_run_rows(e, T, rows_inputs, &j);
+    const float *r_in = L->router_scale ? s->r_in : e->xn, *x_in = L->exp_norm ? s->x_in : e->xn;
+    eng_matmul(e, L->router, T, r_in, e->ld_x, s->logits, s->n_exp);
     eng_run_rows(e, T, rows_route, &j);
     count_experts(e, L, R);
     for (int32_t i = 0; i < L->n_exp_gate_up; i++)
-        routed_matmul(e, L->exp_gate_up[i].w, T, e->xn, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
+        routed_matmul(e, L->exp_gate_up[i].w, T, x_in, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
                       s->ld_gu);
     j.n_rows = (int32_t)R;
     eng_run_rows(e, (int32_t)R, rows_glu, &j);
@@ -278,7 +322,7 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
     if (L->shexp_down) {
         for (int32_t i = 0; i < L->n_shexp_gate_up; i++)
             eng_matmul(e, L->shexp_gate_up[i].w, T, e->xn, e->ld_x, s->sh_gu + L->shexp_gate_up[i].col, s->ld_sh_gu);
-        eng_run_rows(e, T, rows_shared_swiglu, &j);
+        eng_run_rows(e, T, rows_shared_glu, &j);
         eng_matmul(e, L->shexp_down, T, s->sh_h, s->ld_sh_gu / 2, s->sh_y, e->ld_x);
         eng_run_rows(e, T, rows_shared_add, &j);
     }
@@ -303,14 +347,21 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
     s->seen = cv_xmalloc((size_t)s->n_exp);
     s->ws = cv_be_experts_ws_create(e->st, (int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
-    bool shared = false;
-    for (int32_t il = 0; il < hp->n_layer; il++)
-        shared |= e->m->layers[il].shexp_down != NULL;
-    if (shared) {
-        s->ld_sh_gu = 2 * (int64_t)hp->n_ff_shexp;
+    bool own_inputs = false;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cv_layer *L = &e->m->layers[il];
+        if (L->shexp_down)
+            s->ld_sh_gu = CV_MAX(s->ld_sh_gu, 2 * L->shexp_down->n_in);
+        own_inputs |= L->router_scale || L->exp_norm;
+    }
+    if (s->ld_sh_gu > 0) {
         s->sh_gu = cv_aligned_alloc(T * (size_t)s->ld_sh_gu * sizeof(float));
-        s->sh_h = cv_aligned_alloc(T * (size_t)hp->n_ff_shexp * sizeof(float));
+        s->sh_h = cv_aligned_alloc(T * (size_t)(s->ld_sh_gu / 2) * sizeof(float));
         s->sh_y = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
+    }
+    if (own_inputs) {
+        s->r_in = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
+        s->x_in = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
     }
     return 0;
 }
@@ -333,6 +384,8 @@ static void moe_fini(cv_engine *e)
     cv_aligned_free(s->sh_gu);
     cv_aligned_free(s->sh_h);
     cv_aligned_free(s->sh_y);
+    cv_aligned_free(s->r_in);
+    cv_aligned_free(s->x_in);
     free(s);
     e->moe = NULL;
 }

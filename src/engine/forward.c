@@ -11,9 +11,12 @@
  * embedding scale), then per layer:
  *   X += post_norm(mixer(rmsnorm(X) * attn_norm))
  *   X += post_norm(ffn(rmsnorm(X) * ffn_norm))
+ *   X += the layer's per-layer input (gemma4 E2B/E4B: per_layer_in.c)
+ *   X *= the layer's output scale (gemma4; 1 for the others)
  * where a post-norm (gemma's) is an RMSNorm with its own weight when the
  * layer has one and the identity otherwise; then
- * logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only. */
+ * logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only,
+ * soft-capped where the model says (gemma4: c tanh(logits / c)). */
 #include <math.h>
 
 #include "engine/engine_int.h"
@@ -112,6 +115,34 @@ void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64
     }
 }
 
+/* logits = c tanh(logits / c), c the model's soft cap (gemma4), over the
+ * n_rows wanted rows' values, each thread a stretch of them (a decode
+ * step's one row is 262144 values for Gemma 4). */
+typedef struct softcap_job {
+    cv_engine *e;
+    int32_t n_rows;
+} softcap_job;
+
+static void softcap_part(void *ctx, int ith, int nth)
+{
+    const softcap_job *j = ctx;
+    float *lg = j->e->logits;
+    const float c = j->e->m->hp.logit_softcap, inv = 1.0f / c;
+    int64_t lo, hi;
+    cv_split_range((int64_t)j->n_rows * j->e->m->hp.n_vocab, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++)
+        lg[i] = c * tanhf(lg[i] * inv);
+}
+
+static void softcap_rows(cv_engine *e, int32_t n)
+{
+    softcap_job j = { .e = e, .n_rows = n };
+    if (e->n_threads == 1)
+        softcap_part(&j, 0, 1);
+    else
+        cv_pool_run(e->pool, softcap_part, &j);
+}
+
 /* ---- validation ---- */
 
 /* Checks the whole batch before anything changes; fills e->new_len for
@@ -187,6 +218,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
             e->vec->scale(e->x + (int64_t)t * e->ld_x, m->hp.embd_scale, e->ld_x);
     }
     cv_engine_att_plan(e, b);
+    if (e->pl)
+        eng_pl_prepare(e, b);
 
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
@@ -200,11 +233,17 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
         if (L->ffn_post_norm)
             rmsnorm_rows(e, T, L->ffn_post_norm, e->tmp, e->tmp, NULL);
         e->vec->add(e->x, e->x, e->tmp, n);
+        if (L->pl_gate)
+            eng_pl_layer(e, b, il);
+        if (L->out_scale != 1.0f)
+            e->vec->scale(e->x, L->out_scale, n);
     }
 
     if (n_want > 0) {
         rmsnorm_rows(e, n_want, m->output_norm, e->x, e->xo, e->rows);
         eng_matmul(e, m->output, n_want, e->xo, e->ld_x, e->logits, m->hp.n_vocab);
+        if (m->hp.logit_softcap > 0)
+            softcap_rows(e, n_want);
     }
 
     for (int32_t s = 0; s < e->p.n_seq_max; s++)

@@ -292,17 +292,29 @@ void cv_engine_kv_block_write(cv_engine *e, int32_t g, int32_t b, const void *sr
 
 eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *index)
 {
-    eng_kv_groups g = { { 0, 0 }, 0 };
+    eng_kv_groups g = { { 0, 0 }, { m->hp.n_head_kv, m->hp.n_head_kv }, { m->hp.head_dim, m->hp.head_dim }, 0, -1 };
+    int32_t counted = 0; /* the first k's (2 bits) that have a layer */
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const cv_layer *L = &m->layers[il];
         const bool kv = L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA;
         const int32_t k = !kv ? -1 : L->n_swa > 0 ? 1 : 0;
         if (group)
             group[il] = k;
+        if (k < 0 || L->kv_src != il) {
+            if (index)
+                index[il] = k < 0 ? -1 : index[L->kv_src];
+            continue;
+        }
         if (index)
-            index[il] = k < 0 ? -1 : g.n_layer[k];
-        if (k >= 0)
-            g.n_layer[k]++;
+            index[il] = g.n_layer[k];
+        if (!(counted >> k & 1)) {
+            g.n_head_kv[k] = L->n_head_kv;
+            g.head_dim[k] = L->head_dim;
+            counted |= 1 << k;
+        } else if ((L->n_head_kv != g.n_head_kv[k] || L->head_dim != g.head_dim[k]) && g.odd_layer < 0) {
+            g.odd_layer = il;
+        }
+        g.n_layer[k]++;
         if (k == 1)
             g.window = CV_MAX(g.window, L->n_swa);
     }
@@ -312,7 +324,8 @@ eng_kv_groups eng_kv_group_layers(const cv_model *m, int32_t *group, int32_t *in
 size_t cv_engine_kv_block_bytes(const cv_model *m, uint32_t kv_type)
 {
     const eng_kv_groups g = eng_kv_group_layers(m, NULL, NULL);
-    return kv_block_bytes(g.n_layer[0] + g.n_layer[1], cv_kv_parts(&m->hp), m->hp.n_head_kv, m->hp.head_dim, kv_type);
+    return kv_block_bytes(g.n_layer[0], cv_kv_parts(&m->hp), g.n_head_kv[0], g.head_dim[0], kv_type) +
+           kv_block_bytes(g.n_layer[1], cv_kv_parts(&m->hp), g.n_head_kv[1], g.head_dim[1], kv_type);
 }
 /* The KV element types by name: the one table the CLI's --kv-type, the
  * logs and /v1/status read. */

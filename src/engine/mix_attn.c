@@ -36,12 +36,15 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     const cv_layer *L = &m->layers[j->layer];
     const cv_vec_ops *vec = e->vec;
     const kv_pool *kv = eng_layer_pool(e, j->layer);
-    const int32_t hd = hp->head_dim, kl = e->kv_layer[j->layer];
-    const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)hp->n_head_kv * hd;
+    const int32_t hd = L->head_dim, n_head_kv = L->n_head_kv, kl = e->kv_layer[j->layer];
+    const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)n_head_kv * hd;
     int64_t lo, hi;
     cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    const bool own_kv = L->kv_src == j->layer; /* else an earlier layer's K/V, already cached */
     for (int64_t t = lo; t < hi; t++) {
         float *q = e->qkv + t * e->ld_qkv, *k = q + (L->attn_gate ? 2 : 1) * n_q, *v = k + n_kv;
+        if (L->v_from_k) /* gemma4's K=V layers: V is K as projected */
+            memcpy(v, k, (size_t)n_kv * sizeof(float));
         if (L->attn_gate) {
             /* [query h | gate h] per head -> queries in order, gates apart;
              * query h moves down to h * hd, never over one not yet moved */
@@ -57,17 +60,22 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
             for (int32_t h = 0; h < hp->n_head; h++)
                 vec->rmsnorm(q + (int64_t)h * hd, q + (int64_t)h * hd, L->q_norm, hd, hp->rms_eps);
         if (L->k_norm)
-            for (int32_t h = 0; h < hp->n_head_kv; h++)
+            for (int32_t h = 0; h < n_head_kv; h++)
                 vec->rmsnorm(k + (int64_t)h * hd, k + (int64_t)h * hd, L->k_norm, hd, hp->rms_eps);
+        if (L->v_norm && own_kv)
+            for (int32_t h = 0; h < n_head_kv; h++)
+                vec->rmsnorm(v + (int64_t)h * hd, v + (int64_t)h * hd, NULL, hd, hp->rms_eps);
         const int32_t pos = j->b->pos[t];
         vec->rope(&L->rope, q, hp->n_head, hd, pos);
-        vec->rope(&L->rope, k, hp->n_head_kv, hd, pos);
         if (hp->attn_temp_scale > 0) /* in f32, in llama.cpp's order */
             vec->scale(q, logf(floorf((float)pos / (float)hp->attn_temp_len) + 1.0f) * hp->attn_temp_scale + 1.0f,
                        n_q);
+        if (!own_kv)
+            continue;
+        vec->rope(&L->rope, k, n_head_kv, hd, pos);
         const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
         const int32_t at = pos % CV_KV_BLOCK;
-        for (int32_t g = 0; g < hp->n_head_kv; g++) {
+        for (int32_t g = 0; g < n_head_kv; g++) {
             const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
             kv_store(kv, vec, kv_k(kv, blk, kl, g), kv_v(kv, blk, kl, g), at, kg, vg);
         }
@@ -110,12 +118,18 @@ static int attn_init(cv_engine *e, cv_err *err)
 {
     (void)err;
     const cv_hparams *hp = &e->m->hp;
-    const int64_t n_q = (int64_t)hp->n_head * hp->head_dim, n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    /* rows as wide as the widest layer's (gemma4's layers differ) */
     bool gated = false;
-    for (int32_t il = 0; il < hp->n_layer; il++)
-        gated |= e->m->layers[il].mixer == CV_MIXER_ATTN && e->m->layers[il].attn_gate;
-    e->ld_qkv = (gated ? 2 : 1) * n_q + 2 * n_kv;
-    e->ld_q = n_q;
+    e->ld_qkv = e->ld_q = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cv_layer *L = &e->m->layers[il];
+        if (L->mixer != CV_MIXER_ATTN)
+            continue;
+        const int64_t n_q = (int64_t)hp->n_head * L->head_dim, n_kv = (int64_t)L->n_head_kv * L->head_dim;
+        gated |= L->attn_gate;
+        e->ld_qkv = CV_MAX(e->ld_qkv, (L->attn_gate ? 2 : 1) * n_q + 2 * n_kv);
+        e->ld_q = CV_MAX(e->ld_q, n_q);
+    }
     e->qkv = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float));
     e->gate = gated ? cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float)) : NULL;

@@ -5,7 +5,7 @@
 
 const cv_arch *const cv_archs[] = { &cv_arch_llama,   &cv_arch_qwen2,  &cv_arch_qwen3,     &cv_arch_qwen3moe,
                                      &cv_arch_gpt_oss, &cv_arch_gemma3, &cv_arch_qwen35,    &cv_arch_qwen35moe,
-                                     &cv_arch_mistral3, &cv_arch_qwen3next, &cv_arch_deepseek2 };
+                                     &cv_arch_mistral3, &cv_arch_qwen3next, &cv_arch_deepseek2, &cv_arch_gemma4 };
 const int cv_n_archs = (int)CV_ARRAY_LEN(cv_archs);
 
 const cv_arch *cv_arch_find(cv_str name)

@@ -29,7 +29,12 @@ typedef enum cv_role {
     CV_ROLE_TOKEN_EMBD,  /* [n_vocab][n_embd], looked up by id */
     CV_ROLE_OUTPUT_NORM, /* [n_embd] */
     CV_ROLE_OUTPUT,      /* [n_vocab][n_embd] */
-    CV_ROLE_ROPE_FREQS,  /* [n_rot/2] per-dimension divisors (llama3 scaling) */
+    CV_ROLE_ROPE_FREQS,  /* [n_rot/2] per-dimension divisors (llama3 scaling; gemma4: the full layers' pairs
+                            that do not rotate, 1e30) */
+    /* Per-layer inputs (gemma4 E2B/E4B; n_pl = embedding_length_per_layer_input): */
+    CV_ROLE_PL_TOKEN_EMBD, /* [n_vocab][n_layer * n_pl] looked up by id */
+    CV_ROLE_PL_MODEL_PROJ, /* [n_layer * n_pl][n_embd] of the scaled token embedding */
+    CV_ROLE_PL_PROJ_NORM,  /* [n_pl] RMSNorm of each layer's n_pl projected values */
     CV_ROLE_ATTN_NORM,   /* [n_embd] */
     CV_ROLE_ATTN_Q,      /* [n_q][n_embd], n_q = n_head * head_dim */
     CV_ROLE_ATTN_K,      /* [n_kv][n_embd], n_kv = n_head_kv * head_dim */
@@ -86,6 +91,21 @@ typedef enum cv_role {
     CV_ROLE_ATTN_K_B,       /* [n_head][n_lora_kv][k_mla - n_rot]: head h's q_nope into the latent space */
     CV_ROLE_ATTN_V_B,       /* [n_head][v_mla][n_lora_kv]: the latent space into head h's value */
     CV_ROLE_FFN_EXP_PROBS_B,/* [n_expert] the router's selection bias (exp_probs_b.bias) */
+    /* gemma4 26B-A4B's MoE layers: a dense FFN (bound as the shared expert,
+     * ungated) beside routed experts, each branch post-normed, the router
+     * reading an unweighted RMSNorm of the stream / sqrt(n_embd) times a
+     * learned scale, the experts a norm of their own. */
+    CV_ROLE_FFN_GATE_INP_SCALE,  /* [n_embd] */
+    CV_ROLE_FFN_NORM_EXPS,       /* [n_embd] the experts' pre-norm (GGUF pre_ffw_norm_2) */
+    CV_ROLE_FFN_POST_NORM_SHEXP, /* [n_embd] the dense branch's post-norm (post_ffw_norm_1) */
+    CV_ROLE_FFN_POST_NORM_EXPS,  /* [n_embd] the routed sum's post-norm (post_ffw_norm_2) */
+    CV_ROLE_FFN_GATE_UP_EXPS,    /* [n_expert][2 n_ff_exp][n_embd] gate rows then up rows, fused */
+    CV_ROLE_FFN_DOWN_EXPS_SCALE, /* [n_expert] each expert's output times it */
+    /* gemma4 */
+    CV_ROLE_PL_GATE,     /* [n_pl][n_embd] the per-layer input's gate (GGUF inp_gate) */
+    CV_ROLE_PL_PROJ,     /* [n_embd][n_pl] its projection back (GGUF proj) */
+    CV_ROLE_PL_POST_NORM,/* [n_embd] RMSNorm of that projection before the residual add (GGUF post_norm) */
+    CV_ROLE_OUT_SCALE,   /* [1] the whole residual stream times it after the layer (GGUF layer_output_scale) */
     CV_ROLE_COUNT
 } cv_role;
 
@@ -121,6 +141,9 @@ typedef enum cv_dim {
     CV_DIM_NOPE,     /* k_mla - n_rot: a head's query and key dims without RoPE */
     CV_DIM_V_MLA,    /* v_mla: a head's value */
     CV_DIM_O_MLA,    /* n_head * v_mla */
+    CV_DIM_FF_EXP2,  /* 2 * n_ff_exp: one expert's gate and up, fused */
+    CV_DIM_PL,       /* n_pl: one layer's per-layer input */
+    CV_DIM_PL_ALL,   /* n_layer * n_pl: every layer's */
 } cv_dim;
 
 typedef enum cv_need {
@@ -234,6 +257,14 @@ typedef struct cv_arch {
      * as is (mistral3), and cos/sin are scaled by
      * (1 + 0.1 ln f) / (1 + 0.1 m ln f) instead of 1 + 0.1 ln f. */
     bool yarn_log_mul;
+    /* Gemma 4: scores are q.k unscaled (its q/k norms carry the scale), V
+     * is RMS-normalised without a weight, and a layer without attn_v takes
+     * its K projection, before the K norm and RoPE, as V. */
+    bool attn_scale_one;
+    bool v_norm;
+    /* A layer's FFN is MoE iff the file has its router (blk.N.ffn_gate_inp:
+     * gemma4's 26B-A4B), else `ffn`; the MoE keys are read when present. */
+    bool moe_by_router;
     const cv_arch_tensor *tensors;
     int n_tensors;
 } cv_arch;
@@ -249,6 +280,7 @@ extern const cv_arch cv_arch_qwen35moe;
 extern const cv_arch cv_arch_mistral3;
 extern const cv_arch cv_arch_qwen3next;
 extern const cv_arch cv_arch_deepseek2;
+extern const cv_arch cv_arch_gemma4;
 
 /* The table of architectures (arch.c): adding one is a new arch_<name>.c
  * and a row there. */
@@ -272,10 +304,19 @@ typedef struct cv_hparams {
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
-    int32_t n_head_kv;
+    int32_t n_head_kv;  /* the largest where a file gives one per layer (gemma4): each layer's is cv_layer's */
     int32_t head_dim;   /* {arch}.attention.key_length, else n_embd / n_head */
-    int32_t n_ff;
+    int32_t n_ff;       /* the largest where a file gives one per layer, as n_head_kv */
     int32_t n_rot;      /* rotated dims per head, even, <= head_dim */
+    /* Window layers' heads ({arch}.attention.key_length_swa and
+     * rope.dimension_count_swa, gemma4), else the full layers'. */
+    int32_t head_dim_swa, n_rot_swa;
+    /* The last n_kv_shared layers keep no K/V of their own and attend over
+     * an earlier layer's ({arch}.attention.shared_kv_layers, gemma4: the
+     * last window and the last full layer before them); 0: none. */
+    int32_t n_kv_shared;
+    int32_t n_pl;          /* {arch}.embedding_length_per_layer_input: per-layer input width (0: none) */
+    float logit_softcap;   /* {arch}.final_logit_softcapping: logits c tanh(logits / c); 0: none */
     int32_t n_ctx_train;/* {arch}.context_length */
     float rms_eps;
     float rope_theta;
@@ -359,6 +400,12 @@ typedef struct cv_expert_proj {
 typedef struct cv_layer {
     cv_mixer_kind mixer;
     cv_ffn_kind ffn;
+    /* This layer's sizes (the model's, except where a file gives them per
+     * layer or per kind of layer: gemma4) and, for an attention layer, the
+     * layer whose K/V it attends over: itself, or an earlier one whose
+     * cache it shares (cv_hparams.n_kv_shared). */
+    int32_t head_dim, n_head_kv, n_ff;
+    int32_t kv_src;
     /* Attention: a position p sees p - n_swa + 1 .. p (the n_swa last, itself
      * included; llama.cpp masks p0 when p - p0 >= n_swa); 0: all of 0 .. p. */
     int32_t n_swa;
@@ -378,6 +425,8 @@ typedef struct cv_layer {
     const float *sinks;      /* [n_head] or NULL: softmax sink logits */
     const float *attn_post_norm; /* [n_embd] or NULL: RMSNorm of the mixer's output (gemma3) */
     bool attn_gate;          /* output gated by sigmoid of each head's gate (cv_arch.attn_gate) */
+    bool v_from_k;           /* no V projection: V is the K projection before its norm and RoPE (gemma4) */
+    bool v_norm;             /* V RMS-normalised without a weight (cv_arch.v_norm) */
     /* CV_MIXER_DELTANET (C, H_v, d as at CV_ROLE_SSM_QKV) */
     cv_proj ssm_in[4];       /* result row: qkv [C] | z [ssm_inner] | beta [H_v] | alpha [H_v] */
     int32_t n_ssm_in;
@@ -411,11 +460,28 @@ typedef struct cv_layer {
     const float *exp_down_bias; /* [n_expert][n_embd] or NULL */
     /* A shared expert every token runs besides its routed ones (NULL
      * shexp_down: none), scaled by sigmoid(shexp_gate . x) when it has the
-     * gate (qwen35moe), added as it is otherwise (deepseek2). */
+     * gate (qwen35moe), added as it is otherwise (deepseek2; gemma4's dense
+     * branch, post-normed first). */
     const float *shexp_gate; /* [n_embd] or NULL */
     cv_proj shexp_gate_up[2];/* result row: gate [n_ff_shexp] | up [n_ff_shexp] */
     int32_t n_shexp_gate_up;
     cv_bmat *shexp_down;     /* [n_embd][n_ff_shexp] */
+    /* gemma4's MoE: the router reads RMSNorm(x) / sqrt(n_embd) * router_scale
+     * and the experts RMSNorm(x; exp_norm) instead of the FFN's normed
+     * input; expert e's output times exp_scale[e]; the routed sum and the
+     * shared expert each post-normed (all NULL: none of that). */
+    const float *router_scale;   /* [n_embd] */
+    const float *exp_norm;       /* [n_embd] */
+    const float *exp_scale;      /* [n_expert] */
+    const float *exp_post_norm;  /* [n_embd] */
+    const float *shexp_post_norm;/* [n_embd] */
+    /* After the FFN (gemma4): the layer's per-layer input, when the model
+     * has them (x += post_norm(W_proj (gelu(W_gate x) * pl[il]))), then the
+     * whole stream times out_scale (1 when absent). */
+    cv_bmat *pl_gate;        /* [n_pl][n_embd] */
+    cv_bmat *pl_proj;        /* [n_embd][n_pl] */
+    const float *pl_post_norm; /* [n_embd] */
+    float out_scale;
 } cv_layer;
 
 typedef struct cv_model_owned cv_model_owned; /* private: buffers to free */
@@ -427,6 +493,11 @@ typedef struct cv_model {
     const cv_gguf_tensor *tok_embd; /* rows dequantized one token at a time */
     const float *output_norm;       /* [n_embd] */
     cv_bmat *output;                /* [n_vocab][n_embd]; token_embd's data when tied */
+    /* Per-layer inputs (NULL without: hp.n_pl == 0): each token's
+     * [n_layer][n_pl] rows, looked up and projected from the embedding. */
+    const cv_gguf_tensor *pl_embd;  /* [n_vocab][n_layer * n_pl], rows dequantized one token at a time */
+    cv_bmat *pl_model_proj;         /* [n_layer * n_pl][n_embd] */
+    const float *pl_proj_norm;      /* [n_pl] */
     bool tied_output;
     cv_rope_params rope;            /* full layers': style, n_rot, theta, scale, factors, mscale (each
                                        layer holds its own copy, window layers maybe another base) */
@@ -481,8 +552,10 @@ typedef struct cv_model_summary {
     int64_t n_params, n_params_active;
     size_t bytes;          /* every tensor's data: what RAM must hold */
     size_t active_bytes;   /* the tensors one token reads (embedding lookups apart) */
-    int32_t n_kv_layers;   /* layers that keep K/V (full or window attention) */
-    int32_t n_window_layers; /* of which keep only the last hp.n_swa positions */
+    int32_t n_kv_layers;   /* attention layers (full or window) */
+    int32_t n_window_layers; /* of which see only the last hp.n_swa positions */
+    int32_t n_kv_shared_layers; /* of which read an earlier layer's K/V and keep none (gemma4) */
+    int64_t kv_pos_elts[2]; /* K and V elements one position keeps in the full [0] and window [1] layers */
     size_t state_bytes;    /* recurrent state one sequence holds (every Gated DeltaNet layer's conv and
                               delta-rule state, f32); 0 without recurrent layers */
     uint8_t recurrent[CV_MAX_LAYERS / 8]; /* bit il: layer il is Gated DeltaNet */
@@ -504,6 +577,9 @@ double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int3
 /* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
  * out [n_embd]. */
 void cv_model_embed(const cv_model *m, int32_t token, float *out);
+/* The same for its per-layer embedding row, out [n_layer * n_pl] (the
+ * model has per-layer inputs). */
+void cv_model_embed_per_layer(const cv_model *m, int32_t token, float *out);
 
 /* "llama: 2 layers, 256 hidden, 8 heads (4 kv) of 32, ..."; a hybrid's
  * line says which layers are Gated DeltaNet. */

@@ -128,6 +128,39 @@ static int hp_float(const cv_gguf *g, const cv_arch *a, const char *suffix, doub
     return 0;
 }
 
+/* {arch}.suffix as hp_int reads it, or, where the file holds one value per
+ * layer (gemma4's head_count_kv and feed_forward_length), an array of
+ * n_layer integers each in [lo, hi], of which *out gets the largest.
+ * per_layer (NULL: not wanted) gets each layer's value either way. */
+static int hp_layer_int(const cv_gguf *g, const cv_arch *a, const char *suffix, int64_t dflt, int64_t lo, int64_t hi,
+                        int32_t n_layer, int32_t *per_layer, int32_t *out, cv_err *err)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", a->name, suffix);
+    const cv_gguf_value *v = cv_gguf_get(g, key);
+    if (!v || v->type != CV_GGUF_ARRAY) {
+        int rc = hp_int(g, a, suffix, dflt, lo, hi, out, err);
+        for (int32_t il = 0; rc == 0 && per_layer && il < n_layer; il++)
+            per_layer[il] = *out;
+        return rc;
+    }
+    if (v->arr.n != (uint64_t)n_layer || v->arr.type == CV_GGUF_STRING || v->arr.type == CV_GGUF_ARRAY ||
+        v->arr.type == CV_GGUF_FLOAT32 || v->arr.type == CV_GGUF_FLOAT64)
+        return CV_CORRUPT(err, "%s: metadata '%s' is an array of %llu, expected one integer per layer (%d)",
+                          cv_gguf_path(g), key, (unsigned long long)v->arr.n, n_layer);
+    *out = (int32_t)lo;
+    for (int32_t il = 0; il < n_layer; il++) {
+        const int64_t x = cv_gguf_arr_int(v, (uint64_t)il);
+        if (x < lo || x > hi)
+            return CV_CORRUPT(err, "%s: metadata '%s' element %d = %lld, must be %lld..%lld", cv_gguf_path(g), key,
+                              il, (long long)x, (long long)lo, (long long)hi);
+        if (per_layer)
+            per_layer[il] = (int32_t)x;
+        *out = CV_MAX(*out, (int32_t)x);
+    }
+    return 0;
+}
+
 /* The mixture-of-experts keys, required when the architecture's layers
  * are MoE and ignored otherwise. */
 static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
@@ -135,7 +168,9 @@ static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
     hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
     hp->n_expert_group = hp->n_group_used = hp->n_dense_lead = 0;
     hp->expert_weights_scale = 1.0f;
-    if (a->ffn != CV_FFN_MOE)
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_count", a->name);
+    if (a->ffn != CV_FFN_MOE && !(a->moe_by_router && cv_gguf_get(g, key)))
         return 0;
     const char *path = cv_gguf_path(g);
     int rc;
@@ -150,7 +185,6 @@ static int read_moe(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
     /* Renormalising the chosen experts' weights is the architecture's rule
      * (qwen3moe: always); a file may state it. */
     hp->expert_norm = a->expert_norm;
-    char key[160];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a->name);
     bool norm;
     rc = cv_gguf_get_bool(g, key, &norm, err);
@@ -244,8 +278,9 @@ static int read_mla(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
 
 /* What the architecture decides about every layer, and the window layers'
  * keys: the sliding window (required when the architecture has window
- * layers), their RoPE base, the query scale, the embedding multiplier and
- * the FFN's activation and routing. */
+ * layers), their RoPE base, the query scale, the embedding multiplier,
+ * the per-layer inputs' width, the logits' soft cap and the FFN's
+ * activation and routing. */
 static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     int rc;
@@ -257,7 +292,8 @@ static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp
     if ((rc = hp_float(g, a, "rope.freq_base_swa", theta_swa, 1, 1e12, &hp->rope_theta_swa, err)))
         return rc;
     const bool wide = a->attn_scale_wide_at_layers > 0 && hp->n_layer == a->attn_scale_wide_at_layers;
-    hp->attn_scale = 1.0f / sqrtf(wide ? (float)(hp->n_embd / hp->n_head) : (float)hp->head_dim);
+    hp->attn_scale = a->attn_scale_one ? 1.0f
+                                       : 1.0f / sqrtf(wide ? (float)(hp->n_embd / hp->n_head) : (float)hp->head_dim);
     if (a->mixer == CV_MIXER_MLA) {
         /* A head's score is over its own k_mla dims; with YaRN, deepseek2
          * puts mscale^2 into the score scale and none into cos/sin, mscale
@@ -267,6 +303,11 @@ static int read_layer_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp
                              : 1.0f;
         hp->attn_scale = ms * ms / sqrtf((float)hp->k_mla);
     }
+    /* gemma4: per-layer inputs (E2B / E4B) and soft-capped logits */
+    if ((rc = hp_int(g, a, "embedding_length_per_layer_input", 0, 0, CV_MAX_MODEL_DIM / hp->n_layer, &hp->n_pl,
+                     err)) ||
+        (rc = hp_float(g, a, "final_logit_softcapping", 0, 0, 1e6, &hp->logit_softcap, err)))
+        return rc;
     hp->embd_scale = a->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f;
     hp->glu = a->glu;
     hp->glu_alpha = a->glu_alpha;
@@ -308,18 +349,55 @@ static int read_ssm(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *
     return 0;
 }
 
+/* One kind of layer's heads: their size from {arch}.attention.key_length
+ * + sfx (value_length + sfx must agree) and their rotated dimensions from
+ * {arch}.rope.dimension_count + sfx (even, at most the head; dflt_rot < 0:
+ * the whole head, else at most it); the value's size into hd_v (MLA's is
+ * its latent part, others' must be the key's). sfx is "" for the full
+ * layers and "_swa" for the window layers, which gemma4 gives heads of
+ * their own. */
+static int read_head(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, const char *sfx, int32_t dflt_hd,
+                     int32_t dflt_rot, int32_t *hd, int32_t *hd_v, int32_t *n_rot, cv_err *err)
+{
+    const char *path = cv_gguf_path(g);
+    char kk[64], kv[64], kr[64];
+    snprintf(kk, sizeof kk, "attention.key_length%s", sfx);
+    snprintf(kv, sizeof kv, "attention.value_length%s", sfx);
+    snprintf(kr, sizeof kr, "rope.dimension_count%s", sfx);
+    int rc;
+    if ((rc = hp_int(g, a, kk, dflt_hd, 1, CV_MAX_HEAD_DIM, hd, err)) ||
+        (rc = hp_int(g, a, kv, *hd, 1, CV_MAX_HEAD_DIM, hd_v, err)))
+        return rc;
+    if (*hd_v != *hd && a->mixer != CV_MIXER_MLA) /* MLA's value is its key's latent part */
+        return cv_err_set(err, CV_EUNSUPPORTED,
+                          "%s: value head size %d differs from key head size %d; corvid supports equal sizes", path,
+                          *hd_v, *hd);
+    if ((int64_t)hp->n_head * *hd > CV_MAX_MODEL_DIM)
+        return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head, *hd,
+                          CV_MAX_MODEL_DIM);
+    /* The kernels' RoPE keeps its per-dimension tables on the stack. */
+    if ((rc = hp_int(g, a, kr, dflt_rot < 0 ? *hd : CV_MIN(dflt_rot, *hd), 2, CV_MIN(*hd, CV_MAX_ROPE_DIMS), n_rot,
+                     err)))
+        return rc;
+    if (*n_rot % 2)
+        return CV_CORRUPT(err, "%s: metadata '%s.%s' = %d must be even", path, a->name, kr, *n_rot);
+    return 0;
+}
+
 static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
     int rc;
     if ((rc = hp_int(g, a, "embedding_length", -1, 1, CV_MAX_MODEL_DIM, &hp->n_embd, err)) ||
         (rc = hp_int(g, a, "block_count", -1, 1, CV_MAX_LAYERS, &hp->n_layer, err)) ||
-        (rc = hp_int(g, a, "feed_forward_length", a->ffn == CV_FFN_DENSE ? -1 : 0, 0, CV_MAX_MODEL_DIM, &hp->n_ff,
-                     err)) ||
+        (rc = hp_layer_int(g, a, "feed_forward_length", a->ffn == CV_FFN_DENSE ? -1 : 0, 0, CV_MAX_MODEL_DIM,
+                           hp->n_layer, NULL, &hp->n_ff, err)) ||
         (rc = hp_int(g, a, "attention.head_count", -1, 1, CV_MAX_HEADS, &hp->n_head, err)) ||
-        (rc = hp_int(g, a, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err)) ||
+        (rc = hp_layer_int(g, a, "attention.head_count_kv", hp->n_head, 1, hp->n_head, hp->n_layer, NULL,
+                           &hp->n_head_kv, err)) ||
         (rc = hp_int(g, a, "context_length", 2048, 1, CV_MAX_CONTEXT, &hp->n_ctx_train, err)))
         return rc;
+    /* (each layer's kv heads split its query heads: layer_geometry checks) */
     if (hp->n_head % hp->n_head_kv)
         return CV_CORRUPT(err, "%s: %d query heads do not split evenly over %d kv heads", path, hp->n_head,
                           hp->n_head_kv);
@@ -329,25 +407,15 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
     hp->routing = a->routing;
     if ((rc = read_moe(g, a, hp, err)) || (rc = read_ssm(g, a, hp, err)))
         return rc;
-    /* head_dim: key_length when given (qwen3), else the even split. */
+    /* head_dim: key_length when given (qwen3), else the even split; window
+     * layers may have their own (gemma4), else the same. */
     int32_t dflt_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : -1;
-    if ((rc = hp_int(g, a, "attention.key_length", dflt_hd, 1, CV_MAX_HEAD_DIM, &hp->head_dim, err)))
+    int32_t hd_v_swa;
+    if ((rc = read_head(g, a, hp, "", dflt_hd, -1, &hp->head_dim, &hp->head_dim_v, &hp->n_rot, err)) ||
+        (rc = read_head(g, a, hp, "_swa", hp->head_dim, hp->n_rot, &hp->head_dim_swa, &hd_v_swa, &hp->n_rot_swa,
+                        err)) ||
+        (rc = hp_int(g, a, "attention.shared_kv_layers", 0, 0, hp->n_layer - 1, &hp->n_kv_shared, err)))
         return rc;
-    if ((rc = hp_int(g, a, "attention.value_length", hp->head_dim, 1, CV_MAX_HEAD_DIM, &hp->head_dim_v, err)))
-        return rc;
-    if (hp->head_dim_v != hp->head_dim && a->mixer != CV_MIXER_MLA) /* MLA's value is its key's latent part */
-        return cv_err_set(err, CV_EUNSUPPORTED,
-                          "%s: value head size %d differs from key head size %d; corvid supports equal sizes", path,
-                          hp->head_dim_v, hp->head_dim);
-    if ((int64_t)hp->n_head * hp->head_dim > CV_MAX_MODEL_DIM)
-        return CV_CORRUPT(err, "%s: %d heads of %d exceed the %d-wide limit", path, hp->n_head, hp->head_dim,
-                          CV_MAX_MODEL_DIM);
-    /* The kernels' RoPE keeps its per-dimension tables on the stack. */
-    if ((rc = hp_int(g, a, "rope.dimension_count", hp->head_dim, 2, CV_MIN(hp->head_dim, CV_MAX_ROPE_DIMS),
-                     &hp->n_rot, err)))
-        return rc;
-    if (hp->n_rot % 2)
-        return CV_CORRUPT(err, "%s: metadata '%s.rope.dimension_count' = %d must be even", path, a->name, hp->n_rot);
     if ((rc = hp_float(g, a, "attention.layer_norm_rms_epsilon", a->default_rms_eps, 0, 1, &hp->rms_eps, err)) ||
         (rc = hp_float(g, a, "rope.freq_base", a->default_rope_theta, 1, 1e12, &hp->rope_theta, err)) ||
         (rc = read_mla(g, a, hp, err)))
@@ -416,21 +484,24 @@ static int read_hparams(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_e
 
 /* ---- tensors ---- */
 
-static int64_t dim_value(const cv_hparams *hp, cv_dim d)
+/* A dimension's size, in layer L (NULL: a global tensor). */
+static int64_t dim_value(const cv_hparams *hp, const cv_layer *L, cv_dim d)
 {
+    const int64_t hd = L ? L->head_dim : hp->head_dim, n_kv = L ? L->n_head_kv : hp->n_head_kv;
     switch (d) {
     case CV_DIM_ONE: return 1;
     case CV_DIM_EMBD: return hp->n_embd;
     case CV_DIM_VOCAB: return hp->n_vocab;
-    case CV_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
-    case CV_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
-    case CV_DIM_FF: return hp->n_ff;
-    case CV_DIM_HEAD: return hp->head_dim;
+    case CV_DIM_Q: return hp->n_head * hd;
+    case CV_DIM_KV: return n_kv * hd;
+    case CV_DIM_FF: return L ? L->n_ff : hp->n_ff;
+    case CV_DIM_HEAD: return hd;
     case CV_DIM_HEADS: return hp->n_head;
     case CV_DIM_ROT_HALF: return hp->n_rot / 2;
     case CV_DIM_EXPERT: return hp->n_expert;
     case CV_DIM_FF_EXP: return hp->n_ff_exp;
-    case CV_DIM_Q_GATED: return 2 * (int64_t)hp->n_head * hp->head_dim;
+    case CV_DIM_FF_EXP2: return 2 * (int64_t)hp->n_ff_exp;
+    case CV_DIM_Q_GATED: return 2 * hp->n_head * hd;
     case CV_DIM_FF_SHEXP: return hp->n_ff_shexp;
     case CV_DIM_SSM_CONV: return hp->ssm_conv;
     case CV_DIM_SSM_CH: return 2 * (int64_t)hp->ssm_group * hp->ssm_state + hp->ssm_inner;
@@ -446,6 +517,8 @@ static int64_t dim_value(const cv_hparams *hp, cv_dim d)
     case CV_DIM_NOPE: return (int64_t)hp->k_mla - hp->n_rot;
     case CV_DIM_V_MLA: return hp->v_mla;
     case CV_DIM_O_MLA: return (int64_t)hp->n_head * hp->v_mla;
+    case CV_DIM_PL: return hp->n_pl;
+    case CV_DIM_PL_ALL: return (int64_t)hp->n_layer * hp->n_pl;
     }
     return -1;
 }
@@ -458,6 +531,7 @@ static const char *dim_key(cv_dim d)
     case CV_DIM_FF: return "feed_forward_length";
     case CV_DIM_FF_SHEXP: return "expert_shared_feed_forward_length";
     case CV_DIM_Q_LORA: return "attention.q_lora_rank";
+    case CV_DIM_PL: case CV_DIM_PL_ALL: return "embedding_length_per_layer_input";
     default: return NULL;
     }
 }
@@ -468,10 +542,12 @@ static bool is_matrix_role(cv_role r)
     case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: case CV_ROLE_ATTN_Q: case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_V:
     case CV_ROLE_ATTN_OUT: case CV_ROLE_FFN_GATE: case CV_ROLE_FFN_UP: case CV_ROLE_FFN_DOWN:
     case CV_ROLE_FFN_GATE_INP: case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
+    case CV_ROLE_FFN_GATE_UP_EXPS:
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP: case CV_ROLE_FFN_DOWN_SHEXP:
     case CV_ROLE_SSM_QKV: case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT:
     case CV_ROLE_SSM_IN: case CV_ROLE_SSM_BA:
     case CV_ROLE_ATTN_Q_A: case CV_ROLE_ATTN_Q_B: case CV_ROLE_ATTN_KV_A: case CV_ROLE_ATTN_K_B: case CV_ROLE_ATTN_V_B:
+    case CV_ROLE_PL_TOKEN_EMBD: case CV_ROLE_PL_MODEL_PROJ: case CV_ROLE_PL_GATE: case CV_ROLE_PL_PROJ:
         return true;
     default:
         return false;
@@ -479,14 +555,14 @@ static bool is_matrix_role(cv_role r)
 }
 
 /* Checks one tensor's shape and dtype against its descriptor row. */
-static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, const cv_arch_tensor *d,
-                        const cv_gguf_tensor *t, cv_err *err)
+static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, const cv_layer *L,
+                        const cv_arch_tensor *d, const cv_gguf_tensor *t, cv_err *err)
 {
     const char *path = cv_gguf_path(g);
-    int64_t ne0 = dim_value(hp, d->ne0), ne1 = dim_value(hp, d->ne1), ne2 = dim_value(hp, d->ne2);
+    int64_t ne0 = dim_value(hp, L, d->ne0), ne1 = dim_value(hp, L, d->ne1), ne2 = dim_value(hp, L, d->ne2);
     const cv_dim dims[3] = { d->ne0, d->ne1, d->ne2 };
     for (int i = 0; i < 3; i++)
-        if (dim_value(hp, dims[i]) == 0 && dim_key(dims[i]))
+        if (dim_value(hp, L, dims[i]) == 0 && dim_key(dims[i]))
             return CV_CORRUPT(err, "%s: metadata '%s.%s' is missing or 0; tensor '%s' needs it", path, a->name,
                               dim_key(dims[i]), t->name);
     bool shape_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == 1;
@@ -501,8 +577,9 @@ static int check_tensor(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
         return CV_CORRUPT(err, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected %s for this "
                           "%s model (%d hidden, %d heads of %d, %d kv heads, %d ffn, %d vocab%s)",
                           path, t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], expect, a->name, hp->n_embd, hp->n_head, hp->head_dim,
-                          hp->n_head_kv, hp->n_ff, hp->n_vocab, experts);
+                          (long long)t->ne[3], expect, a->name, hp->n_embd, hp->n_head,
+                          (int)dim_value(hp, L, CV_DIM_HEAD), L ? L->n_head_kv : hp->n_head_kv,
+                          (int)dim_value(hp, L, CV_DIM_FF), hp->n_vocab, experts);
     }
     const cv_dtype *dt = cv_dtype_get(t->type);
     cv_ggml_type_info ti;
@@ -735,6 +812,51 @@ static int bind_experts(cv_model *m, const cv_gguf_tensor *const *ts, int n, boo
     return for_each_run(m, types, n_out, n, fuse, bind_experts_run, &c, n_projs, err);
 }
 
+/* Each layer's sizes (cv_layer.head_dim, .n_head_kv, .n_ff): a window
+ * layer's heads are hp->head_dim_swa wide, its kv heads and FFN width the
+ * file's value for the layer (a per-layer array, or the model's); and the
+ * layer whose K/V it attends over (cv_layer.kv_src): itself, but for the
+ * last hp->n_kv_shared layers the last window layer before them (window
+ * layers) or the last one before them (full layers), llama.cpp's rule for
+ * gemma4, which must then be an attention layer of the same kind and
+ * size. */
+static int layer_geometry(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp, cv_layer *layers, cv_err *err)
+{
+    const char *path = cv_gguf_path(g);
+    const int32_t n = hp->n_layer, first_shared = n - hp->n_kv_shared;
+    int32_t *kv = cv_xmalloc((size_t)n * sizeof *kv), *ff = cv_xmalloc((size_t)n * sizeof *ff), max;
+    int rc = hp_layer_int(g, a, "attention.head_count_kv", hp->n_head, 1, hp->n_head, n, kv, &max, err);
+    if (rc == 0)
+        rc = hp_layer_int(g, a, "feed_forward_length", a->ffn == CV_FFN_DENSE ? -1 : 0, 0, CV_MAX_MODEL_DIM, n, ff,
+                          &max, err);
+    for (int32_t il = 0; rc == 0 && il < n; il++) {
+        cv_layer *L = &layers[il];
+        L->head_dim = L->n_swa > 0 ? hp->head_dim_swa : hp->head_dim;
+        L->n_head_kv = kv[il];
+        L->n_ff = ff[il];
+        L->kv_src = il;
+        if (hp->n_head % L->n_head_kv)
+            rc = CV_CORRUPT(err, "%s: layer %d: %d query heads do not split evenly over %d kv heads", path, il,
+                            hp->n_head, L->n_head_kv);
+        else if (L->ffn == CV_FFN_DENSE && L->n_ff < 1)
+            rc = CV_CORRUPT(err, "%s: metadata '%s.feed_forward_length' is 0 for layer %d, which has a dense FFN",
+                            path, a->name, il);
+        if (rc || il < first_shared || L->mixer != CV_MIXER_ATTN)
+            continue;
+        const int32_t src = first_shared - (L->n_swa > 0 ? 2 : 1);
+        if (src < 0 || layers[src].mixer != CV_MIXER_ATTN || layers[src].n_swa != L->n_swa ||
+            layers[src].n_head_kv != L->n_head_kv)
+            rc = CV_CORRUPT(err, "%s: layer %d would share the K/V of layer %d ('%s.attention.shared_kv_layers' = %d), "
+                            "which is not an attention layer of its kind and size", path, il, src, a->name,
+                            hp->n_kv_shared);
+        else
+            L->kv_src = src;
+    }
+    free(kv);
+    free(ff);
+    return rc;
+}
+
 /* Each layer's mixer and FFN kind and its window (layers[il].mixer, .ffn,
  * .n_swa), from the architecture and the file: every layer has the
  * architecture's kinds, except a hybrid's recurrent layers, which are every
@@ -784,6 +906,16 @@ static int layer_kinds(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_la
         cv_layer *L = &layers[il];
         L->mixer = a->mixer;
         L->ffn = il < hp->n_dense_lead ? CV_FFN_DENSE : a->ffn;
+        if (a->moe_by_router) {
+            char router[64];
+            snprintf(router, sizeof router, "blk.%d.ffn_gate_inp.weight", il);
+            if (cv_gguf_find_tensor(g, router)) {
+                if (hp->n_expert == 0)
+                    return CV_CORRUPT(err, "%s: tensor '%s' routes experts, but metadata '%s.expert_count' is missing",
+                                      path, router, a->name);
+                L->ffn = CV_FFN_MOE;
+            }
+        }
         if (rec) {
             const int64_t v = cv_gguf_arr_int(rec, (uint64_t)il);
             if (v != 0 && v != 1)
@@ -802,7 +934,7 @@ static int layer_kinds(const cv_gguf *g, const cv_arch *a, cv_hparams *hp, cv_la
         L->n_swa = local && L->mixer == CV_MIXER_ATTN ? hp->n_swa : 0;
     }
     cv_err_clear(err);
-    return 0;
+    return layer_geometry(g, a, hp, layers, err);
 }
 
 /* The loaded model's layers: their kinds and windows (layer_kinds), and
@@ -816,6 +948,10 @@ static int resolve_layers(cv_model *m, cv_err *err)
         return rc;
     cv_rope_params swa_rope = m->rope;
     swa_rope.theta = m->hp.rope_theta_swa;
+    swa_rope.n_rot = m->hp.n_rot_swa;
+    if (swa_rope.n_rot != m->rope.n_rot && swa_rope.freq_factors && !a->swa_rope_unscaled)
+        return cv_err_set(err, CV_EUNSUPPORTED, "%s: window layers rotate %d dims, the full ones %d, with one set "
+                          "of frequency factors", cv_gguf_path(m->gguf), swa_rope.n_rot, m->rope.n_rot);
     if (a->swa_rope_unscaled) {
         swa_rope.freq_scale = 1.0f;
         swa_rope.freq_factors = NULL;
@@ -869,7 +1005,7 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
                 found[d->role] = found[d->fallback];
             continue;
         }
-        int rc = check_tensor(g, a, hp, d, t, err);
+        int rc = check_tensor(g, a, hp, L, d, t, err);
         if (rc)
             return rc;
     }
@@ -878,7 +1014,8 @@ static int find_tensors(const cv_gguf *g, const cv_arch *a, const cv_hparams *hp
 
 /* The shared expert: its three matrices or none (the descriptor may mark
  * them optional), and its gate vector only beside them (absent: not
- * gated, as deepseek2's). */
+ * gated, as deepseek2's and gemma4's dense branch beside its experts,
+ * post-normed first). */
 static int bind_shared_expert(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
 {
     static const cv_role roles[3] = { CV_ROLE_FFN_GATE_SHEXP, CV_ROLE_FFN_UP_SHEXP, CV_ROLE_FFN_DOWN_SHEXP };
@@ -899,6 +1036,7 @@ static int bind_shared_expert(cv_model *m, cv_layer *L, const cv_gguf_tensor **f
                           cv_gguf_path(m->gguf), any->name, names[missing]);
     }
     L->shexp_gate = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_SHEXP]);
+    L->shexp_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM_SHEXP]);
     const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE_SHEXP], f[CV_ROLE_FFN_UP_SHEXP] };
     int rc = bind_group(m, gu, 2, fuse, L->shexp_gate_up, &L->n_shexp_gate_up, err);
     return rc ? rc : bind_matrix(m, f[CV_ROLE_FFN_DOWN_SHEXP], &L->shexp_down, err);
@@ -914,17 +1052,27 @@ static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fus
         return rc ? rc : bind_matrix(m, f[CV_ROLE_FFN_DOWN], &L->w_down, err);
     }
     case CV_FFN_MOE: {
-        const cv_gguf_tensor *gu[2] = { f[CV_ROLE_FFN_GATE_EXPS], f[CV_ROLE_FFN_UP_EXPS] };
+        /* gate and up: two tensors, or one fused (gemma4's converter) */
+        const bool fused = f[CV_ROLE_FFN_GATE_UP_EXPS] != NULL;
+        const cv_gguf_tensor *gu[2] = { fused ? f[CV_ROLE_FFN_GATE_UP_EXPS] : f[CV_ROLE_FFN_GATE_EXPS],
+                                        f[CV_ROLE_FFN_UP_EXPS] };
+        if (!fused && (!gu[0] || !gu[1]))
+            return CV_CORRUPT(err, "%s: a layer's experts need ffn_gate_exps and ffn_up_exps, or ffn_gate_up_exps",
+                              cv_gguf_path(m->gguf));
         cv_expert_proj down;
         int32_t n_down;
         int rc;
+        L->router_scale = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_SCALE]);
+        L->exp_norm = bind_vector(m, f[CV_ROLE_FFN_NORM_EXPS]);
+        L->exp_scale = bind_vector(m, f[CV_ROLE_FFN_DOWN_EXPS_SCALE]);
+        L->exp_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM_EXPS]);
         L->router_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_INP_BIAS]);
         L->exp_probs_b = bind_vector(m, f[CV_ROLE_FFN_EXP_PROBS_B]);
         L->exp_gate_bias = bind_vector(m, f[CV_ROLE_FFN_GATE_EXPS_BIAS]);
         L->exp_up_bias = bind_vector(m, f[CV_ROLE_FFN_UP_EXPS_BIAS]);
         L->exp_down_bias = bind_vector(m, f[CV_ROLE_FFN_DOWN_EXPS_BIAS]);
         if ((rc = bind_matrix(m, f[CV_ROLE_FFN_GATE_INP], &L->router, err)) ||
-            (rc = bind_experts(m, gu, 2, fuse, L->exp_gate_up, &L->n_exp_gate_up, err)) ||
+            (rc = bind_experts(m, gu, fused ? 1 : 2, fuse, L->exp_gate_up, &L->n_exp_gate_up, err)) ||
             (rc = bind_experts(m, &f[CV_ROLE_FFN_DOWN_EXPS], 1, false, &down, &n_down, err)))
             return rc;
         L->exp_down = down.w;
@@ -935,18 +1083,28 @@ static int bind_ffn(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fus
     return 0;
 }
 
-static int bind_attention(cv_model *m, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
+/* An attention layer: q, k, v as one group, except that a layer attending
+ * over an earlier layer's K/V (gemma4's shared ones) projects q alone (k
+ * and v tensors it has are not used), and a layer without attn_v (gemma4's
+ * K=V layers, where the descriptor makes it optional) takes V from K. */
+static int bind_attention(cv_model *m, int il, cv_layer *L, const cv_gguf_tensor **f, bool fuse, cv_err *err)
 {
+    const bool own_kv = L->kv_src == il;
+    if (own_kv && !f[CV_ROLE_ATTN_K])
+        return CV_CORRUPT(err, "%s: tensor 'blk.%d.attn_k.weight' is missing; layer %d computes its own K/V",
+                          cv_gguf_path(m->gguf), il, il);
     L->q_bias = bind_vector(m, f[CV_ROLE_ATTN_Q_BIAS]);
-    L->k_bias = bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]);
-    L->v_bias = bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]);
+    L->k_bias = own_kv ? bind_vector(m, f[CV_ROLE_ATTN_K_BIAS]) : NULL;
+    L->v_bias = own_kv ? bind_vector(m, f[CV_ROLE_ATTN_V_BIAS]) : NULL;
     L->q_norm = bind_vector(m, f[CV_ROLE_ATTN_Q_NORM]);
-    L->k_norm = bind_vector(m, f[CV_ROLE_ATTN_K_NORM]);
+    L->k_norm = own_kv ? bind_vector(m, f[CV_ROLE_ATTN_K_NORM]) : NULL;
     L->o_bias = bind_vector(m, f[CV_ROLE_ATTN_OUT_BIAS]);
     L->sinks = bind_vector(m, f[CV_ROLE_ATTN_SINKS]);
     L->attn_gate = m->arch->attn_gate;
+    L->v_from_k = own_kv && !f[CV_ROLE_ATTN_V];
+    L->v_norm = m->arch->v_norm;
     const cv_gguf_tensor *qkv[3] = { f[CV_ROLE_ATTN_Q], f[CV_ROLE_ATTN_K], f[CV_ROLE_ATTN_V] };
-    int rc = bind_group(m, qkv, 3, fuse, L->qkv, &L->n_qkv, err);
+    int rc = bind_group(m, qkv, !own_kv ? 1 : L->v_from_k ? 2 : 3, fuse, L->qkv, &L->n_qkv, err);
     return rc ? rc : bind_matrix(m, f[CV_ROLE_ATTN_OUT], &L->wo, err);
 }
 
@@ -1002,6 +1160,30 @@ static int bind_deltanet_grouped(cv_model *m, cv_layer *L, const cv_gguf_tensor 
     cv_proj *ba = &L->ssm_in[L->n_ssm_in++];
     ba->col = (int32_t)(2 * hp->ssm_group * d + 2 * (int64_t)hp->ssm_inner);
     return bind_regrouped(m, f[CV_ROLE_SSM_BA], hp->ssm_group, sec, 2, &ba->w, err);
+}
+
+/* What follows a gemma4 layer's FFN: its per-layer input (all three
+ * tensors when the model has per-layer inputs) and its output scale. */
+static int bind_layer_out(cv_model *m, int il, cv_layer *L, const cv_gguf_tensor **f, cv_err *err)
+{
+    L->out_scale = 1.0f;
+    if (f[CV_ROLE_OUT_SCALE]) {
+        L->out_scale = bind_vector(m, f[CV_ROLE_OUT_SCALE])[0];
+        if (!isfinite(L->out_scale))
+            return CV_CORRUPT(err, "%s: tensor '%s' = %g, must be finite", cv_gguf_path(m->gguf),
+                              f[CV_ROLE_OUT_SCALE]->name, L->out_scale);
+    }
+    if (m->hp.n_pl == 0)
+        return 0;
+    static const cv_role roles[3] = { CV_ROLE_PL_GATE, CV_ROLE_PL_PROJ, CV_ROLE_PL_POST_NORM };
+    static const char *const names[3] = { "inp_gate.weight", "proj.weight", "post_norm.weight" };
+    for (int i = 0; i < 3; i++)
+        if (!f[roles[i]])
+            return CV_CORRUPT(err, "%s: tensor 'blk.%d.%s' is missing; a model with per-layer inputs needs it",
+                              cv_gguf_path(m->gguf), il, names[i]);
+    L->pl_post_norm = bind_vector(m, f[CV_ROLE_PL_POST_NORM]);
+    int rc = bind_matrix(m, f[CV_ROLE_PL_GATE], &L->pl_gate, err);
+    return rc ? rc : bind_matrix(m, f[CV_ROLE_PL_PROJ], &L->pl_proj, err);
 }
 
 /* A Gated DeltaNet layer: the four projections of the normed input
@@ -1075,10 +1257,10 @@ static int bind_layer(cv_model *m, int il, bool fuse, cv_err *err)
     L->ffn_post_norm = bind_vector(m, f[CV_ROLE_FFN_POST_NORM]);
     rc = L->mixer == CV_MIXER_DELTANET ? bind_deltanet(m, L, f, fuse, err)
          : L->mixer == CV_MIXER_MLA    ? bind_mla(m, L, f, err)
-                                       : bind_attention(m, L, f, fuse, err);
+                                       : bind_attention(m, il, L, f, fuse, err);
     if (rc)
         return rc;
-    return bind_ffn(m, L, f, fuse, err);
+    return (rc = bind_ffn(m, L, f, fuse, err)) ? rc : bind_layer_out(m, il, L, f, err);
 }
 
 /* Bytes, multiply-adds and weights of the matrices, in total and for one
@@ -1140,6 +1322,12 @@ static void count_work(cv_model *m)
             }
         }
     }
+    for (int il = 0; il < m->hp.n_layer && m->pl_model_proj; il++) {
+        add_mat(&w, m->layers[il].pl_gate, 1, 1);
+        add_mat(&w, m->layers[il].pl_proj, 1, 1);
+    }
+    if (m->pl_model_proj)
+        add_mat(&w, m->pl_model_proj, 1, 1);
     add_mat(&w, m->output, 1, 1);
     m->output_macs = m->output->n_in * m->output->n_out;
     m->matmul_bytes = w.bytes;
@@ -1203,6 +1391,20 @@ int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out
     m->tied_output = f[CV_ROLE_OUTPUT] == f[CV_ROLE_TOKEN_EMBD];
     if ((rc = bind_matrix(m, f[CV_ROLE_OUTPUT], &m->output, err)))
         goto fail;
+    if (m->hp.n_pl > 0) {
+        static const cv_role roles[3] = { CV_ROLE_PL_TOKEN_EMBD, CV_ROLE_PL_MODEL_PROJ, CV_ROLE_PL_PROJ_NORM };
+        static const char *const names[3] = { "per_layer_token_embd", "per_layer_model_proj", "per_layer_proj_norm" };
+        for (int i = 0; i < 3; i++)
+            if (!f[roles[i]]) {
+                rc = CV_CORRUPT(err, "%s: tensor '%s.weight' is missing; '%s.embedding_length_per_layer_input' = %d "
+                                "needs it", path, names[i], m->arch->name, m->hp.n_pl);
+                goto fail;
+            }
+        m->pl_embd = f[CV_ROLE_PL_TOKEN_EMBD];
+        m->pl_proj_norm = bind_vector(m, f[CV_ROLE_PL_PROJ_NORM]);
+        if ((rc = bind_matrix(m, f[CV_ROLE_PL_MODEL_PROJ], &m->pl_model_proj, err)))
+            goto fail;
+    }
     const float *factors = bind_vector(m, f[CV_ROLE_ROPE_FREQS]);
     float mscale = 1.0f;
     if (factors && m->hp.rope_scaling == CV_ROPE_SCALING_YARN) {
@@ -1273,13 +1475,15 @@ int cv_model_open(const char *path, const cv_model_params *params, cv_model **ou
     return rc;
 }
 
-void cv_model_embed(const cv_model *m, int32_t token, float *out)
+static void embed_row(const cv_gguf_tensor *t, int32_t token, float *out)
 {
-    assert(token >= 0 && token < m->hp.n_vocab);
-    const cv_gguf_tensor *t = m->tok_embd;
+    assert(token >= 0 && token < t->ne[1]);
     size_t rb = cv_ggml_row_bytes(t->type, t->ne[0]);
     cv_dequantize_row(t->type, (const char *)t->data + (size_t)token * rb, out, t->ne[0], NULL);
 }
+
+void cv_model_embed(const cv_model *m, int32_t token, float *out) { embed_row(m->tok_embd, token, out); }
+void cv_model_embed_per_layer(const cv_model *m, int32_t token, float *out) { embed_row(m->pl_embd, token, out); }
 
 int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
 {
@@ -1309,8 +1513,10 @@ int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
         /* An expert tensor's third dimension is the expert index. */
         const bool experts = t->n_dims == 3 && hp->n_expert > 0 && t->ne[2] == hp->n_expert;
         out->n_params_active += experts ? n / hp->n_expert * hp->n_expert_used : n;
-        /* An untied embedding is only looked up, a row a token. */
-        const bool lookup_only = !strcmp(t->name, "token_embd.weight") && cv_gguf_find_tensor(g, "output.weight");
+        /* An untied embedding is only looked up, a row a token, as gemma4's
+         * per-layer one always is. */
+        const bool lookup_only = (!strcmp(t->name, "token_embd.weight") && cv_gguf_find_tensor(g, "output.weight")) ||
+                                 !strcmp(t->name, "per_layer_token_embd.weight");
         if (!lookup_only)
             out->active_bytes += experts ? t->n_bytes / (size_t)hp->n_expert * (size_t)hp->n_expert_used : t->n_bytes;
     }
@@ -1321,6 +1527,10 @@ int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
         const cv_layer *L = &layers[il];
         out->n_kv_layers += L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA;
         out->n_window_layers += L->mixer == CV_MIXER_ATTN && L->n_swa > 0;
+        /* a layer that shares an earlier one's K/V keeps none */
+        out->n_kv_shared_layers += L->mixer == CV_MIXER_ATTN && L->kv_src != il;
+        if ((L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA) && L->kv_src == il)
+            out->kv_pos_elts[L->n_swa > 0] += cv_kv_parts(hp) * (int64_t)L->n_head_kv * L->head_dim;
         if (L->mixer == CV_MIXER_DELTANET) {
             out->recurrent[il / 8] |= (uint8_t)(1u << (il % 8));
             out->state_bytes += ((size_t)(hp->ssm_conv - 1) * C +
@@ -1404,14 +1614,17 @@ void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
     if (s->n_window_layers > 0)
         cv_buf_printf(out, "; sliding window %d on %d of %d layers", hp->n_swa, s->n_window_layers, hp->n_layer);
     describe_mla_routing(out, hp);
+    if (s->n_kv_shared_layers > 0)
+        cv_buf_printf(out, "; %d layers read earlier layers' K/V and keep none", s->n_kv_shared_layers);
+    if (hp->n_pl > 0)
+        cv_buf_printf(out, "; per-layer inputs of %d", hp->n_pl);
 }
 
 double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
 {
-    const double per_pos = (double)cv_kv_parts(&s->hp) * s->hp.n_head_kv * s->hp.head_dim * kv_elt_bytes;
-    const double full = (double)(s->n_kv_layers - s->n_window_layers) * n_ctx;
-    const double window = (double)s->n_window_layers * CV_MIN(n_ctx, s->hp.n_swa);
-    return (double)s->bytes + ((full + window) * per_pos + (double)s->state_bytes) * n_seq;
+    const double full = (double)s->kv_pos_elts[0] * n_ctx;
+    const double window = (double)s->kv_pos_elts[1] * CV_MIN(n_ctx, s->hp.n_swa);
+    return (double)s->bytes + ((full + window) * kv_elt_bytes + (double)s->state_bytes) * n_seq;
 }
 
 void cv_model_describe(const cv_model *m, cv_buf *out)
@@ -1447,11 +1660,22 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, ", %.2f%s of %.2f%s parameters active per token (%.1f MiB read)",
                       m->n_params_active / scale, unit, m->n_params / scale, unit, m->active_bytes / 1048576.0);
     }
-    int n_local = 0;
-    for (int il = 0; il < hp->n_layer; il++)
+    int n_local = 0, n_shared = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
         n_local += m->layers[il].n_swa > 0;
+        n_shared += m->layers[il].mixer == CV_MIXER_ATTN && m->layers[il].kv_src != il;
+    }
     if (n_local > 0)
         cv_buf_printf(out, ", sliding window %d on %d of %d layers", hp->n_swa, n_local, hp->n_layer);
+    if (n_local > 0 && (hp->head_dim_swa != hp->head_dim || hp->n_rot_swa != hp->n_rot))
+        cv_buf_printf(out, " (heads of %d, rope on %d dims, base %g)", hp->head_dim_swa, hp->n_rot_swa,
+                      hp->rope_theta_swa);
+    if (n_shared > 0)
+        cv_buf_printf(out, ", %d layers reading earlier layers' K/V", n_shared);
+    if (hp->n_pl > 0)
+        cv_buf_printf(out, ", per-layer inputs of %d", hp->n_pl);
+    if (hp->logit_softcap > 0)
+        cv_buf_printf(out, ", logits soft-capped at %g", hp->logit_softcap);
     if (hp->rope_scaling == CV_ROPE_SCALING_YARN)
         cv_buf_printf(out, ", YaRN x%g from %d", hp->rope_factor, hp->rope_orig_ctx);
     if (hp->attn_temp_scale > 0)

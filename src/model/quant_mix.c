@@ -22,6 +22,8 @@
  *   a hybrid's DeltaNet input (attn_qkv) as attn_v and its other matrices
  *   the base type; latent attention's projections (attn_q_a/_b,
  *   attn_kv_a_mqa, attn_k_b, attn_v_b) the base type (none is named attn_v);
+ *   gemma4's per-layer embedding as the output type, its other per-layer
+ *   matrices the base type;
  *   a row that is not a multiple of 256 falls back as ggml's tools do:
  *   Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K, IQ4_XS -> IQ4_NL.
  * Norm weights, biases, routers, rope factors and a hybrid's conv taps,
@@ -88,7 +90,8 @@ uint32_t cv_quant_mix_type(const cv_quant_mix *x, cv_role role, int il, int n_la
     switch (role) {
     case CV_ROLE_OUTPUT: t = x->output; break;
     case CV_ROLE_TOKEN_EMBD: t = tied ? x->output : x->base; break;
-    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS:
+    case CV_ROLE_PL_TOKEN_EMBD: t = x->output; break; /* as llama-quantize takes it for a token embedding */
+    case CV_ROLE_FFN_GATE_EXPS: case CV_ROLE_FFN_UP_EXPS: case CV_ROLE_FFN_DOWN_EXPS: case CV_ROLE_FFN_GATE_UP_EXPS:
         if (x->experts) {
             t = x->experts;
             break;
@@ -102,6 +105,7 @@ uint32_t cv_quant_mix_type(const cv_quant_mix *x, cv_role role, int il, int n_la
     case CV_ROLE_FFN_GATE_SHEXP: case CV_ROLE_FFN_UP_SHEXP:
     case CV_ROLE_SSM_Z: case CV_ROLE_SSM_BETA: case CV_ROLE_SSM_ALPHA: case CV_ROLE_SSM_OUT: case CV_ROLE_SSM_BA:
     case CV_ROLE_ATTN_Q_A: case CV_ROLE_ATTN_Q_B: case CV_ROLE_ATTN_KV_A: case CV_ROLE_ATTN_K_B: case CV_ROLE_ATTN_V_B:
+    case CV_ROLE_PL_MODEL_PROJ: case CV_ROLE_PL_GATE: case CV_ROLE_PL_PROJ:
         t = x->base;
         break;
     default: return CV_GGML_F32; /* norms, biases, rope factors, routers, conv taps, decays, gate vectors */

@@ -103,6 +103,53 @@ const cv_model_shape cv_model_shapes[] = {
       .n_head_kv = 2, .head_dim = 256, .n_ff = 0, .n_ctx = 262144, .rope_theta = 10000000.0f, .rms_eps = 1e-6f,
       .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512, .n_rot = 64, .ssm_conv = 4,
       .ssm_state = 128, .ssm_group = 16, .ssm_heads = 32, .full_attn_interval = 4 },
+    /* google/gemma-4-26B-A4B-it config.json (text_config): 30 layers of
+     * 2816, five 1024-token window layers to one full (layer_types), 16
+     * heads: window 8 kv of 256, full 2 kv of 512 with K = V
+     * (attention_k_eq_v) and proportional RoPE on a quarter of the dims
+     * (partial_rotary_factor 0.25, base 1e6; window base 1e4); every layer a
+     * dense GeGLU FFN of 2112 beside 128 experts of 704 (8 per token);
+     * vocabulary 262144, tied, context 262144, logits soft-capped at 30. */
+    { .name = "gemma4-26b-a4b", .arch = "gemma4", .n_vocab = 262144, .n_embd = 2816, .n_layer = 30, .n_head = 16,
+      .n_head_kv = 2, .head_dim = 512, .n_ff = 2112, .n_ctx = 262144, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 704, .n_swa = 1024, .rope_theta_swa = 10000.0f,
+      .swa_period = 6, .head_dim_swa = 256, .n_head_kv_swa = 8, .rope_pairs_kept = 64, .k_eq_v = true,
+      .logit_softcap = 30 },
+    /* google/gemma-4-E4B-it config.json (text_config): 42 layers of 2560,
+     * five 512-token window layers to one full, 8 heads (2 kv) of 256 in
+     * window layers and 512 in full ones, FFN 10240 (no double-wide MLP),
+     * per-layer inputs of 256, the last 18 layers reading the K/V of layers
+     * 22 (window) and 23 (full), vocabulary 262144, tied, context 131072. */
+    { .name = "gemma4-e4b", .arch = "gemma4", .n_vocab = 262144, .n_embd = 2560, .n_layer = 42, .n_head = 8,
+      .n_head_kv = 2, .head_dim = 512, .n_ff = 10240, .n_ctx = 131072, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .n_swa = 512, .rope_theta_swa = 10000.0f, .swa_period = 6, .head_dim_swa = 256,
+      .n_head_kv_swa = 2, .rope_pairs_kept = 64, .n_kv_shared = 18, .n_pl = 256, .logit_softcap = 30 },
+    /* google/gemma-4-31B-it config.json (text_config): 60 layers of 5376,
+     * five 1024-token window layers to one full, 32 heads: window 16 kv of
+     * 256, full 4 kv of 512 with K = V; FFN 21504; vocabulary 262144, tied,
+     * context 262144. */
+    { .name = "gemma4-31b", .arch = "gemma4", .n_vocab = 262144, .n_embd = 5376, .n_layer = 60, .n_head = 32,
+      .n_head_kv = 4, .head_dim = 512, .n_ff = 21504, .n_ctx = 262144, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .tied = true, .n_swa = 1024, .rope_theta_swa = 10000.0f, .swa_period = 6, .head_dim_swa = 256,
+      .n_head_kv_swa = 16, .rope_pairs_kept = 64, .k_eq_v = true, .logit_softcap = 30 },
+    /* Gemma 4's layouts in the tiny size, as testdata/reference3 has them:
+     * window layers (32 positions, 2 kv heads of 32) two to one full (1 kv
+     * head of 64, K = V, 8 of 32 pairs rotating); the E2B/E4B one with
+     * per-layer inputs (32) and its last three layers reading the K/V of
+     * layers 1 and 2 through a double-wide FFN; the 26B-A4B one with 8
+     * experts (2 used) beside each dense FFN. Untied: a random tied output
+     * would see mostly the sqrt(n_embd)-scaled input embedding in the
+     * stream and predict the input token, every time. */
+    { .name = "tiny-gemma4", .arch = "gemma4", .n_vocab = 2048, .n_embd = 256, .n_layer = 6, .n_head = 4,
+      .n_head_kv = 1, .head_dim = 64, .n_ff = 256, .n_ctx = 2048, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .n_swa = 32, .rope_theta_swa = 10000.0f, .swa_period = 3, .head_dim_swa = 32, .n_head_kv_swa = 2,
+      .rope_pairs_kept = 8, .n_kv_shared = 3, .n_pl = 32, .k_eq_v = true, .ff_double_shared = true,
+      .logit_softcap = 30 },
+    { .name = "tiny-gemma4moe", .arch = "gemma4", .n_vocab = 2048, .n_embd = 256, .n_layer = 3, .n_head = 4,
+      .n_head_kv = 1, .head_dim = 64, .n_ff = 256, .n_ctx = 2048, .rope_theta = 1000000.0f, .rms_eps = 1e-6f,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256, .n_swa = 32, .rope_theta_swa = 10000.0f,
+      .swa_period = 3, .head_dim_swa = 32, .n_head_kv_swa = 2, .rope_pairs_kept = 8, .k_eq_v = true,
+      .logit_softcap = 30 },
     /* The tiny shape with mistral3's position handling, as
      * testdata/reference3's mistral3 file has it: YaRN x16 from 64 positions
      * (mscale_all_dim 1) and a query temperature of 0.1, so a few hundred
@@ -202,14 +249,19 @@ static void gen_rows(void *ctx, int ith, int nth)
     for (int64_t r = r0; r < r1; r++) {
         cv_rng rng;
         cv_rng_seed(&rng, j->seed ^ ((uint64_t)(r + 1) * 0xD1B54A32D192ED03ull));
-        if (j->how == DIST_ROPE) {
+        if (j->how == DIST_ROPE && j->shape->rope_pairs_kept > 0) {
+            /* proportional RoPE (gemma4): the first pairs rotate, the others
+             * are divided by 1e30, as the converter writes them */
+            for (int64_t i = 0; i < j->n_in; i++)
+                row[i] = i < j->shape->rope_pairs_kept ? 1.0f : 1e30f;
+        } else if (j->how == DIST_ROPE) {
             const cv_model_shape *s = j->shape;
             cv_rope_llama3_factors(row, (int32_t)(2 * j->n_in), s->rope_theta, s->rope_factor, s->rope_low_freq,
                                    s->rope_high_freq, s->rope_orig_ctx);
         } else {
             for (int64_t i = 0; i < j->n_in; i++) {
                 switch (j->how) {
-                case DIST_UNIFORM_NORM: row[i] = 0.5f + cv_rng_f32(&rng); break;
+                case DIST_UNIFORM_NORM: row[i] = (0.5f + cv_rng_f32(&rng)) * j->std; break;
                 case DIST_SSM_A: row[i] = -(1.0f + 15.0f * cv_rng_f32(&rng)); break;
                 case DIST_SSM_DT: {
                     /* dt = e^U(ln 1e-3, ln 0.1); the bias is softplus^-1(dt) = ln(e^dt - 1) */
@@ -240,21 +292,76 @@ static void gen_tensor(void *ctx, void *dst, size_t n_bytes)
         memcpy(j->data + (size_t)r * j->row_bytes, j->data + (size_t)(r % j->bank) * j->row_bytes, j->row_bytes);
 }
 
-static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
+/* What a synthetic layer is: its kinds, whether it is a window layer,
+ * keeps its own K/V and has a V projection, and its sizes (gemma4's vary
+ * by layer; the shape's otherwise). */
+typedef struct synth_layer {
+    cv_mixer_kind mixer;
+    cv_ffn_kind ffn;
+    bool local, own_kv, has_v;
+    int32_t head_dim, n_head_kv, n_ff;
+} synth_layer;
+
+static synth_layer layer_of(const cv_arch *a, const cv_model_shape *s, int il)
 {
+    synth_layer l = { .mixer = a->hybrid ? cv_hybrid_layer_mixer(il, s->full_attn_interval) : a->mixer,
+                      .ffn = a->moe_by_router && s->n_expert > 0 ? CV_FFN_MOE : a->ffn };
+    if (a->mixer == CV_MIXER_MLA && il < s->n_dense_lead) /* deepseek2's leading dense layers */
+        l.ffn = CV_FFN_DENSE;
+    const int32_t p = s->swa_period > 0 ? s->swa_period : a->swa_period;
+    l.local = p > 0 && il % p < p - 1;
+    l.own_kv = il < s->n_layer - s->n_kv_shared;
+    l.has_v = l.own_kv && !(s->k_eq_v && !l.local);
+    l.head_dim = l.local && s->head_dim_swa ? s->head_dim_swa : s->head_dim;
+    l.n_head_kv = l.local && s->n_head_kv_swa ? s->n_head_kv_swa : s->n_head_kv;
+    l.n_ff = s->ff_double_shared && !l.own_kv ? 2 * s->n_ff : s->n_ff;
+    return l;
+}
+
+static bool alt_wanted(const cv_arch *a, cv_role role, const cv_model_shape *s, int32_t n_vocab);
+
+/* Whether synth writes an optional descriptor row: the rope factors llama3
+ * scaling or proportional RoPE has, a sigmoid router's selection bias, the
+ * other layout an ALT row names when the shape has no size for that row (a
+ * plain attn_q without q_lora), the per-layer inputs a shape with them has,
+ * gemma4's K/V of the layers that compute it and its output scales; no
+ * optional bias, and experts' gate and up fused where they may be. */
+static bool optional_written(const cv_arch *a, const cv_model_shape *s, cv_role role, const synth_layer *l,
+                             int32_t n_vocab)
+{
+    if (alt_wanted(a, role, s, n_vocab))
+        return true;
+    switch (role) {
+    case CV_ROLE_FFN_EXP_PROBS_B: return s->sigmoid_routing;
+    case CV_ROLE_ROPE_FREQS: return s->rope_scaling == CV_ROPE_SCALING_LLAMA3 || s->rope_pairs_kept > 0;
+    case CV_ROLE_PL_TOKEN_EMBD: case CV_ROLE_PL_MODEL_PROJ: case CV_ROLE_PL_PROJ_NORM: case CV_ROLE_PL_GATE:
+    case CV_ROLE_PL_PROJ: case CV_ROLE_PL_POST_NORM:
+        return s->n_pl > 0;
+    case CV_ROLE_ATTN_K: case CV_ROLE_ATTN_K_NORM: return l && l->own_kv;
+    case CV_ROLE_ATTN_V: return l && l->has_v;
+    case CV_ROLE_OUT_SCALE: case CV_ROLE_FFN_GATE_UP_EXPS: return true;
+    default: return false;
+    }
+}
+
+/* A dimension's size in layer l (NULL: a global tensor). */
+static int64_t dim_of(const cv_model_shape *s, const synth_layer *l, cv_dim d, int32_t n_vocab)
+{
+    const int64_t hd = l ? l->head_dim : s->head_dim;
     switch (d) {
     case CV_DIM_ONE: return 1;
     case CV_DIM_EMBD: return s->n_embd;
     case CV_DIM_VOCAB: return n_vocab;
-    case CV_DIM_Q: return (int64_t)s->n_head * s->head_dim;
-    case CV_DIM_KV: return (int64_t)s->n_head_kv * s->head_dim;
-    case CV_DIM_FF: return s->n_ff;
-    case CV_DIM_HEAD: return s->head_dim;
+    case CV_DIM_Q: return s->n_head * hd;
+    case CV_DIM_KV: return (l ? l->n_head_kv : s->n_head_kv) * hd;
+    case CV_DIM_FF: return l ? l->n_ff : s->n_ff;
+    case CV_DIM_HEAD: return hd;
     case CV_DIM_HEADS: return s->n_head;
     case CV_DIM_ROT_HALF: return s->head_dim / 2;
     case CV_DIM_EXPERT: return s->n_expert;
     case CV_DIM_FF_EXP: return s->n_ff_exp;
-    case CV_DIM_Q_GATED: return 2 * (int64_t)s->n_head * s->head_dim;
+    case CV_DIM_FF_EXP2: return 2 * (int64_t)s->n_ff_exp;
+    case CV_DIM_Q_GATED: return 2 * s->n_head * hd;
     case CV_DIM_FF_SHEXP: return s->n_ff_shexp;
     case CV_DIM_SSM_CONV: return s->ssm_conv;
     case CV_DIM_SSM_CH: return 2 * (int64_t)s->ssm_group * s->ssm_state + (int64_t)s->ssm_heads * s->ssm_state;
@@ -270,6 +377,8 @@ static int64_t dim_of(const cv_model_shape *s, cv_dim d, int32_t n_vocab)
     case CV_DIM_NOPE: return s->mla_nope;
     case CV_DIM_V_MLA: return s->mla_v;
     case CV_DIM_O_MLA: return (int64_t)s->n_head * s->mla_v;
+    case CV_DIM_PL: return s->n_pl;
+    case CV_DIM_PL_ALL: return (int64_t)s->n_layer * s->n_pl;
     }
     return 1;
 }
@@ -280,9 +389,18 @@ static bool alt_wanted(const cv_arch *a, cv_role role, const cv_model_shape *s, 
 {
     for (int i = 0; i < a->n_tensors; i++) {
         const cv_arch_tensor *d = &a->tensors[i];
-        if (d->need == CV_NEED_ALT && d->fallback == role && dim_of(s, d->ne0, n_vocab) * dim_of(s, d->ne1, n_vocab) == 0)
+        if (d->need == CV_NEED_ALT && d->fallback == role &&
+            dim_of(s, NULL, d->ne0, n_vocab) * dim_of(s, NULL, d->ne1, n_vocab) == 0)
             return true;
     }
+    return false;
+}
+
+static bool has_role(const cv_arch *a, cv_role role)
+{
+    for (int i = 0; i < a->n_tensors; i++)
+        if (a->tensors[i].role == role)
+            return true;
     return false;
 }
 
@@ -293,12 +411,32 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
     cv_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);
     cv_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);
     cv_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
-    cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
     cv_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head);
     const bool mla = a->mixer == CV_MIXER_MLA;
+    /* gemma4's sizes per layer: one value each where they vary */
+    int32_t *kv = cv_xmalloc((size_t)s->n_layer * sizeof *kv), *ff = cv_xmalloc((size_t)s->n_layer * sizeof *ff);
+    uint8_t *local = cv_xmalloc((size_t)s->n_layer);
+    bool kv_vary = false, ff_vary = false;
+    for (int il = 0; il < s->n_layer; il++) {
+        const synth_layer l = layer_of(a, s, il);
+        kv[il] = l.n_head_kv, ff[il] = l.n_ff, local[il] = l.local;
+        kv_vary |= kv[il] != kv[0], ff_vary |= ff[il] != ff[0];
+    }
+    if (ff_vary)
+        cv_gguf_writer_set_arr(w, KEY("feed_forward_length"), CV_GGUF_INT32, (uint64_t)s->n_layer, ff);
+    else
+        cv_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
     /* MLA is stored as one KV head whose key is the latent row and whose
      * value is its latent part (arch_deepseek2.c) */
-    cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), mla ? 1 : (uint32_t)s->n_head_kv);
+    if (kv_vary)
+        cv_gguf_writer_set_arr(w, KEY("attention.head_count_kv"), CV_GGUF_INT32, (uint64_t)s->n_layer, kv);
+    else
+        cv_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), mla ? 1 : (uint32_t)s->n_head_kv);
+    if (s->swa_period > 0)
+        cv_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), CV_GGUF_BOOL, (uint64_t)s->n_layer, local);
+    free(kv);
+    free(ff);
+    free(local);
     if (mla) {
         cv_gguf_writer_set_u32(w, KEY("attention.q_lora_rank"), (uint32_t)s->n_lora_q);
         cv_gguf_writer_set_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)s->n_lora_kv);
@@ -317,15 +455,28 @@ static void set_hparams(cv_gguf_writer *w, const cv_arch *a, const cv_model_shap
         }
         if (s->rope_scaling == CV_ROPE_SCALING_YARN)
             cv_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 0.1f * s->yarn_log_mul);
-    } else if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe || a->hybrid) {
+    } else if (s->head_dim * s->n_head != s->n_embd || a == &cv_arch_qwen3 || a == &cv_arch_qwen3moe || a->hybrid ||
+               s->head_dim_swa) {
         cv_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
         cv_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
     }
+    if (s->head_dim_swa) {
+        cv_gguf_writer_set_u32(w, KEY("attention.key_length_swa"), (uint32_t)s->head_dim_swa);
+        cv_gguf_writer_set_u32(w, KEY("attention.value_length_swa"), (uint32_t)s->head_dim_swa);
+        cv_gguf_writer_set_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)s->head_dim_swa);
+    }
+    /* gemma4's keys (llama.cpp requires the per-layer input width, 0 or not) */
+    if (has_role(a, CV_ROLE_PL_TOKEN_EMBD)) {
+        cv_gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"), (uint32_t)s->n_kv_shared);
+        cv_gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), (uint32_t)s->n_pl);
+    }
+    if (s->logit_softcap > 0)
+        cv_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), s->logit_softcap);
     const int32_t n_rot = mla ? s->mla_rope : s->n_rot ? s->n_rot : s->head_dim;
     cv_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot);
     cv_gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_theta);
     cv_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->rms_eps);
-    if (a->ffn == CV_FFN_MOE) {
+    if (a->ffn == CV_FFN_MOE || (a->moe_by_router && s->n_expert > 0)) {
         cv_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         cv_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         cv_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
@@ -458,37 +609,30 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
     set_hparams(w, a, s);
 
-    const bool rope_freqs = s->rope_scaling == CV_ROPE_SCALING_LLAMA3;
     jobs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *jobs);
     uint64_t tensor_index = 0;
     for (int il = -1; il < s->n_layer && rc == 0; il++) {
+        const synth_layer layer = il >= 0 ? layer_of(a, s, il) : (synth_layer){ 0 }, *l = il >= 0 ? &layer : NULL;
         for (int i = 0; i < a->n_tensors && rc == 0; i++) {
             const cv_arch_tensor *d = &a->tensors[i];
             bool per_layer = d->role >= CV_ROLE_FIRST_LAYER;
             if (per_layer != (il >= 0))
                 continue;
-            const cv_mixer_kind mixer = a->hybrid && il >= 0 ? cv_hybrid_layer_mixer(il, s->full_attn_interval)
-                                                              : a->mixer;
-            const cv_ffn_kind ffn = a->mixer == CV_MIXER_MLA && il < s->n_dense_lead ? CV_FFN_DENSE : a->ffn;
-            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(mixer) | CV_WHEN_FFN(ffn))))
+            if (per_layer && d->when && !(d->when & (CV_WHEN_MIXER(l->mixer) | CV_WHEN_FFN(l->ffn))))
                 continue;
             if (d->need == CV_NEED_FALLBACK && s->tied)
                 continue;
-            /* An optional tensor is written where the shape wants it: rope
-             * factors for llama3 scaling, a sigmoid router's selection bias,
-             * and the other layout an ALT row names when the shape has no
-             * size for that row (a plain attn_q without q_lora). */
-            if (d->need == CV_NEED_OPTIONAL && !(d->role == CV_ROLE_ROPE_FREQS && rope_freqs) &&
-                !(d->role == CV_ROLE_FFN_EXP_PROBS_B && s->sigmoid_routing) && !alt_wanted(a, d->role, s, n_vocab))
+            if (d->need == CV_NEED_OPTIONAL && !optional_written(a, s, d->role, l, n_vocab))
                 continue;
-            if (d->need == CV_NEED_ALT && dim_of(s, d->ne0, n_vocab) * dim_of(s, d->ne1, n_vocab) == 0)
+            if (d->need == CV_NEED_ALT && dim_of(s, l, d->ne0, n_vocab) * dim_of(s, l, d->ne1, n_vocab) == 0)
                 continue;
             char tname[128];
             if (per_layer)
                 snprintf(tname, sizeof tname, d->name, il);
             else
                 snprintf(tname, sizeof tname, "%s", d->name);
-            int64_t ne[3] = { dim_of(s, d->ne0, n_vocab), dim_of(s, d->ne1, n_vocab), dim_of(s, d->ne2, n_vocab) };
+            int64_t ne[3] = { dim_of(s, l, d->ne0, n_vocab), dim_of(s, l, d->ne1, n_vocab),
+                              dim_of(s, l, d->ne2, n_vocab) };
             gen_job *j = &jobs[n_jobs++];
             *j = (gen_job){
                 .type = cv_quant_mix_type(x, d->role, il, s->n_layer, ne[0], s->tied),
@@ -500,9 +644,18 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             };
             switch (d->role) {
             case CV_ROLE_ATTN_NORM: case CV_ROLE_FFN_NORM: case CV_ROLE_OUTPUT_NORM:
-            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM: case CV_ROLE_ATTN_POST_NORM:
-            case CV_ROLE_FFN_POST_NORM: case CV_ROLE_SSM_NORM: case CV_ROLE_ATTN_Q_A_NORM: case CV_ROLE_ATTN_KV_A_NORM:
-                j->how = DIST_UNIFORM_NORM;
+            case CV_ROLE_ATTN_POST_NORM: case CV_ROLE_FFN_POST_NORM: case CV_ROLE_SSM_NORM:
+            case CV_ROLE_ATTN_Q_A_NORM: case CV_ROLE_ATTN_KV_A_NORM:
+            case CV_ROLE_PL_PROJ_NORM: case CV_ROLE_PL_POST_NORM: case CV_ROLE_OUT_SCALE:
+            case CV_ROLE_FFN_GATE_INP_SCALE: case CV_ROLE_FFN_NORM_EXPS: case CV_ROLE_FFN_POST_NORM_SHEXP:
+            case CV_ROLE_FFN_POST_NORM_EXPS: case CV_ROLE_FFN_DOWN_EXPS_SCALE:
+                j->how = DIST_UNIFORM_NORM, j->std = 1.0f;
+                break;
+            /* Unscaled scores (gemma4) take the 1/sqrt(head_dim) from the
+             * q and k norms, head_dim^(-1/4) each, as
+             * testdata/reference3's weights do. */
+            case CV_ROLE_ATTN_Q_NORM: case CV_ROLE_ATTN_K_NORM:
+                j->how = DIST_UNIFORM_NORM, j->std = a->attn_scale_one ? powf((float)ne[0], -0.25f) : 1.0f;
                 break;
             case CV_ROLE_SSM_A: j->how = DIST_SSM_A; break;
             case CV_ROLE_SSM_DT_BIAS: j->how = DIST_SSM_DT; break;
@@ -525,7 +678,9 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             case CV_ROLE_FFN_EXP_PROBS_B: j->how = DIST_NORMAL, j->std = 0.1f; break;
             /* Embedding and output alike: logits then have a spread of
              * 0.15 sqrt(n_embd) (2.4 for 256 wide), peaked like a real model's. */
-            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: j->how = DIST_NORMAL, j->std = 0.15f; break;
+            case CV_ROLE_TOKEN_EMBD: case CV_ROLE_OUTPUT: case CV_ROLE_PL_TOKEN_EMBD:
+                j->how = DIST_NORMAL, j->std = 0.15f;
+                break;
             default: j->how = DIST_NORMAL, j->std = 1.0f / sqrtf((float)ne[0]); break;
             }
             j->row_bytes = cv_ggml_row_bytes(j->type, ne[0]);

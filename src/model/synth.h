@@ -42,6 +42,16 @@ typedef struct cv_model_shape {
     int32_t n_dense_lead, n_expert_group, n_group_used;
     bool sigmoid_routing, expert_norm;
     float expert_weights_scale;
+    /* Gemma 4 (0 / false: none, or the full layers'): the window pattern's
+     * period (il mod p < p - 1: window; 0: the architecture's), the window
+     * layers' head size and kv heads, the full layers' rotated pairs (the
+     * others get rope_freqs 1e30: "proportional" RoPE), the last n_kv_shared
+     * layers reading earlier ones' K/V, per-layer inputs of n_pl, full
+     * layers taking V from K, the shared layers' FFN twice as wide (E2B),
+     * the logits' soft cap. */
+    int32_t swa_period, head_dim_swa, n_head_kv_swa, rope_pairs_kept, n_kv_shared, n_pl;
+    bool k_eq_v, ff_double_shared;
+    float logit_softcap;
 } cv_model_shape;
 
 extern const cv_model_shape cv_model_shapes[];

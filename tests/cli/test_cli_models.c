@@ -497,6 +497,15 @@ TEST(every_alias_runs_or_is_refused_before_its_download)
             if (!strcmp(a->shape, "glm-4.7-flash"))
                 CHECK_MSG(bytes > 17.5e9 && bytes < 19.5e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,
                           bytes / 1e9);
+            /* The published Q4_K_M files: Gemma 4 26B-A4B ~16.9 GB, E4B 4.98
+             * GB (its per-layer embedding's type differs), Devstral Small 2
+             * ~14.3 GB */
+            if (!strcmp(a->shape, "gemma4-26b-a4b"))
+                CHECK_MSG(bytes > 16e9 && bytes < 18e9, "%s: %.2f GB", a->name, bytes / 1e9);
+            if (!strcmp(a->shape, "gemma4-e4b"))
+                CHECK_MSG(bytes > 4.5e9 && bytes < 5.6e9, "%s: %.2f GB", a->name, bytes / 1e9);
+            if (!strcmp(a->shape, "devstral-small-2-24b"))
+                CHECK_MSG(bytes > 13.5e9 && bytes < 15e9, "%s: %.2f GB", a->name, bytes / 1e9);
             /* ggml-org's file is 12.1 GB (11.27 GiB): MXFP4 experts, Q8_0 else */
             if (!strcmp(a->shape, "gpt-oss-20b"))
                 CHECK_MSG(bytes > 11.8e9 && bytes < 12.4e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,

@@ -9,7 +9,8 @@
  * and q8_0 KV caches; on reference2's sliding-window models (gpt-oss with
  * sinks and experts, gemma3), whose rows must be the same bits batched,
  * alone and prefilled in chunks across the window (reference3's mistral3,
- * whose query temperature steps with the position, too); and on reference2's
+ * whose query temperature steps with the position, and gemma4, with heads
+ * of two sizes and shared K/V, too); and on reference2's
  * hybrids (Gated DeltaNet layers with a recurrent state per sequence):
  * their sequences in one batch get the bits each gets alone, a fork copies
  * the state, and a truncate the state cannot follow goes back only as far
@@ -181,8 +182,13 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
     check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
     check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
-    /* The query temperature scales each row by its own position (mistral3). */
+    /* The query temperature scales each row by its own position (mistral3);
+     * per-layer inputs, heads of two sizes and shared K/V (gemma4); a dense
+     * FFN beside routed experts (gemma4moe). */
     check_interleaved(REF3 "tiny-mistral3-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-gemma4-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    check_interleaved(REF3 "tiny-gemma4moe-gpt2-F32", 0, CV_GGML_F32);
     /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
      * other pieces (and single steps), which agree to rounding: measured
      * 3.9e-5 and 2.7e-5 on logits of magnitude ~20. An f16 cache would
@@ -684,9 +690,9 @@ static const att_plan *full_plan(const cv_engine *e)
 
 /* A deep sequence decoding alone has too few tiles x kv heads for the
  * threads, so its attention is cut into chunks run on different threads
- * and merged; in a batch of five, or with one thread, each tile runs its
- * chunks in one thread. Its logits are the same bits all three ways (with
- * sinks too: they join after the merge). */
+ * and merged; in a batch of five (over enough kv heads), or with one
+ * thread, each tile runs its chunks in one thread. Its logits are the same
+ * bits all three ways (with sinks too: they join after the merge). */
 static void check_cut(const char *model)
 {
     int32_t n200;
@@ -716,8 +722,9 @@ static void check_cut(const char *model)
         CHECK(cv_engine_forward(f.e, &(cv_batch){ n, tok, seq, pos, want }, &lg, &nl, &err) == 0);
         /* cut where the step has fewer (tile, kv head) pairs than twice the
          * threads (attention.c, plan_items): alone on 4 threads, and 5
-         * sequences of a model with one kv head (latent attention) */
-        const int32_t n_kv = f.m->hp.n_head_kv, n_split = full_plan(f.e)->n_split;
+         * sequences of a model with one kv head (latent attention; gemma4's
+         * full layers) */
+        const int32_t n_kv = full_plan(f.e)->n_head_kv, n_split = full_plan(f.e)->n_split;
         const int32_t cut = way != 2 && n * n_kv < 2 * 4 ? n * n_kv : 0;
         CHECK_MSG(n_split == cut, "%s, %d sequences on %d threads: %d of %d (tile, kv head) pairs cut into chunks, "
                   "expected %d", model, n, way == 2 ? 1 : 4, n_split, n * n_kv, cut);
@@ -737,6 +744,7 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
     check_cut("tiny-qwen2-gpt2-Q4_K_M");
     check_cut(REF2 "tiny-gptoss-gpt2-F32");
     check_cut(REF3 "tiny-deepseek2-gpt2-F32");
+    check_cut(REF3 "tiny-gemma4-gpt2-F32");
 }
 
 /* Prefill in chunks whose edges fall before, on and past the 32-position
@@ -786,6 +794,7 @@ TEST(prefill_in_chunks_across_the_window_equals_one_call)
     /* Latent attention (no window: every chunking is one call's bits) */
     check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32");
     check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32");
+    check_chunks_across_window(REF3 "tiny-gemma4-gpt2-Q4_K_M");
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)

@@ -85,6 +85,12 @@ static const ref_model models[] = {
      * groups, scaled weights and a shared expert (deepseek2); and without
      * q_lora, softmax routing, two shared experts (deepseek2lite). */
     { REF3, "tiny-deepseek2-gpt2-F32", "gpt2" },    { REF3, "tiny-deepseek2lite-gpt2-F32", "gpt2" },
+    /* reference3/: per-layer heads and RoPE, shared K/V, K=V, per-layer
+     * inputs, output scales and soft-capped logits (gemma4); a dense FFN
+     * beside routed experts, each with its own inputs and norms (gemma4moe,
+     * 26B-A4B). */
+    { REF3, "tiny-gemma4-gpt2-F32", "gpt2" },      { REF3, "tiny-gemma4-gpt2-Q4_K_M", "gpt2" },
+    { REF3, "tiny-gemma4moe-gpt2-F32", "gpt2" },
 };
 
 static const char *const seq_names[N_SEQS] = { "len1", "len17",
@@ -95,11 +101,16 @@ static const char *const seq_names[N_SEQS] = { "len1", "len17",
 
 static json_t *g_seqs, *g_manifest, *g_manifest2, *g_manifest3;
 
-/* The exact paths' max |Δ|: 1e-3, but Gemma 3's looser bound (reference2
- * README, item 1) with KL <= 1e-4: corvid computes the tanh GELU in f32
- * (vec.c's geglu), not ggml's f16 lookup table, which the README measured
- * at 1.2e-2 / KL 1.1e-5 for an exact GELU. 0 when the default holds. */
-static double loose_tol(const ref_model *rm) { return strstr(rm->name, "gemma3") ? 2e-2 : 0; }
+/* The exact paths' max |Δ|: 1e-3, but the Gemma files' looser bounds with
+ * KL <= 1e-4: corvid computes the tanh GELU in f32 (vec.c's geglu), not
+ * ggml's f16 lookup table, which the READMEs measured at 1.2e-2 / KL
+ * 1.1e-5 (reference2, Gemma 3: bound 2e-2) and at up to 1.1e-2 / 4.0e-2
+ * at any position (reference3, Gemma 4, whose attention scale 1 amplifies
+ * it: bound 5e-2). 0 when the default holds. */
+static double loose_tol(const ref_model *rm)
+{
+    return strstr(rm->name, "gemma3") ? 2e-2 : strstr(rm->name, "gemma4") ? 5e-2 : 0;
+}
 
 static bool is_f32(const ref_model *rm) { return strstr(rm->name, "-F32") != NULL; }
 static bool is_hybrid(const ref_model *rm)
@@ -202,12 +213,14 @@ static void check_native(const ref_model *rm, cv_engine *e)
                 CHECK_MSG(m.max_abs <= 0.05, "%s %s (fast): max|Δ| = %g > 0.05", rm->name, seq_names[s], m.max_abs);
             } else {
                 /* README item 3: the two qwen35 files at len1 (the DeltaNet
-                 * position-0 sign effect) get cos >= 0.98, rms <= 1.5. */
-                const bool loose = strstr(rm->name, "qwen35-") && s == 0;
-                const double cos_min = loose ? 0.98 : 0.998, rms_max = loose ? 1.5 : 0.5;
-                CHECK_MSG(m.cos >= cos_min && m.kl <= 0.1 && m.rms <= rms_max,
-                          "%s %s (fast): cos %.6f (>= %g), KL %.4f (<= 0.1), rms %.3f (<= %g), max|Δ| %.3f",
-                          rm->name, seq_names[s], m.cos, cos_min, m.kl, m.rms, rms_max, m.max_abs);
+                 * position-0 sign effect) get cos >= 0.98, rms <= 1.5;
+                 * reference3's bounds are KL 0.03 and rms 0.4. */
+                const bool loose = strstr(rm->name, "qwen35-") && s == 0, ref3 = !strcmp(rm->dir, REF3);
+                const double cos_min = loose ? 0.98 : 0.998, rms_max = loose ? 1.5 : ref3 ? 0.4 : 0.5;
+                const double kl_max = ref3 ? 0.03 : 0.1;
+                CHECK_MSG(m.cos >= cos_min && m.kl <= kl_max && m.rms <= rms_max,
+                          "%s %s (fast): cos %.6f (>= %g), KL %.4f (<= %g), rms %.3f (<= %g), max|Δ| %.3f",
+                          rm->name, seq_names[s], m.cos, cos_min, m.kl, kl_max, m.rms, rms_max, m.max_abs);
             }
             if (manifest_margin(rm, seq_names[s]) > 1.0)
                 CHECK_MSG(m.top1_a == m.top1_b, "%s %s (fast): top-1 %d, reference %d (margin %.2f)", rm->name,

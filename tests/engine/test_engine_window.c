@@ -1,5 +1,7 @@
 /* test_engine_window.c — the window layers' K/V (engine_int.h "layer
- * groups") on reference2's sliding-window models: a long conversation
+ * groups") on reference2's sliding-window models and reference3's gemma4
+ * (whose shared layers read the window and full layers' caches): a long
+ * conversation
  * (prefill chunks, greedy replies, eight turns, 821 positions) holds,
  * after every forward call, exactly the window layers' blocks its next
  * position can see (read through cv_engine_mem_info), while the full
@@ -24,11 +26,15 @@ typedef struct fixture {
     int32_t V;
 } fixture;
 
+/* model: a file of reference2/, or of reference3/ after "R3". */
 static bool open_fixture(fixture *f, const char *model, bool keep)
 {
     cv_err err = { 0 };
     char rel[256];
-    snprintf(rel, sizeof rel, REF2 "models/%s.gguf", model);
+    if (!strncmp(model, "R3", 2))
+        snprintf(rel, sizeof rel, "reference3/models/%s.gguf", model + 2);
+    else
+        snprintf(rel, sizeof rel, REF2 "models/%s.gguf", model);
     cv_engine_params ep = { .n_threads = 2, .n_ctx = 1024, .n_seq_max = 4, .n_kv_tokens = 4096, .n_batch = 128,
                             .kv_keep_window = keep };
     memset(f, 0, sizeof *f);
@@ -101,7 +107,10 @@ static void check_conversation(const char *model)
     const int32_t W = a.m->hp.n_swa;
     group_use g1 = group(&a, 1);
     CHECK_EQ_INT(g1.window, W);
-    CHECK(group(&a, 0).n_layer + g1.n_layer == a.m->hp.n_layer);
+    int32_t n_shared = 0; /* layers that read another's K/V and keep none */
+    for (int32_t il = 0; il < a.m->hp.n_layer; il++)
+        n_shared += a.m->layers[il].kv_src != il;
+    CHECK(group(&a, 0).n_layer + g1.n_layer == a.m->hp.n_layer - n_shared);
     float *la = malloc((size_t)a.V * sizeof(float)), *lb = malloc((size_t)a.V * sizeof(float));
     int32_t sa, sb, used_max = 0, steps = 0;
     cv_err err = { 0 };
@@ -155,6 +164,9 @@ TEST(a_long_conversation_holds_the_window_and_computes_what_keeping_everything_d
 {
     check_conversation("tiny-gptoss-gpt2-F32");
     check_conversation("tiny-gemma3-gpt2-Q8_0");
+    /* window and full layers of their own head sizes, three reading the
+     * caches of earlier ones */
+    check_conversation("R3tiny-gemma4-gpt2-Q4_K_M");
 }
 
 TEST(other_holders_resume_where_the_window_parts_are_kept)

@@ -2,7 +2,8 @@
  * llama-quantize: every quantized or F16 tensor of every reference model
  * (../shared/testdata/reference: dense llama/qwen files in the legacy and
  * K-quant types; reference2: MoE, hybrid and gemma files that add q2_K,
- * q3_K, iq4_nl, iq4_xs and mxfp4, 3-D expert tensors included), dequantized
+ * q3_K, iq4_nl, iq4_xs and mxfp4, 3-D expert tensors included; reference3:
+ * gemma4's Q4_K_M with its per-layer embedding and rows of 16), dequantized
  * by each ISA, must hash (sha256 of the f32 little-endian values) to what
  * ggml's dequantizers give (<set>/dequant/MODEL.json), which pins block
  * layout, scale and min unpacking, nibble order and rounding bit for bit;
@@ -145,6 +146,15 @@ TEST(every_reference2_tensor_dequantizes_to_ggmls_exact_values)
     CHECK_EQ_INT(n, 263);
 }
 
+TEST(every_reference3_tensor_dequantizes_to_ggmls_exact_values)
+{
+    test_require_data();
+    int n = for_each_fixture_tensor("reference3", check_dequant);
+    /* gemma4 Q4_K_M's non-F32 tensors: 28 Q4_K, 10 Q5_0, 6 F16, 3 Q8_0 (the
+     * per-layer embedding among them), 2 Q6_K */
+    CHECK_EQ_INT(n, 49);
+}
+
 /* One matmul per tensor type on a real tensor (an expert tensor's first
  * expert when the type has no 2-D tensor: iq4_nl and mxfp4 carry only
  * experts in these files): X of 1 token (decode), 5 (a small batch) and 16
@@ -226,6 +236,7 @@ int main(void)
     RUN(dtype_table_geometry_equals_the_gguf_format_table);
     RUN(every_reference_tensor_dequantizes_to_ggmls_exact_values);
     RUN(every_reference2_tensor_dequantizes_to_ggmls_exact_values);
+    RUN(every_reference3_tensor_dequantizes_to_ggmls_exact_values);
     RUN(matmul_on_every_reference_weight_type_equals_its_dequantized_product);
     return test_report();
 }

@@ -7,8 +7,8 @@
  * and separate projections computing the same logits, llama3 RoPE factors
  * (the rule and the tensor really being used), linear scaling, YaRN's
  * factors, the window layers and per-layer RoPE of gpt-oss and gemma3 from
- * their metadata, and a bounded storm of random hyper-parameters that must
- * never crash. */
+ * their metadata, gemma4's experts fused or split, and a bounded storm of
+ * random hyper-parameters that must never crash. */
 #include "../engine/ref_util.h"
 
 #define REF "reference/models/"
@@ -35,12 +35,9 @@ typedef struct mutation {
     int n_arr;
 } mutation;
 
-static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
+/* A writer holding every key of g. */
+static cv_gguf_writer *writer_with_keys(const cv_gguf *g)
 {
-    cv_gguf *g;
-    int rc = cv_gguf_open(test_data(src), &g, err);
-    if (rc)
-        return rc;
     cv_gguf_writer *w = cv_gguf_writer_create();
     for (int64_t i = 0; i < cv_gguf_n_kv(g); i++) {
         cv_str k = cv_gguf_kv_key(g, i);
@@ -48,6 +45,16 @@ static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
         snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
         cv_gguf_writer_set_value(w, key, cv_gguf_kv_value(g, i));
     }
+    return w;
+}
+
+static int build(const char *src, const mutation *mu, cv_buf *out, cv_err *err)
+{
+    cv_gguf *g;
+    int rc = cv_gguf_open(test_data(src), &g, err);
+    if (rc)
+        return rc;
+    cv_gguf_writer *w = writer_with_keys(g);
     if (mu->key) {
         switch (mu->op) {
         case REMOVE: cv_gguf_writer_remove(w, mu->key); break;
@@ -296,6 +303,41 @@ TEST(hostile_models_fail_with_the_right_code_and_a_message_naming_the_fault)
           "'blk.1.ffn_gate.weight' is missing" },
         { REF3 "tiny-deepseek2-gpt2-F32.gguf", { .drop_tensor = "blk.2.ffn_down_shexp.weight", .type = -1 },
           CV_ECORRUPT, "'blk.2.ffn_down_shexp.weight' is missing" },
+        /* gemma4: K/V where a layer computes them, the sharing rule, the
+         * per-layer arrays and inputs, the 26B's experts */
+        { REF3 "tiny-gemma4-gpt2-F32.gguf", { .drop_tensor = "blk.0.attn_k.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.0.attn_k.weight' is missing; layer 0 computes its own K/V" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf",
+          { .type = -1, .key = "gemma4.attention.shared_kv_layers", .op = SET_U32, .u32 = 4 }, CV_ECORRUPT,
+          "layer 2 would share the K/V of layer 1 ('gemma4.attention.shared_kv_layers' = 4)" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf",
+          { .type = -1, .arr_key = "gemma4.attention.head_count_kv", .arr = (const int32_t[]){ 2, 2, 1, 2, 2 },
+            .n_arr = 5 },
+          CV_ECORRUPT, "'gemma4.attention.head_count_kv' is an array of 5, expected one integer per layer (6)" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf",
+          { .type = -1, .arr_key = "gemma4.attention.head_count_kv", .arr = (const int32_t[]){ 2, 2, 3, 2, 2, 1 },
+            .n_arr = 6 },
+          CV_ECORRUPT, "'gemma4.attention.head_count_kv' element 2 = 3, must be 1..2" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf",
+          { .type = -1, .arr_key = "gemma4.feed_forward_length", .arr = (const int32_t[]){ 32, 32, 32, 64, 64, 32 },
+            .n_arr = 6 },
+          CV_ECORRUPT, "'blk.5.ffn_gate.weight' has shape [256, 64, 1, 1], expected [256, 32]" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf", { .drop_tensor = "per_layer_proj_norm.weight", .type = -1 },
+          CV_ECORRUPT, "'per_layer_proj_norm.weight' is missing; 'gemma4.embedding_length_per_layer_input' = 16" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf", { .drop_tensor = "blk.3.inp_gate.weight", .type = -1 }, CV_ECORRUPT,
+          "'blk.3.inp_gate.weight' is missing" },
+        { REF3 "tiny-gemma4-gpt2-F32.gguf",
+          { .type = -1, .key = "gemma4.embedding_length_per_layer_input", .op = SET_U32, .u32 = 8 }, CV_ECORRUPT,
+          "'per_layer_token_embd.weight' has shape [96, 4096" },
+        { REF3 "tiny-gemma4moe-gpt2-F32.gguf", { .drop_tensor = "blk.1.ffn_gate_up_exps.weight", .type = -1 },
+          CV_ECORRUPT, "need ffn_gate_exps and ffn_up_exps, or ffn_gate_up_exps" },
+        { REF3 "tiny-gemma4moe-gpt2-F32.gguf", { .type = -1, .key = "gemma4.expert_count", .op = REMOVE },
+          CV_ECORRUPT, "'blk.0.ffn_gate_inp.weight' routes experts, but metadata 'gemma4.expert_count' is missing" },
+        { REF3 "tiny-gemma4moe-gpt2-F32.gguf", { .drop_tensor = "blk.2.post_ffw_norm_2.weight", .type = -1 },
+          CV_ECORRUPT, "'blk.2.post_ffw_norm_2.weight' is missing" },
+        { REF3 "tiny-mistral3-gpt2-F32.gguf",
+          { .type = -1, .key = "mistral3.attention.temperature_scale", .op = SET_F32, .f32 = -1 }, CV_ECORRUPT,
+          "'mistral3.attention.temperature_scale' = -1, must be 0..100" },
     };
     for (size_t i = 0; i < CV_ARRAY_LEN(cases); i++) {
         cv_buf buf = { 0 };
@@ -491,6 +533,74 @@ TEST(fused_and_separate_projections_compute_the_same_logits)
     }
 }
 
+/* Gemma 4's experts' gate and up as the converter fuses them
+ * (ffn_gate_up_exps: each expert's gate rows, then its up rows) or split in
+ * two tensors (llama.cpp takes both): the same logits. The split file is
+ * testdata/reference3's gemma4moe rewritten. */
+TEST(gemma4_experts_fused_or_split_compute_the_same_logits)
+{
+    cv_gguf *g;
+    cv_err err = { 0 };
+    if (cv_gguf_open(test_data(REF3 "tiny-gemma4moe-gpt2-F32.gguf"), &g, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    cv_gguf_writer *w = writer_with_keys(g);
+    float *parts[8] = { 0 };
+    int n_parts = 0, n_split = 0;
+    for (int64_t i = 0; i < cv_gguf_n_tensors(g); i++) {
+        const cv_gguf_tensor *t = cv_gguf_tensor_at(g, i);
+        const char *at = strstr(t->name, "ffn_gate_up_exps");
+        if (!at || t->type != CV_GGML_F32) {
+            CHECK(cv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->n_bytes, &err) == 0);
+            continue;
+        }
+        const int64_t n_in = t->ne[0], ff = t->ne[1] / 2, n_exp = t->ne[2];
+        for (int half = 0; half < 2; half++) {
+            float *dst = parts[n_parts++] = malloc((size_t)(n_in * ff * n_exp) * sizeof(float));
+            for (int64_t e = 0; e < n_exp; e++)
+                memcpy(dst + e * ff * n_in, (const float *)t->data + (e * 2 * ff + half * ff) * n_in,
+                       (size_t)(ff * n_in) * sizeof(float));
+            char name[128];
+            snprintf(name, sizeof name, "%.*s%s", (int)(at - t->name), t->name,
+                     half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
+            CHECK(cv_gguf_writer_add_tensor(w, name, CV_GGML_F32, 3, (int64_t[]){ n_in, ff, n_exp, 1 }, dst,
+                                            (size_t)(n_in * ff * n_exp) * sizeof(float), &err) == 0);
+        }
+        n_split++;
+    }
+    CHECK_EQ_INT(n_split, 3);
+    cv_buf buf = { 0 };
+    CHECK(cv_gguf_writer_to_buf(w, &buf, &err) == 0);
+    cv_gguf_writer_destroy(w);
+    cv_gguf *gs;
+    cv_model *fused = NULL, *split = NULL;
+    if (cv_gguf_open_memory(buf.data, buf.len, "split.gguf", &gs, &err) == 0 &&
+        cv_model_open_gguf(gs, NULL, &split, &err))
+        cv_gguf_close(gs);
+    CHECK_MSG(split != NULL, "the split layout: %s", err.msg);
+    CHECK(cv_model_open(test_data(REF3 "tiny-gemma4moe-gpt2-F32.gguf"), NULL, &fused, &err) == 0);
+    if (split && fused) {
+        int32_t ids[40];
+        for (int i = 0; i < 40; i++)
+            ids[i] = (i * 37) % 4096;
+        float *la = last_logits(fused, ids, 40), *lb = last_logits(split, ids, 40);
+        if (la && lb)
+            CHECK_MSG(diff(la, lb, fused->hp.n_vocab) == 0, "fused vs split experts: %g",
+                      diff(la, lb, fused->hp.n_vocab));
+        free(la);
+        free(lb);
+    }
+    if (fused)
+        cv_model_close(fused);
+    if (split)
+        cv_model_close(split);
+    cv_buf_free(&buf);
+    for (int i = 0; i < n_parts; i++)
+        free(parts[i]);
+    cv_gguf_close(g);
+}
+
 TEST(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used)
 {
     /* Llama 3.2: theta 500000, 64 rotated dims, factor 32, low 1, high 4,
@@ -647,6 +757,7 @@ int main(void)
     RUN(hybrid_layers_resolve_from_the_interval_or_the_per_layer_array);
     RUN(qwen3_head_dim_comes_from_key_length_and_outputs_tie_or_not);
     RUN(fused_and_separate_projections_compute_the_same_logits);
+    RUN(gemma4_experts_fused_or_split_compute_the_same_logits);
     RUN(llama3_rope_factors_follow_the_published_rule_and_the_tensor_is_used);
     RUN(linear_rope_scaling_is_read_from_metadata);
     RUN(yarn_factors_keep_fast_pairs_and_interpolate_slow_ones);

@@ -2,7 +2,8 @@
  * event order and content (stories260K's documented greedy ids come out of
  * the queue), stop tokens, cancel, timeouts, a full queue, requests that
  * can never fit, logprobs, submitters on several threads (same seed, same
- * tokens), release before the end, and shutdown with work pending.
+ * tokens), release before the end, and shutdown with work pending; and
+ * that --kv-memory counts a shared-K/V layer's cache once (gemma4).
  * "Long" requests are bounded by work, not time: a request queued behind
  * one that decodes 400 tokens (400 forward calls) cannot have an event a
  * moment after both were submitted. */
@@ -418,6 +419,61 @@ TEST(release_before_the_end_and_shutdown_with_work_pending_are_clean)
     rig_close(&r);
 }
 
+/* Gemma 4's shared-K/V layers keep no cache of their own: --kv-memory
+ * (cv_sched_kv_tokens_for_bytes, by cv_engine_kv_block_bytes) and the RAM
+ * estimate count the K/V of the layers that compute it, and the engine's
+ * pools hold those layers only. testdata/reference3's gemma4: layers 0, 1
+ * window (2 kv heads of 32), 2 full (1 of 64); 3, 4, 5 read 1, 1, 2. */
+TEST(kv_memory_counts_a_shared_kv_layers_cache_once)
+{
+    cv_model *m;
+    cv_err err = { 0 };
+    if (cv_model_open(test_data("reference3/models/tiny-gemma4-gpt2-F32.gguf"), NULL, &m, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    int64_t stored = 0, every = 0; /* K and V elements a position keeps; if every layer kept its own */
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const cv_layer *L = &m->layers[il];
+        every += 2 * (int64_t)L->n_head_kv * L->head_dim;
+        stored += L->kv_src == il ? 2 * (int64_t)L->n_head_kv * L->head_dim : 0;
+    }
+    CHECK_EQ_INT(m->layers[3].kv_src, 1);
+    CHECK_EQ_INT(m->layers[4].kv_src, 1);
+    CHECK_EQ_INT(m->layers[5].kv_src, 2);
+    CHECK_EQ_INT(stored, 2 * 2 * 32 * 2 + 2 * 64);
+    CHECK_EQ_INT(every, 2 * stored);
+    CHECK_EQ_INT((int64_t)cv_engine_kv_block_bytes(m, CV_GGML_F16), stored * 2 * CV_KV_BLOCK);
+    /* 1 MiB of f16 K/V holds 1 MiB / 768 bytes a position */
+    const int64_t n = cv_sched_kv_tokens_for_bytes(m, CV_GGML_F16, 1 << 20);
+    CHECK_EQ_INT(n, (1 << 20) / (stored * 2 * CV_KV_BLOCK) * CV_KV_BLOCK);
+    cv_model_summary s;
+    CHECK(cv_model_summarize(m->gguf, &s, &err) == 0);
+    CHECK_EQ_INT(s.n_kv_layers, 6);
+    CHECK_EQ_INT(s.n_kv_shared_layers, 3);
+    CHECK_EQ_INT(s.kv_pos_elts[0], 2 * 64);
+    CHECK_EQ_INT(s.kv_pos_elts[1], 2 * 2 * 32 * 2);
+    /* 1024 positions, one sequence: the full layer all of them, the window
+     * ones their 32 */
+    CHECK(cv_model_summary_ram_bytes(&s, 1024, 1, 2) == (double)s.bytes + (128.0 * 1024 + 256.0 * 32) * 2);
+    /* and the engine's pools hold the 3 layers in two groups */
+    cv_engine *e;
+    cv_engine_params ep = { .n_threads = 1, .n_ctx = 256 };
+    CHECK(cv_engine_create(m, &ep, &e, &err) == 0);
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    CHECK_EQ_INT(mi.n_groups, 2);
+    CHECK_EQ_INT(mi.group[0].format.n_layer, 1);
+    CHECK_EQ_INT(mi.group[0].format.head_dim, 64);
+    CHECK_EQ_INT(mi.group[1].format.n_layer, 2);
+    CHECK_EQ_INT(mi.group[1].format.n_head_kv, 2);
+    CHECK_EQ_INT((int64_t)mi.block_bytes, stored * 4 * CV_KV_BLOCK);
+    printf("  gemma4 (3 of 6 layers share): %lld bytes of f16 K/V a position, %lld if every layer kept its own\n",
+           (long long)stored * 2, (long long)every * 2);
+    cv_engine_destroy(e);
+    cv_model_close(m);
+}
+
 int main(void)
 {
     test_require_data();
@@ -438,6 +494,7 @@ int main(void)
     RUN(logprobs_come_with_each_token_when_asked);
     RUN(submitters_on_several_threads_get_whole_streams_and_seeded_repeats);
     RUN(release_before_the_end_and_shutdown_with_work_pending_are_clean);
+    RUN(kv_memory_counts_a_shared_kv_layers_cache_once);
     json_decref(g_expect);
     unlink(g_stories);
     return test_report();

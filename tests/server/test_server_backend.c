@@ -20,13 +20,17 @@
  * The template and vocabulary are read in place and written into a
  * temporary model file; nothing from testdata enters the repository. The
  * architecture is qwen2, or the one named as the first argument, with the
- * shape named as the second (default tiny; CTest runs the file again over
+ * shape named as the second (default tiny) and the chat template of
+ * testdata/templates named as the third (default QwQ's; CTest runs the file again over
  * qwen3moe, the same guarantees on an MoE, over gpt-oss, window layers and
  * sinks, over qwen35 and qwen35moe, hybrids whose cache resumes from state
- * snapshots, and over mistral3 with its YaRN and query temperature), and
- * the template named as the third (default Qwen-QwQ-32B.jinja: deepseek2
- * runs with GLM-4.7-Flash's and Kimi-K2's, their tool-call syntaxes end to
- * end on latent attention). */
+ * snapshots, over mistral3 with its YaRN and query temperature, and over
+ * gemma4's two layouts: per-layer inputs and shared K/V, and the dense FFN
+ * beside experts), and the template named as the third (default
+ * Qwen-QwQ-32B.jinja: deepseek2 runs with GLM-4.7-Flash's and Kimi-K2's,
+ * mistral3 with Ministral 3's, gemma4 with Gemma 4's, their tool-call
+ * syntaxes end to end: a forced call written by the grammar in the
+ * template's syntax and read back by its parser). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -400,10 +404,12 @@ TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on
 {
     /* QwQ's generation prompt ends "<think>\n" with thinking on, and closes
      * it ("</think>") with thinking off: the backend's opener decides where
-     * the same kind of random text goes (GLM-4.7-Flash's alike). Kimi-K2's
-     * templates open nothing (the model writes <think> itself): its text is
-     * content either way. */
-    const bool opens = !strstr(g_template, "Kimi");
+     * the same kind of random text goes (GLM-4.7-Flash's alike). Kimi-K2's,
+     * Gemma 4's and Ministral 3's templates open nothing (the model writes
+     * <think>, <|channel>thought or [THINK] itself): its text is content
+     * either way. */
+    const bool opens = !strstr(g_template, "Kimi") && !strstr(g_template, "gemma-4") &&
+                       !strstr(g_template, "Ministral");
     json_t *on = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 1));
     json_t *off = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 0));
     json_t *m_on = json_object_get(json_array_get(json_object_get(on, "choices"), 0), "message");
@@ -570,7 +576,9 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     int64_t params = json_integer_value(json_object_get(mo, "parameters"));
     CHECK(params > 1000000);
     const cv_arch *arch = cv_arch_find(cv_str_of(g_arch));
-    if (arch && arch->ffn == CV_FFN_MOE) { /* the tiny shape's 8 experts, 2 used */
+    cv_model *m = NULL;
+    CHECK(cv_model_open(model_path, NULL, &m, NULL) == 0);
+    if (m && m->hp.n_expert > 0) { /* the tiny shapes' 8 experts, 2 used */
         CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts")), 8);
         CHECK_EQ_INT(json_integer_value(json_object_get(moe, "experts_used")), 2);
         int64_t active = json_integer_value(json_object_get(moe, "active_parameters"));
@@ -593,7 +601,9 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     /* 16 MiB of f32 KV: for the tiny shape's attention layers, 2 x 4 heads
      * x 32 x 4 bytes = 1 KiB a position each (2 layers, or 1 in a hybrid);
      * latent attention keeps its latent row, 64 + 16 floats = 320 bytes a
-     * position and layer, and no per-head K/V (deepseek2) */
+     * position and layer, and no per-head K/V (deepseek2); for another
+     * shape than tiny, 2 x its heads x 4 bytes of each layer that keeps its
+     * own K/V (gemma4's shared layers keep none) */
     const int64_t block_bytes = JSON_INT(kv, "block_bytes");
     const int64_t n_blocks = JSON_INT(kv, "blocks");
     const bool hybrid = arch && arch->hybrid, mla = arch && arch->mixer == CV_MIXER_MLA;
@@ -601,7 +611,16 @@ TEST(health_status_and_metrics_show_the_schedulers_figures_after_requests)
     const int64_t per_layer = mla ? (int64_t)(tiny->n_lora_kv + tiny->mla_rope) * 4
                                   : 2 * (int64_t)tiny->n_head_kv * tiny->head_dim * 4;
     CHECK_EQ_INT(per_layer, mla ? 320 : 1024);
-    CHECK_EQ_INT(block_bytes, (hybrid ? 1 : 2) * per_layer * CV_KV_BLOCK);
+    int64_t pos_bytes = (hybrid ? 1 : 2) * per_layer;
+    if (m && strcmp(g_shape, "tiny")) {
+        pos_bytes = 0;
+        for (int32_t il = 0; il < m->hp.n_layer; il++)
+            if (m->layers[il].mixer == CV_MIXER_ATTN && m->layers[il].kv_src == il)
+                pos_bytes += 2 * m->layers[il].n_head_kv * m->layers[il].head_dim * 4;
+    }
+    if (m)
+        cv_model_close(m);
+    CHECK_EQ_INT(block_bytes, pos_bytes * CV_KV_BLOCK);
     CHECK_EQ_INT(kv_per_token, block_bytes / CV_KV_BLOCK); /* /v1/models says the same */
     CHECK_EQ_INT(n_blocks, block_bytes ? (16 << 20) / block_bytes : 0);
     CHECK(JSON_INT(kv, "used") > 0); /* the prefix cache keeps finished prompts */

@@ -32,6 +32,7 @@ static const char *templates[] = {
     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
     "Mistral-Small-3.2-24B-Instruct-2506.jinja",
     "unsloth-mistral-Devstral-Small-2507.jinja",
+    "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
     "google-gemma-4-31B-it.jinja",
     "ibm-granite-granite-4.0.jinja",
     "MiniMax-M2.jinja",
