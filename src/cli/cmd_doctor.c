@@ -118,9 +118,11 @@ static int check_model(const char *path, double bw_gbs)
     const int32_t n_ctx = CV_MIN(s.hp.n_ctx_train, 32768);
     const double ram = cv_model_summary_ram_bytes(&s, n_ctx, 1, 2), avail = mem_available();
     printf("           %s\n", d.data);
-    printf("           RAM %.1f GiB (tensors %.1f GiB%s, f16 KV of %d positions); %.1f GiB available%s\n",
-           ram / 1073741824.0, s.bytes / 1073741824.0, s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx,
-           avail / 1073741824.0, avail > 0 && ram > avail ? ": DOES NOT FIT" : "");
+    printf("           RAM %.1f GiB (tensors %.1f GiB%s, f16 KV of %d positions, %.1f KiB a position); %.1f GiB "
+           "available%s\n", ram / 1073741824.0, s.bytes / 1073741824.0,
+           s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx,
+           (double)(s.kv_pos_elts[0] + s.kv_pos_elts[1]) * 2 / 1024, avail / 1073741824.0,
+           avail > 0 && ram > avail ? ": DOES NOT FIT" : "");
     printf("           a token reads %.1f MiB of weights", s.active_bytes / 1048576.0);
     if (bw_gbs > 0)
         printf(": decode at most %.1f tok/s at %.1f GB/s", bw_gbs * 1e9 / (double)s.active_bytes, bw_gbs);

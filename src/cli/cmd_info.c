@@ -50,9 +50,10 @@ static void print_model(const cv_gguf *g)
     cv_buf d = { 0 };
     cv_model_summary_describe(&s, &d);
     const int32_t n_ctx = CV_MIN(s.hp.n_ctx_train, 32768);
-    printf("model: %s; RAM to serve it: %.1f GiB (%.1f GiB of tensors%s + an f16 KV cache of %d positions)\n",
-           d.data, cv_model_summary_ram_bytes(&s, n_ctx, 1, 2) / 1073741824.0, s.bytes / 1073741824.0,
-           s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx);
+    printf("model: %s; RAM to serve it: %.1f GiB (%.1f GiB of tensors%s + an f16 KV cache of %d positions, %.1f "
+           "KiB a position)\n", d.data, cv_model_summary_ram_bytes(&s, n_ctx, 1, 2) / 1073741824.0,
+           s.bytes / 1073741824.0, s.hp.n_expert > 0 ? ", every expert resident" : "", n_ctx,
+           (double)(s.kv_pos_elts[0] + s.kv_pos_elts[1]) * 2 / 1024);
     cv_buf_free(&d);
 }
 

@@ -1567,6 +1567,20 @@ static void describe_mla_routing(cv_buf *out, const cv_hparams *hp)
         cv_buf_printf(out, hp->n_dense_lead > 1 ? "; the first %d layers dense" : "; layer 0 dense", hp->n_dense_lead);
 }
 
+/* ", logits soft-capped at 30, YaRN x48 from 8192, query temperature 0.1
+ * per 8192 positions" (each where the model has it, sep before each): what
+ * a model does to positions and logits beyond plain RoPE, for both
+ * describers. */
+static void describe_positions(cv_buf *out, const cv_hparams *hp, const char *sep)
+{
+    if (hp->logit_softcap > 0)
+        cv_buf_printf(out, "%slogits soft-capped at %g", sep, hp->logit_softcap);
+    if (hp->rope_scaling == CV_ROPE_SCALING_YARN)
+        cv_buf_printf(out, "%sYaRN x%g from %d", sep, hp->rope_factor, hp->rope_orig_ctx);
+    if (hp->attn_temp_scale > 0)
+        cv_buf_printf(out, "%squery temperature %g per %d positions", sep, hp->attn_temp_scale, hp->attn_temp_len);
+}
+
 /* ", hybrid: 18 of 24 layers Gated DeltaNet (0-2,4-6,...) of 16 value / 16
  * key heads of 128, conv 4; the others attend with an output gate": the
  * recurrent layers as ranges (bit il of rec), for both describers. */
@@ -1599,8 +1613,9 @@ void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
     const char *unit = scale == 1e9 ? "B" : "M";
     cv_buf_printf(out, "%s", s->arch->name);
     if (hp->n_expert > 0)
-        cv_buf_printf(out, ", MoE: %d experts, %d used per token; %.2f%s parameters, %.2f%s active", hp->n_expert,
-                      hp->n_expert_used, s->n_params / scale, unit, s->n_params_active / scale, unit);
+        cv_buf_printf(out, ", MoE: %d experts, %d used per token%s; %.2f%s parameters, %.2f%s active", hp->n_expert,
+                      hp->n_expert_used, hp->n_ff_shexp > 0 ? " beside a shared one" : "", s->n_params / scale, unit,
+                      s->n_params_active / scale, unit);
     else
         cv_buf_printf(out, ", dense; %.2f%s parameters", s->n_params / scale, unit);
     if (hp->n_recurrent > 0) {
@@ -1613,11 +1628,14 @@ void cv_model_summary_describe(const cv_model_summary *s, cv_buf *out)
     }
     if (s->n_window_layers > 0)
         cv_buf_printf(out, "; sliding window %d on %d of %d layers", hp->n_swa, s->n_window_layers, hp->n_layer);
+    if (s->n_window_layers > 0 && hp->head_dim_swa != hp->head_dim)
+        cv_buf_printf(out, " (heads of %d; the others' %d)", hp->head_dim_swa, hp->head_dim);
     describe_mla_routing(out, hp);
     if (s->n_kv_shared_layers > 0)
         cv_buf_printf(out, "; %d layers read earlier layers' K/V and keep none", s->n_kv_shared_layers);
     if (hp->n_pl > 0)
         cv_buf_printf(out, "; per-layer inputs of %d", hp->n_pl);
+    describe_positions(out, hp, "; ");
 }
 
 double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int32_t n_seq, double kv_elt_bytes)
@@ -1674,12 +1692,7 @@ void cv_model_describe(const cv_model *m, cv_buf *out)
         cv_buf_printf(out, ", %d layers reading earlier layers' K/V", n_shared);
     if (hp->n_pl > 0)
         cv_buf_printf(out, ", per-layer inputs of %d", hp->n_pl);
-    if (hp->logit_softcap > 0)
-        cv_buf_printf(out, ", logits soft-capped at %g", hp->logit_softcap);
-    if (hp->rope_scaling == CV_ROPE_SCALING_YARN)
-        cv_buf_printf(out, ", YaRN x%g from %d", hp->rope_factor, hp->rope_orig_ctx);
-    if (hp->attn_temp_scale > 0)
-        cv_buf_printf(out, ", query temperature %g per %d positions", hp->attn_temp_scale, hp->attn_temp_len);
+    describe_positions(out, hp, ", ");
     if (m->layers[0].sinks)
         cv_buf_printf(out, ", attention sinks");
     describe_mla_routing(out, hp);

@@ -191,6 +191,52 @@ TEST(hybrid_synth_info_and_bench_at_depth)
     unlink(model);
 }
 
+/* The issue-40 kinds through the binary: `info` and `doctor MODEL` say
+ * what is new in each (the latent row and the KV bytes it makes a
+ * position; per-layer heads, shared K/V, per-layer inputs, soft-capped
+ * logits; YaRN and the query temperature; the grouped hybrid beside a
+ * shared expert), in the same words. */
+TEST(new_architectures_info_and_doctor_describe_them)
+{
+    static const struct { const char *shape, *arch, *says[3]; } kinds[] = {
+        { "tiny", "deepseek2",
+          { "multi-head latent attention: a 80-wide row a position (64 latent + 16 RoPE dims)", "sigmoid routing",
+            "0.3 KiB a position" } }, /* 2 layers x 80 f16 values: no per-head K/V */
+        { "tiny-gemma4", "gemma4",
+          { "(heads of 32; the others' 64); 3 layers read earlier layers' K/V and keep none", "per-layer inputs of 32",
+            "logits soft-capped at 30" } },
+        { "tiny-gemma4moe", "gemma4", { "MoE: 8 experts, 2 used per token", "(heads of 32; the others' 64)", NULL } },
+        { "tiny-mistral3", "mistral3", { "YaRN x16 from 64", "query temperature 0.1 per 64 positions", NULL } },
+        { "tiny", "qwen3next",
+          { "2 used per token beside a shared one", "hybrid: 1 of 2 layers Gated DeltaNet (0)", NULL } },
+    };
+    for (size_t k = 0; k < CV_ARRAY_LEN(kinds); k++) {
+        char model[512], cmd[2048];
+        ref_tmp_path(model, sizeof model, "cli-kind");
+        snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --arch %s --dtype q8_0 -o '%s'", bin, kinds[k].shape,
+                 kinds[k].arch, model);
+        CHECK_EQ_INT(sh(cmd, NULL, NULL), 0);
+        cv_buf info = { 0 }, doc = { 0 };
+        snprintf(cmd, sizeof cmd, "'%s' info '%s'", bin, model);
+        CHECK_EQ_INT(sh(cmd, &info, NULL), 0);
+        snprintf(cmd, sizeof cmd, "'%s' doctor --quick --threads 1 '%s'", bin, model);
+        CHECK_EQ_INT(sh(cmd, &doc, NULL), 0);
+        char head[64];
+        snprintf(head, sizeof head, "model: %s, ", kinds[k].arch);
+        CHECK_MSG(info.data && strstr(info.data, head), "%s: %s", kinds[k].shape, info.data ? info.data : "");
+        for (int i = 0; i < 3 && kinds[k].says[i]; i++) {
+            const char *want = kinds[k].says[i];
+            CHECK_MSG(info.data && strstr(info.data, want), "%s %s: info lacks \"%s\"", kinds[k].arch,
+                      kinds[k].shape, want);
+            CHECK_MSG(doc.data && strstr(doc.data, want), "%s %s: doctor lacks \"%s\"", kinds[k].arch,
+                      kinds[k].shape, want);
+        }
+        cv_buf_free(&info);
+        cv_buf_free(&doc);
+        unlink(model);
+    }
+}
+
 TEST(bad_flags_exit_2_with_the_usage)
 {
     static const char *const lines[] = {
@@ -229,6 +275,7 @@ int main(void)
     RUN(run_with_ids_prints_the_documented_stories260k_continuation);
     RUN(synth_then_bench_reports_ceilings_and_a_stable_output_hash);
     RUN(hybrid_synth_info_and_bench_at_depth);
+    RUN(new_architectures_info_and_doctor_describe_them);
     RUN(bad_flags_exit_2_with_the_usage);
     return test_report();
 }
