@@ -27,7 +27,8 @@
  * GLM-4.7-Flash, Z.ai's recommendation for tool calling and SWE-bench (as
  * unsloth's guide quotes it): T 0.7, top-p 1.0. Devstral: a low
  * temperature, 0.15 (Mistral's Devstral cards; LM Studio's listing of
- * Devstral Small 2), nothing else cut. */
+ * Devstral Small 2), nothing else cut. DeepSeek-V2 and V2-Lite
+ * generation_config: T 0.3, top-p 0.95. */
 #define QWEN3_THINK 0.6f, 0.95f, 0.0f, 0.0f, 20
 #define QWEN3_INSTRUCT 0.7f, 0.8f, 0.0f, 0.0f, 20
 #define QWEN_CODER 0.7f, 0.8f, 0.0f, 1.05f, 20
@@ -37,6 +38,7 @@
 #define GEMMA3 1.0f, 0.95f, 0.0f, 0.0f, 64
 #define GLM47_TOOLS 0.7f, 1.0f, 0.0f, 0.0f, 0
 #define DEVSTRAL 0.15f, 1.0f, 0.0f, 0.0f, 0
+#define DEEPSEEK_V2 0.3f, 0.95f, 0.0f, 0.0f, 0
 
 const cv_model_alias cv_model_aliases[] = {
     { "qwen3-0.6b", "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf",
@@ -81,6 +83,9 @@ const cv_model_alias cv_model_aliases[] = {
     { "glm-4.7-flash", "unsloth/GLM-4.7-Flash-GGUF", "GLM-4.7-Flash-UD-Q4_K_XL.gguf",
       "GLM-4.7-Flash 30B-A3B MoE (latent attention: ~54 KB of KV a position, thinking), ~18 GB", 65536, GLM47_TOOLS,
       .arch = "deepseek2", .shape = "glm-4.7-flash" },
+    { "deepseek-v2-lite", "mradermacher/DeepSeek-V2-Lite-Chat-GGUF", "DeepSeek-V2-Lite-Chat.Q4_K_M.gguf",
+      "DeepSeek-V2-Lite-Chat 16B-A2.4B MoE (latent attention without q_lora: ~31 KB of KV a position), 10.4 GB",
+      65536, DEEPSEEK_V2, .arch = "deepseek2", .shape = "deepseek-v2-lite" },
     { "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q8_0.gguf",
       "Qwen2.5 Coder 1.5B Instruct, 1.9 GB", 32768, QWEN_CODER,
       .arch = "qwen2" },

@@ -497,6 +497,10 @@ TEST(every_alias_runs_or_is_refused_before_its_download)
             if (!strcmp(a->shape, "glm-4.7-flash"))
                 CHECK_MSG(bytes > 17.5e9 && bytes < 19.5e9, "%s: the %s mix of its shape takes %.2f GB", a->name, mix,
                           bytes / 1e9);
+            /* DeepSeek-V2-Lite-Chat's Q4_K_M files: 10.4 GB (mradermacher's,
+             * second-state's) */
+            if (!strcmp(a->shape, "deepseek-v2-lite"))
+                CHECK_MSG(bytes > 9.8e9 && bytes < 11e9, "%s: %.2f GB", a->name, bytes / 1e9);
             /* The published Q4_K_M files: Gemma 4 26B-A4B ~16.9 GB, E4B 4.98
              * GB (its per-layer embedding's type differs), Devstral Small 2
              * ~14.3 GB */

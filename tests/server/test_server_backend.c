@@ -28,7 +28,8 @@
  * gemma4's two layouts: per-layer inputs and shared K/V, and the dense FFN
  * beside experts), and the template named as the third (default
  * Qwen-QwQ-32B.jinja: deepseek2 runs with GLM-4.7-Flash's and Kimi-K2's,
- * mistral3 with Ministral 3's, gemma4 with Gemma 4's, their tool-call
+ * mistral3 with Ministral 3's, gemma4 with Gemma 4's, qwen3next also with
+ * Qwen3-Coder-Next's (Qwen3-Coder's XML calls), their tool-call
  * syntaxes end to end: a forced call written by the grammar in the
  * template's syntax and read back by its parser). */
 #include <dirent.h>
@@ -406,10 +407,10 @@ TEST(the_prompt_opened_reasoning_so_generated_text_is_reasoning_with_thinking_on
      * it ("</think>") with thinking off: the backend's opener decides where
      * the same kind of random text goes (GLM-4.7-Flash's alike). Kimi-K2's,
      * Gemma 4's and Ministral 3's templates open nothing (the model writes
-     * <think>, <|channel>thought or [THINK] itself): its text is content
-     * either way. */
+     * <think>, <|channel>thought or [THINK] itself), nor does Qwen3-Coder's
+     * (a model that does not reason): its text is content either way. */
     const bool opens = !strstr(g_template, "Kimi") && !strstr(g_template, "gemma-4") &&
-                       !strstr(g_template, "Ministral");
+                       !strstr(g_template, "Ministral") && !strstr(g_template, "Qwen3-Coder");
     json_t *on = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 1));
     json_t *off = post_json(&S, "/v1/chat/completions", chat_body(USER, false, false, 0));
     json_t *m_on = json_object_get(json_array_get(json_object_get(on, "choices"), 0), "message");
