@@ -31,7 +31,10 @@ static const cv_flag flags[] = {
     CV_FLAG_ROW("--output", "-o", CV_FLAG_STR, offsetof(synth_opts, out), 0, 0, "OUT.gguf",
       "where to write the model (required)"),
     CV_FLAG_ROW("--fast", NULL, CV_FLAG_BOOL, P(fast), 0, 0, NULL,
-      "an expert tensor draws 8 experts and repeats them (benchmark shapes in minutes, not hours)"),
+      "an expert tensor draws 8 experts and repeats them, another matrix its first 1024 rows (benchmark shapes in "
+      "minutes, not hours)"),
+    CV_FLAG_ROW("--layers", NULL, CV_FLAG_I32, P(n_layer), 1, CV_MAX_LAYERS, "N",
+      "the shape's first N layers only (a model too large for the machine, cut to what fits)"),
     CV_FLAG_ROW("--list", NULL, CV_FLAG_BOOL, offsetof(synth_opts, list), 0, 0, NULL,
       "list the architectures and shapes, and exit"),
 };

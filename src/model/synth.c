@@ -7,8 +7,8 @@
  * with the kernels' reference quantizers. Tensors are generated while the
  * file is written, one at a time, so a 30B-parameter shape needs memory
  * for its largest tensor only; with `fast`, an expert tensor draws 8
- * experts and repeats them (a benchmark's bytes without hours of
- * quantizing).
+ * experts and repeats them, any other matrix its first 1024 rows (a
+ * benchmark's bytes without hours of quantizing).
  *
  * Each matrix takes the type of the requested quantization mix
  * (quant_mix.c, llama-quantize's per-tensor rules). Weights: matrices N(0, 1/fan_in), the
@@ -224,6 +224,7 @@ const cv_model_shape *cv_model_shape_find(const char *name)
 /* ---- generation ---- */
 
 #define FAST_EXPERTS 8
+#define FAST_ROWS 1024
 
 typedef enum { DIST_NORMAL, DIST_UNIFORM_NORM, DIST_ROPE, DIST_SSM_A, DIST_SSM_DT } dist;
 
@@ -567,6 +568,24 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
         cv_buf_free(&names);
         return rc;
     }
+    /* --layers: the shape's first layers only (the largest cut of a model
+     * that does not fit the machine whole keeps its per-layer costs); the
+     * cut keeps a layer past latent attention's leading dense ones, a
+     * window architecture's full layer and a hybrid's attention layer,
+     * and before layers that share K/V a window and a full layer whose K/V
+     * they read */
+    cv_model_shape cut = *s;
+    if (p->n_layer > 0) {
+        const int32_t period = a->hybrid           ? s->full_attn_interval
+                               : a->swa_period > 0 ? (s->swa_period ? s->swa_period : a->swa_period)
+                                                   : 1;
+        const int32_t least = CV_MAX(a->mixer == CV_MIXER_MLA ? s->n_dense_lead + 1 : 1, s->n_kv_shared + period);
+        if (p->n_layer < least || p->n_layer > s->n_layer)
+            return cv_err_set(err, CV_EINVAL, "synth: %d layers of shape '%s': must be %d..%d", (int)p->n_layer,
+                              s->name, (int)least, (int)s->n_layer);
+        cut.n_layer = p->n_layer;
+        s = &cut;
+    }
     if (a->ffn == CV_FFN_MOE && s->n_expert == 0)
         return cv_err_set(err, CV_EINVAL, "synth: shape '%s' has no experts; a %s model needs a shape that has",
                           s->name, a->name);
@@ -604,6 +623,8 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     char name[160];
     snprintf(name, sizeof name, "corvid-synth %s %s %s seed %llu", a->name, s->name, cv_quant_mix_name(x),
              (unsigned long long)p->seed);
+    if (p->n_layer > 0)
+        snprintf(name + strlen(name), sizeof name - strlen(name), ", first %d layers", (int)p->n_layer);
     cv_gguf_writer_set_str(w, "general.name", cv_str_of(name));
     cv_gguf_writer_set_u32(w, "general.file_type", cv_quant_mix_file_type(x));
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
@@ -685,9 +706,12 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
             }
             j->row_bytes = cv_ggml_row_bytes(j->type, ne[0]);
             /* --fast: an expert tensor's first FAST_EXPERTS experts are drawn,
-             * the others repeat them (the same bytes and shapes to stream,
-             * without quantizing every expert of a 30B model). */
-            j->bank = p->fast && d->ne2 == CV_DIM_EXPERT ? CV_MIN(ne[2], FAST_EXPERTS) * ne[1] : j->n_rows;
+             * the others repeat them, and a larger matrix's first FAST_ROWS
+             * rows (the same bytes and shapes to stream, without quantizing
+             * every expert of a 30B model or every row of a 24B one). */
+            j->bank = !p->fast                  ? j->n_rows
+                      : d->ne2 == CV_DIM_EXPERT ? CV_MIN(ne[2], FAST_EXPERTS) * ne[1]
+                                                : CV_MIN(j->n_rows, FAST_ROWS);
             const uint32_t n_dims = d->ne2 != CV_DIM_ONE ? 3 : ne[1] > 1 ? 2 : 1;
             rc = cv_gguf_writer_add_tensor_fn(w, tname, j->type, n_dims, ne, gen_tensor, j, err);
         }

@@ -80,7 +80,9 @@ typedef struct cv_synth_params {
     uint64_t seed;
     cv_pool *pool;         /* quantization runs on it (NULL: one thread) */
     bool plan_only;        /* validate and size the file, write nothing (the full shapes in tests) */
-    bool fast;             /* experts past the first 8 of a layer repeat those (benchmark shapes) */
+    bool fast;             /* experts past the first 8 of a layer repeat those, rows past a matrix's first
+                              1024 too (benchmark shapes) */
+    int32_t n_layer;       /* the shape's first n_layer layers only (0: all of them) */
     size_t *bytes_out;     /* optional: the tensor bytes the file holds */
 } cv_synth_params;
 

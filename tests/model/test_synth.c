@@ -285,6 +285,78 @@ TEST(synthetic_hybrids_carry_the_hybrid_tensors_and_run_sanely)
     }
 }
 
+/* --fast draws the first 1024 rows of a larger matrix and repeats them
+ * (the bytes a benchmark streams, the same size), and leaves a smaller one
+ * as drawn; --layers keeps a shape's first layers, a cut that loads and
+ * runs, and refuses one that would drop the layers a kind needs. */
+TEST(fast_repeats_rows_and_layers_cuts_a_shape)
+{
+    char slow[512], fast[512];
+    ref_tmp_path(slow, sizeof slow, "slow");
+    ref_tmp_path(fast, sizeof fast, "fast");
+    cv_err err = { 0 };
+    cv_synth_params p = { .arch = "llama", .shape = "tiny", .dtype = "q8_0", .seed = 4 };
+    CHECK(cv_model_synth(&p, slow, &err) == 0);
+    p.fast = true;
+    CHECK(cv_model_synth(&p, fast, &err) == 0);
+    cv_gguf *gs = NULL, *gf = NULL;
+    if (cv_gguf_open(slow, &gs, &err) == 0 && cv_gguf_open(fast, &gf, &err) == 0) {
+        /* the embedding: 2048 rows, the second 1024 the first's in the fast file */
+        const cv_gguf_tensor *es = cv_gguf_find_tensor(gs, "token_embd.weight"),
+                             *ef = cv_gguf_find_tensor(gf, "token_embd.weight");
+        const size_t row = cv_ggml_row_bytes(ef->type, ef->ne[0]);
+        CHECK_EQ_INT(ef->ne[1], 2048);
+        CHECK(es->n_bytes == ef->n_bytes && !memcmp(es->data, ef->data, 1024 * row));
+        CHECK(!memcmp(ef->data, (const char *)ef->data + 1024 * row, 1024 * row));
+        CHECK(memcmp(es->data, (const char *)es->data + 1024 * row, row));
+        /* a 256-row matrix is the same in both */
+        const cv_gguf_tensor *qs = cv_gguf_find_tensor(gs, "blk.1.attn_q.weight"),
+                             *qf = cv_gguf_find_tensor(gf, "blk.1.attn_q.weight");
+        CHECK(qs->n_bytes == qf->n_bytes && !memcmp(qs->data, qf->data, qs->n_bytes));
+    }
+    CHECK_MSG(gs && gf, "%s", err.msg);
+    cv_gguf_close(gs);
+    cv_gguf_close(gf);
+    unlink(slow);
+
+    /* the first of tiny's two layers, as qwen3moe: a model of one layer */
+    cv_synth_params c = { .arch = "qwen3moe", .shape = "tiny", .dtype = "q8_0", .seed = 4, .n_layer = 1 };
+    CHECK(cv_model_synth(&c, fast, &err) == 0);
+    cv_model *m = NULL;
+    CHECK_MSG(cv_model_open(fast, NULL, &m, &err) == 0, "%s", err.msg);
+    if (m) {
+        CHECK_EQ_INT(m->hp.n_layer, 1);
+        int32_t ids[16];
+        CHECK(greedy16(m, ids) == 0);
+        cv_model_close(m);
+    }
+    unlink(fast);
+    /* a plan of the 80B hybrid's first 20 layers of 48 sizes like them */
+    size_t whole = 0, cut = 0;
+    cv_synth_params q = { .arch = "qwen3next", .shape = "qwen3-coder-next", .dtype = "q4_k_m", .plan_only = true,
+                          .bytes_out = &whole };
+    CHECK(cv_model_synth(&q, "/tmp/corvid-never-written.gguf", &err) == 0);
+    q.n_layer = 20, q.bytes_out = &cut;
+    CHECK(cv_model_synth(&q, "/tmp/corvid-never-written.gguf", &err) == 0);
+    CHECK_MSG(cut > whole * 0.38 && cut < whole * 0.45, "20 of 48 layers: %zu of %zu bytes", cut, whole);
+    /* what a cut cannot drop: a window and a full layer before the shared
+     * ones (tiny-gemma4: 3 shared, a period of 3), MLA's dense layer and a
+     * layer after it, a hybrid's attention layer */
+    static const struct { const char *arch, *shape; int32_t n_layer; const char *msg; } bad[] = {
+        { "gemma4", "tiny-gemma4", 5, "must be 6..6" },
+        { "deepseek2", "tiny", 1, "must be 2..2" },
+        { "qwen3next", "tiny", 1, "must be 2..2" },
+        { "llama", "tiny", 3, "must be 1..2" },
+    };
+    for (size_t i = 0; i < CV_ARRAY_LEN(bad); i++) {
+        cv_synth_params b = { .arch = bad[i].arch, .shape = bad[i].shape, .dtype = "f16", .n_layer = bad[i].n_layer };
+        const int rc = cv_model_synth(&b, "/tmp/corvid-never-written.gguf", &err);
+        CHECK_MSG(rc == CV_EINVAL && strstr(err.msg, bad[i].msg), "%s %s %d layers: %s", bad[i].arch,
+                  bad[i].shape, bad[i].n_layer, err.msg);
+    }
+    CHECK(access("/tmp/corvid-never-written.gguf", F_OK) != 0);
+}
+
 TEST(bad_synth_arguments_are_refused)
 {
     struct {
@@ -315,6 +387,7 @@ int main(void)
     RUN(same_seed_gives_the_same_bytes_at_any_thread_count);
     RUN(vocab_file_brings_its_tokenizer_and_chat_template);
     RUN(synthetic_hybrids_carry_the_hybrid_tensors_and_run_sanely);
+    RUN(fast_repeats_rows_and_layers_cuts_a_shape);
     RUN(bad_synth_arguments_are_refused);
     return test_report();
 }
