@@ -21,8 +21,9 @@
  * from and to the JSON strings their APIs carry.
  *
  * Sections of this face live in chat_request.h (the neutral request the
- * wires fill), chat_template.h (rendering) and chat_parse.h (tool calls and
- * reasoning); other layers include only chat.h. */
+ * wires fill), chat_template.h (rendering), chat_parse.h (tool calls and
+ * reasoning) and chat_prompt.h (a model's request → prompt tokens and parser
+ * options, which uses the other three); other layers include only chat.h. */
 #ifndef CV_CHAT_H
 #define CV_CHAT_H
 
@@ -53,11 +54,8 @@ typedef struct cv_chat_event {
 typedef void (*cv_chat_event_fn)(void *ud, const cv_chat_event *ev);
 
 #include "chat/chat_request.h"
-#if __has_include("chat/chat_template.h")
 #include "chat/chat_template.h"
-#endif
-#if __has_include("chat/chat_parse.h")
 #include "chat/chat_parse.h"
-#endif
+#include "chat/chat_prompt.h"
 
 #endif

@@ -1,19 +1,29 @@
 /* cmd_run.c — `corvid run MODEL -p PROMPT`: one generation straight on the
- * engine (no scheduler, no server), streaming the continuation to stdout
- * and timings to stderr. A text prompt goes through the model's own
- * tokenizer (BOS as the vocabulary says, special tokens written in the
- * prompt parsed, so a rendered chat prompt works) and the continuation is
- * streamed as text (special tokens skipped). With --ids the prompt is token
- * ids and so is the output (a model without a tokenizer, or a check of
- * exact tokens). Generation stops at n tokens or at an end-of-generation
- * token. With --json-schema FILE the output is one JSON document valid for
- * the schema, constrained token by token by the same sampling hook the
- * server uses (server/constrain.c), and it ends complete within n tokens. */
+ * engine, streaming the continuation to stdout and timings to stderr. A
+ * text prompt is encoded as the server encodes a completions prompt
+ * (cv_chat_encode_text: BOS as the vocabulary says, special tokens written
+ * in the prompt parsed, so a rendered chat prompt works), it stops at the
+ * tokenizer's end-of-generation ids as the server does, and the
+ * continuation is streamed as text (special tokens skipped). With --ids the
+ * prompt is token ids and so is the output (a model without a tokenizer, or
+ * a check of exact tokens). Generation stops at n tokens or at an
+ * end-of-generation token. With --json-schema FILE the output is one JSON
+ * document valid for the schema, constrained token by token by the same
+ * sampling hook the server uses (server/constrain.c), and it ends complete
+ * within n tokens.
+ *
+ * Why not the server's scheduler: run is the engine's own harness. Its
+ * loop is one sequence, one forward per token, with no prefix cache, no
+ * batching and no speculation between the model and the output, so its
+ * tokens and prefill/decode timings are the engine's alone; the reference
+ * tests compare them with llama2.c's, and a scheduler bug cannot hide an
+ * engine bug there (or the reverse). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "server/constrain.h"
@@ -62,20 +72,6 @@ static int parse_ids(const char *s, int32_t n_vocab, int32_t **out, int32_t *n, 
     return 0;
 }
 
-/* End-of-generation ids the file names (EOS, EOT, EOM). */
-static int32_t eog_ids(const cv_gguf *g, int32_t *out)
-{
-    static const char *const keys[] = { "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
-                                        "tokenizer.ggml.eom_token_id" };
-    int32_t n = 0;
-    for (size_t i = 0; i < CV_ARRAY_LEN(keys); i++) {
-        int64_t v;
-        if (cv_gguf_get_int(g, keys[i], &v, NULL) == 0 && v >= 0 && v < INT32_MAX)
-            out[n++] = (int32_t)v;
-    }
-    return n;
-}
-
 static int run(const run_opts *o)
 {
     cv_err err = { 0 };
@@ -106,16 +102,15 @@ static int run(const run_opts *o)
     if (o->ids) {
         if ((rc = parse_ids(o->prompt, m->hp.n_vocab, &prompt, &n_prompt, &err)))
             goto fail;
+        /* its end-of-generation ids, when the file has a tokenizer */
+        if (cv_tok_load(m->gguf, &tok, NULL))
+            tok = NULL;
     } else {
         if ((rc = cv_tok_load(m->gguf, &tok, &err))) {
             cv_err_prefix(&err, "%s has no usable tokenizer (pass token ids with --ids): ", o->model);
             goto fail;
         }
-        cv_tok_ids v = { 0 };
-        rc = cv_tok_encode(tok, o->prompt, strlen(o->prompt), CV_TOK_ADD_SPECIAL | CV_TOK_PARSE_SPECIAL, &v, &err);
-        prompt = v.ids;
-        n_prompt = (int32_t)v.n;
-        if (rc)
+        if ((rc = cv_chat_encode_text(tok, cv_str_of(o->prompt), &prompt, &n_prompt, &err)))
             goto fail;
         if (n_prompt == 0) {
             rc = cv_err_set(&err, CV_EINVAL, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
@@ -150,14 +145,13 @@ static int run(const run_opts *o)
             goto fail;
         }
     }
-    int32_t eog[3], n_eog = o->ignore_eos || tok ? 0 : eog_ids(m->gguf, eog);
     /* A prompt of special tokens only (BOS) starts the text: SentencePiece's
      * leading space of the first word is dropped, as its decoders do. */
     bool at_start = true;
-    for (int32_t i = 0; tok && i < n_prompt; i++)
+    for (int32_t i = 0; !o->ids && i < n_prompt; i++)
         at_start = at_start && cv_tok_is_special(tok, prompt[i]);
     cv_tok_stream ts;
-    if (tok)
+    if (!o->ids)
         cv_tok_stream_init(&ts, tok, CV_TOK_SKIP_SPECIAL | (at_start ? CV_TOK_AT_START : 0));
     cv_buf text = { 0 };
 
@@ -192,12 +186,9 @@ static int run(const run_opts *o)
         } else {
             id = cv_sampler_sample(smp, logits);
         }
-        bool stop = tok && (!o->ignore_eos || hook) && cv_tok_is_eog(tok, id);
-        for (int32_t i = 0; i < n_eog; i++)
-            stop = stop || id == eog[i];
-        if (stop)
+        if (tok && (!o->ignore_eos || hook) && cv_tok_is_eog(tok, id))
             break;
-        if (tok) {
+        if (!o->ids) {
             cv_buf_reset(&text);
             cv_tok_stream_feed(&ts, id, &text, NULL);
             fwrite(text.data, 1, text.len, stdout);
@@ -214,7 +205,7 @@ static int run(const run_opts *o)
             goto fail;
         }
     }
-    if (tok) {
+    if (!o->ids) {
         cv_buf_reset(&text);
         cv_tok_stream_flush(&ts, &text);
         fwrite(text.data, 1, text.len, stdout);

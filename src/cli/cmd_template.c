@@ -1,15 +1,18 @@
 /* cmd_template.c — `corvid template`: renders a conversation with a model's
- * chat template and prints the prompt exactly as the server would build it.
- * The template comes from a GGUF file (tokenizer.chat_template, with the
- * BOS/EOS token strings from its vocabulary) or from a .jinja file. A
- * debugging aid for users and the entry point of the end-to-end tests;
- * --bench N renders N times and prints the median time (docs/PERF.md). */
+ * chat template and prints the prompt exactly as the server builds it,
+ * through the same cv_chat_prompt (the template's variables, the strict
+ * form when the template raises, BOS/EOS text). The template comes from a
+ * GGUF file (tokenizer.chat_template, BOS/EOS from its tokenizer, or its
+ * token strings when it has none) or from a .jinja file. A debugging aid for
+ * users and the entry point of the end-to-end tests; --bench N renders N
+ * times and prints the median time (docs/PERF.md). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static int fail(const char *what, cv_err *err)
 {
@@ -35,20 +38,6 @@ static bool ends_with(const char *s, const char *suf)
 {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);
-}
-
-/* The token string of tokenizer.ggml.<which>_token_id, or NULL. */
-static char *gguf_token(cv_gguf *g, const char *which)
-{
-    char key[64];
-    snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", which);
-    int64_t id;
-    const cv_gguf_value *toks;
-    if (cv_gguf_get_int(g, key, &id, NULL) != 0 || cv_gguf_get_arr(g, "tokenizer.ggml.tokens", CV_GGUF_STRING, &toks, NULL) != 0)
-        return NULL;
-    if (id < 0 || (uint64_t)id >= toks->arr.n)
-        return NULL;
-    return cv_xstrndup(toks->arr.strs[id].ptr, toks->arr.strs[id].len);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -107,86 +96,74 @@ int cv_cmd_template(int argc, char **argv)
         json_decref(opt.kwargs);
         return st;
     }
-    const char *messages_path = opt.messages, *tools_path = opt.tools, *bos = opt.bos, *eos = opt.eos;
-    bool gen = !opt.no_gen;
-    long bench = opt.bench;
-    int64_t now = opt.now;
-    json_t *kwargs = opt.kwargs, *messages = NULL, *tools = NULL, *doc = NULL, *tools_doc = NULL;
-    char *gbos = NULL, *geos = NULL, *src = NULL;
-    size_t src_len = 0;
-    cv_chat_template *t = NULL;
-    cv_buf out = { 0 };
+    json_t *doc = NULL, *tools_doc = NULL;
+    cv_gguf *g = NULL;
+    cv_tok *tok = NULL;
+    cv_buf src = { 0 }, out = { 0 };
+    cv_chat_prompt *prompt = NULL;
+    cv_chat_request req;
+    cv_chat_request_init(&req);
     cv_err err = { 0 };
     int rc = 1;
-    if (n_pos != 1 || !messages_path) {
+    if (n_pos != 1 || !opt.messages) {
         rc = cv_cli_usage_error(&spec, "needs one MODEL.gguf or FILE.jinja and --messages CONV.json");
         goto done;
     }
     char mp[PATH_MAX]; /* an alias or store name of a pulled model (cli/models.h) */
     const char *path = cv_model_local_or_self(argv[1], mp, sizeof mp);
+    cv_chat_prompt_opts po = { .bos_token = opt.bos, .eos_token = opt.eos, .name = path };
     if (ends_with(path, ".gguf")) {
-        cv_gguf *g;
         if (cv_gguf_open(path, &g, &err) != 0) {
             rc = fail("", &err);
             goto done;
         }
-        cv_str s;
-        int r = cv_gguf_get_str(g, "tokenizer.chat_template", &s, &err);
-        if (r == 0) {
-            src = cv_xstrndup(s.ptr, s.len);
-            src_len = s.len;
-        } else if (r != CV_ENOTFOUND) {
-            cv_gguf_close(g);
-            rc = fail("", &err);
-            goto done;
-        }
-        gbos = gguf_token(g, "bos");
-        geos = gguf_token(g, "eos");
-        cv_gguf_close(g);
+        po.gguf = g;
+        /* BOS/EOS as the server writes them: the tokenizer's, when the file
+         * has one corvid loads (else its token strings) */
+        if (cv_tok_load(g, &tok, NULL) == 0)
+            po.tok = tok;
     } else {
-        cv_buf b = { 0 };
-        if (cv_read_file(path, &b, CV_JINJA_MAX_SOURCE + 1, &err) != 0) {
-            cv_buf_free(&b);
+        if (cv_read_file(path, &src, CV_JINJA_MAX_SOURCE + 1, &err) != 0) {
             rc = fail("", &err);
             goto done;
         }
-        src_len = b.len;
-        src = cv_buf_steal(&b);
+        po.template_src = (cv_str){ src.data, src.len };
     }
-    if (!(doc = load_json(messages_path, &err))) {
+    if (!(doc = load_json(opt.messages, &err))) {
         rc = fail("", &err);
         goto done;
     }
     /* either a bare messages array or {"messages": [...], "tools": [...]} */
-    if (json_is_object(doc)) {
-        messages = json_object_get(doc, "messages");
-        tools = json_object_get(doc, "tools");
-    } else {
-        messages = doc;
-    }
-    if (tools_path) {
-        if (!(tools_doc = load_json(tools_path, &err))) {
+    json_t *messages = json_is_object(doc) ? json_object_get(doc, "messages") : doc;
+    json_t *tools = json_is_object(doc) ? json_object_get(doc, "tools") : NULL;
+    if (opt.tools) {
+        if (!(tools_doc = load_json(opt.tools, &err))) {
             rc = fail("", &err);
             goto done;
         }
         tools = tools_doc;
     }
-    if (cv_chat_template_create(src, src_len, path, &t, &err) != 0) {
+    json_decref(req.messages);
+    json_decref(req.tools);
+    req.messages = json_incref(messages);
+    req.tools = tools && !json_is_null(tools) ? json_incref(tools) : json_array();
+    req.template_kwargs = json_incref(opt.kwargs);
+    if (cv_chat_prompt_create(&po, &prompt, &err) != 0) {
         rc = fail("", &err);
         goto done;
     }
-    cv_chat_render_opts o = { .messages = messages, .tools = tools, .add_generation_prompt = gen,
-                              .bos_token = bos ? bos : gbos, .eos_token = eos ? eos : geos, .kwargs = kwargs, .now = now };
-    if (cv_chat_template_render(t, &o, &out, &err) != 0) {
+    const cv_chat_prompt_render_opts ro = { .no_generation_prompt = opt.no_gen, .now = opt.now };
+    if (cv_chat_prompt_render(prompt, &req, &ro, &out, NULL, &err) != 0) {
         rc = fail("", &err);
         goto done;
     }
-    if (bench > 0) {
+    if (opt.bench > 0) {
+        const long bench = opt.bench;
         uint64_t *ns = cv_xcalloc((size_t)bench, sizeof *ns);
         for (long i = 0; i < bench; i++) {
             cv_buf_reset(&out);
             uint64_t t0 = cv_now_ns();
-            cv_chat_template_render(t, &o, &out, NULL);
+            cv_chat_prompt_render(prompt, &req, &ro, &out, NULL, NULL);
             ns[i] = cv_now_ns() - t0;
         }
         qsort(ns, (size_t)bench, sizeof *ns, cmp_u64);
@@ -198,13 +175,14 @@ int cv_cmd_template(int argc, char **argv)
     }
     rc = 0;
 done:
-    cv_chat_template_destroy(t);
+    cv_chat_prompt_destroy(prompt);
+    cv_chat_request_fini(&req);
+    cv_tok_destroy(tok);
+    cv_gguf_close(g);
+    cv_buf_free(&src);
     cv_buf_free(&out);
     json_decref(doc);
     json_decref(tools_doc);
-    json_decref(kwargs);
-    free(src);
-    free(gbos);
-    free(geos);
+    json_decref(opt.kwargs);
     return rc;
 }

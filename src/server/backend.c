@@ -1,20 +1,18 @@
 /* backend.c — the production cv_server_backend: one GGUF model served
  * through the layers below the server. It owns the model (mmap), the engine
- * and its scheduler thread, the tokenizer and the compiled chat template, and
- * fills the backend table with them:
+ * and its scheduler thread, the tokenizer and the model's prompt
+ * (cv_chat_prompt: template, syntax, special tokens), and fills the backend
+ * table with them:
  *
- *   encode_chat  chat template (messages, tools, enable_thinking /
- *                reasoning_effort in the family's words / chat_template_kwargs,
- *                bos/eos text) →
- *                tokenizer with special tokens parsed; BOS prepended when the
- *                vocabulary wants one and the template did not write it
- *   encode_text  tokenizer with BOS as the vocabulary says (completions)
+ *   encode_chat  cv_chat_prompt_encode: the request rendered with the chat
+ *                template (strict form on a raise) and tokenized, BOS
+ *                prepended when the vocabulary wants one
+ *   encode_text  cv_chat_encode_text (completions)
  *   detok_*      the tokenizer's streaming detokenizer (whole UTF-8 only)
  *   is_eog       the tokenizer's end-of-generation ids, also the stop tokens
- *   parser_*     cv_chat_parse (chat_parse.h) in the syntax detected at open
- *                (template, then file name), over the request's tools,
- *                tool_choice, parallel_tool_calls and response_format, from
- *                the reasoning opener the prompt left open
+ *   parser_*     cv_chat_parse (chat_parse.h) with the options
+ *                cv_chat_request_parse_opts gives for the model's syntax
+ *                (detected at open: template, then file name)
  *   submit/next  cv_sched, sized by the options: KV memory, tokens per
  *                step, the prefix cache and its file (saved at close)
  *   load/status/metrics  the scheduler's figures (/health, /v1/status,
@@ -27,7 +25,6 @@
 #include <stdlib.h>
 
 #include "chat/chat.h"
-#include "chat/chat_parse.h"
 #include "model/model.h"
 #include "sched/sched.h"
 #include "server/server_int.h"
@@ -39,9 +36,7 @@ typedef struct model_backend {
     cv_engine *engine;
     cv_sched *sched;
     cv_tok *tok;
-    cv_chat_template *tmpl;
-    const cv_tc_format *tc_format; /* the model's tool-call / reasoning syntax */
-    char *bos_text, *eos_text;
+    cv_chat_prompt *prompt;
     char *name;
     const int32_t *eog;
     size_t n_eog;
@@ -50,85 +45,15 @@ typedef struct model_backend {
 
 /* ---- prompt ---- */
 
-static int tokenize(model_backend *mb, const char *s, size_t len, unsigned flags, int32_t **ids, int32_t *n,
-                    cv_err *err)
-{
-    cv_tok_ids v = { 0 };
-    int rc = cv_tok_encode(mb->tok, s, len, flags, &v, err);
-    if (rc) {
-        cv_tok_ids_free(&v);
-        return rc;
-    }
-    *ids = v.ids ? v.ids : cv_xmalloc(sizeof **ids);
-    *n = (int32_t)v.n;
-    return 0;
-}
-
 static int encode_chat(void *ctx, const cv_chat_request *r, int32_t **ids, int32_t *n, cv_buf *opener,
                        cv_err *err)
 {
-    model_backend *mb = ctx;
-    json_t *kw = cv_req_template_kwargs(r, mb->tc_format);
-    cv_chat_render_opts o = {
-        .messages = r->messages,
-        .tools = json_array_size(r->tools) ? r->tools : NULL,
-        .add_generation_prompt = true,
-        .bos_token = mb->bos_text,
-        .eos_token = mb->eos_text,
-        .kwargs = kw,
-    };
-    cv_buf prompt = { 0 };
-    int rc = cv_chat_template_render(mb->tmpl, &o, &prompt, err);
-    if (rc == CV_EINVAL) {
-        /* A strict template raised (alternating roles, one system message,
-         * Mistral call ids, a loop over tools that are None): once more with
-         * the conversation in the strictest shape; the first error stands
-         * if that fails too (docs/server.md "Strict templates"). */
-        json_t *strict = cv_req_strict_messages(r->messages);
-        json_t *no_tools = json_array();
-        o.messages = strict;
-        o.tools = json_array_size(r->tools) ? r->tools : no_tools;
-        cv_buf_reset(&prompt);
-        if (cv_chat_template_render(mb->tmpl, &o, &prompt, NULL) == 0) {
-            cv_debug("chat template raised (%s); rendered the strict form instead", err ? err->msg : "");
-            cv_err_clear(err);
-            rc = 0;
-        }
-        json_decref(strict);
-        json_decref(no_tools);
-    }
-    json_decref(kw);
-    if (rc) {
-        cv_err_prefix(err, "chat template: ");
-        cv_buf_free(&prompt);
-        return rc;
-    }
-    if (opener) {
-        cv_str o = cv_chat_parse_prompt_opener(mb->tc_format, (cv_str){ prompt.data ? prompt.data : "", prompt.len });
-        cv_buf_reset(opener);
-        cv_buf_append(opener, o.ptr, o.len);
-    }
-    rc = tokenize(mb, prompt.data ? prompt.data : "", prompt.len, CV_TOK_PARSE_SPECIAL, ids, n, err);
-    cv_buf_free(&prompt);
-    if (rc)
-        return rc;
-    /* Templates that start with {{ bos_token }} already hold BOS; the
-     * ChatML fallback and some templates do not, and a model trained with
-     * BOS first drifts without it (llama.cpp adds it the same way). */
-    int32_t bos = cv_tok_bos(mb->tok);
-    if (cv_tok_adds_bos(mb->tok) && bos >= 0 && (*n == 0 || (*ids)[0] != bos)) {
-        *ids = cv_xrealloc(*ids, (size_t)(*n + 1) * sizeof **ids);
-        memmove(*ids + 1, *ids, (size_t)*n * sizeof **ids);
-        (*ids)[0] = bos;
-        (*n)++;
-    }
-    return 0;
+    return cv_chat_prompt_encode(((model_backend *)ctx)->prompt, r, ids, n, opener, err);
 }
 
 static int encode_text(void *ctx, cv_str text, int32_t **ids, int32_t *n, cv_err *err)
 {
-    model_backend *mb = ctx;
-    return tokenize(mb, text.ptr, text.len, CV_TOK_ADD_SPECIAL | CV_TOK_PARSE_SPECIAL, ids, n, err);
+    return cv_chat_encode_text(((model_backend *)ctx)->tok, text, ids, n, err);
 }
 
 /* ---- detokenizing ---- */
@@ -187,31 +112,15 @@ static void forward(void *ud, const cv_chat_event *ev)
     op->fn(op->ud, &e);
 }
 
-static bool json_format(const json_t *rf)
-{
-    const char *t = json_string_value(json_object_get(rf, "type"));
-    return t && (!strcmp(t, "json_object") || !strcmp(t, "json_schema"));
-}
-
 void *cv_server_parser_create(const cv_tc_format *f, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn,
                               void *ud)
 {
     out_parser *op = cv_xcalloc(1, sizeof *op);
     op->fn = fn;
     op->ud = ud;
-    cv_chat_parse_opts o = {
-        .format = f ? f : cv_tc_detect((cv_str){ NULL, 0 }, (cv_str){ NULL, 0 }),
-        /* the template's syntax first; calls a model writes in another
-         * syntax are still recovered (chat_parse.h, output detection) */
-        .detect = true,
-        .tools = req->tools ? req->tools : NULL,
-        .tool_choice_none = req->tool_choice == CV_TOOL_CHOICE_NONE,
-        .no_parallel_calls = !req->parallel_tool_calls,
-        .reasoning_open = opener,
-        .reasoning_inline = false,
-        .json_response = json_format(req->response_format),
-        .id_fn = no_id,
-    };
+    cv_chat_parse_opts o;
+    cv_chat_request_parse_opts(req, f, opener, &o);
+    o.id_fn = no_id;
     cv_err err = { 0 };
     if (cv_chat_parse_create(&o, forward, op, &op->p, &err)) {
         /* The wires hand over tools they validated, so this is a tool list
@@ -247,7 +156,7 @@ void cv_server_parser_destroy(void *p)
 
 static void *parser_create(void *ctx, const cv_chat_request *req, cv_str opener, cv_chat_event_fn fn, void *ud)
 {
-    return cv_server_parser_create(((model_backend *)ctx)->tc_format, req, opener, fn, ud);
+    return cv_server_parser_create(cv_chat_prompt_format(((model_backend *)ctx)->prompt, NULL), req, opener, fn, ud);
 }
 
 /* ---- scheduler ---- */
@@ -288,15 +197,6 @@ static bool ready(void *ctx) { return ((model_backend *)ctx)->sched != NULL; }
 
 /* ---- lifecycle ---- */
 
-static char *token_string(const cv_tok *t, int32_t id)
-{
-    if (id < 0)
-        return cv_xstrdup("");
-    cv_buf b = { 0 };
-    cv_tok_piece(t, id, 0, &b, NULL);
-    return b.data ? cv_buf_steal(&b) : cv_xstrdup("");
-}
-
 static char *model_name(const char *path)
 {
     char *copy = cv_xstrdup(path);
@@ -318,14 +218,11 @@ void cv_server_backend_close(cv_server_backend *be)
     if (mb->engine)
         cv_engine_destroy(mb->engine);
     cv_constrain_destroy(mb->constrain);
-    if (mb->tmpl)
-        cv_chat_template_destroy(mb->tmpl);
+    cv_chat_prompt_destroy(mb->prompt);
     if (mb->tok)
         cv_tok_destroy(mb->tok);
     if (mb->model)
         cv_model_close(mb->model);
-    free(mb->bos_text);
-    free(mb->eos_text);
     free(mb->name);
     free(mb);
 }
@@ -391,31 +288,23 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         cv_err_prefix(err, "%s: ", o->model_path);
         goto fail;
     }
-    cv_str src = { 0 };
-    if (cv_gguf_get_str(mb->model->gguf, "tokenizer.chat_template", &src, NULL) != 0)
-        src = (cv_str){ NULL, 0 };
-    if ((rc = cv_chat_template_create(src.ptr, src.len, o->model_path, &mb->tmpl, err))) {
-        /* A template corvid cannot parse is not fatal: serve with ChatML,
-         * loudly, rather than refuse the model. */
-        cv_warn("%s: %s; using the ChatML fallback", o->model_path, err ? err->msg : "template error");
-        cv_err_clear(err);
-        if ((rc = cv_chat_template_create(NULL, 0, o->model_path, &mb->tmpl, err)))
-            goto fail;
-    }
     mb->name = o->served_name && *o->served_name ? cv_xstrdup(o->served_name) : model_name(o->model_path);
     /* By the file's name, not the served one (which may be "gpt-4o"). */
     char *file_name = model_name(o->model_path);
-    const char *why = "";
-    mb->tc_format = cv_tc_detect_why(src, (cv_str){ file_name, strlen(file_name) }, &why);
+    cv_chat_prompt_opts po = { .gguf = mb->model->gguf, .tok = mb->tok, .name = o->model_path,
+                               .model_name = { file_name, strlen(file_name) }, .chatml_on_error = true };
+    rc = cv_chat_prompt_create(&po, &mb->prompt, err);
     free(file_name);
-    cv_info("tool calls and reasoning: %s syntax (by %s)", cv_tc_format_name(mb->tc_format), why);
-    mb->bos_text = token_string(mb->tok, cv_tok_bos(mb->tok));
-    mb->eos_text = token_string(mb->tok, cv_tok_eos(mb->tok));
+    if (rc)
+        goto fail;
+    const char *why = "";
+    const cv_tc_format *format = cv_chat_prompt_format(mb->prompt, &why);
+    cv_info("tool calls and reasoning: %s syntax (by %s)", cv_tc_format_name(format), why);
     mb->eog = cv_tok_eog_ids(mb->tok, &mb->n_eog);
     if (mb->n_eog > CV_MAX_STOP_TOKENS)
         mb->n_eog = CV_MAX_STOP_TOKENS;
-    cv_constrain_opts co = { .syntax = cv_tc_format_name(mb->tc_format), .lazy = o->grammar_lazy,
-                             .reasoning = src.len && memmem(src.ptr, src.len, "</think>", 8) != NULL };
+    cv_constrain_opts co = { .syntax = cv_tc_format_name(format), .lazy = o->grammar_lazy,
+                             .reasoning = cv_chat_prompt_thinks(mb->prompt) };
     if ((rc = cv_constrain_create(mb->tok, &co, &mb->constrain, err)))
         goto fail;
     if ((rc = open_engine(mb, o, err)))

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "chat/chat_parse.h"
+#include "chat/chat.h"
 #include "server/constrain.h"
 #include "server/server.h"
 
@@ -369,23 +369,6 @@ json_t *cv_req_args_object(const char *args, size_t len);
  * from the start of a system prompt (it changes every request and would
  * defeat the prefix cache). Returns the text without it. */
 cv_str cv_req_strip_billing(cv_str system);
-/* The conversation rewritten for strict chat templates, tried when a render
- * raises: consecutive leading system messages and consecutive user messages
- * joined (blank line between), tool-call ids mapped to 9 alphanumerics
- * (a stable hash, so calls and results still match). New reference. */
-json_t *cv_req_strict_messages(json_t *messages);
-/* The variables a request adds to its chat template's: its
- * chat_template_kwargs, enable_thinking when the wire switched thinking,
- * and reasoning_effort. For a family whose template takes only some levels
- * (cv_tc_format_efforts: Harmony's low/medium/high) the effort becomes the
- * nearest of them: the wire's word ranked none < minimal < low < medium <
- * high < xhigh = max, thinking off as the least, an Anthropic thinking
- * budget as low below 8192 tokens, medium below 24576, else high (Claude
- * Code's "think" / "think hard" / "ultrathink" budgets are 4000, 10000 and
- * 31999); an unknown word or thinking on with nothing more is left to the
- * template's default. Other families get the wire's word as given. Keys
- * already in chat_template_kwargs win. f may be NULL. New reference. */
-json_t *cv_req_template_kwargs(const cv_chat_request *r, const cv_tc_format *f);
 /* Checks the counts in a finished request against limits.h. */
 int cv_req_check_limits(const cv_chat_request *r, cv_err *err);
 

@@ -11,7 +11,6 @@
 #include <math.h>
 
 #include "chat/chat.h"
-#include "chat/chat_parse.h"
 #include "model/model.h"
 #include "server/constrain.h"
 #include "server/server.h"

@@ -1,15 +1,16 @@
 /* test_server_templates.c — the neutral conversations the wire files make
  * from real agent traffic render with real models' chat templates. Every
  * POST in testdata/clients is translated (as the server does) and rendered
- * with the production chat templates of the model families agents run
- * (testdata/templates), tools included, with a generation prompt, exactly as
- * the backend does: when a strict template raises (roles must alternate,
+ * through the production prompt path (cv_chat_prompt_render, what the
+ * backend encodes with) with the production chat templates of the model
+ * families agents run (testdata/templates), tools included, with a
+ * generation prompt: a strict template that raises (roles must alternate,
  * one system message first, Mistral's 9-character call ids, a tools loop
- * over None), once more with cv_req_strict_messages and tools []. Every
- * render must succeed one way or the other. Then the template variables
- * the backend adds: every wire's reasoning switch reaches gpt-oss's
- * Harmony template as one of its three efforts, and Gemma 3's template
- * folds the system prompt into the first user turn from every wire. */
+ * over None) gets the strict form. Every render must succeed. Then the
+ * template variables the prompt adds: every wire's reasoning switch
+ * reaches gpt-oss's Harmony template as one of its three efforts, and
+ * Gemma 3's template folds the system prompt into the first user turn from
+ * every wire. */
 #include <dirent.h>
 
 #include "test.h"
@@ -44,20 +45,31 @@ static int parse_chat(json_t *b, cv_chat_request *r, cv_err *e) { return cv_open
 static int parse_resp(json_t *b, cv_chat_request *r, cv_err *e) { return cv_openai_responses_parse(b, NULL, r, e); }
 static int parse_msgs(json_t *b, cv_chat_request *r, cv_err *e) { return cv_anthropic_parse(b, false, r, e); }
 
+/* The prompt of a template file under testdata, BOS/EOS text given. */
+static cv_chat_prompt *load_prompt(const char *rel, const char *bos, const char *eos)
+{
+    cv_buf src = { 0 };
+    cv_err err = { 0 };
+    cv_chat_prompt *p = NULL;
+    cv_chat_prompt_opts o = { .bos_token = bos, .eos_token = eos, .name = rel };
+    if (cv_read_file(test_data(rel), &src, 1 << 24, &err) == 0) {
+        o.template_src = (cv_str){ src.data, src.len };
+        cv_chat_prompt_create(&o, &p, &err);
+    }
+    CHECK_MSG(p, "%s: %s", rel, err.msg);
+    cv_buf_free(&src);
+    return p;
+}
+
 TEST(every_recorded_request_renders_with_the_templates_agents_run)
 {
-    cv_chat_template *tmpl[CV_ARRAY_LEN(templates)] = { 0 };
+    cv_chat_prompt *prompt[CV_ARRAY_LEN(templates)] = { 0 };
     for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++) {
-        cv_buf src = { 0 };
         char rel[256];
         snprintf(rel, sizeof rel, "templates/%s", templates[t]);
-        cv_err err = { 0 };
-        if (cv_read_file(test_data(rel), &src, 1 << 24, &err) ||
-            cv_chat_template_create(src.data, src.len, templates[t], &tmpl[t], &err))
-            fprintf(stderr, "%s: %s\n", templates[t], err.msg);
-        cv_buf_free(&src);
+        prompt[t] = load_prompt(rel, "<s>", "</s>");
     }
-    int renders = 0, failures = 0, fallbacks = 0;
+    int renders = 0, failures = 0;
     DIR *d = opendir(test_data("clients"));
     struct dirent *de;
     char root[4096];
@@ -86,32 +98,14 @@ TEST(every_recorded_request_renders_with_the_templates_agents_run)
                 cv_err err = { 0 };
                 if (fn(json_object_get(rec, "body"), &r, &err) == 0) {
                     for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++) {
-                        if (!tmpl[t])
+                        if (!prompt[t])
                             continue;
-                        cv_chat_render_opts o = { .messages = r.messages,
-                                                  .tools = json_array_size(r.tools) ? r.tools : NULL,
-                                                  .add_generation_prompt = true,
-                                                  .bos_token = "<s>",
-                                                  .eos_token = "</s>" };
                         cv_buf out = { 0 };
                         cv_err e2 = { 0 };
                         renders++;
-                        if (cv_chat_template_render(tmpl[t], &o, &out, &e2)) {
-                            /* The backend's fallback: strict messages, tools [] for None. */
-                            fallbacks++;
-                            json_t *strict = cv_req_strict_messages(r.messages);
-                            json_t *empty = json_array();
-                            o.messages = strict;
-                            o.tools = json_array_size(r.tools) ? r.tools : empty;
-                            cv_buf_reset(&out);
-                            cv_err e3 = { 0 };
-                            if (cv_chat_template_render(tmpl[t], &o, &out, &e3)) {
-                                failures++;
-                                printf("FAILS %s/%s with %s: %s; then %s\n", de->d_name, f->d_name, templates[t],
-                                       e2.msg, e3.msg);
-                            }
-                            json_decref(strict);
-                            json_decref(empty);
+                        if (cv_chat_prompt_render(prompt[t], &r, NULL, &out, NULL, &e2)) {
+                            failures++;
+                            printf("FAILS %s/%s with %s: %s\n", de->d_name, f->d_name, templates[t], e2.msg);
                         }
                         cv_buf_free(&out);
                     }
@@ -125,28 +119,16 @@ TEST(every_recorded_request_renders_with_the_templates_agents_run)
     }
     if (d)
         closedir(d);
-    printf("%d renders, %d needed the strict fallback, %d failed\n", renders, fallbacks, failures);
+    printf("%d renders, %d failed\n", renders, failures);
     CHECK(renders >= 300);
     CHECK_EQ_INT(failures, 0);
     for (size_t t = 0; t < CV_ARRAY_LEN(templates); t++)
-        cv_chat_template_destroy(tmpl[t]);
+        cv_chat_prompt_destroy(prompt[t]);
 }
 
-static cv_chat_template *load_template(const char *rel)
-{
-    cv_buf src = { 0 };
-    cv_err err = { 0 };
-    cv_chat_template *t = NULL;
-    if (cv_read_file(test_data(rel), &src, 1 << 24, &err) || cv_chat_template_create(src.data, src.len, rel, &t, &err))
-        CHECK_MSG(0, "%s: %s", rel, err.msg);
-    cv_buf_free(&src);
-    return t;
-}
-
-/* Renders one wire request as the backend does (cv_req_template_kwargs
- * with the model family's format), strict form on a raise; out: the prompt. */
-static bool render_as_backend(const cv_chat_template *t, const cv_tc_format *f, parse_fn fn, const char *body,
-                              cv_buf *out)
+/* Renders one wire request through the production prompt path; out: the
+ * prompt. */
+static bool render_request(const cv_chat_prompt *p, parse_fn fn, const char *body, cv_buf *out)
 {
     json_t *b = json_loads(body, 0, NULL);
     cv_chat_request r;
@@ -155,18 +137,9 @@ static bool render_as_backend(const cv_chat_template *t, const cv_tc_format *f, 
     bool ok = b && fn(b, &r, &err) == 0;
     CHECK_MSG(ok, "%s: %s", body, err.msg);
     if (ok) {
-        json_t *kw = cv_req_template_kwargs(&r, f), *strict = cv_req_strict_messages(r.messages);
-        cv_chat_render_opts o = { .messages = r.messages, .add_generation_prompt = true, .bos_token = "<bos>",
-                                  .kwargs = kw };
         cv_buf_reset(out);
-        if (cv_chat_template_render(t, &o, out, &err)) {
-            o.messages = strict;
-            cv_buf_reset(out);
-            ok = cv_chat_template_render(t, &o, out, &err) == 0;
-            CHECK_MSG(ok, "%s: %s", body, err.msg);
-        }
-        json_decref(kw);
-        json_decref(strict);
+        ok = cv_chat_prompt_render(p, &r, NULL, out, NULL, &err) == 0;
+        CHECK_MSG(ok, "%s: %s", body, err.msg);
     }
     cv_chat_request_fini(&r);
     json_decref(b);
@@ -175,11 +148,10 @@ static bool render_as_backend(const cv_chat_template *t, const cv_tc_format *f, 
 
 TEST(every_wires_reasoning_switch_reaches_the_harmony_template_as_its_effort)
 {
-    cv_chat_template *t = load_template("templates/openai-gpt-oss-120b.jinja");
-    const cv_tc_format *f = cv_tc_format_find("gpt_oss_harmony");
-    CHECK_MSG(f, "no gpt_oss_harmony format");
-    if (!t || !f)
+    cv_chat_prompt *t = load_prompt("templates/openai-gpt-oss-120b.jinja", "<bos>", NULL);
+    if (!t)
         return;
+    CHECK_EQ_STR(cv_tc_format_name(cv_chat_prompt_format(t, NULL)), "gpt_oss_harmony");
     static const struct {
         parse_fn fn;
         const char *extra, *want;
@@ -210,20 +182,20 @@ TEST(every_wires_reasoning_switch_reaches_the_harmony_template_as_its_effort)
         }
         char want[64];
         snprintf(want, sizeof want, "Reasoning: %s\n", cases[i].want);
-        if (render_as_backend(t, f, cases[i].fn, body.data, &out))
+        if (render_request(t, cases[i].fn, body.data, &out))
             CHECK_MSG(strstr(out.data, want), "case %zu (%s): no \"%s\" in the prompt", i, body.data, cases[i].want);
     }
     /* A family without a vocabulary gets the wire's word as given. */
     cv_chat_request r;
     cv_chat_request_init(&r);
     r.reasoning_effort = cv_xstrdup("minimal");
-    json_t *kw = cv_req_template_kwargs(&r, cv_tc_format_find("hermes"));
+    json_t *kw = cv_chat_request_template_kwargs(&r, cv_tc_format_find("hermes"));
     CHECK_EQ_STR(json_string_value(json_object_get(kw, "reasoning_effort")), "minimal");
     json_decref(kw);
     cv_chat_request_fini(&r);
     cv_buf_free(&body);
     cv_buf_free(&out);
-    cv_chat_template_destroy(t);
+    cv_chat_prompt_destroy(t);
 }
 
 TEST(gemma3s_template_puts_the_system_prompt_in_the_first_user_turn)
@@ -232,29 +204,28 @@ TEST(gemma3s_template_puts_the_system_prompt_in_the_first_user_turn)
      * variant of Google's) prefixes the first user turn with the system
      * text and a blank line, from every wire; two user turns in a row make
      * it raise, and the strict form joins them. */
-    cv_chat_template *t = load_template("templates/vllm/tool_chat_template_gemma3_pythonic.jinja");
-    const cv_tc_format *f = cv_tc_format_find("pythonic");
-    CHECK_MSG(f, "no pythonic format");
-    if (!t || !f)
+    cv_chat_prompt *t = load_prompt("templates/vllm/tool_chat_template_gemma3_pythonic.jinja", "<bos>", NULL);
+    if (!t)
         return;
+    CHECK_EQ_STR(cv_tc_format_name(cv_chat_prompt_format(t, NULL)), "pythonic");
     cv_buf out = { 0 };
     static const char *const want = "<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n";
-    if (render_as_backend(t, f, parse_chat,
+    if (render_request(t, parse_chat,
                           "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                           "{\"role\":\"user\",\"content\":\"hi\"}]}", &out))
         CHECK_EQ_STR(out.data, want);
-    if (render_as_backend(t, f, parse_msgs,
+    if (render_request(t, parse_msgs,
                           "{\"model\":\"m\",\"max_tokens\":8,\"system\":\"Be brief.\",\"messages\":[{\"role\":"
                           "\"user\",\"content\":\"hi\"}]}", &out))
         CHECK_EQ_STR(out.data, want);
-    if (render_as_backend(t, f, parse_resp, "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":\"hi\"}", &out))
+    if (render_request(t, parse_resp, "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"input\":\"hi\"}", &out))
         CHECK_EQ_STR(out.data, want);
-    if (render_as_backend(t, f, parse_chat,
+    if (render_request(t, parse_chat,
                           "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                           "{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}", &out))
         CHECK_EQ_STR(out.data, "<bos><start_of_turn>user\nBe brief.\n\na\n\nb<end_of_turn>\n<start_of_turn>model\n");
     cv_buf_free(&out);
-    cv_chat_template_destroy(t);
+    cv_chat_prompt_destroy(t);
 }
 
 int main(void)

@@ -711,36 +711,6 @@ TEST(billing_line_is_stripped_only_at_the_start)
     CHECK_EQ_INT(s.len, 0);
 }
 
-
-TEST(strict_messages_merge_systems_and_user_runs_and_map_call_ids_consistently)
-{
-    json_t *m = json_loads("[{\"role\":\"system\",\"content\":\"a\"},{\"role\":\"system\",\"content\":\"b\"},"
-                           "{\"role\":\"user\",\"content\":\"c\"},{\"role\":\"user\",\"content\":\"d\"},"
-                           "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_abc\",\"type\":"
-                           "\"function\",\"function\":{\"name\":\"f\",\"arguments\":{}}},{\"id\":\"A1b2C3d4E\","
-                           "\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":{}}}]},"
-                           "{\"role\":\"tool\",\"tool_call_id\":\"call_abc\",\"content\":\"r1\"},"
-                           "{\"role\":\"tool\",\"tool_call_id\":\"A1b2C3d4E\",\"content\":\"r2\"},"
-                           "{\"role\":\"system\",\"content\":\"late\"}]",
-                           0, NULL);
-    CHECK(m != NULL);
-    json_t *s = cv_req_strict_messages(m);
-    CHECK_EQ_INT(json_array_size(s), 6);
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 0), "content")), "a\n\nb");
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 1), "content")), "c\n\nd");
-    json_t *calls = json_object_get(json_array_get(s, 2), "tool_calls");
-    const char *id0 = json_string_value(json_object_get(json_array_get(calls, 0), "id"));
-    CHECK(id0 && strlen(id0) == 9);
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 3), "tool_call_id")), id0);
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(calls, 1), "id")), "A1b2C3d4E"); /* already fine */
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 4), "tool_call_id")), "A1b2C3d4E");
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(s, 5), "content")), "late"); /* not merged */
-    /* the input is untouched */
-    CHECK_EQ_INT(json_array_size(m), 8);
-    json_decref(s);
-    json_decref(m);
-}
-
 int main(void)
 {
     test_require_data();
@@ -768,7 +738,6 @@ int main(void)
     RUN(error_tables_give_each_wire_its_status_and_shape);
     RUN(response_store_keeps_the_most_recently_used);
     RUN(billing_line_is_stripped_only_at_the_start);
-    RUN(strict_messages_merge_systems_and_user_runs_and_map_call_ids_consistently);
     cv_server_destroy(srv);
     fake_backend_fini(&fb);
     return test_report();
