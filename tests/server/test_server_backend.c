@@ -876,6 +876,50 @@ TEST(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers)
         cv_server_backend_close(be);
 }
 
+/* The start-up line states the pool as what it is: the default pool of a
+ * tiny model is millions of positions (GiBs) mapped without reserve, of
+ * which nothing is committed until sequences write it; the line gives the
+ * bytes a position and a context take, and the bound as mapped memory. */
+TEST(the_kv_start_up_line_says_what_is_committed_not_only_the_mapping)
+{
+    cv_hparams hp;
+    const int64_t per_pos = kv_bytes_per_position(&hp);
+    if (per_pos == 0)
+        return;
+    char log_path[] = "/tmp/corvid_kvlog_XXXXXX";
+    const int fd = mkstemp(log_path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    const cv_log_level level = cv_log_get_level();
+    cv_log_set_level(CV_LOG_INFO);
+    fflush(stderr);
+    dup2(fd, 2);
+    cv_err err = { 0 };
+    cv_server_backend_opts o = { .model_path = model_path, .n_ctx = 512, .n_threads = 1, .kv_bytes = -1,
+                                 .kv_type = CV_GGML_F32 };
+    cv_server_backend *be = NULL;
+    const int rc = cv_server_backend_open(&o, &be, &err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    cv_log_set_level(level);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    if (be)
+        cv_server_backend_close(be);
+    cv_buf log = { 0 };
+    CHECK(cv_read_file(log_path, &log, 1 << 20, NULL) == 0);
+    cv_buf_putc(&log, 0);
+    const char *line = strstr(log.data, "KV cache (f32): ");
+    char want[128];
+    snprintf(want, sizeof want, "%.1f KiB a position", per_pos / 1024.0);
+    CHECK_MSG(line && strstr(line, want), "no \"%s\" in: %s", want, log.data);
+    snprintf(want, sizeof want, "(%.1f MiB a full context of 512)", per_pos * 512.0 / 1048576.0);
+    CHECK_MSG(line && strstr(line, want), "no \"%s\" in: %s", want, log.data);
+    CHECK_MSG(line && strstr(line, "mapped, none committed yet)"), "%s", log.data);
+    cv_buf_free(&log);
+    close(fd);
+    unlink(log_path);
+}
+
 /* --kv-memory counts what a position keeps: a budget of 1100 positions of
  * this model's cache serves a 1024-token context and a conversation that
  * goes deep into it, its prefix cached between turns, within the budget.
@@ -975,6 +1019,7 @@ int main(int argc, char **argv)
     RUN(sequence_memory_figures_are_reported_and_move_with_a_snapshot_hit);
     RUN(a_restart_with_the_same_cache_dir_serves_the_first_repeated_prompt_from_the_cache);
     RUN(a_kv_memory_smaller_than_the_context_is_refused_with_both_numbers);
+    RUN(the_kv_start_up_line_says_what_is_committed_not_only_the_mapping);
     RUN(a_deep_conversation_runs_in_the_kv_memory_its_positions_take);
     remove_tree(dir_path);
     curl_global_cleanup();
