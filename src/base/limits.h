@@ -70,7 +70,7 @@
 /* Vocabulary size and the longest token piece, for the token trie. */
 #define CV_MAX_GRAMMAR_VOCAB (1u << 21)
 #define CV_MAX_GRAMMAR_TOKEN_BYTES 4096
-/* Compiled grammars a served model keeps (server/constrain.c, least recently
+/* Compiled grammars a served model keeps (sched/constrain.c, least recently
  * used out): an agent resends the same tools every turn, a few agents at
  * once fit; each grammar holds its token-mask cache (a few MiB with a 151k
  * vocabulary at most). */

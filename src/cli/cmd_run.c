@@ -9,7 +9,7 @@
  * a check of exact tokens). Generation stops at n tokens or at an
  * end-of-generation token. With --json-schema FILE the output is one JSON
  * document valid for the schema, constrained token by token by the same
- * sampling hook the server uses (server/constrain.c), and it ends complete
+ * sampling hook the server uses (sched/constrain.c), and it ends complete
  * within n tokens.
  *
  * Why not the server's scheduler: run is the engine's own harness. Its
@@ -26,7 +26,7 @@
 #include "chat/chat.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
-#include "server/constrain.h"
+#include "sched/constrain.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct run_opts {

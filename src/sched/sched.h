@@ -30,7 +30,7 @@ typedef struct cv_sched cv_sched;
 typedef struct cv_sched_req cv_sched_req; /* one submitted request */
 
 /* A per-request sampling hook: the slot constrained decoding plugs into
- * (server/constrain.h, over src/grammar/). choose runs on the engine thread for every token of its
+ * (sched/constrain.h, over src/grammar/). choose runs on the engine thread for every token of its
  * request, with the raw logits [n_vocab] of that request's row (not to be
  * modified) and the request's own sampler; it picks the token (typically by
  * masking a copy of the logits and calling cv_sampler_sample on it) and

@@ -4,7 +4,7 @@
  * into ONE neutral request (cv_chat_request, chat/chat_request.h) that goes
  * down the one data path (DESIGN.md): render → tokenize → scheduler →
  * detokenize → stop strings → output parser → neutral events → the wire's
- * SSE or JSON. Constrained decoding has its own face, server/constrain.h.
+ * SSE or JSON. Constrained decoding has its own face, sched/constrain.h.
  *
  * The model is reached through cv_server_backend, a small table of functions:
  * the server never learns how the prompt is rendered or the tokens produced.

@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 
 #include "chat/chat.h"
-#include "server/constrain.h"
+#include "sched/constrain.h"
 #include "server/server.h"
 
 /* ---- wires and errors ---- */

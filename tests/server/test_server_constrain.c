@@ -1,5 +1,5 @@
 /* test_server_constrain.c — constrained decoding as the server runs it
- * (server/constrain.c): the production backend over a real random-weight
+ * (sched/constrain.c): the production backend over a real random-weight
  * model (testdata reference tiny-qwen3, GPT-2 vocabulary) generates through
  * the scheduler's sampling hook, and what comes out is read back by the real
  * tool-call parser or parsed as JSON and checked here against the request.
@@ -12,7 +12,7 @@
 
 #include "chat/chat.h"
 #include "model/model.h"
-#include "server/constrain.h"
+#include "sched/constrain.h"
 #include "server/server.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"

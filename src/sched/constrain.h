@@ -1,10 +1,11 @@
-/* constrain.h — the face of constrained decoding (constrain.c), apart from
- * the server's so that a command generating without HTTP (`corvid run
- * --json-schema`) reaches it without the server: response_format
- * (json_object, json_schema), a forced tool_choice (required / named,
- * Anthropic any / tool) and, optionally, tool_choice auto become a grammar
- * (src/grammar/) enforced token by token through the scheduler's sampling
- * hook. One cv_constrain per model: it builds the grammar vocabulary at the
+/* constrain.h — the constrained-decoding section of the scheduler layer
+ * (constrain.c), the glue between a request, the grammar layer and the
+ * scheduler's sampling hook that the server's backend and a command
+ * generating without HTTP (`corvid run --json-schema`) both use:
+ * response_format (json_object, json_schema), a forced tool_choice
+ * (required / named, Anthropic any / tool) and, optionally, tool_choice
+ * auto become a grammar (src/grammar/) enforced token by token through the
+ * scheduler's sampling hook. One cv_constrain per model: it builds the grammar vocabulary at the
  * first constrained request and caches compiled grammars
  * (CV_MAX_GRAMMAR_CACHE, least recently used out). Thread-safe. */
 #ifndef CV_CONSTRAIN_H

@@ -20,8 +20,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "chat/chat.h"
 #include "grammar/grammar.h"
-#include "server/server_int.h"
+#include "sched/constrain.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- grammar cache ---- */
