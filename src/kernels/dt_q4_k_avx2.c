@@ -22,7 +22,6 @@
 #define TOK_TILE 4
 #define SB_BYTES 2368
 
-void cv_kq_unpack_scales(const uint8_t *q, uint8_t *sc, uint8_t *m);
 void cv_kq_unpack_scales(const uint8_t *q, uint8_t *sc, uint8_t *m)
 {
     for (int j = 0; j < 8; j++)

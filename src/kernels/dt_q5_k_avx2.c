@@ -17,8 +17,6 @@
 #define TOK_TILE 4
 #define SB_BYTES 2880
 
-void cv_kq_unpack_scales(const uint8_t *q, uint8_t *sc, uint8_t *m);
-
 /* Levels (0..31) of the 64 values of chunk c (sub-blocks 2c, 2c+1). */
 static inline void q5k_levels(const block_q5_K *x, int c, __m256i *lo, __m256i *hi)
 {

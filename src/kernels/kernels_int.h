@@ -195,6 +195,11 @@ int cv_iq4_nearest(float v);
 
 /* ---- per-dtype functions (dt_*.c scalar, dt_*_avx2.c AVX2) ---- */
 
+/* The 8 six-bit scales and mins of a q4_K / q5_K super-block's
+ * scales[K_SCALE_SIZE] into sc[8] and m[8] (dt_q4_k_avx2.c; the q5_K tiles
+ * unpack the same bytes). */
+void cv_kq_unpack_scales(const uint8_t *q, uint8_t *sc, uint8_t *m);
+
 #define CV_DT_DECL(name)                                                        \
     void cv_dt_##name##_to_f32(const void *src, float *dst, int64_t n);         \
     void cv_dt_##name##_from_f32(const float *src, void *dst, int64_t n);       \
@@ -373,5 +378,18 @@ const cv_mm_impl *cv_mm_impl_avx512(uint32_t type);
  * widest row at n_in bounds all shorter ones). Sizes scratch that must fit
  * whatever type a later matmul brings (cv_mm_ws). */
 size_t cv_mm_act_row_bytes_max(int64_t n_in);
+
+/* ---- the machine probes' inner loops (probe.c times them) ---- */
+
+/* Reads n bytes at p with 256-bit loads; returns a value folded from them
+ * (so the loads cannot be dropped). */
+uint64_t cv_probe_read_avx2(const void *p, size_t n);
+/* iters iterations of each level's int8 multiply-add loop (probe_avx2.c,
+ * probe_avxvnni.c, probe_avx512.c); each returns a value folded from its
+ * accumulators (so the loop cannot be dropped). */
+uint64_t cv_probe_int8_avx2(int64_t iters);
+uint64_t cv_probe_int8_i32_avx2(int64_t iters);
+uint64_t cv_probe_int8_vnni_avxvnni(int64_t iters);
+uint64_t cv_probe_int8_vnni_avx512(int64_t iters);
 
 #endif

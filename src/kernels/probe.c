@@ -19,12 +19,6 @@
 #define INT8_MACS 1024000000.0   /* multiply-adds per thread per repeat (~10 ms of vpmaddubsw) */
 #define INT8_REPEATS 9
 
-uint64_t cv_probe_read_avx2(const void *p, size_t n);
-uint64_t cv_probe_int8_avx2(int64_t iters);
-uint64_t cv_probe_int8_i32_avx2(int64_t iters);
-uint64_t cv_probe_int8_vnni_avxvnni(int64_t iters);
-uint64_t cv_probe_int8_vnni_avx512(int64_t iters);
-
 /* The int8 loops: what each iteration multiplies, and how. */
 typedef enum int8_loop { LOOP_NONE, LOOP_AVX2, LOOP_AVX2_I32, LOOP_VNNI256, LOOP_VNNI512 } int8_loop;
 static const struct {

@@ -9,10 +9,6 @@
 
 #include "kernels/kernels_int.h"
 
-uint64_t cv_probe_read_avx2(const void *p, size_t n);
-uint64_t cv_probe_int8_avx2(int64_t iters);
-uint64_t cv_probe_int8_i32_avx2(int64_t iters);
-
 uint64_t cv_probe_read_avx2(const void *p, size_t n)
 {
     const __m256i *q = p;

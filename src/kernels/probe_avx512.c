@@ -8,8 +8,6 @@
 
 #include "kernels/kernels_int.h"
 
-uint64_t cv_probe_int8_vnni_avx512(int64_t iters);
-
 uint64_t cv_probe_int8_vnni_avx512(int64_t iters)
 {
     const __m512i w0 = _mm512_set1_epi8(3), w1 = _mm512_set1_epi8(5), a0 = _mm512_set1_epi8(-7);

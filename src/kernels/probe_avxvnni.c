@@ -6,8 +6,6 @@
 
 #include "kernels/kernels_int.h"
 
-uint64_t cv_probe_int8_vnni_avxvnni(int64_t iters);
-
 uint64_t cv_probe_int8_vnni_avxvnni(int64_t iters)
 {
     const __m256i w0 = _mm256_set1_epi8(3), w1 = _mm256_set1_epi8(5), a0 = _mm256_set1_epi8(-7);
