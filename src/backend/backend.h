@@ -31,7 +31,7 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 1
+#define CV_BACKEND_ABI 2
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -69,6 +69,12 @@ typedef struct cv_backend_ops {
     void (*stream_destroy)(cv_bstream *s);
     /* Host threads the stream computes with (1 for a device's). */
     int (*stream_threads)(const cv_bstream *s);
+    /* Operations from now on compute with at most n of the stream's
+     * threads (clamped to 1..created), with the same results: the streams
+     * of several engines in one process share the machine's cores this way
+     * (sched.h, cv_sched_share). A device's stream may ignore it. Called
+     * between operations, from the thread that issues them. */
+    void (*stream_set_threads)(cv_bstream *s, int32_t n);
     /* Returns once everything issued to s has finished. */
     void (*sync)(cv_bstream *s);
 
@@ -127,6 +133,7 @@ static inline void cv_bstream_destroy(cv_bstream *s)
         s->be->ops->stream_destroy(s);
 }
 static inline int cv_bstream_threads(const cv_bstream *s) { return s->be->ops->stream_threads(s); }
+static inline void cv_bstream_set_threads(cv_bstream *s, int32_t n) { s->be->ops->stream_set_threads(s, n); }
 static inline void cv_bstream_sync(cv_bstream *s) { s->be->ops->sync(s); }
 static inline void cv_be_matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
                                 int64_t ldy)

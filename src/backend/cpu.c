@@ -69,6 +69,10 @@ static void stream_destroy(cv_bstream *s)
 
 static int stream_threads(const cv_bstream *s) { return cv_pool_size(((const cpu_stream *)s)->pool); }
 
+/* Each matmul splits its rows by the pool's run count, and a row's bits do
+ * not depend on which thread computes it. */
+static void stream_set_threads(cv_bstream *s, int32_t n) { cv_pool_set_threads(pool_of(s), n); }
+
 /* Every operation returns when its pool job has: nothing is ever queued. */
 static void sync(cv_bstream *s) { (void)s; }
 
@@ -112,6 +116,7 @@ static const cv_backend_ops cpu_ops = {
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_threads = stream_threads,
+    .stream_set_threads = stream_set_threads,
     .sync = sync,
     .matmul = matmul,
     .experts_ws_create = experts_ws_create,

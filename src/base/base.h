@@ -195,7 +195,13 @@ typedef void (*cv_pool_fn)(void *ctx, int ith, int nth);
 
 cv_pool *cv_pool_create(int n_threads, cv_err *err);
 void cv_pool_destroy(cv_pool *p);
+/* Threads a run uses: the pool's own, or fewer after cv_pool_set_threads. */
 int cv_pool_size(const cv_pool *p);
+/* Runs from now on use the first n of the pool's threads (clamped to
+ * 1..created); the others sleep through them. Several pools that share the
+ * cores of one machine (several engines in one process) each take a part of
+ * them this way. Call from the thread that runs the pool, between runs. */
+void cv_pool_set_threads(cv_pool *p, int n);
 void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx);
 /* Number of online CPUs (>= 1). */
 int cv_cpu_count(void);

@@ -1,10 +1,17 @@
 /* pool.c — the persistent compute pool. One run = the caller and nth-1
  * workers each call fn(ctx, ith, nth) once. A run is published by bumping
- * `gen`; workers spin on it for a short while (decode issues a run every few
- * microseconds) and then sleep on a futex so an idle server costs no CPU.
- * Completion is an atomic countdown the caller spins on, then yields: the
- * caller does its own share first, so by the time it waits the others are
- * nearly done.
+ * `gen`, whose low bits carry the run's thread count; workers spin on it
+ * for a short while (decode issues a run every few microseconds) and then
+ * sleep on a futex so an idle server costs no CPU. Completion is an atomic
+ * countdown the caller spins on, then yields: the caller does its own share
+ * first, so by the time it waits the others are nearly done.
+ * A run may use fewer threads than the pool has (cv_pool_set_threads: the
+ * engines of several models share the machine's cores): the workers past
+ * its count sleep on a second futex word until a run needs them again
+ * (sit_out), so runs they have no part in neither wake them nor wait for
+ * them. The count travels in gen itself, so a worker that sat out one run
+ * and is still looking when the next is published never reads the next
+ * run's count as the one it woke for.
  * Invariant: at most one run in flight per pool (the engine thread owns it). */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -17,6 +24,8 @@
 #include "base/base.h"
 
 #define SPIN_ITERS 20000 /* ~50-100 µs of pause loops before sleeping */
+#define RUN_BITS 11       /* gen's low bits: the run's threads (<= 1024) */
+#define RUN_MASK ((1u << RUN_BITS) - 1)
 
 typedef struct worker {
     cv_pool *pool;
@@ -25,11 +34,17 @@ typedef struct worker {
 } worker;
 
 struct cv_pool {
-    int nth;
+    int nth;                                /* threads created, the caller included */
+    int n_run;                              /* threads the next run uses: 1..nth (the caller's) */
+    int last_n;                             /* threads the last published run used (the caller's) */
     worker *workers;
-    _Alignas(64) _Atomic uint32_t gen;      /* bumped once per run; futex word */
+    _Alignas(64) _Atomic uint32_t gen;      /* futex word: a count bumped once per run above RUN_BITS,
+                                             * that run's threads below */
     _Alignas(64) _Atomic int pending;       /* workers still running this run */
-    _Atomic int sleepers;                   /* workers blocked in futex_wait */
+    _Atomic int sleepers;                   /* workers blocked in futex_wait on gen */
+    _Alignas(64) _Atomic uint32_t resize;   /* futex word of workers that runs leave out: bumped when a
+                                             * run uses more threads than the one before */
+    _Atomic int idlers;                     /* workers blocked on resize */
     _Atomic bool quit;
     cv_pool_fn fn;
     void *ctx;
@@ -41,6 +56,27 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 }
 
 static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+
+/* A worker that run g leaves out waits on resize, not gen, so runs it has
+ * no part in do not wake it. Returns the first run that needs it (a run
+ * that needs it cannot finish without it, so it is the newest), or 0 to
+ * quit. The caller bumps resize after publishing a run that uses more
+ * threads than the last; reading resize before gen means a worker that
+ * read the older gen sleeps on a stale resize and returns at once. */
+static uint32_t sit_out(cv_pool *p, int ith, uint32_t seen)
+{
+    for (;;) {
+        const uint32_t r = atomic_load(&p->resize);
+        const uint32_t g = atomic_load(&p->gen);
+        if (atomic_load(&p->quit))
+            return 0;
+        if (g != seen && (int)(g & RUN_MASK) > ith)
+            return g;
+        atomic_fetch_add(&p->idlers, 1);
+        futex(&p->resize, FUTEX_WAIT_PRIVATE, r);
+        atomic_fetch_sub(&p->idlers, 1);
+    }
+}
 
 static void *worker_main(void *arg)
 {
@@ -65,7 +101,9 @@ static void *worker_main(void *arg)
         seen = g;
         if (atomic_load(&p->quit))
             return NULL;
-        p->fn(p->ctx, w->ith, p->nth);
+        if ((int)(g & RUN_MASK) <= w->ith && !(seen = g = sit_out(p, w->ith, g)))
+            return NULL;
+        p->fn(p->ctx, w->ith, (int)(g & RUN_MASK));
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -78,7 +116,7 @@ cv_pool *cv_pool_create(int n_threads, cv_err *err)
     }
     cv_pool *p = cv_aligned_alloc(sizeof *p);
     memset(p, 0, sizeof *p);
-    p->nth = n_threads;
+    p->nth = p->n_run = p->last_n = n_threads;
     p->workers = cv_xcalloc((size_t)n_threads, sizeof(worker));
     for (int i = 1; i < n_threads; i++) {
         p->workers[i].pool = p;
@@ -86,7 +124,7 @@ cv_pool *cv_pool_create(int n_threads, cv_err *err)
         if (pthread_create(&p->workers[i].tid, NULL, worker_main, &p->workers[i]) != 0) {
             /* Shrink to the threads we got; still correct, just slower. */
             cv_warn("thread pool: could only start %d of %d threads", i, n_threads);
-            p->nth = i;
+            p->nth = p->n_run = p->last_n = i;
             break;
         }
     }
@@ -98,31 +136,47 @@ void cv_pool_destroy(cv_pool *p)
     if (!p)
         return;
     atomic_store(&p->quit, true);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&p->gen, 1u << RUN_BITS, memory_order_release);
     futex(&p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX);
+    atomic_fetch_add(&p->resize, 1);
+    futex(&p->resize, FUTEX_WAKE_PRIVATE, INT32_MAX);
     for (int i = 1; i < p->nth; i++)
         pthread_join(p->workers[i].tid, NULL);
     free(p->workers);
     cv_aligned_free(p);
 }
 
-int cv_pool_size(const cv_pool *p) { return p ? p->nth : 1; }
+int cv_pool_size(const cv_pool *p) { return p ? p->n_run : 1; }
+
+void cv_pool_set_threads(cv_pool *p, int n)
+{
+    if (p)
+        p->n_run = CV_MAX(1, CV_MIN(n, p->nth));
+}
 
 void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx)
 {
-    if (!p || p->nth == 1) {
+    if (!p || p->n_run == 1) {
         fn(ctx, 0, 1);
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->nth - 1, memory_order_relaxed);
-    /* seq_cst: the sleepers load must not move above the bump, or a worker
-     * that has just decided to sleep could miss this run's wake-up. */
-    atomic_fetch_add(&p->gen, 1);
+    atomic_store_explicit(&p->pending, p->n_run - 1, memory_order_relaxed);
+    /* Only this thread writes gen between create and destroy. seq_cst: the
+     * sleepers load must not move above the bump, or a worker that has
+     * just decided to sleep could miss this run's wake-up. */
+    const uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    atomic_store(&p->gen, (((g >> RUN_BITS) + 1) << RUN_BITS) | (uint32_t)p->n_run);
     if (atomic_load(&p->sleepers) > 0)
         futex(&p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX);
-    fn(ctx, 0, p->nth);
+    if (p->n_run > p->last_n) { /* workers the last runs left out are needed again (sit_out) */
+        atomic_fetch_add(&p->resize, 1);
+        if (atomic_load(&p->idlers) > 0)
+            futex(&p->resize, FUTEX_WAKE_PRIVATE, INT32_MAX);
+    }
+    p->last_n = p->n_run;
+    fn(ctx, 0, p->n_run);
     /* Spin first (the others are nearly done), then yield: when the machine
      * has more runnable threads than cores, a worker may be waiting for
      * this very core, and spinning would hold it for a whole time slice. */

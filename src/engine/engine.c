@@ -214,5 +214,6 @@ void cv_engine_destroy(cv_engine *e)
 const cv_model *cv_engine_model(const cv_engine *e) { return e->m; }
 const cv_engine_params *cv_engine_params_get(const cv_engine *e) { return &e->p; }
 cv_pool *cv_engine_pool(cv_engine *e) { return e->pool; }
+void cv_engine_set_threads(cv_engine *e, int32_t n) { cv_bstream_set_threads(e->st, n); }
 void cv_engine_set_profiling(cv_engine *e, bool on) { e->profiling = on; }
 const cv_engine_stats *cv_engine_last_stats(const cv_engine *e) { return &e->stats; }

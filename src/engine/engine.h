@@ -75,6 +75,11 @@ const cv_model *cv_engine_model(const cv_engine *e);
 /* The parameters in effect (defaults resolved). */
 const cv_engine_params *cv_engine_params_get(const cv_engine *e);
 cv_pool *cv_engine_pool(cv_engine *e);
+/* Forward calls from now on compute with at most n of the engine's
+ * n_threads (1..n_threads), through its backend stream, with the same bits:
+ * the engines of several models in one process share the cores this way
+ * (sched.h, cv_sched_share). Called by the thread that drives the engine. */
+void cv_engine_set_threads(cv_engine *e, int32_t n);
 
 /* ---- sequence memory ----
  * What a sequence holds is its memory, in two parts:
@@ -318,6 +323,14 @@ typedef struct cv_batch {
 } cv_batch;
 
 int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int32_t *n_logits, cv_err *err);
+/* Forward calls from now on (on) also keep the final hidden state of every
+ * row of their batch: what embeddings pool. Off by default. */
+void cv_engine_keep_hidden(cv_engine *e, bool on);
+/* After a forward call made with cv_engine_keep_hidden on: the final hidden
+ * state of each row of its batch, in batch order ([n_tokens][n_embd], the
+ * output norm applied: what the output matrix multiplies into logits),
+ * owned by the engine and valid until the next call. */
+const float *cv_engine_hidden(const cv_engine *e);
 
 /* Statistics of the last forward call, for `corvid bench` and profiling. */
 typedef struct cv_engine_stats {

@@ -561,7 +561,8 @@ struct cv_engine {
     int64_t ld_gu;       /* 2 n_ff */
     int64_t ld_ff;       /* n_ff */
     float *x;            /* [n_batch][ld_x] residual stream */
-    float *xn;           /* [n_batch][ld_x] normed input of a block */
+    float *xn;           /* [n_batch][ld_x] normed input of a block; after the last one, every row's
+                            hidden state when keep_hidden (cv_engine_hidden) */
     float *qkv;          /* [n_batch][ld_qkv] */
     float *attn;         /* [n_batch][ld_q] attention output */
     float *gate;         /* [n_batch][ld_q] gated attention's per-head output gates (NULL: no layer has them) */
@@ -596,6 +597,7 @@ struct cv_engine {
     int n_threads;
 
     bool profiling;
+    bool keep_hidden;    /* forward calls leave every row's final hidden state in xn */
     uint64_t prof_mm_ns, prof_att_ns; /* this call's matmul and attention time, when profiling */
     int32_t prof_runs;                /* and its pool launches */
     double prof_bytes;                /* this call's weight bytes read (always counted) */

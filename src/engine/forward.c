@@ -16,7 +16,9 @@
  * where a post-norm (gemma's) is an RMSNorm with its own weight when the
  * layer has one and the identity otherwise; then
  * logits = (rmsnorm(X) * output_norm) Wout^T for the wanted rows only,
- * soft-capped where the model says (gemma4: c tanh(logits / c)). */
+ * soft-capped where the model says (gemma4: c tanh(logits / c)) (and
+ * rmsnorm(X) * output_norm itself for every row when the batch asks for
+ * hidden states). */
 #include <math.h>
 
 #include "engine/engine_int.h"
@@ -239,6 +241,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
             e->vec->scale(e->x, L->out_scale, n);
     }
 
+    if (e->keep_hidden) /* into xn, free once the last layer has read it */
+        rmsnorm_rows(e, T, m->output_norm, e->x, e->xn, NULL);
     if (n_want > 0) {
         rmsnorm_rows(e, n_want, m->output_norm, e->x, e->xo, e->rows);
         eng_matmul(e, m->output, n_want, e->xo, e->ld_x, e->logits, m->hp.n_vocab);
@@ -268,3 +272,6 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     *n_logits = n_want;
     return 0;
 }
+
+void cv_engine_keep_hidden(cv_engine *e, bool on) { e->keep_hidden = on; }
+const float *cv_engine_hidden(const cv_engine *e) { return e->xn; }

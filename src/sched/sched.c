@@ -29,6 +29,8 @@ static void req_free(cv_sched_req *r)
     free(r->stop);
     free(r->evs);
     free(r->scratch_logits);
+    free(r->pool_acc);
+    free(r->embd);
     free(r);
 }
 
@@ -117,8 +119,12 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
     const int64_t pool_tokens = s->mem.max_positions;
     if (p->n_prompt < 1)
         return cv_err_set(err, CV_EINVAL, "request: the prompt is empty; at least one token is needed");
-    if (p->max_tokens < 1)
-        return cv_err_set(err, CV_EINVAL, "request: max_tokens = %d, must be at least 1", p->max_tokens);
+    const bool embed = p->pooling != CV_POOL_NONE;
+    if (embed && p->pooling != CV_POOL_MEAN && p->pooling != CV_POOL_CLS && p->pooling != CV_POOL_LAST)
+        return cv_err_set(err, CV_EINVAL, "request: pooling %d, must be mean (1), cls (2) or last (3)", (int)p->pooling);
+    if (embed ? p->max_tokens != 0 : p->max_tokens < 1)
+        return cv_err_set(err, CV_EINVAL, "request: max_tokens = %d, must be %s", p->max_tokens,
+                          embed ? "0 for an embedding" : "at least 1");
     if ((int64_t)p->n_prompt + p->max_tokens > ep->n_ctx)
         return cv_err_set(err, CV_EINVAL, "request: prompt of %d tokens plus max_tokens %d exceeds the context "
                           "of %d tokens", p->n_prompt, p->max_tokens, ep->n_ctx);
@@ -147,14 +153,20 @@ int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, c
         pthread_mutex_unlock(&s->mu);
         sp.has_seed = true;
     }
-    cv_sampler *sampler;
-    int rc = cv_sampler_create(&sp, s->n_vocab, &sampler, err);
+    cv_sampler *sampler = NULL;
+    int rc = embed ? 0 : cv_sampler_create(&sp, s->n_vocab, &sampler, err);
     if (rc)
         return rc;
 
     cv_sched_req *r = cv_xcalloc(1, sizeof *r);
     r->s = s;
     r->sampler = sampler;
+    if (embed) {
+        r->pool = p->pooling;
+        r->n_embd = cv_engine_model(s->e)->hp.n_embd;
+        r->pool_acc = cv_xcalloc((size_t)r->n_embd, sizeof *r->pool_acc);
+        r->embd = cv_xcalloc((size_t)r->n_embd, sizeof *r->embd);
+    }
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->tokens = cv_xmalloc(((size_t)p->n_prompt + (size_t)p->max_tokens) * sizeof *r->tokens);
@@ -245,6 +257,7 @@ int cv_sched_create(cv_engine *e, const cv_sched_config *cfg, cv_sched **out, cv
     s->b_n = cv_xmalloc((size_t)s->max_running * sizeof *s->b_n);
     s->b_draft = cv_xmalloc((size_t)s->max_running * sizeof *s->b_draft);
     s->n_logits = ep->n_logits;
+    s->share = cfg ? cfg->share : NULL;
     s->draft_max = !cfg || cfg->draft_tokens == 0 ? CV_SCHED_DRAFT_DEFAULT
                    : cfg->draft_tokens < 0        ? 0
                                                   : CV_MIN(cfg->draft_tokens, CV_SCHED_DRAFT_MAX);
@@ -478,53 +491,58 @@ json_t *cv_sched_status(cv_sched *s)
     return o;
 }
 
-static void metric(cv_buf *out, const char *name, const char *help, const char *type, long long v)
-{
-    cv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
-}
+/* The figures /metrics shows, each a field of cv_sched_stats. */
+typedef struct sched_metric {
+    const char *name, *help, *type;
+    size_t offset; /* of an int64_t in cv_sched_stats */
+} sched_metric;
 
-void cv_sched_metrics(cv_sched *s, cv_buf *out)
+#define M(name, help, type, field) { name, help, type, offsetof(cv_sched_stats, field) }
+static const sched_metric metrics[] = {
+    M("corvid_sched_steps_total", "Scheduler steps (forward calls).", "counter", steps),
+    M("corvid_sched_preemptions_total", "Sequences preempted for KV memory (recomputed later).", "counter",
+      preemptions),
+    M("corvid_sched_busy_refusals_total", "Submits refused because the queue was full.", "counter", busy_refusals),
+    M("corvid_sched_computed_tokens_total", "Prompt tokens prefilled (recompute included).", "counter",
+      n_tokens_prompt),
+    M("corvid_prefix_cache_lookups_total", "Admissions that searched the prefix cache.", "counter", lookups),
+    M("corvid_prefix_cache_hits_total", "Admissions that reused at least one cached block.", "counter", hits),
+    M("corvid_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.", "counter",
+      cached_tokens),
+    M("corvid_prefix_cache_evictions_total", "Cached blocks evicted (least recently used first).", "counter",
+      evictions),
+    M("corvid_prefix_cache_blocks", "KV-pool blocks held by the prefix cache (its snapshots' included).", "gauge",
+      tree_blocks),
+    M("corvid_kv_blocks_total", "KV blocks in the pool.", "gauge", kv_blocks),
+    M("corvid_state_bytes_per_sequence", "Recurrent-state bytes one sequence holds (0: no recurrent layers).",
+      "gauge", state_bytes),
+    M("corvid_prefix_cache_snapshots", "Recurrent-state snapshots held by the prefix cache.", "gauge", snapshots),
+    M("corvid_prefix_cache_snapshot_blocks", "KV-pool blocks the prefix cache's snapshots take.", "gauge",
+      snapshot_blocks),
+    M("corvid_prefix_cache_snapshots_taken_total", "Recurrent-state snapshots taken.", "counter", snapshots_taken),
+    M("corvid_prefix_cache_snapshot_hits_total", "Admissions that resumed from a recurrent-state snapshot.",
+      "counter", snapshot_hits),
+    M("corvid_spec_draft_tokens_total", "Tokens drafted by prompt lookup and verified.", "counter", draft_tokens),
+    M("corvid_spec_accepted_tokens_total", "Drafted tokens the sampler chose (a step saved each).", "counter",
+      draft_accepted),
+    M("corvid_spec_declined_tokens_total",
+      "Drafted tokens not verified: deep in the context, unlikely enough to be taken to pay for their attention.",
+      "counter", draft_declined),
+    M("corvid_spec_recomputed_tokens_total",
+      "Positions recomputed after a partly taken draft (a recurrent state cut back to its checkpoint).", "counter",
+      draft_recomputed),
+};
+#undef M
+
+void cv_sched_metrics(const cv_sched_stats *const *st, const char *const *labels, int n, cv_buf *out)
 {
-    cv_sched_stats st;
-    cv_sched_get_stats(s, &st);
-    metric(out, "corvid_sched_steps_total", "Scheduler steps (forward calls).", "counter", st.steps);
-    metric(out, "corvid_sched_preemptions_total", "Sequences preempted for KV memory (recomputed later).", "counter",
-           st.preemptions);
-    metric(out, "corvid_sched_busy_refusals_total", "Submits refused because the queue was full.", "counter",
-           st.busy_refusals);
-    metric(out, "corvid_sched_computed_tokens_total", "Prompt tokens prefilled (recompute included).", "counter",
-           st.n_tokens_prompt);
-    metric(out, "corvid_prefix_cache_lookups_total", "Admissions that searched the prefix cache.", "counter",
-           st.lookups);
-    metric(out, "corvid_prefix_cache_hits_total", "Admissions that reused at least one cached block.", "counter",
-           st.hits);
-    metric(out, "corvid_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.", "counter",
-           st.cached_tokens);
-    metric(out, "corvid_prefix_cache_evictions_total", "Cached blocks evicted (least recently used first).",
-           "counter", st.evictions);
-    metric(out, "corvid_prefix_cache_blocks", "KV-pool blocks held by the prefix cache (its snapshots' included).",
-           "gauge", st.tree_blocks);
-    metric(out, "corvid_kv_blocks_total", "KV blocks in the pool.", "gauge", st.kv_blocks);
-    metric(out, "corvid_state_bytes_per_sequence", "Recurrent-state bytes one sequence holds (0: no recurrent layers).",
-           "gauge", st.state_bytes);
-    metric(out, "corvid_prefix_cache_snapshots", "Recurrent-state snapshots held by the prefix cache.", "gauge",
-           st.snapshots);
-    metric(out, "corvid_prefix_cache_snapshot_blocks", "KV-pool blocks the prefix cache's snapshots take.", "gauge",
-           st.snapshot_blocks);
-    metric(out, "corvid_prefix_cache_snapshots_taken_total", "Recurrent-state snapshots taken.", "counter",
-           st.snapshots_taken);
-    metric(out, "corvid_prefix_cache_snapshot_hits_total", "Admissions that resumed from a recurrent-state snapshot.",
-           "counter", st.snapshot_hits);
-    metric(out, "corvid_spec_draft_tokens_total", "Tokens drafted by prompt lookup and verified.", "counter",
-           st.draft_tokens);
-    metric(out, "corvid_spec_accepted_tokens_total", "Drafted tokens the sampler chose (a step saved each).",
-           "counter", st.draft_accepted);
-    metric(out, "corvid_spec_declined_tokens_total",
-           "Drafted tokens not verified: deep in the context, unlikely enough to be taken to pay for their attention.",
-           "counter", st.draft_declined);
-    metric(out, "corvid_spec_recomputed_tokens_total",
-           "Positions recomputed after a partly taken draft (a recurrent state cut back to its checkpoint).", "counter",
-           st.draft_recomputed);
+    for (size_t k = 0; k < CV_ARRAY_LEN(metrics); k++) {
+        const sched_metric *m = &metrics[k];
+        cv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+        for (int i = 0; i < n; i++)
+            cv_buf_printf(out, "%s%s%s%s %lld\n", m->name, labels ? "{" : "", labels ? labels[i] : "",
+                          labels ? "}" : "", (long long)*(const int64_t *)((const char *)st[i] + m->offset));
+    }
 }
 
 /* ---- sizing ---- */

@@ -16,10 +16,18 @@
  * Text is not this layer's business: stop strings, detokenization and
  * tool-call parsing happen above, on the events' token ids.
  *
+ * Embeddings go through the same steps: an embedding request's prompt is
+ * computed in prefill chunks beside everyone else's tokens, its hidden
+ * states are pooled as it goes, and it leaves with one vector and nothing
+ * in the KV cache. Several models in one process (a server with several
+ * loaded) each have a scheduler; a cv_sched_share divides the compute
+ * threads among those with work, step by step.
+ *
  * Files: sched.c (lifecycle, submit and events, statistics and status),
- * sched_step.c (one step: admission, batch, forward, sampling), radix.c
- * (the prefix tree), draft.c (prompt-lookup drafts), cache_file.c (the
- * file the tree is saved to); their shared state is in sched_int.h. */
+ * sched_step.c (one step: admission, batch, forward, sampling, pooling),
+ * radix.c (the prefix tree), draft.c (prompt-lookup drafts), cache_file.c
+ * (the file the tree is saved to), share.c (threads shared by several
+ * schedulers); their shared state is in sched_int.h. */
 #ifndef CV_SCHED_H
 #define CV_SCHED_H
 
@@ -45,10 +53,26 @@ typedef struct cv_sched_hook {
     void (*destroy)(void *ud);
 } cv_sched_hook;
 
+/* How an embedding request turns its prompt's hidden states (the final
+ * norm's output at each position, cv_engine_hidden) into one vector; the
+ * values are GGUF's {arch}.pooling_type (llama.cpp's numbering). */
+typedef enum cv_pooling {
+    CV_POOL_NONE = 0, /* not an embedding: a generation request */
+    CV_POOL_MEAN = 1, /* the mean over every position */
+    CV_POOL_CLS = 2,  /* the first position's */
+    CV_POOL_LAST = 3, /* the last position's (decoder embedders: Qwen3-Embedding) */
+} cv_pooling;
+
 typedef struct cv_sched_params {
     const int32_t *prompt; /* token ids, copied at submit */
     int32_t n_prompt;
-    int32_t max_tokens;    /* generated tokens at most; > 0 */
+    int32_t max_tokens;    /* generated tokens at most; > 0 (0 for an embedding) */
+    /* Not NONE: an embedding request. Its prompt is computed and its hidden
+     * states pooled and scaled to unit length (L2) into one
+     * CV_SCHED_EMBEDDING event, then DONE (CV_FINISH_STOP); nothing is
+     * sampled. It neither reads nor leaves anything in the prefix cache
+     * (its KV goes with it), and the fields below it do not apply. */
+    cv_pooling pooling;
     cv_sample_params sample;
     const int32_t *stop_tokens; /* generation ends after emitting one of these (EOS, EOT, ...) */
     int32_t n_stop_tokens;
@@ -61,6 +85,7 @@ typedef struct cv_sched_params {
 typedef enum cv_sched_event_type {
     CV_SCHED_PROMPT_DONE, /* prefill finished: n_prompt, n_cached are final */
     CV_SCHED_TOKEN,       /* one generated token */
+    CV_SCHED_EMBEDDING,   /* an embedding request's vector (embedding, n_embd) */
     CV_SCHED_DONE,        /* finished; finish says why; no more events */
     CV_SCHED_ERROR,       /* failed; err says why; no more events */
 } cv_sched_event_type;
@@ -88,8 +113,36 @@ typedef struct cv_sched_event {
     int32_t n_prompt;     /* prompt tokens */
     int32_t n_cached;     /* prompt tokens served from the prefix cache */
     int32_t n_generated;  /* tokens generated so far */
+    const float *embedding; /* EMBEDDING: [n_embd] of unit length, the request's own until it is released */
+    int32_t n_embd;
     cv_err err;           /* ERROR */
 } cv_sched_event;
+
+/* ---- several schedulers on one machine ----
+ * A share divides n_threads compute threads among the schedulers that use
+ * it (one per model a server has loaded): before each step a scheduler
+ * with work computes with n_threads / k of them, k being the schedulers
+ * with work at that moment (the earliest to join get the remainder, one
+ * each; never fewer than one), through its engine's stream
+ * (cv_engine_set_threads); one without work takes none. Two models decoding
+ * at once each compute on their part, concurrently, and one model's long
+ * prefill slows another's decode to its part of the machine instead of
+ * stalling it; a model alone gets every thread. The parts change between
+ * steps, and a step is at most batch_tokens tokens. Thread-safe. */
+typedef struct cv_sched_share cv_sched_share;
+
+cv_sched_share *cv_sched_share_create(int32_t n_threads); /* <= 0: every CPU */
+/* After every scheduler that used it is destroyed. */
+void cv_sched_share_destroy(cv_sched_share *sh);
+int32_t cv_sched_share_threads(const cv_sched_share *sh);
+/* Schedulers with work now. */
+int32_t cv_sched_share_busy(cv_sched_share *sh);
+/* Called by an engine thread (who is its scheduler) before a step: joins
+ * the busy ones if it was not among them, and returns the threads its step
+ * computes with. */
+int32_t cv_sched_share_enter(cv_sched_share *sh, const void *who);
+/* ... and when it runs out of work. */
+void cv_sched_share_leave(cv_sched_share *sh, const void *who);
 
 /* ---- lifecycle ---- */
 
@@ -114,6 +167,7 @@ typedef struct cv_sched_config {
      * of its position, and a draft only saves the steps its accepted
      * tokens would have taken. */
     int32_t draft_tokens;
+    cv_sched_share *share; /* NULL: the engine's threads are its own */
 } cv_sched_config;
 
 /* Starts the engine thread over e, which the scheduler then drives alone
@@ -134,7 +188,8 @@ void cv_sched_destroy(cv_sched *s);
 /* Submits a request. Fails at once (CV_EINVAL) when the prompt can never fit
  * (prompt + max_tokens > context), when it is empty, names a token outside
  * the vocabulary or has bad sampling parameters (cv_sampler_create's
- * rules), or CV_EBUSY when the queue is full. The
+ * rules), when an embedding asks for tokens (max_tokens must be 0) or a
+ * pooling the layer does not know, or CV_EBUSY when the queue is full. The
  * request must be released with cv_sched_release after its last event (or
  * earlier, which cancels it). Thread-safe. */
 int cv_sched_submit(cv_sched *s, const cv_sched_params *p, cv_sched_req **out, cv_err *err);
@@ -200,9 +255,12 @@ void cv_sched_get_stats(cv_sched *s, cv_sched_stats *out);
  * generated tokens, tokens/s since its first token and age. Caller decrefs.
  * Thread-safe. */
 json_t *cv_sched_status(cv_sched *s);
-/* Appends the same figures in Prometheus text format (corvid_sched_*,
- * corvid_prefix_cache_*). Thread-safe. */
-void cv_sched_metrics(cv_sched *s, cv_buf *out);
+/* Appends the statistics of n schedulers in Prometheus text format
+ * (corvid_sched_*, corvid_prefix_cache_*, corvid_spec_*, ...): each metric
+ * once, with one sample per scheduler carrying labels[i] (a `k="v",...`
+ * list without braces, escaped as the format wants: the server's
+ * model="NAME"); labels NULL: n is 1 and the samples have none. */
+void cv_sched_metrics(const cv_sched_stats *const *st, const char *const *labels, int n, cv_buf *out);
 
 /* ---- sizing and the cache file ---- */
 

@@ -127,6 +127,10 @@ struct cv_sched_req {
     const cv_sched_hook *hook;
     void *hook_ud;
     uint64_t t_submit;       /* ns */
+    cv_pooling pool;         /* CV_POOL_NONE, or an embedding request: */
+    double *pool_acc;        /* [engine] [n_embd] the pooled hidden states so far (a preemption starts over) */
+    float *embd;             /* [n_embd] the vector, set before its event */
+    int32_t n_embd;
 
     /* [engine] progress */
     int32_t *tokens;         /* [n_prompt + max_tokens] prompt, then generated tokens */
@@ -201,10 +205,13 @@ struct cv_sched {
     uint64_t admit_counter;
     int32_t *b_tok, *b_seq, *b_pos; /* [batch_cap] the step's batch */
     bool *b_want;
+    bool b_hidden;           /* an embedding request is in the batch: keep the hidden states */
     cv_sched_req **b_req;    /* [max_running] requests in the batch, in batch order */
     int32_t *b_n;            /* [max_running] their token counts */
     int32_t *b_draft;        /* [max_running] of those, drafted tokens (after the one known token) */
     int32_t draft_max;       /* tokens drafted per sequence and step at most; 0: no speculation */
+    cv_sched_share *share;   /* NULL: the engine's threads are its own */
+    bool shared;             /* [engine] among the share's busy schedulers */
     int32_t n_logits;        /* logit rows per forward call (the engine's limit) */
     /* What decode steps cost (running averages from the engine's profile;
      * 0: not measured yet): the part that does not grow with context

@@ -28,7 +28,18 @@
  * hits never change what is sampled. A partly taken draft on a model whose
  * state cannot be cut back leaves its taken tokens pending too (n_redo):
  * the engine returned to the checkpoint before the draft, and the next step
- * feeds them again with the new token, drafting on top as a decode does. */
+ * feeds them again with the new token, drafting on top as a decode does.
+ *
+ * An embedding request (sched.h, cv_pooling) is a prompt and nothing else:
+ * its chunks ride in the same batches, the step keeps every row's hidden
+ * state (cv_engine_keep_hidden) when one is in it, the request pools its own
+ * rows as they come (pool_rows), and once its prompt is all computed it
+ * sends its vector and leaves. It never touches the prefix tree, so its KV
+ * blocks go back to the pool with its sequence.
+ *
+ * Several schedulers of one process (one per model) take their threads for
+ * each step from a cv_sched_share (share.c) when they have one. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "sched/sched_int.h"
@@ -137,6 +148,8 @@ static void running_remove(cv_sched *s, cv_sched_req *r)
  * as they filled), the sequence's own references go. */
 static void detach(cv_sched *s, cv_sched_req *r)
 {
+    if (r->pool_acc) /* its rows are computed again from the start */
+        memset(r->pool_acc, 0, (size_t)r->n_embd * sizeof *r->pool_acc);
     if (r->tree_at)
         r->tree_at->pins--;
     r->tree_at = NULL;
@@ -202,7 +215,7 @@ static int32_t tree_limit(const cv_sched *s, const cv_sched_req *r)
 static void tree_insert(cv_sched *s, cv_sched_req *r)
 {
     int32_t full = tree_limit(s, r);
-    if (!s->prefix_cache || full <= r->n_tree)
+    if (!s->prefix_cache || r->pool || full <= r->n_tree)
         return;
     rx_node *at = r->tree_at;
     for (int32_t i = r->n_tree; i < full; i++) {
@@ -320,7 +333,8 @@ static bool wait_for_prefix(const cv_sched *s, const cv_sched_req *r, int32_t m)
         return false;
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *p = s->running[i];
-        const bool cached_by_p = s->mem.split_align == 1 || upto <= p->n_prompt / s->mem.split_align * s->mem.split_align;
+        const bool cached_by_p = !p->pool && (s->mem.split_align == 1 ||
+                                              upto <= p->n_prompt / s->mem.split_align * s->mem.split_align);
         if (p->n_done < upto && p->n_tokens >= upto && cached_by_p &&
             !memcmp(p->tokens, r->tokens, (size_t)upto * sizeof *r->tokens)) {
             hint_snap(s, p, r, upto);
@@ -340,7 +354,7 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
     cv_engine *e = s->e;
     const int32_t n_known = r->n_tokens;
     int32_t m = 0;
-    if (s->prefix_cache) {
+    if (s->prefix_cache && !r->pool) {
         m = rx_match(&s->tree, r->tokens, n_known, s->path, n_known / CV_KV_BLOCK);
         if (!must && wait_for_prefix(s, r, m))
             return ADMIT_WAIT;
@@ -394,7 +408,7 @@ static admit_result admit(cv_sched *s, cv_sched_req *r, bool must)
     if (!r->admitted_once) {
         r->admitted_once = true;
         r->st_cached = reuse; /* the first admission's hit is the request's (usage: cached tokens) */
-        s->eng.lookups += s->prefix_cache;
+        s->eng.lookups += s->prefix_cache && !r->pool;
         s->eng.prompt_tokens += r->n_prompt;
         s->eng.cached_tokens += reuse;
         s->eng.hits += reuse > 0;
@@ -468,6 +482,43 @@ static bool sample(cv_sched *s, cv_sched_req *r, const float *logits)
         return true;
     retire(s, r, why, NULL);
     return false;
+}
+
+/* ---- embeddings ---- */
+
+/* r's n rows of the step, hidden states ld apart (the positions up to
+ * r->n_done, which already counts them), into its pool. */
+static void pool_rows(cv_sched_req *r, const float *rows, int64_t ld, int32_t n)
+{
+    const int32_t first = r->n_done - n;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t p = first + k;
+        const float *h = rows + (int64_t)k * ld;
+        if (r->pool == CV_POOL_MEAN)
+            for (int32_t i = 0; i < r->n_embd; i++)
+                r->pool_acc[i] += h[i];
+        else if ((r->pool == CV_POOL_CLS && p == 0) || (r->pool == CV_POOL_LAST && p == r->n_prompt - 1))
+            for (int32_t i = 0; i < r->n_embd; i++)
+                r->pool_acc[i] = h[i];
+    }
+}
+
+/* r's prompt is all computed: its vector (the mean taken, scaled to unit
+ * length, in double until the end), then it leaves. */
+static void finish_embedding(cv_sched *s, cv_sched_req *r)
+{
+    const double scale = r->pool == CV_POOL_MEAN ? 1.0 / r->n_prompt : 1.0;
+    double ss = 0;
+    for (int32_t i = 0; i < r->n_embd; i++)
+        ss += (r->pool_acc[i] * scale) * (r->pool_acc[i] * scale);
+    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+    for (int32_t i = 0; i < r->n_embd; i++)
+        r->embd[i] = (float)(r->pool_acc[i] * scale * inv);
+    cv_sched_event ev = base_event(r, CV_SCHED_EMBEDDING);
+    ev.embedding = r->embd;
+    ev.n_embd = r->n_embd;
+    cv_sched_push_event(r, &ev);
+    retire(s, r, CV_FINISH_STOP, NULL);
 }
 
 /* ---- one step ---- */
@@ -646,7 +697,7 @@ static int32_t exact_chunk(const cv_sched *s, const cv_sched_req *r, int32_t n, 
 
 /* Whether r decodes: its newest token is all it has to compute besides
  * what a rollback left to recompute (n_redo). */
-static bool decoding(const cv_sched_req *r) { return r->n_tokens - r->n_done == 1 + r->n_redo; }
+static bool decoding(const cv_sched_req *r) { return !r->pool && r->n_tokens - r->n_done == 1 + r->n_redo; }
 
 /* Builds the batch; returns its token count. Decoding sequences may add
  * drafted tokens (speculation) while the step's decode tokens, drafts
@@ -666,6 +717,7 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
     int32_t spare_rows = CV_MIN(s->n_logits - s->n_running, s->draft_max + 1 - n_dec);
     int32_t nt = 0, nr = 0;
     cv_mem_need reserved = { 0 };
+    s->b_hidden = false;
     for (int32_t i = 0; i < s->n_running; i++) {
         cv_sched_req *r = s->running[i];
         const int32_t pending = r->n_tokens - r->n_done;
@@ -697,9 +749,10 @@ static int32_t build_batch(cv_sched *s, int32_t *n_reqs)
             s->b_tok[nt] = r->tokens[p];
             s->b_seq[nt] = r->seq;
             s->b_pos[nt] = p;
-            s->b_want[nt] = p >= r->n_tokens - 1;
+            s->b_want[nt] = !r->pool && p >= r->n_tokens - 1;
             nt++;
         }
+        s->b_hidden |= r->pool != CV_POOL_NONE;
         s->b_req[nr] = r;
         s->b_n[nr] = n;
         s->b_draft[nr] = k;
@@ -787,6 +840,7 @@ static void step(cv_sched *s)
     int32_t n_logits;
     cv_err err = { 0 };
     cv_batch b = { .n_tokens = nt, .token = s->b_tok, .seq = s->b_seq, .pos = s->b_pos, .want = s->b_want };
+    cv_engine_keep_hidden(s->e, s->b_hidden);
     if (cv_engine_forward(s->e, &b, &logits, &n_logits, &err)) {
         /* The batch was checked against every limit the engine has, so this
          * is a bug or an exhausted machine: fail what was in it. */
@@ -815,9 +869,16 @@ static void step(cv_sched *s)
         r->n_done += n;
     }
     int32_t row = 0;
-    for (int32_t j = 0; j < nr; j++) {
+    const int64_t ld = cv_engine_model(s->e)->hp.n_embd;
+    for (int32_t j = 0, brow = 0; j < nr; brow += s->b_n[j], j++) {
         cv_sched_req *r = s->b_req[j];
         const int32_t k = s->b_draft[j];
+        if (r->pool) {
+            pool_rows(r, cv_engine_hidden(s->e) + brow * ld, ld, s->b_n[j]);
+            if (r->n_done == r->n_prompt)
+                finish_embedding(s, r);
+            continue;
+        }
         if (k > 0) {
             assert(row + k < n_logits);
             sample_drafted(s, r, logits + (size_t)row * (size_t)s->n_vocab, k);
@@ -840,14 +901,25 @@ void *cv_sched_engine_main(void *arg)
     cv_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->quit && !s->q_head && s->n_running == 0)
+        while (!s->quit && !s->q_head && s->n_running == 0) {
+            if (s->shared) { /* out of work: the others get its threads */
+                cv_sched_share_leave(s->share, s);
+                s->shared = false;
+            }
             pthread_cond_wait(&s->cond, &s->mu);
+        }
         bool quit = s->quit;
         pthread_mutex_unlock(&s->mu);
         if (quit)
             break;
+        if (s->share) {
+            cv_engine_set_threads(s->e, cv_sched_share_enter(s->share, s));
+            s->shared = true;
+        }
         step(s);
     }
+    if (s->shared)
+        cv_sched_share_leave(s->share, s);
     while (s->n_running > 0)
         retire(s, s->running[s->n_running - 1], CV_FINISH_CANCELED, NULL);
     publish(s);

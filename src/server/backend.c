@@ -172,7 +172,13 @@ static void load(void *ctx, cv_server_load *out)
 }
 
 static json_t *status(void *ctx) { return cv_sched_status(((model_backend *)ctx)->sched); }
-static void metrics(void *ctx, cv_buf *out) { cv_sched_metrics(((model_backend *)ctx)->sched, out); }
+static void metrics(void *ctx, cv_buf *out)
+{
+    cv_sched_stats st;
+    cv_sched_get_stats(((model_backend *)ctx)->sched, &st);
+    const cv_sched_stats *one = &st;
+    cv_sched_metrics(&one, NULL, 1, out);
+}
 
 static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
                   cv_sched_req **out, cv_err *err)

@@ -249,6 +249,8 @@ static void on_event(cv_gen *g, const cv_sched_event *ev)
     case CV_SCHED_ERROR:
         fail(g, &ev->err);
         break;
+    case CV_SCHED_EMBEDDING: /* embedding requests only (api_embeddings.c) */
+        break;
     }
 }
 

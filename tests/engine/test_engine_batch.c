@@ -17,7 +17,9 @@
  * as the state can. On reference3's latent attention (deepseek2 with and
  * without q_lora: one cached row a position for every head) the same bits
  * batched, alone, chunked and cut across threads, with every cache type;
- * and qwen3next's grouped hybrid batched as qwen35's. */
+ * and qwen3next's grouped hybrid batched as qwen35's. The threads a call
+ * computes with never change its bits, and the hidden states a call can
+ * keep are what its logits are made of. */
 #include "ref_util.h"
 #include "engine/engine_int.h"
 
@@ -785,6 +787,106 @@ static void check_chunks_across_window(const char *model)
     close_fixture(&f);
 }
 
+/* The threads a forward call computes with (cv_engine_set_threads: how the
+ * engines of several models in one process share the cores) never change
+ * its bits: a prefill and decode steps on 4 threads, and the same calls
+ * with the count changed before each (1, 3, 2, 4, ...), give the same
+ * logits. */
+static void check_threads(const char *model)
+{
+    int32_t n200;
+    int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
+    enum { PROMPT = 120, STEPS = 8 };
+    float *got[2] = { NULL, NULL };
+    int32_t V = 0;
+    for (int way = 0; way < 2; way++) {
+        cv_engine_params ep = { .n_threads = 4, .n_ctx = 256, .n_batch = 256 };
+        fixture f;
+        if (!open_fixture(&f, model, &ep))
+            break;
+        V = f.V;
+        got[way] = malloc((size_t)(STEPS + 1) * f.V * sizeof(float));
+        cv_err err = { 0 };
+        int32_t seq, sq[PROMPT], pos[PROMPT], nl;
+        const float *lg;
+        CHECK(cv_engine_seq_open(f.e, &seq, &err) == 0);
+        for (int32_t call = 0, at = 0; call <= STEPS; call++) {
+            static const int32_t counts[] = { 1, 3, 2, 4 };
+            if (way == 1)
+                cv_engine_set_threads(f.e, counts[call % 4]);
+            const int32_t n = call == 0 ? PROMPT : 1;
+            for (int32_t i = 0; i < n; i++)
+                sq[i] = seq, pos[i] = at + i;
+            if (cv_engine_forward(f.e, &(cv_batch){ n, src + at, sq, pos, NULL }, &lg, &nl, &err)) {
+                CHECK_MSG(0, "%s: %s", model, err.msg);
+                break;
+            }
+            memcpy(got[way] + (size_t)call * f.V, lg, (size_t)f.V * sizeof(float));
+            at += n;
+        }
+        close_fixture(&f);
+    }
+    if (got[0] && got[1])
+        CHECK_MSG(!memcmp(got[0], got[1], (size_t)(STEPS + 1) * V * sizeof(float)),
+                  "%s: other thread counts changed the logits", model);
+    free(got[0]);
+    free(got[1]);
+    free(src);
+}
+
+TEST(fewer_threads_give_the_same_bits)
+{
+    check_threads("tiny-qwen2-gpt2-Q4_K_M");
+    check_threads(REF2 "tiny-qwen3moe-gpt2-Q4_K_M");
+    check_threads(REF2 "tiny-qwen35-gpt2-Q4_K_M");
+    check_threads(REF2 "tiny-gptoss-gpt2-F32");
+}
+
+/* Hidden states (what embeddings pool): with cv_engine_keep_hidden on,
+ * every row of a call keeps its final hidden state; on the tied qwen3 F32 model, whose
+ * output matrix is its token embedding, each row's hidden state times that
+ * matrix is its row of logits, and asking for them changes no logit. */
+TEST(hidden_states_times_the_output_matrix_are_the_logits)
+{
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 64, .n_logits = 64 };
+    fixture f;
+    if (!open_fixture(&f, "tiny-qwen3-gpt2-F32", &ep))
+        return;
+    int32_t n17;
+    int32_t *ids = ref_seq(g_seqs, "gpt2", "len17", &n17);
+    const int32_t E = f.m->hp.n_embd;
+    float *plain = alone(&f, ids, n17), *lg_h = malloc((size_t)n17 * f.V * sizeof(float));
+    float *hid = malloc((size_t)n17 * E * sizeof(float)), *row = malloc((size_t)E * sizeof(float));
+    cv_err err = { 0 };
+    int32_t seq, sq[64], pos[64], nl;
+    bool want[64];
+    const float *lg;
+    CHECK(cv_engine_seq_open(f.e, &seq, &err) == 0);
+    for (int32_t i = 0; i < n17; i++)
+        sq[i] = seq, pos[i] = i, want[i] = true;
+    cv_engine_keep_hidden(f.e, true);
+    CHECK(cv_engine_forward(f.e, &(cv_batch){ n17, ids, sq, pos, want }, &lg, &nl, &err) == 0);
+    CHECK_EQ_INT(nl, n17);
+    memcpy(lg_h, lg, (size_t)n17 * f.V * sizeof(float));
+    memcpy(hid, cv_engine_hidden(f.e), (size_t)n17 * E * sizeof(float));
+    CHECK_MSG(!memcmp(plain, lg_h, (size_t)n17 * f.V * sizeof(float)), "asking for hidden states changed logits");
+    double worst = 0;
+    for (int32_t v = 0; v < f.V; v++) {
+        cv_model_embed(f.m, v, row);
+        for (int32_t t = 0; t < n17; t++) {
+            double d = 0;
+            for (int32_t i = 0; i < E; i++)
+                d += (double)hid[(size_t)t * E + i] * row[i];
+            worst = fmax(worst, fabs(d - lg_h[(size_t)t * f.V + v]));
+        }
+    }
+    printf("  hidden x token_embd vs logits: max |diff| %.2e\n", worst);
+    CHECK_MSG(worst < 1e-4, "hidden states times the output matrix differ from the logits by %g", worst);
+    cv_engine_seq_close(f.e, seq);
+    free(plain), free(lg_h), free(hid), free(row), free(ids);
+    close_fixture(&f);
+}
+
 TEST(prefill_in_chunks_across_the_window_equals_one_call)
 {
     check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32");
@@ -925,6 +1027,8 @@ int main(void)
     RUN(prefill_in_chunks_equals_prefill_in_one_call);
     RUN(forked_sequence_shares_blocks_and_copies_only_on_write);
     RUN(attention_cut_across_threads_gives_the_bits_of_one_thread);
+    RUN(fewer_threads_give_the_same_bits);
+    RUN(hidden_states_times_the_output_matrix_are_the_logits);
     RUN(prefill_in_chunks_across_the_window_equals_one_call);
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);

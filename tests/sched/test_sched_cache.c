@@ -517,9 +517,20 @@ TEST(a_full_queue_refuses_at_once_and_status_lists_the_waiting)
     CHECK_EQ_INT((int)JSON_INT(json_object_get(stj, "totals"), "refused_busy"), refused);
     json_decref(stj);
     cv_buf m = { 0 };
-    cv_sched_metrics(r.s, &m);
-    CHECK(strstr(m.data, "corvid_sched_busy_refusals_total") && strstr(m.data, "corvid_prefix_cache_hit_tokens_total") &&
-          strstr(m.data, "corvid_prefix_cache_blocks"));
+    const cv_sched_stats *one = &st, *two[2] = { &st, &st };
+    cv_sched_metrics(&one, NULL, 1, &m);
+    char want[160];
+    snprintf(want, sizeof want, "\ncorvid_sched_busy_refusals_total %d\n", refused);
+    CHECK_MSG(strstr(m.data, want) && strstr(m.data, "corvid_prefix_cache_hit_tokens_total") &&
+              strstr(m.data, "corvid_prefix_cache_blocks"), "%s", m.data);
+    /* two models: each metric's HELP once, then a labelled sample per model */
+    cv_buf_reset(&m);
+    cv_sched_metrics(two, (const char *const[]){ "model=\"a\"", "model=\"b\"" }, 2, &m);
+    snprintf(want, sizeof want, "corvid_sched_busy_refusals_total{model=\"a\"} %d\n"
+             "corvid_sched_busy_refusals_total{model=\"b\"} %d\n", refused, refused);
+    CHECK_MSG(strstr(m.data, want), "%s", m.data);
+    const char *h = strstr(m.data, "# HELP corvid_sched_steps_total");
+    CHECK(h && !strstr(h + 1, "# HELP corvid_sched_steps_total"));
     cv_buf_free(&m);
     for (int i = 0; i < accepted; i++)
         cv_sched_release(q[i]); /* cancels: the queue empties within a step */
