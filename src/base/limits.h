@@ -132,6 +132,22 @@
  * conversation, so the ceiling bounds memory. */
 #define CV_RESPONSE_STORE_DEFAULT 256
 #define CV_MAX_RESPONSE_STORE 65536
+/* Several models in one server (server/models.c). A store holds tens of
+ * models; the bound keeps the per-request name search and /v1/models short. */
+#define CV_MAX_SERVED_MODELS 4096
+#define CV_MAX_MODEL_NAME 512
+/* --route rules: agents need two or three (Claude Code's small and large). */
+#define CV_MAX_MODEL_ROUTES 256
+/* How long a request for a model not loaded waits for room when every
+ * loaded model is busy (one agent turn on a large model on CPU is minutes),
+ * then 503 + Retry-After; and how often it looks at its client meanwhile. */
+#define CV_MODEL_WAIT_MS (600 * 1000)
+#define CV_MODEL_POLL_MS 200
+/* /v1/embeddings: inputs in one request (OpenAI's own limit), and how many
+ * of them are in the scheduler at once (the rest wait their turn in the
+ * handler, so one large batch never fills the queue other clients need). */
+#define CV_MAX_EMBED_INPUTS 2048
+#define CV_EMBED_IN_FLIGHT 64
 
 /* ---- chat templates (chat/jinja/) ----
  * Templates arrive inside downloaded model files, so they are untrusted
@@ -261,6 +277,11 @@
  * the KV pool holds. Memory does not grow with it: the pool is shared and
  * paged, a sequence's block table is 4 bytes per 16 positions. */
 #define CV_SERVE_DEFAULT_CTX 131072
+/* Sequences at once for an embedding model (at least; --parallel may give
+ * more): /v1/embeddings batches are tens of short inputs, and a step should
+ * hold enough of them to fill its token budget. An embedding holds its KV
+ * only while it is computed. */
+#define CV_SERVE_EMBED_PARALLEL 32
 
 /* ---- model store, downloads and launchers (cli/) ---- */
 /* A MODEL argument (path, alias, org/repo[:QUANT], URL): real ones are < 300

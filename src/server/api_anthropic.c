@@ -567,12 +567,19 @@ int cv_api_anthropic_count_tokens(cv_http_req *hr, cv_reply *rep)
     cv_chat_request *r = cv_api_request_or_reply(hr, rep, NULL);
     if (!r)
         return CV_EINVAL;
-    const cv_server_backend *be = hr->srv->be;
+    const cv_server_backend *be;
+    cv_model_slot *slot = cv_api_model_or_reply(hr, rep, r->model, &be);
+    if (!slot) {
+        cv_chat_request_fini(r);
+        free(r);
+        return CV_EINVAL;
+    }
     cv_err err = { 0 };
     int32_t *ids = NULL, n = 0;
     if (r->tool_choice == CV_TOOL_CHOICE_NONE)
         json_array_clear(r->tools);
     int rc = be->encode_chat(be->ctx, r, &ids, &n, NULL, &err);
+    cv_model_release(hr->srv->models, slot);
     cv_chat_request_fini(r);
     free(r);
     free(ids);

@@ -136,7 +136,7 @@ static void echo_prompt(cv_gen *g, cv_buf *out)
         cv_buf_append(out, r->prompt_text.data, r->prompt_text.len);
         return;
     }
-    const cv_server_backend *be = cv_gen_server(g)->be;
+    const cv_server_backend *be = cv_gen_backend(g);
     for (int32_t i = 0; i < r->n_prompt_ids && be->token_text; i++)
         be->token_text(be->ctx, r->prompt_ids[i], out);
 }

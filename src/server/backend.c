@@ -15,8 +15,11 @@
  *                (detected at open: template, then file name)
  *   submit/next  cv_sched, sized by the options: KV memory, tokens per
  *                step, the prefix cache and its file (saved at close)
- *   load/status/metrics  the scheduler's figures (/health, /v1/status,
+ *   load/status/stats  the scheduler's figures (/health, /v1/status,
  *                /metrics)
+ *   embeddings   an embedding model (its file's {arch}.pooling_type, or
+ *                the pooling the caller gives a file without one) submits
+ *                pooled requests to the same scheduler (/v1/embeddings)
  *
  * Everything here is read-only after open except the scheduler, which is
  * thread-safe, so HTTP threads call in concurrently without locks. */
@@ -41,6 +44,7 @@ typedef struct model_backend {
     const int32_t *eog;
     size_t n_eog;
     cv_constrain *constrain; /* response_format / forced tool calls (constrain.c) */
+    cv_pooling pooling;      /* an embedding model's; CV_POOL_NONE: not one */
 } model_backend;
 
 /* ---- prompt ---- */
@@ -172,18 +176,14 @@ static void load(void *ctx, cv_server_load *out)
 }
 
 static json_t *status(void *ctx) { return cv_sched_status(((model_backend *)ctx)->sched); }
-static void metrics(void *ctx, cv_buf *out)
-{
-    cv_sched_stats st;
-    cv_sched_get_stats(((model_backend *)ctx)->sched, &st);
-    const cv_sched_stats *one = &st;
-    cv_sched_metrics(&one, NULL, 1, out);
-}
+static void stats(void *ctx, cv_sched_stats *out) { cv_sched_get_stats(((model_backend *)ctx)->sched, out); }
 
 static int submit(void *ctx, const cv_chat_request *req, cv_str opener, const cv_sched_params *p,
                   cv_sched_req **out, cv_err *err)
 {
     model_backend *mb = ctx;
+    if (p->pooling) /* an embedding: nothing is sampled */
+        return cv_sched_submit(mb->sched, p, out, err);
     cv_sched_params q = *p;
     if (!q.n_stop_tokens) {
         q.stop_tokens = mb->eog;
@@ -233,6 +233,28 @@ void cv_server_backend_close(cv_server_backend *be)
     free(mb);
 }
 
+/* The pooling of an embedding model: the file's {arch}.pooling_type (GGUF,
+ * as llama.cpp writes it for sentence-transformers models: 1 mean, 2 cls,
+ * 3 last; 0 none), else what the caller says of a file without the key
+ * (an alias row of a known embedding GGUF). A rank head (4, rerankers) is
+ * not served. */
+static cv_pooling embedding_pooling(const cv_model *m, const cv_server_backend_opts *o)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.pooling_type", m->arch->name);
+    int64_t v;
+    if (cv_gguf_get_int(m->gguf, key, &v, NULL) != 0)
+        return (cv_pooling)o->pooling;
+    if (v == CV_POOL_MEAN || v == CV_POOL_CLS || v == CV_POOL_LAST) {
+        cv_info("%s: an embedding model (%s = %lld)", o->model_path, key, (long long)v);
+        return (cv_pooling)v;
+    }
+    if (v != CV_POOL_NONE)
+        cv_warn("%s: %s = %lld is a pooling corvid does not serve (mean 1, cls 2, last 3); serving it as a "
+                "generative model", o->model_path, key, (long long)v);
+    return CV_POOL_NONE;
+}
+
 /* The engine with its KV pool sized from o->kv_bytes (server.h). A pool
  * smaller than one full context could never admit a long prompt: an
  * explicit size is refused, the automatic one raised to the context. */
@@ -244,6 +266,10 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
         .n_seq_max = o->n_parallel > 0 ? o->n_parallel : 1,
         .kv_type = o->kv_type,
     };
+    /* An embedding model's requests come in batches of inputs, short ones
+     * mostly: enough sequences at once that a step fills its token budget. */
+    if (mb->pooling)
+        ep.n_seq_max = CV_MAX(ep.n_seq_max, CV_SERVE_EMBED_PARALLEL);
     int64_t bytes = o->kv_bytes < 0 ? cv_sched_default_kv_bytes(mb->model) : o->kv_bytes;
     if (bytes > 0) {
         int64_t t = cv_sched_kv_tokens_for_bytes(mb->model, ep.kv_type, bytes);
@@ -315,6 +341,7 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
     mb->eog = cv_tok_eog_ids(mb->tok, &mb->n_eog);
     if (mb->n_eog > CV_MAX_STOP_TOKENS)
         mb->n_eog = CV_MAX_STOP_TOKENS;
+    mb->pooling = embedding_pooling(mb->model, o);
     cv_constrain_opts co = { .syntax = cv_tc_format_name(format), .lazy = o->grammar_lazy,
                              .reasoning = cv_chat_prompt_thinks(mb->prompt) };
     if ((rc = cv_constrain_create(mb->tok, &co, &mb->constrain, err)))
@@ -328,9 +355,17 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .no_prefix_cache = o->no_prefix_cache,
         .cache_dir = o->no_prefix_cache ? NULL : o->cache_dir,
         .cache_max_bytes = o->cache_max_bytes,
+        .share = o->share,
     };
     if ((rc = cv_sched_create(mb->engine, &sc, &mb->sched, err)))
         goto fail;
+    const cv_engine_params *ep = cv_engine_params_get(mb->engine);
+    cv_mem_info mi;
+    cv_engine_mem_info(mb->engine, &mi);
+    const int64_t mem = (int64_t)cv_gguf_file_bytes(mb->model->gguf) +
+                        (int64_t)cv_engine_kv_block_bytes(mb->model, ep->kv_type) * ((ep->n_kv_tokens + CV_KV_BLOCK - 1) /
+                                                                                    CV_KV_BLOCK) +
+                        2 * (int64_t)ep->n_seq_max * (int64_t)mi.state_bytes;
     mb->be = (cv_server_backend){
         .ctx = mb,
         .model_id = mb->name,
@@ -341,8 +376,11 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .n_params_active = mb->model->n_params_active,
         .n_expert = mb->model->hp.n_expert,
         .n_expert_used = mb->model->hp.n_expert_used,
-        .kv_bytes_per_token = (int64_t)(cv_engine_kv_block_bytes(mb->model, cv_engine_params_get(mb->engine)->kv_type) /
-                                        CV_KV_BLOCK),
+        .kv_bytes_per_token = (int64_t)(cv_engine_kv_block_bytes(mb->model, ep->kv_type) / CV_KV_BLOCK),
+        .mem_bytes = mem,
+        .pooling = mb->pooling,
+        .n_embd = mb->model->hp.n_embd,
+        .min_dims = mb->pooling ? o->min_dims : 0,
         .ready = ready,
         .encode_chat = encode_chat,
         .encode_text = encode_text,
@@ -362,7 +400,7 @@ int cv_server_backend_open(const cv_server_backend_opts *o, cv_server_backend **
         .release = cv_sched_release,
         .load = load,
         .status = status,
-        .metrics = metrics,
+        .stats = stats,
     };
     *out = &mb->be;
     return 0;

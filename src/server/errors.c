@@ -21,6 +21,7 @@ static const wire_err openai_errors[] = {
     { CV_EUNSUPPORTED, 400, "invalid_request_error", "unsupported" },
     { CV_ECORRUPT, 400, "invalid_request_error", NULL },
     { CV_ENOTFOUND, 404, "invalid_request_error", "not_found" },
+    { CV_SE_NO_MODEL, 404, "invalid_request_error", "model_not_found" },
     { CV_SE_AUTH, 401, "invalid_request_error", "invalid_api_key" },
     { CV_SE_NO_ROUTE, 404, "invalid_request_error", "unknown_url" },
     { CV_SE_METHOD, 405, "invalid_request_error", "method_not_allowed" },
@@ -35,6 +36,7 @@ static const wire_err openai_errors[] = {
     { CV_ENOMEM, 500, "server_error", NULL },
     { CV_EIO, 500, "server_error", NULL },
     { CV_SE_INTERNAL, 500, "server_error", NULL },
+    { CV_SE_LOAD, 500, "server_error", "model_load_failed" },
 };
 
 static const wire_err anthropic_errors[] = {
@@ -43,6 +45,7 @@ static const wire_err anthropic_errors[] = {
     { CV_EUNSUPPORTED, 400, "invalid_request_error", NULL },
     { CV_ECORRUPT, 400, "invalid_request_error", NULL },
     { CV_ENOTFOUND, 404, "not_found_error", NULL },
+    { CV_SE_NO_MODEL, 404, "not_found_error", NULL },
     { CV_SE_AUTH, 401, "authentication_error", NULL },
     { CV_SE_NO_ROUTE, 404, "not_found_error", NULL },
     { CV_SE_METHOD, 405, "invalid_request_error", NULL },
@@ -54,6 +57,7 @@ static const wire_err anthropic_errors[] = {
     { CV_ENOMEM, 500, "api_error", NULL },
     { CV_EIO, 500, "api_error", NULL },
     { CV_SE_INTERNAL, 500, "api_error", NULL },
+    { CV_SE_LOAD, 500, "api_error", NULL },
 };
 
 static const wire_err *lookup(cv_wire w, int code)

@@ -27,6 +27,7 @@
 
 struct cv_gen {
     cv_server *srv;
+    cv_model_slot *slot;    /* held for the gen's life */
     const cv_server_backend *be;
     cv_chat_request *req;
     const cv_gen_enc *enc;
@@ -55,6 +56,7 @@ struct cv_gen {
 
 const cv_chat_request *cv_gen_request(const cv_gen *g) { return g->req; }
 cv_server *cv_gen_server(const cv_gen *g) { return g->srv; }
+const cv_server_backend *cv_gen_backend(const cv_gen *g) { return g->be; }
 const char *cv_gen_id(const cv_gen *g) { return g->id; }
 const char *cv_gen_model(const cv_gen *g) { return g->req->model && *g->req->model ? g->req->model : g->be->model_id; }
 void cv_gen_set_id(cv_gen *g, const char *id) { snprintf(g->id, sizeof g->id, "%s", id); }
@@ -142,6 +144,7 @@ static void finish(cv_gen *g, cv_gen_finish why)
     g->finish = why;
     g->done = true;
     cv_metrics_tokens(&g->srv->metrics, g->n_prompt, g->n_cached, g->n_gen);
+    cv_metrics_tokens(cv_model_slot_metrics(g->slot), g->n_prompt, g->n_cached, g->n_gen);
     g->enc->finish(g->enc_ud, g, g->out);
 }
 
@@ -193,10 +196,12 @@ static void record_logprobs(cv_gen *g, const cv_sched_event *ev)
 static void on_token(cv_gen *g, const cv_sched_event *ev)
 {
     uint64_t now = cv_now_ns();
-    if (g->n_gen == 0)
-        cv_metrics_ttft(&g->srv->metrics, (double)(now - g->t_submit) / 1e9);
-    else
-        cv_metrics_tpot(&g->srv->metrics, (double)(now - g->t_last_token) / 1e9);
+    cv_metrics *per[2] = { &g->srv->metrics, cv_model_slot_metrics(g->slot) }; /* totals, the model's */
+    for (int i = 0; i < 2; i++)
+        if (g->n_gen == 0)
+            cv_metrics_ttft(per[i], (double)(now - g->t_submit) / 1e9);
+        else
+            cv_metrics_tpot(per[i], (double)(now - g->t_last_token) / 1e9);
     g->t_last_token = now;
     g->n_gen++;
     if (g->be->is_eog && g->be->is_eog(g->be->ctx, ev->token))
@@ -327,6 +332,8 @@ static void free_gen(cv_gen *g)
         cv_chat_request_fini(g->req);
         free(g->req);
     }
+    if (g->slot) /* last: everything above may still call the backend */
+        cv_model_release(g->srv->models, g->slot);
     free(g);
 }
 
@@ -353,13 +360,14 @@ static int encode_prompt(cv_gen *g, int32_t **ids, int32_t *n, cv_err *err)
                               ids, n, err);
 }
 
-int cv_gen_start(cv_server *srv, cv_chat_request *req, const cv_gen_enc *enc, void *enc_ud, cv_gen **out,
-                 cv_err *err)
+int cv_gen_start(cv_server *srv, cv_model_slot *slot, const cv_server_backend *be, cv_chat_request *req,
+                 const cv_gen_enc *enc, void *enc_ud, cv_gen **out, cv_err *err)
 {
     *out = NULL;
     cv_gen *g = cv_xcalloc(1, sizeof *g);
     g->srv = srv;
-    g->be = srv->be;
+    g->slot = slot;
+    g->be = be;
     g->req = req;
     g->enc = enc;
     g->enc_ud = enc_ud;
@@ -488,6 +496,35 @@ cv_chat_request *cv_api_request_or_reply(cv_http_req *hr, cv_reply *rep, json_t 
     return r;
 }
 
+cv_model_slot *cv_api_model_or_reply(cv_http_req *hr, cv_reply *rep, const char *name,
+                                     const cv_server_backend **be)
+{
+    cv_server *s = hr->srv;
+    const cv_wire w = hr->route->wire;
+    cv_err err = { 0 };
+    cv_model_slot *m = cv_model_set_find(s->models, name, &err);
+    if (!m) {
+        cv_reply_err(rep, w, &err);
+        return NULL;
+    }
+    /* With keys per model, http.c left auth to this point: the server's key
+     * reaches every model, a model's own key that model only. */
+    const char *key = cv_model_slot_key(m), *server_key = s->cfg.api_key;
+    if (cv_model_set_has_keys(s->models) && ((server_key && *server_key) || key) &&
+        !((server_key && *server_key && cv_http_key_ok(hr, server_key)) || (key && cv_http_key_ok(hr, key)))) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "invalid or missing API key for model '%.200s': send it as 'Authorization: "
+                 "Bearer KEY' or 'x-api-key: KEY'", cv_model_slot_name(m));
+        cv_reply_error(rep, w, CV_SE_AUTH, msg);
+        return NULL;
+    }
+    if (cv_model_acquire(s->models, m, hr->fd, &s->stopping, be, &err)) {
+        cv_reply_err(rep, w, &err);
+        return NULL;
+    }
+    return m;
+}
+
 int cv_api_generate(cv_http_req *hr, cv_reply *rep)
 {
     const cv_route *rt = hr->route;
@@ -503,15 +540,20 @@ int cv_api_generate(cv_http_req *hr, cv_reply *rep)
     else
         ud = rt->enc->create(r->stream);
     json_decref(body);
-    if (rc) {
+    const cv_server_backend *be = NULL;
+    cv_model_slot *slot = rc ? NULL : cv_api_model_or_reply(hr, rep, r->model, &be);
+    if (rc || !slot) {
         cv_chat_request_fini(r);
         free(r);
-        cv_reply_err(rep, rt->wire, &err);
-        return rc;
+        if (ud && rt->enc->destroy)
+            rt->enc->destroy(ud);
+        if (rc)
+            cv_reply_err(rep, rt->wire, &err);
+        return rc ? rc : CV_EINVAL;
     }
     bool stream = r->stream;
     cv_gen *g;
-    if (cv_gen_start(hr->srv, r, rt->enc, ud, &g, &err)) {
+    if (cv_gen_start(hr->srv, slot, be, r, rt->enc, ud, &g, &err)) {
         cv_reply_err(rep, rt->wire, &err);
         return err.code;
     }

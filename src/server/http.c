@@ -12,7 +12,8 @@
  * Order of checks on a request (each answered in the route's wire shape):
  * CORS preflight → route (404/405) → body size (413, from Content-Length
  * before a byte is read, or as a chunked body grows) → upload deadline (408)
- * → draining (503 for a request for the model) → auth (401) → handler.
+ * → draining (503 for a request for the model) → auth (401; for a model
+ * with a key of its own, once the body names it: gen.c) → handler.
  *
  * The drain (cv_server_stop): every request is counted from its first
  * callback to its completion (open_requests), and the drain flag is read
@@ -159,6 +160,13 @@ static bool key_matches(const char *cand, const char *key)
     for (size_t i = 0; i < lk; i++)
         diff |= (unsigned char)key[i] ^ (unsigned char)(i < lc ? cand[i] : 0);
     return diff == 0;
+}
+
+static bool authorized(struct MHD_Connection *c, const char *key);
+
+bool cv_http_key_ok(const cv_http_req *r, const char *key)
+{
+    return authorized((struct MHD_Connection *)r->conn, key);
 }
 
 static bool authorized(struct MHD_Connection *c, const char *key)
@@ -379,7 +387,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(cr, c, w, CV_SE_UNAVAILABLE,
                           "the server is draining before it stops; send the request again (to another replica)",
                           origin);
-    bool open = rt->open || (rt->fn == cv_api_metrics && s->cfg.open_metrics);
+    /* Models with keys of their own: a request for a model is let through
+     * here and checked once its body names the model (gen.c,
+     * cv_api_model_or_reply). */
+    bool open = rt->open || (rt->fn == cv_api_metrics && s->cfg.open_metrics) ||
+                (rt->parse && cv_model_set_has_keys(s->models));
     if (s->cfg.api_key && s->cfg.api_key[0] && !open && !authorized(c, s->cfg.api_key))
         return send_error(cr, c, w, CV_SE_AUTH,
                           "invalid or missing API key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
@@ -465,6 +477,8 @@ void cv_server_new_id(cv_server *s, const char *prefix, char out[48])
 int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv_server **out, cv_err *err)
 {
     *out = NULL;
+    if (!be && !cfg->models)
+        return cv_err_set(err, CV_EINVAL, "a server needs a backend or a model set");
     cv_server *s = cv_xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     if (!s->cfg.host || !*s->cfg.host)
@@ -485,7 +499,17 @@ int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv
         free(s);
         return CV_EINVAL;
     }
-    s->be = be;
+    if (be) {
+        cv_model_set_opts mo = { 0 };
+        if (cv_model_set_create(&mo, &s->own_models, err) || cv_model_set_add_backend(s->own_models, be, err) ||
+            cv_model_set_default(s->own_models, be->model_id, err)) {
+            cv_model_set_destroy(s->own_models);
+            free(s);
+            return err ? err->code : CV_EINVAL;
+        }
+    }
+    s->models = be ? s->own_models : cfg->models;
+    s->started = cv_unix_time();
     s->id_salt = cv_now_ns() ^ ((uint64_t)getpid() << 32);
     cv_metrics_init(&s->metrics);
     s->store = cv_resp_store_create(s->cfg.response_store_size);
@@ -525,6 +549,7 @@ int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv
 fail:
     cv_resp_store_destroy(s->store);
     cv_metrics_fini(&s->metrics);
+    cv_model_set_destroy(s->own_models);
     for (int i = 0; i < s->n_cors; i++)
         free(s->cors[i]);
     free(s->cors);
@@ -560,6 +585,7 @@ void cv_server_destroy(cv_server *s)
     cv_server_stop(s, 0);
     cv_resp_store_destroy(s->store);
     cv_metrics_fini(&s->metrics);
+    cv_model_set_destroy(s->own_models);
     for (int i = 0; i < s->n_cors; i++)
         free(s->cors[i]);
     free(s->cors);

@@ -39,6 +39,11 @@ static int parse_count_tokens(const cv_http_req *hr, json_t *b, cv_chat_request 
     return cv_anthropic_parse(b, true, r, err);
 }
 
+static int parse_embeddings(const cv_http_req *hr, json_t *b, cv_chat_request *r, cv_err *err)
+{
+    return cv_openai_embeddings_parse(b, r, err);
+}
+
 /* ---- the table ---- */
 
 #define OPEN true
@@ -65,5 +70,7 @@ const cv_route cv_routes[] = {
       &cv_enc_anthropic },
     { "POST", "/v1/messages/count_tokens", false, CV_WIRE_ANTHROPIC, KEYED, cv_api_anthropic_count_tokens,
       "count_tokens", parse_count_tokens, NULL },
+    { "POST", "/v1/embeddings", false, CV_WIRE_OPENAI, KEYED, cv_api_embeddings, "embeddings", parse_embeddings,
+      NULL },
 };
 const int cv_n_routes = (int)CV_ARRAY_LEN(cv_routes);

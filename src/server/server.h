@@ -10,6 +10,9 @@
  * the server never learns how the prompt is rendered or the tokens produced.
  * The production backend wires the chat template, tokenizer and cv_sched; the
  * tests build others (a byte-level model whose generated text is scripted).
+ * A server serves one backend, or a cv_model_set: several models by name,
+ * each opened on first use and closed when idle or to make room, picked per
+ * request by its model field (names, aliases, glob routes, a default).
  *
  * Threads: one thread per HTTP connection (libmicrohttpd's
  * MHD_USE_THREAD_PER_CONNECTION). A streaming response blocks in its own
@@ -51,6 +54,14 @@ typedef struct cv_server_backend {
     int32_t n_expert, n_expert_used;   /* 0: dense */
     int64_t kv_bytes_per_token;  /* KV cache bytes a position keeps (every attention layer's; an MLA model's
                                     latent rows) */
+    int64_t mem_bytes;           /* what it holds: weights, KV pool and recurrent-state slots (--memory-limit
+                                    counts this; 0: not known) */
+    /* Embeddings (/v1/embeddings): an embedding model's pooling (sched.h,
+     * cv_pooling; CV_POOL_NONE: not an embedding model), the length of its
+     * vectors, and the shortest it may be cut to (Matryoshka-trained
+     * models; 0: no cutting). submit takes a request with p->pooling set
+     * (req NULL, opener empty). */
+    int32_t pooling, n_embd, min_dims;
     /* True once the model is loaded and warmed (/health/ready). */
     bool (*ready)(void *ctx);
     /* Renders a conversation with the model's chat template and tokenizes it.
@@ -94,10 +105,11 @@ typedef struct cv_server_backend {
     void (*load)(void *ctx, cv_server_load *out);
     /* Optional (NULL: not available). status gives the body of GET
      * /v1/status (running and waiting requests, prefix-cache and KV
-     * figures: cv_sched_status), which the caller decrefs; metrics appends
-     * Prometheus lines to /metrics (cv_sched_metrics). */
+     * figures: cv_sched_status), which the caller decrefs; stats fills the
+     * scheduler's figures, which /metrics renders for every loaded model
+     * at once (cv_sched_metrics). */
     json_t *(*status)(void *ctx);
-    void (*metrics)(void *ctx, cv_buf *out);
+    void (*stats)(void *ctx, cv_sched_stats *out);
 } cv_server_backend;
 
 /* The production backend (backend.c): a GGUF model with its engine,
@@ -121,6 +133,10 @@ typedef struct cv_server_backend_opts {
     const char *cache_dir;   /* where the prefix cache is saved at close and read at open; NULL or "": nowhere */
     int64_t cache_max_bytes; /* the cache file's size at most; 0: the scheduler's default */
     bool grammar_lazy;       /* tool_choice auto: lazy tool-call grammar (cv_constrain_opts.lazy) */
+    cv_sched_share *share;   /* compute threads shared with other models' schedulers; NULL: its own */
+    int32_t pooling;         /* a file without {arch}.pooling_type is an embedding model with this pooling
+                                (cv_pooling; 0: it is not one); the file's key wins */
+    int32_t min_dims;        /* an embedding model's vectors may be cut to this length at least (0: not at all) */
 } cv_server_backend_opts;
 
 /* Opens the model and starts its scheduler (with a cache_dir, the saved
@@ -146,6 +162,80 @@ void cv_server_parser_feed(void *p, cv_str text);
 void cv_server_parser_finish(void *p);
 void cv_server_parser_destroy(void *p);
 
+/* ---- several models ---- */
+
+/* The models one server serves. Each is opened (cv_server_backend_open, or
+ * the opener given) when a request first asks for it, while the others
+ * keep serving, and closed (its prefix cache saved to its cache file, read
+ * back at its next load) when it has been idle for keep_alive_ms, or when
+ * a model not loaded is asked for and max_loaded or memory_limit leaves no
+ * room: then the least recently used idle models go first, and when every
+ * loaded model is busy the request waits for one to finish (requests for
+ * the model being made room from wait too, so the two take turns). A load
+ * that fails is the error of the requests that asked for it; the file is
+ * tried again on the next. The loaded models' schedulers share n_threads
+ * compute threads (sched.h, cv_sched_share). Thread-safe. */
+typedef struct cv_model_set cv_model_set;
+
+typedef struct cv_model_set_opts {
+    cv_server_backend_opts backend; /* every model's options; model_path, served_name, share, pooling and
+                                       min_dims are set per model */
+    int32_t max_loaded;        /* models loaded at once at most; 0: no limit */
+    int64_t memory_limit;      /* bytes the loaded models hold at most (cv_server_backend.mem_bytes:
+                                  weights, KV pool, states); 0: no limit */
+    int64_t keep_alive_ms;     /* a model idle this long is closed; 0: never */
+    int32_t n_threads;         /* compute threads the models share; 0: every CPU */
+    /* How a model is opened and closed; NULL: cv_server_backend_open and
+     * cv_server_backend_close (tests give their own). */
+    int (*open)(void *ud, const cv_server_backend_opts *o, cv_server_backend **out, cv_err *err);
+    void (*close)(void *ud, cv_server_backend *be);
+    void *open_ud;
+} cv_model_set_opts;
+
+/* One model to serve. */
+typedef struct cv_model_spec {
+    const char *name;              /* the id clients see and /v1/models lists */
+    const char *path;              /* its GGUF */
+    const char *const *aliases;    /* other names that reach it (n_aliases of them) */
+    int n_aliases;
+    int32_t pooling, min_dims;     /* cv_server_backend_opts' */
+    bool preload;                  /* loaded by cv_model_set_preload (the models named at start) */
+} cv_model_spec;
+
+/* A set with no models yet. The memory an automatic KV pool takes per
+ * model (backend.kv_bytes < 0) is, under a memory limit, half of what the
+ * limit leaves after the model's weights, shared by the models that may be
+ * loaded at once (max_loaded, else 2). */
+int cv_model_set_create(const cv_model_set_opts *o, cv_model_set **out, cv_err *err);
+/* Closes every model it opened (each saves its prefix cache), after the
+ * servers over it are destroyed. */
+void cv_model_set_destroy(cv_model_set *s);
+/* Adds a model (strings copied). CV_EINVAL when its name or an alias is
+ * taken already. */
+int cv_model_set_add(cv_model_set *s, const cv_model_spec *m, cv_err *err);
+/* Adds a backend already open (the caller closes it after the set is
+ * destroyed): always loaded, never closed by the set; it counts towards
+ * neither limit. */
+int cv_model_set_add_backend(cv_model_set *s, const cv_server_backend *be, cv_err *err);
+/* Requests whose model name matches the glob pattern (fnmatch, case
+ * folded: `claude-*haiku*`) go to the model named model; routes are tried
+ * in the order added, after exact names. CV_EINVAL when model is not in
+ * the set. */
+int cv_model_set_route(cv_model_set *s, const char *pattern, const char *model, cv_err *err);
+/* key reaches model besides the server's own key (cv_server_config.api_key,
+ * which reaches every model); with one, the server checks a request's key
+ * once its body has named the model. CV_EINVAL when model is not in the
+ * set. */
+int cv_model_set_key(cv_model_set *s, const char *model, const char *key, cv_err *err);
+/* Requests whose model name matches nothing go to this model (a single
+ * model's set: that model, without asking). NULL: they get the wire's
+ * 404 listing what is served. CV_EINVAL when not in the set. */
+int cv_model_set_default(cv_model_set *s, const char *model, cv_err *err);
+/* Loads the models added with preload, in order, as far as the limits
+ * hold them without closing any; then the set reports ready. Fails with
+ * the first load's error (the file and what is wrong). */
+int cv_model_set_preload(cv_model_set *s, cv_err *err);
+
 /* ---- the server ---- */
 
 typedef struct cv_server_config {
@@ -159,12 +249,14 @@ typedef struct cv_server_config {
     int body_timeout_ms;       /* whole-body upload deadline (408); default CV_HTTP_BODY_TIMEOUT_MS */
     int response_store_size;   /* /v1/responses kept for previous_response_id; default CV_RESPONSE_STORE_DEFAULT */
     bool open_metrics;         /* GET /metrics without the API key (Prometheus, gateways' endpoint pickers) */
+    cv_model_set *models;      /* the models served, when no single backend is given (must outlive the server) */
 } cv_server_config;
 
 typedef struct cv_server cv_server;
 
-/* Starts listening (threads start at once). The backend must outlive the
- * server. Fails with CV_EIO naming host:port when the bind fails. */
+/* Starts listening (threads start at once) over be, or cfg->models when be
+ * is NULL; either must outlive the server. Fails with CV_EIO naming
+ * host:port when the bind fails. */
 int cv_server_start(const cv_server_config *cfg, const cv_server_backend *be, cv_server **out, cv_err *err);
 /* The bound port (useful with port 0). */
 int cv_server_port(const cv_server *s);
@@ -178,8 +270,9 @@ void cv_server_stop(cv_server *s, int grace_ms);
 /* Stops (if needed) and frees. */
 void cv_server_destroy(cv_server *s);
 
-/* Starts a server and serves until SIGINT or SIGTERM, then drains it
- * (cv_server_stop with grace_ms) and returns 0. on_listen (may be
+/* Starts a server (over be, or cfg->models when be is NULL) and serves
+ * until SIGINT or SIGTERM, then drains it (cv_server_stop with grace_ms)
+ * and returns 0. on_listen (may be
  * NULL) is called once listening, with the bound port. Call from the main
  * thread before creating other threads: it blocks both signals for the
  * threads it starts. */

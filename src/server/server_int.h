@@ -11,6 +11,7 @@
 
 #include "chat/chat.h"
 #include "sched/constrain.h"
+#include "server/model_set.h"
 #include "server/server.h"
 
 /* ---- wires and errors ---- */
@@ -30,6 +31,8 @@ enum {
     CV_SE_TIMEOUT = -104,     /* 408 */
     CV_SE_UNAVAILABLE = -105, /* 503: shutting down or not ready */
     CV_SE_INTERNAL = -106,    /* 500 */
+    CV_SE_NO_MODEL = -107,    /* 404: the request's model is not served (OpenAI's model_not_found) */
+    CV_SE_LOAD = -108,        /* 500: the model's file could not be loaded */
 };
 
 /* Status and body (in the wire's own shape) for a failure. msg is one
@@ -79,6 +82,9 @@ const char *cv_http_header(const cv_http_req *r, const char *name);
 const char *cv_http_query(const cv_http_req *r, const char *name);
 /* True when the client has hung up (non-blocking poll of the socket). */
 bool cv_http_client_gone(int fd);
+/* True when the request carries key as 'Authorization: Bearer KEY' or
+ * 'x-api-key: KEY' (compared in constant time). */
+bool cv_http_key_ok(const cv_http_req *r, const char *key);
 
 /* Reply helpers: json is consumed (decref'd). */
 void cv_reply_json(cv_reply *rep, int status, json_t *json);
@@ -126,6 +132,13 @@ int cv_api_generate(cv_http_req *req, cv_reply *rep);
  * cv_chat_request_fini and free), or NULL with the error already in rep.
  * body (may be NULL) receives the parsed body (caller decrefs). */
 cv_chat_request *cv_api_request_or_reply(cv_http_req *req, cv_reply *rep, json_t **body);
+/* The model a request names (cv_model_set_find), its own API key checked
+ * when it has one, held for the request (loaded first when it is not:
+ * cv_model_acquire): the slot to release with cv_model_release, and its
+ * backend in *be; or NULL with the error already in rep, in the route's
+ * wire. */
+cv_model_slot *cv_api_model_or_reply(cv_http_req *req, cv_reply *rep, const char *name,
+                                     const cv_server_backend **be);
 
 /* ---- metrics ---- */
 
@@ -154,10 +167,16 @@ void cv_metrics_tokens(cv_metrics *m, int64_t prompt, int64_t cached, int64_t ge
 void cv_metrics_ttft(cv_metrics *m, double seconds);
 void cv_metrics_tpot(cv_metrics *m, double seconds);
 void cv_metrics_client_cancel(cv_metrics *m);
+/* The loaded models' load, summed (api_health.c). */
+void cv_server_loads(cv_server *s, cv_server_load *out);
+/* Appends key="value" to out, the value escaped as the text format wants. */
+void cv_metrics_label(cv_buf *out, const char *key, const char *value);
 /* Prometheus text exposition (version 0.0.4) of the server s: its counters,
- * the scheduler's load, its readiness, and the same figures under the names
- * gateways and routers read by default (vllm:*, sglang:*). */
-void cv_metrics_render(cv_server *s, const cv_server_load *load, cv_buf *out);
+ * the loaded models' load (summed, and per model), its readiness, each
+ * model's life (loaded, memory, idle time, loads), the schedulers'
+ * figures, and the same figures under the names gateways and routers read
+ * by default (vllm:*, one sample per loaded model). */
+void cv_metrics_render(cv_server *s, cv_buf *out);
 
 /* ---- the /v1/responses store ---- */
 
@@ -177,7 +196,8 @@ int cv_resp_store_count(cv_resp_store *s);
 
 struct cv_server {
     cv_server_config cfg;
-    const cv_server_backend *be;
+    cv_model_set *models;   /* what it serves: cfg.models, or own_models */
+    cv_model_set *own_models; /* the set made around a single backend (cv_server_start's be) */
     struct MHD_Daemon *mhd;
     int port;
     atomic_bool stopping;   /* draining: requests for the model get 503 */
@@ -187,6 +207,7 @@ struct cv_server {
     atomic_llong n_client_cancels;
     atomic_ullong id_counter;
     uint64_t id_salt;
+    int64_t started;        /* unix time (what /v1/models says of models not loaded) */
     cv_metrics metrics;
     cv_resp_store *store;
     char **cors;            /* allowed origins; "*" allows any */
@@ -250,14 +271,15 @@ typedef enum cv_gen_finish {
     CV_GEN_ERROR,
 } cv_gen_finish;
 
-/* Renders and tokenizes req, checks the context, submits. Takes ownership
- * of req (a heap cv_chat_request, freed with the gen) and of enc_ud (freed
- * through enc->destroy) even on failure. CV_EINVAL when the prompt leaves no
+/* Renders and tokenizes req with be (the model slot holds, released with
+ * the gen), checks the context, submits. Takes ownership of req (a heap
+ * cv_chat_request, freed with the gen), of enc_ud (freed through
+ * enc->destroy) and of the hold on slot even on failure. CV_EINVAL when the prompt leaves no
  * room in the context (the message says both numbers); CV_EBUSY when the
  * queue is full. max_tokens above the room left is clamped, not rejected:
  * agents send 32000-64000 whatever the context (CLIENTS.md). */
-int cv_gen_start(cv_server *srv, cv_chat_request *req, const cv_gen_enc *enc, void *enc_ud, cv_gen **out,
-                 cv_err *err);
+int cv_gen_start(cv_server *srv, cv_model_slot *slot, const cv_server_backend *be, cv_chat_request *req,
+                 const cv_gen_enc *enc, void *enc_ud, cv_gen **out, cv_err *err);
 /* Moves the generation on: waits up to wait_ms for scheduler events,
  * handles what arrived and appends encoded bytes to out. Returns 1 once
  * finished (finish or error frames written), else 0. */
@@ -275,6 +297,8 @@ int cv_gen_run(cv_gen *g, int fd, cv_buf *out);
 
 const cv_chat_request *cv_gen_request(const cv_gen *g);
 cv_server *cv_gen_server(const cv_gen *g);
+/* The model's backend the gen runs on. */
+const cv_server_backend *cv_gen_backend(const cv_gen *g);
 /* The model name a response carries: the one the client asked for, else the served one. */
 const char *cv_gen_model(const cv_gen *g);
 const char *cv_gen_id(const cv_gen *g);        /* the response id the wire made */
@@ -419,6 +443,7 @@ int cv_api_live(cv_http_req *req, cv_reply *rep);
 int cv_api_ready(cv_http_req *req, cv_reply *rep);
 int cv_api_metrics(cv_http_req *req, cv_reply *rep);
 int cv_api_status(cv_http_req *req, cv_reply *rep);
+int cv_api_embeddings(cv_http_req *req, cv_reply *rep);
 
 /* Sampling, limits and switches shared by OpenAI chat and completions. */
 int cv_openai_sampling(json_t *body, cv_chat_request *r, cv_err *err);
@@ -433,6 +458,9 @@ int cv_openai_chat_parse(json_t *body, cv_chat_request *r, cv_err *err);
 int cv_openai_completions_parse(json_t *body, cv_chat_request *r, cv_err *err);
 int cv_openai_responses_parse(json_t *body, cv_resp_store *store, cv_chat_request *r, cv_err *err);
 int cv_anthropic_parse(json_t *body, bool count_only, cv_chat_request *r, cv_err *err);
+/* /v1/embeddings: only the model name goes to the neutral request (the
+ * handler reads the rest of the body itself). */
+int cv_openai_embeddings_parse(json_t *body, cv_chat_request *r, cv_err *err);
 
 /* Encoders, exposed for the unit tests (neutral events → wire bytes). The
  * returned ud is freed through the encoder's destroy. */

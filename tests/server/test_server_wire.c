@@ -316,13 +316,23 @@ TEST(malformed_requests_get_the_right_code_and_a_message_naming_the_field)
 static fake_backend fb;
 static cv_server *srv;
 
+/* cv_gen_start over the server's one model, held as a request holds it. */
+static int start_gen(cv_chat_request *r, const cv_gen_enc *enc, void *ud, cv_gen **g, cv_err *err)
+{
+    const cv_server_backend *be;
+    cv_model_slot *m = cv_model_set_find(srv->models, NULL, err);
+    if (!m || cv_model_acquire(srv->models, m, -1, NULL, &be, err))
+        return CV_EINVAL;
+    return cv_gen_start(srv, m, be, r, enc, ud, g, err);
+}
+
 /* Runs a generation with the given reply and encoder; returns the output. */
 static char *generate(cv_chat_request *r, const char *reply, const cv_gen_enc *enc, void *ud)
 {
     fake_backend_set_reply(&fb, reply);
     cv_gen *g;
     cv_err err = { 0 };
-    int rc = cv_gen_start(srv, r, enc, ud, &g, &err);
+    int rc = start_gen(r, enc, ud, &g, &err);
     CHECK_MSG(rc == 0, "start: %s", err.msg);
     if (rc)
         return strdup("");
@@ -626,7 +636,7 @@ TEST(a_prompt_that_fills_the_context_is_refused_with_both_numbers)
     cv_buf_free(&big);
     cv_gen *g;
     cv_err err = { 0 };
-    int rc = cv_gen_start(srv, r, &cv_enc_openai_chat, cv_enc_openai_chat_new(false), &g, &err);
+    int rc = start_gen(r, &cv_enc_openai_chat, cv_enc_openai_chat_new(false), &g, &err);
     CHECK_EQ_INT(rc, CV_EINVAL);
     CHECK(strstr(err.msg, "context is 4096 tokens") != NULL);
     CHECK(strstr(err.msg, "prompt is 25") != NULL);
