@@ -16,6 +16,7 @@
 
 #include "cli/models.h"
 #include "model/model.h"
+#include "sched/sched.h"
 
 /* Qwen3 model card, thinking mode (the template's default): T 0.6, top-p
  * 0.95, top-k 20, min-p 0. Qwen2.5/Qwen3 coder generation_config: T 0.7,
@@ -130,6 +131,16 @@ const cv_model_alias cv_model_aliases[] = {
       "Devstral-Small-2-24B-Instruct-2512-Q4_K_M.gguf",
       "Mistral Devstral Small 2 24B (agentic coding, [TOOL_CALLS]), 14.3 GB", 65536, DEVSTRAL,
       .arch = "mistral3", .shape = "devstral-small-2-24b" },
+    /* Embedding models (/v1/embeddings), Qwen's own GGUFs: last-token
+     * pooling at the EOS the tokenizer appends, Matryoshka-trained down to
+     * 32 values (the Qwen3-Embedding model card); files written before
+     * llama.cpp stored qwen3.pooling_type get the pooling from the row. */
+    { "qwen3-embedding-0.6b", "Qwen/Qwen3-Embedding-0.6B-GGUF", "Qwen3-Embedding-0.6B-Q8_0.gguf",
+      "Qwen3 Embedding 0.6B (1024-value vectors), 0.6 GB: code and text search", 32768, 0, 0, 0, 0, 0,
+      .arch = "qwen3", .pooling = CV_POOL_LAST, .min_dims = 32 },
+    { "qwen3-embedding-4b", "Qwen/Qwen3-Embedding-4B-GGUF", "Qwen3-Embedding-4B-Q4_K_M.gguf",
+      "Qwen3 Embedding 4B (2560-value vectors), 2.5 GB", 32768, 0, 0, 0, 0, 0,
+      .arch = "qwen3", .pooling = CV_POOL_LAST, .min_dims = 32 },
 };
 const int cv_n_model_aliases = (int)CV_ARRAY_LEN(cv_model_aliases);
 

@@ -73,6 +73,9 @@ typedef struct cv_cli_spec {
  * command is done: --help printed (*status 0) or a usage error printed to
  * stderr with the usage (*status 2). */
 bool cv_cli_parse(const cv_cli_spec *s, void *opts, int argc, char **argv, int *n_args, int *status);
+/* "512M", "2G", "1.5GiB", "1048576": bytes (CV_FLAG_SIZE's syntax, for
+ * flags whose fn takes a size or a word). */
+bool cv_cli_parse_size(const char *v, double *out);
 /* Prints `corvid NAME: msg` and the usage to stderr; returns 2 (bad usage). */
 int cv_cli_usage_error(const cv_cli_spec *s, const char *fmt, ...) CV_PRINTF(2, 3);
 /* The usage lines generated from s (and its other forms). */
@@ -102,6 +105,7 @@ int cv_cmd_ls(int argc, char **argv);
 int cv_cmd_rm(int argc, char **argv);
 int cv_cmd_recipe(int argc, char **argv);
 int cv_cmd_launch(int argc, char **argv);
+int cv_cmd_ps(int argc, char **argv);
 int cv_cmd_chat(int argc, char **argv);
 int cv_cmd_parse_tools(int argc, char **argv);
 

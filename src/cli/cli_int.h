@@ -22,6 +22,8 @@ typedef struct cv_serve_child {
     const char *api_key;     /* given to it through CORVID_API_KEY, not argv; NULL: none */
     const char *log_path;    /* its stdout and stderr */
     bool die_with_parent;    /* chat: SIGTERM when this process exits; launch: outlive it */
+    const char *const *extra; /* more arguments for serve (other models, --route ...), n_extra of them */
+    int n_extra;
 } cv_serve_child;
 
 /* Starts `corvid serve` (this binary) in its own session, so a Ctrl-C in the

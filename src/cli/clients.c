@@ -116,7 +116,7 @@ static void setup_claude(const cv_client_params *p, cv_client_setup *s)
     env(s, "ANTHROPIC_AUTH_TOKEN", "sent as Authorization: Bearer (corvid also accepts x-api-key)", "%s", key_of(p));
     env(s, "ANTHROPIC_MODEL", "the main model; unset, Claude Code asks for a claude-opus model", "%s", p->model);
     env(s, "ANTHROPIC_DEFAULT_HAIKU_MODEL", "background work (titles, summaries) goes to the haiku variable", "%s",
-        p->model);
+        p->small_model ? p->small_model : p->model);
     env(s, "ANTHROPIC_DEFAULT_SONNET_MODEL", "subagents that ask for sonnet", "%s", p->model);
     env(s, "ANTHROPIC_DEFAULT_OPUS_MODEL", "subagents that ask for opus", "%s", p->model);
     if (p->n_ctx > 0) {
@@ -189,15 +189,19 @@ static json_t *opencode_config(const cv_client_params *p)
                                                       (json_int_t)out_tokens(p)));
     json_t *models = json_object();
     json_object_set_new(models, p->model, model);
-    cv_buf full = { 0 };
+    if (p->small_model && strcmp(p->small_model, p->model))
+        json_object_set_new(models, p->small_model, json_pack("{s:s}", "name", p->small_model));
+    cv_buf full = { 0 }, small = { 0 };
     cv_buf_printf(&full, "corvid/%s", p->model);
+    cv_buf_printf(&small, "corvid/%s", p->small_model ? p->small_model : p->model);
     json_t *cfg = json_pack("{s:s, s:b, s:s, s:{s:{s:s, s:s, s:{s:s, s:s}, s:o}}, s:s, s:s}", "$schema",
                             "https://opencode.ai/config.json", "autoupdate", 0, "share", "disabled", "provider",
                             "corvid", "npm", "@ai-sdk/openai-compatible", "name", "corvid", "options", "baseURL",
                             u.data, "apiKey", key_of(p), "models", models, "model", full.data, "small_model",
-                            full.data);
+                            small.data);
     cv_buf_free(&u);
     cv_buf_free(&full);
+    cv_buf_free(&small);
     return cfg;
 }
 

@@ -6,6 +6,13 @@
  * context from /v1/models; then sets the client's configuration from the same
  * table `corvid recipe` prints (clients.c) and execs the client with ARGS.
  *
+ * With --small SMALL, the server it starts serves both models and routes
+ * Claude Code's model names itself (claude-*haiku* to SMALL, every other
+ * claude-* to MODEL), and the client is told the pair (Claude Code's haiku
+ * variable, opencode's small_model), so background work (titles,
+ * summaries, sub-agents that ask for haiku) runs on the small model while
+ * the main loop runs on the large one.
+ *
  * It writes no config file of the user's: everything goes through the
  * environment and flags of the exec'd process (see clients.c). A server it
  * starts keeps running after the client exits, like `ollama serve`, so the
@@ -29,6 +36,7 @@ typedef struct launch_opts {
     const char *host;
     int32_t port;
     const char *model;
+    const char *small;
     const char *api_key;
     int64_t n_ctx;
     char **client_argv; /* after "--" */
@@ -66,8 +74,11 @@ static bool on_path(const char *exe, char *out, size_t n)
 
 /* ---- starting a server ---- */
 
-static int start_server(const launch_opts *o, const char *model_path, const char *served, long n_ctx,
-                        const char *base)
+/* A server for MODEL alone (its file, served under its name), or with
+ * --small for both, served under the names serve gives them (the specs as
+ * typed: an alias keeps its name) with the routes of the pair. */
+static int start_server(const launch_opts *o, const char *model_path, const char *served, const char *small_served,
+                        long n_ctx, const char *base)
 {
     char dir[PATH_MAX - 64], log[PATH_MAX], pidf[PATH_MAX];
     cv_err err = { 0 };
@@ -79,6 +90,18 @@ static int start_server(const launch_opts *o, const char *model_path, const char
     snprintf(pidf, sizeof pidf, "%s/serve-%d.pid", dir, o->port);
     cv_serve_child sc = { .model_path = model_path, .served_name = served, .host = o->host, .port = o->port,
                           .n_ctx = n_ctx, .api_key = o->api_key, .log_path = log };
+    char haiku[300], rest[300];
+    const char *extra[8];
+    if (small_served) {
+        snprintf(haiku, sizeof haiku, "claude-*haiku*=%s", small_served);
+        snprintf(rest, sizeof rest, "claude-*=%s", served);
+        const char *e[] = { o->small, "--route", haiku, "--route", rest, "--default-model", served };
+        memcpy(extra, e, sizeof e);
+        sc.model_path = o->model;
+        sc.served_name = NULL;
+        sc.extra = extra;
+        sc.n_extra = (int)CV_ARRAY_LEN(e);
+    }
     fprintf(stderr, "corvid launch: starting corvid serve %s on %s (log %s)\n", model_path, base, log);
     pid_t pid;
     if (cv_serve_child_start(&sc, CV_LAUNCH_READY_TIMEOUT_S, &pid, &err)) {
@@ -112,6 +135,20 @@ static void served_name(const char *spec, const char *path, char *out, size_t n)
         out[len - 5] = 0;
 }
 
+/* The entry of /v1/models's data with this id (case-insensitive), else
+ * the first. */
+static json_t *listed(json_t *data, const char *id)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(data, i, m) {
+        const char *mid = json_string_value(json_object_get(m, "id"));
+        if (id && *id && mid && !strcasecmp(mid, id))
+            return m;
+    }
+    return json_array_get(data, 0);
+}
+
 #define O(field) offsetof(launch_opts, field)
 static const cv_flag flags[] = {
     CV_FLAG_ROW("--host", NULL, CV_FLAG_STR, O(host), 0, 0, "H",
@@ -121,6 +158,9 @@ static const cv_flag flags[] = {
       "the context of a server launch starts (default: serve's)"),
     CV_FLAG_ROW("--api-key", NULL, CV_FLAG_STR, O(api_key), 0, 0, "KEY",
       "the server's key (default: env CORVID_API_KEY)"),
+    CV_FLAG_ROW("--small", NULL, CV_FLAG_STR, O(small), 0, 0, "MODEL",
+      "a second, smaller model for background work, served beside MODEL:\nClaude Code's haiku requests (routed "
+      "claude-*haiku*), opencode's\nsmall_model"),
 
 };
 #undef O
@@ -167,6 +207,7 @@ int cv_cmd_launch(int argc, char **argv)
         return 1;
     }
     const char *client_host = strcmp(o.host, "0.0.0.0") && strcmp(o.host, "::") ? o.host : "127.0.0.1";
+    char served[256] = "", small_served[256] = "";
     char base[300], url[400];
     snprintf(base, sizeof base, "http://%s:%d", client_host, o.port);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -189,18 +230,26 @@ int cv_cmd_launch(int argc, char **argv)
             goto done;
         }
         cv_pull_opts po = { .progress = -1 };
-        char path[PATH_MAX], served[256];
+        char path[PATH_MAX];
         cv_err err = { 0 };
         if (cv_model_ensure(o.model, &po, path, sizeof path, &err)) {
             fprintf(stderr, "corvid launch: %s\n", err.msg);
             goto done;
         }
         served_name(o.model, path, served, sizeof served);
+        if (o.small) {
+            char spath[PATH_MAX];
+            if (cv_model_ensure(o.small, &po, spath, sizeof spath, &err)) {
+                fprintf(stderr, "corvid launch: %s\n", err.msg);
+                goto done;
+            }
+            served_name(o.small, spath, small_served, sizeof small_served);
+        }
         long n_ctx = o.n_ctx;
         const cv_model_alias *al = cv_model_alias_find(o.model);
         if (!n_ctx && al)
             n_ctx = al->n_ctx;
-        if (start_server(&o, path, served, n_ctx, base) != 0)
+        if (start_server(&o, path, served, o.small ? small_served : NULL, n_ctx, base) != 0)
             goto done;
     } else if (st != 200) {
         fprintf(stderr, "corvid launch: %s answered HTTP %ld; is it a corvid server?\n", url, st);
@@ -219,14 +268,24 @@ int cv_cmd_launch(int argc, char **argv)
         goto done;
     }
     json_t *j = st == 200 ? cv_json_parse(body.data, body.len, NULL) : NULL;
-    json_t *m0 = json_array_get(json_object_get(j, "data"), 0);
+    json_t *data = json_object_get(j, "data"), *m0 = listed(data, served);
     const char *id = json_string_value(json_object_get(m0, "id"));
     if (!id) {
         fprintf(stderr, "corvid launch: %s did not list a model (HTTP %ld)\n", url, st);
         json_decref(j);
         goto done;
     }
-    cv_client_params p = { .host = client_host, .port = o.port, .model = id, .api_key = o.api_key };
+    const char *small_id = o.small ? json_string_value(json_object_get(listed(data, *small_served ? small_served
+                                                                                                     : o.small),
+                                                                       "id"))
+                                   : NULL;
+    if (o.small && (!small_id || !strcmp(small_id, id))) {
+        fprintf(stderr, "corvid launch: the server on %s does not serve '%s': background work goes to '%s'\n", base,
+                o.small, id);
+        small_id = NULL;
+    }
+    cv_client_params p = { .host = client_host, .port = o.port, .model = id, .small_model = small_id,
+                           .api_key = o.api_key };
     json_t *ctx = json_object_get(m0, "context_length");
     if (json_is_integer(ctx) && json_integer_value(ctx) > 0)
         p.n_ctx = json_integer_value(ctx);

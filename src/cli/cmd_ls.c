@@ -19,37 +19,6 @@ static void human_count(int64_t c, char *out, size_t n)
     else snprintf(out, n, "%lld", (long long)c);
 }
 
-/* The name `ls` shows: the alias when the file is an alias's, else its path
- * in the store without .gguf (which the resolver accepts back as
- * ORG/REPO/FILE.gguf or FILE). */
-static void display_name(const cv_store_entry *e, char *out, size_t n)
-{
-    char rel[PATH_MAX];
-    snprintf(rel, sizeof rel, "%s", e->rel);
-    char *p1 = strchr(rel, '/'), *p2 = p1 ? strchr(p1 + 1, '/') : NULL;
-    if (p2) {
-        *p2 = 0;
-        const char *file = p2 + 1;
-        char f[512];
-        snprintf(f, sizeof f, "%s", file);
-        size_t fl = strlen(f);
-        if (e->partial && fl > 5)
-            f[fl - 5] = 0; /* drop ".part" */
-        const cv_model_alias *a = cv_model_alias_by_file(rel, f);
-        if (a) {
-            snprintf(out, n, "%s", a->name);
-            return;
-        }
-        *p2 = '/';
-    }
-    snprintf(out, n, "%s", e->rel);
-    size_t len = strlen(out);
-    if (e->partial && len > 5)
-        out[len -= 5] = 0;
-    if (len > 5 && !strcmp(out + len - 5, ".gguf"))
-        out[len - 5] = 0;
-}
-
 static int list_aliases(bool json, const char *store)
 {
     json_t *arr = json ? json_array() : NULL;
@@ -141,7 +110,7 @@ int cv_cmd_ls(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         const cv_store_entry *e = &v[i];
         char name[PATH_MAX], size[32], params[32], ctx[32];
-        display_name(e, name, sizeof name);
+        cv_store_entry_name(e, name, sizeof name);
         cv_human_bytes(e->bytes, size, sizeof size);
         cv_model_facts f = { 0 };
         cv_err ferr = { 0 };

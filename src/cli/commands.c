@@ -24,6 +24,7 @@ const cv_cmd cv_cmds[] = {
     { "rm", "delete models (and partial downloads) from the store", cv_cmd_rm },
     { "recipe", "print the exact set-up that points an agent client or SDK at corvid", cv_cmd_recipe },
     { "launch", "start corvid serve if needed, configure an agent client for it and run the client", cv_cmd_launch },
+    { "ps", "show what a running server has loaded: memory, idle time, queue, loads", cv_cmd_ps },
     { "chat",
       "chat with a model in the terminal (streaming, reasoning shown dimmed, Ctrl-C stops an answer)",
       cv_cmd_chat },

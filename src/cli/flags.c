@@ -132,8 +132,7 @@ int cv_cli_usage_error(const cv_cli_spec *s, const char *fmt, ...)
 
 /* ---- values ---- */
 
-/* "512M", "2G", "1.5GiB", "1048576": bytes. */
-static bool parse_size(const char *v, double *out)
+bool cv_cli_parse_size(const char *v, double *out)
 {
     char *end;
     errno = 0;
@@ -207,7 +206,7 @@ static int set_value(const cv_cli_spec *s, const cv_flag *fl, void *opts, const 
     }
     case CV_FLAG_SIZE: {
         double x;
-        if (!parse_size(v, &x) || !(x >= fl->lo && x <= fl->hi)) {
+        if (!cv_cli_parse_size(v, &x) || !(x >= fl->lo && x <= fl->hi)) {
             char lo[32], hi[32];
             human(fl->lo, lo, sizeof lo);
             human(fl->hi, hi, sizeof hi);

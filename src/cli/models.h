@@ -44,6 +44,10 @@ typedef struct cv_model_alias {
     const char *arch;    /* the file's general.architecture: a row corvid cannot run is refused
                             before its download (cv_model_alias_runnable) */
     const char *shape;   /* the `corvid synth --shape` of the same dimensions, or NULL */
+    /* An embedding model: its pooling (sched.h cv_pooling), which `serve`
+     * gives the file when it lacks {arch}.pooling_type, and the shortest
+     * its vectors may be cut to (Matryoshka-trained; 0: not at all). */
+    int32_t pooling, min_dims;
 } cv_model_alias;
 
 extern const cv_model_alias cv_model_aliases[];
@@ -126,6 +130,12 @@ typedef struct cv_store_entry {
  * malloc'd (caller frees); an absent store gives 0 entries. */
 int cv_store_list(const char *dir, cv_store_entry **out, int *n, cv_err *err);
 
+/* The name `ls` shows and `serve` (with no MODEL) serves an entry under:
+ * the alias when the file is an alias's, else its path in the store
+ * without .gguf (which the resolver accepts back as ORG/REPO/FILE.gguf or
+ * FILE). */
+void cv_store_entry_name(const cv_store_entry *e, char *out, size_t n);
+
 /* What a GGUF file says about itself, for `corvid ls` and `launch`. */
 typedef struct cv_model_facts {
     char arch[64];    /* general.architecture */
@@ -181,6 +191,8 @@ typedef struct cv_client_params {
     const char *host;     /* "127.0.0.1" */
     int32_t port;         /* 8000 */
     const char *model;    /* the served model id clients should ask for */
+    const char *small_model; /* a second model for background work (Claude Code's haiku requests,
+                                opencode's small_model); NULL: model */
     const char *api_key;  /* the server's key, or NULL: clients get a placeholder */
     int64_t n_ctx;        /* the served context (0: unknown) */
 } cv_client_params;

@@ -726,3 +726,31 @@ int cv_model_facts_read(const char *path, cv_model_facts *f, cv_err *err)
     cv_gguf_close(g);
     return 0;
 }
+
+void cv_store_entry_name(const cv_store_entry *e, char *out, size_t n)
+{
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s", e->rel);
+    char *p1 = strchr(rel, '/'), *p2 = p1 ? strchr(p1 + 1, '/') : NULL;
+    if (p2) {
+        *p2 = 0;
+        const char *file = p2 + 1;
+        char f[512];
+        snprintf(f, sizeof f, "%s", file);
+        size_t fl = strlen(f);
+        if (e->partial && fl > 5)
+            f[fl - 5] = 0; /* drop ".part" */
+        const cv_model_alias *a = cv_model_alias_by_file(rel, f);
+        if (a) {
+            snprintf(out, n, "%s", a->name);
+            return;
+        }
+        *p2 = '/';
+    }
+    snprintf(out, n, "%s", e->rel);
+    size_t len = strlen(out);
+    if (e->partial && len > 5)
+        out[len -= 5] = 0;
+    if (len > 5 && !strcmp(out + len - 5, ".gguf"))
+        out[len - 5] = 0;
+}

@@ -126,7 +126,9 @@ int cv_serve_child_start(const cv_serve_child *c, int timeout_s, pid_t *pid_out,
     char port[16], ctx[24];
     snprintf(port, sizeof port, "%d", c->port);
     snprintf(ctx, sizeof ctx, "%ld", c->n_ctx);
-    const char *args[16];
+    if (c->n_extra < 0 || c->n_extra > 32)
+        return cv_err_set(err, CV_ELIMIT, "%d more arguments for corvid serve, at most 32", c->n_extra);
+    const char *args[16 + 32];
     int k = 0;
     args[k++] = self;
     args[k++] = "serve";
@@ -143,6 +145,8 @@ int cv_serve_child_start(const cv_serve_child *c, int timeout_s, pid_t *pid_out,
         args[k++] = "--ctx";
         args[k++] = ctx;
     }
+    for (int i = 0; i < c->n_extra; i++)
+        args[k++] = c->extra[i];
     args[k] = NULL;
     pid_t parent = getpid();
     fflush(NULL);
