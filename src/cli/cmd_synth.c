@@ -30,6 +30,8 @@ static const cv_flag flags[] = {
       "threads (default: every CPU; the output is the same)"),
     CV_FLAG_ROW("--output", "-o", CV_FLAG_STR, offsetof(synth_opts, out), 0, 0, "OUT.gguf",
       "where to write the model (required)"),
+    CV_FLAG_ROW("--pooling", NULL, CV_FLAG_I32, P(pooling), 0, 3, "N",
+      "write {arch}.pooling_type N, an embedding model's (1 mean, 2 cls,\n3 last; default 0: none)"),
     CV_FLAG_ROW("--fast", NULL, CV_FLAG_BOOL, P(fast), 0, 0, NULL,
       "an expert tensor draws 8 experts and repeats them, another matrix its first 1024 rows (benchmark shapes in "
       "minutes, not hours)"),

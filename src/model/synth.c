@@ -629,6 +629,10 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     cv_gguf_writer_set_u32(w, "general.file_type", cv_quant_mix_file_type(x));
     cv_gguf_writer_set_u32(w, "general.quantization_version", 2);
     set_hparams(w, a, s);
+    if (p->pooling) { /* as llama.cpp's converter writes sentence-transformers models */
+        snprintf(name, sizeof name, "%s.pooling_type", a->name);
+        cv_gguf_writer_set_u32(w, name, (uint32_t)p->pooling);
+    }
 
     jobs = cv_xcalloc((size_t)a->n_tensors * ((size_t)s->n_layer + 1), sizeof *jobs);
     uint64_t tensor_index = 0;

@@ -84,6 +84,7 @@ typedef struct cv_synth_params {
                               1024 too (benchmark shapes) */
     int32_t n_layer;       /* the shape's first n_layer layers only (0: all of them) */
     size_t *bytes_out;     /* optional: the tensor bytes the file holds */
+    int32_t pooling;       /* {arch}.pooling_type to write (1 mean, 2 cls, 3 last: an embedding model); 0: none */
 } cv_synth_params;
 
 /* Writes a random-weight model with the shape's dimensions and the arch's
