@@ -38,6 +38,13 @@
  *   first    one agent's first turn (system prompt + a user message of
  *            --seed): time to first token and cached tokens; run it before
  *            and after a restart for the restart figure (docs/PERF.md).
+ *   embed    one POST /v1/embeddings of --inputs token-id inputs of -p ids
+ *            each (an embedding model): the prompt tokens per second of the
+ *            whole request, the rate to hold against the model's prefill.
+ *
+ * Every request asks for --model (default "bench": a server of one model
+ * answers any name; one of several needs a name it serves), so two runs at
+ * once against two models of one server load both.
  *
  * With --session-header NAME each agent sends `NAME: corvid-bench-S-A` (S
  * the seed, A the agent) with its turns and its "alone" reference, as Claude
@@ -67,10 +74,11 @@ typedef struct bs_opts {
     const char *api_key;
     const char *session_header; /* --session-header: each agent's affinity key, or NULL */
     const char *cases;
+    const char *model;
     int32_t streams[16];
     int n_streams;
     int32_t n_prompt, n_gen, repeats, id_range;
-    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms, in_flight;
+    int32_t agents, turns, system_tokens, turn_tokens, reply_tokens, tool_ms, in_flight, inputs;
     int32_t bans[MAX_BANS], favors[MAX_BANS];
     int n_bans, n_favors;
     double temp;
@@ -152,7 +160,11 @@ static void run_stream(stream_rec *r)
 {
     const bs_opts *o = r->o;
     cv_buf body = { 0 }, url = { 0 };
-    cv_buf_puts(&body, "{\"model\":\"bench\",\"prompt\":[");
+    cv_buf_puts(&body, "{\"model\":");
+    json_t *mname = json_string(o->model);
+    cv_json_dump(&body, mname);
+    json_decref(mname);
+    cv_buf_puts(&body, ",\"prompt\":[");
     for (int32_t i = 0; i < r->n_prompt; i++)
         cv_buf_printf(&body, "%s%d", i ? "," : "", r->prompt[i]);
     cv_buf_printf(&body, "],\"max_tokens\":%d,\"temperature\":%g,\"seed\":%llu,\"stream\":true,"
@@ -600,6 +612,76 @@ static int id_arg(const char *v, int32_t *ids, int *n, cv_err *err)
     return 0;
 }
 
+/* ---- embed ---- */
+
+static size_t on_plain(char *p, size_t size, size_t n, void *ud)
+{
+    cv_buf_append(ud, p, size * n);
+    return size * n;
+}
+
+static int case_embed(const bs_opts *o)
+{
+    const int32_t N = o->inputs;
+    double rate[32];
+    int64_t tokens = 0;
+    for (int rep = 0; rep < o->repeats; rep++) {
+        int32_t *ids = cv_xmalloc((size_t)o->n_prompt * sizeof *ids);
+        cv_buf body = { 0 }, url = { 0 }, out = { 0 };
+        cv_buf_puts(&body, "{\"model\":");
+        json_t *mname = json_string(o->model);
+        cv_json_dump(&body, mname);
+        json_decref(mname);
+        cv_buf_puts(&body, ",\"encoding_format\":\"base64\",\"input\":[");
+        for (int32_t i = 0; i < N; i++) {
+            fill_ids(ids, o->n_prompt, o->seed * 1000003u + (uint64_t)rep * 101u + (uint64_t)i, o->id_range);
+            cv_buf_puts(&body, i ? ",[" : "[");
+            for (int32_t j = 0; j < o->n_prompt; j++)
+                cv_buf_printf(&body, "%s%d", j ? "," : "", ids[j]);
+            cv_buf_putc(&body, ']');
+        }
+        cv_buf_puts(&body, "]}");
+        cv_buf_printf(&url, "%s/v1/embeddings", o->url);
+        CURL *c = curl_easy_init();
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        char auth[512];
+        if (o->api_key) {
+            snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
+            h = curl_slist_append(h, auth);
+        }
+        curl_easy_setopt(c, CURLOPT_URL, url.data);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body.len);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_plain);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+        const double t0 = now_s();
+        CURLcode rc = curl_easy_perform(c);
+        const double dt = now_s() - t0;
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        json_t *j = rc == CURLE_OK ? cv_json_parse(out.data, out.len, NULL) : NULL;
+        const json_int_t n_tok = json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+        if (status != 200 || n_tok <= 0) {
+            fprintf(stderr, "corvid bench --serve: embeddings failed: %s\n",
+                    rc != CURLE_OK ? curl_easy_strerror(rc) : out.data ? out.data : "no body");
+            json_decref(j);
+            cv_buf_free(&body), cv_buf_free(&url), cv_buf_free(&out), free(ids);
+            return 1;
+        }
+        rate[rep] = (double)n_tok / dt;
+        tokens = n_tok;
+        json_decref(j);
+        cv_buf_free(&body), cv_buf_free(&url), cv_buf_free(&out), free(ids);
+    }
+    printf("embed inputs=%-3d  %8.1f tok/s  (%d x %d-token inputs, %lld tokens a request; median of %d)\n", N,
+           median(rate, o->repeats), N, o->n_prompt, (long long)tokens, o->repeats);
+    fflush(stdout);
+    return 0;
+}
+
 static int ban(void *opts, const char *v, cv_err *err)
 {
     bs_opts *o = opts;
@@ -624,8 +706,11 @@ static int streams(void *opts, const char *v, cv_err *err)
 static const cv_flag flags[] = {
     CV_FLAG_ROW("--serve", NULL, CV_FLAG_STR, O(url), 0, 0, "URL",
       "the server to load (http://127.0.0.1:8000; required)"),
-    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,agents,first",
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,agents,first,embed",
       "the cases to run (default decode,agents)"),
+    CV_FLAG_ROW("--model", NULL, CV_FLAG_STR, O(model), 0, 0, "NAME", "the model every request names (default bench)"),
+    CV_FLAG_ROW("--inputs", NULL, CV_FLAG_I32, O(inputs), 1, CV_MAX_EMBED_INPUTS, "N",
+      "embed: inputs of one request, -p ids each (default 32)"),
     CV_FLAG_FN_ROW("--streams", NULL, "1,2,4,8,16", "decode: concurrent streams per row (default 1,2,4,8,16)", streams,
       false),
     CV_FLAG_ROW("--prompt", "-p", CV_FLAG_I32, O(n_prompt), 1, 1 << 20, "N", "decode: prompt tokens (default 128)"),
@@ -666,7 +751,7 @@ int cv_cmd_bench_serve(int argc, char **argv)
 {
     bs_opts o = { .cases = "decode,agents", .n_prompt = 128, .n_gen = 128, .repeats = 1, .id_range = 500,
                   .agents = 4, .turns = 10, .system_tokens = 12000, .turn_tokens = 300, .reply_tokens = 64,
-                  .seed = 1 };
+                  .seed = 1, .model = "bench", .inputs = 32 };
     o.api_key = getenv("CORVID_API_KEY");
     o.n_streams = parse_list("1,2,4,8,16", o.streams, 16, 1, MAX_STREAMS);
     int n, st;
@@ -689,8 +774,10 @@ int cv_cmd_bench_serve(int argc, char **argv)
             rc = case_agents(&o);
         else if (!strcmp(k, "first"))
             rc = case_first(&o);
+        else if (!strcmp(k, "embed"))
+            rc = case_embed(&o);
         else
-            rc = cv_cli_usage_error(&spec, "--case '%s': the cases are decode, agents, first", k);
+            rc = cv_cli_usage_error(&spec, "--case '%s': the cases are decode, agents, first, embed", k);
     }
     free(cases);
     free(url);
