@@ -137,7 +137,7 @@ const cv_model_alias cv_model_aliases[] = {
      * llama.cpp stored qwen3.pooling_type get the pooling from the row. */
     { "qwen3-embedding-0.6b", "Qwen/Qwen3-Embedding-0.6B-GGUF", "Qwen3-Embedding-0.6B-Q8_0.gguf",
       "Qwen3 Embedding 0.6B (1024-value vectors), 0.6 GB: code and text search", 32768, 0, 0, 0, 0, 0,
-      .arch = "qwen3", .pooling = CV_POOL_LAST, .min_dims = 32 },
+      .arch = "qwen3", .shape = "qwen3-0.6b", .pooling = CV_POOL_LAST, .min_dims = 32 },
     { "qwen3-embedding-4b", "Qwen/Qwen3-Embedding-4B-GGUF", "Qwen3-Embedding-4B-Q4_K_M.gguf",
       "Qwen3 Embedding 4B (2560-value vectors), 2.5 GB", 32768, 0, 0, 0, 0, 0,
       .arch = "qwen3", .pooling = CV_POOL_LAST, .min_dims = 32 },

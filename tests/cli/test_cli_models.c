@@ -446,8 +446,10 @@ TEST(alias_rows_are_well_formed_and_resolve_to_themselves)
         CHECK_MSG(strchr(a->repo, '/') && strlen(a->file) > 5 && !strcmp(a->file + strlen(a->file) - 5, ".gguf"),
                   "%s: repo %s file %s", a->name, a->repo, a->file);
         CHECK_MSG(a->n_ctx >= 32768, "%s: context %d is too small for coding agents", a->name, (int)a->n_ctx);
-        CHECK_MSG(a->temperature > 0 && a->temperature <= 1.5f && a->top_p > 0 && a->top_p <= 1, "%s: sampling",
-                  a->name);
+        /* an embedding model samples nothing: its row has a pooling instead */
+        CHECK_MSG(a->pooling ? a->temperature == 0 && a->pooling <= 3 && a->min_dims >= 0
+                             : a->temperature > 0 && a->temperature <= 1.5f && a->top_p > 0 && a->top_p <= 1,
+                  "%s: sampling or pooling", a->name);
         CHECK(cv_model_alias_find(a->name) == a);
         CHECK(cv_model_alias_by_file(a->repo, a->file) == a);
         for (int j = 0; j < i; j++)
