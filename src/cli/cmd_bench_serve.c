@@ -156,14 +156,41 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
+/* `{"model":"NAME"` opening a request body. */
+static void put_model(cv_buf *body, const bs_opts *o)
+{
+    json_t *name = json_string(o->model);
+    cv_buf_puts(body, "{\"model\":");
+    cv_json_dump(body, name);
+    json_decref(name);
+}
+
+/* A POST of body (JSON) to url with the key, the headers in *h besides
+ * (the list grows; the caller frees it), the reply to fn(ud). */
+static CURL *post_handle(const bs_opts *o, const char *url, const cv_buf *body, struct curl_slist **h,
+                         size_t (*fn)(char *, size_t, size_t, void *), void *ud)
+{
+    CURL *c = curl_easy_init();
+    *h = curl_slist_append(*h, "Content-Type: application/json");
+    if (o->api_key) {
+        char auth[512];
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
+        *h = curl_slist_append(*h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body->len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fn);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, ud);
+    return c;
+}
+
 static void run_stream(stream_rec *r)
 {
     const bs_opts *o = r->o;
     cv_buf body = { 0 }, url = { 0 };
-    cv_buf_puts(&body, "{\"model\":");
-    json_t *mname = json_string(o->model);
-    cv_json_dump(&body, mname);
-    json_decref(mname);
+    put_model(&body, o);
     cv_buf_puts(&body, ",\"prompt\":[");
     for (int32_t i = 0; i < r->n_prompt; i++)
         cv_buf_printf(&body, "%s%d", i ? "," : "", r->prompt[i]);
@@ -182,23 +209,13 @@ static void run_stream(stream_rec *r)
     cv_buf_putc(&body, '}');
     cv_buf_printf(&url, "%s/v1/completions", o->url);
 
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    char auth[512], session[256];
-    if (o->api_key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
-        h = curl_slist_append(h, auth);
-    }
+    struct curl_slist *h = NULL;
+    char session[256];
     if (o->session_header && r->session) {
         snprintf(session, sizeof session, "%s: %s", o->session_header, r->session);
         h = curl_slist_append(h, session);
     }
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body.len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    CURL *c = post_handle(o, url.data, &body, &h, on_body, r);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     r->t_start = now_s();
@@ -628,10 +645,7 @@ static int case_embed(const bs_opts *o)
     for (int rep = 0; rep < o->repeats; rep++) {
         int32_t *ids = cv_xmalloc((size_t)o->n_prompt * sizeof *ids);
         cv_buf body = { 0 }, url = { 0 }, out = { 0 };
-        cv_buf_puts(&body, "{\"model\":");
-        json_t *mname = json_string(o->model);
-        cv_json_dump(&body, mname);
-        json_decref(mname);
+        put_model(&body, o);
         cv_buf_puts(&body, ",\"encoding_format\":\"base64\",\"input\":[");
         for (int32_t i = 0; i < N; i++) {
             fill_ids(ids, o->n_prompt, o->seed * 1000003u + (uint64_t)rep * 101u + (uint64_t)i, o->id_range);
@@ -642,19 +656,8 @@ static int case_embed(const bs_opts *o)
         }
         cv_buf_puts(&body, "]}");
         cv_buf_printf(&url, "%s/v1/embeddings", o->url);
-        CURL *c = curl_easy_init();
-        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-        char auth[512];
-        if (o->api_key) {
-            snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->api_key);
-            h = curl_slist_append(h, auth);
-        }
-        curl_easy_setopt(c, CURLOPT_URL, url.data);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body.len);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_plain);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+        struct curl_slist *h = NULL;
+        CURL *c = post_handle(o, url.data, &body, &h, on_plain, &out);
         const double t0 = now_s();
         CURLcode rc = curl_easy_perform(c);
         const double dt = now_s() - t0;

@@ -1,12 +1,13 @@
 /* proc.h — for the cli tests that drive processes: run a program with
  * extra environment and collect its exit status, stdout and stderr; start
- * tests/server's fake_serve (the real HTTP server over the test backend) and
- * read the port it prints. Test-only; static functions, one copy per test. */
+ * a server (`corvid serve`, or tests/server's fake_serve: the real HTTP
+ * server over the test backend) and read the port it prints. Test-only; static functions, one copy per test. */
 #ifndef CV_TEST_PROC_H
 #define CV_TEST_PROC_H
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,18 +106,23 @@ static void run_input(const char *const *argv, const char *const *envs, const ch
 
 static void run(const char *const *argv, const char *const *envs, proc_out *po) { run_input(argv, envs, NULL, po); }
 
-/* Starts fake_serve on a free port with an API key and a 32k context;
- * returns its pid (0 on failure) and the port it printed. */
-static pid_t start_fake_serve(const char *bin, const char *key, int *port)
+/* Starts argv (a server that prints "listening on http://127.0.0.1:PORT"
+ * on stdout, as `corvid serve` and fake_serve do) with envs applied and its
+ * stderr appended to log_path (NULL: this process's stderr); returns its pid once it
+ * listens, and the port, or 0 (the process killed) when it never does. */
+static pid_t start_server(const char *const *argv, const char *const *envs, const char *log_path, int *port)
 {
     int o[2];
     if (pipe(o))
         return 0;
     pid_t pid = fork();
     if (pid == 0) {
+        apply_env(envs);
         dup2(o[1], 1);
         close(o[0]);
-        execl(bin, bin, "--port", "0", "--api-key", key, "--ctx", "32768", (char *)NULL);
+        if (log_path)
+            dup2(open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600), 2);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(o[1]);
@@ -125,12 +131,37 @@ static pid_t start_fake_serve(const char *bin, const char *key, int *port)
     ssize_t n;
     const char *p = NULL;
     static const char tag[] = "listening on http://127.0.0.1:";
-    while (!(p = b.data ? strstr(b.data, tag) : NULL) && (n = read(o[0], buf, sizeof buf)) > 0)
+    while (!(p = b.data ? strstr(b.data, tag) : NULL) && (n = read(o[0], buf, sizeof buf - 1)) > 0) {
         cv_buf_append(&b, buf, (size_t)n);
+        cv_buf_putc(&b, 0);
+        b.len--;
+    }
     *port = p ? atoi(p + strlen(tag)) : 0;
     cv_buf_free(&b);
     close(o[0]);
-    return *port > 0 ? pid : 0;
+    if (*port <= 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 0;
+    }
+    return pid;
+}
+
+/* SIGTERM (a drain), then its exit status (128+signal when killed). */
+static int stop_server(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Starts fake_serve on a free port with an API key and a 32k context;
+ * returns its pid (0 on failure) and the port it printed. */
+static pid_t start_fake_serve(const char *bin, const char *key, int *port)
+{
+    return start_server((const char *const[]){ bin, "--port", "0", "--api-key", key, "--ctx", "32768", NULL }, NULL,
+                        NULL, port);
 }
 
 #endif

@@ -231,8 +231,7 @@ int main(void)
     RUN(server_errors_are_reported_and_the_chat_goes_on);
     RUN(ctrl_c_stops_the_answer_not_the_program);
     RUN(chat_with_a_model_starts_a_private_server_or_says_why_not);
-    kill(serve_pid, SIGTERM);
-    waitpid(serve_pid, NULL, 0);
+    stop_server(serve_pid);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0)

@@ -549,8 +549,7 @@ int main(void)
     RUN(launch_errors_name_what_is_missing);
     RUN(launch_starts_corvid_serve_when_none_listens);
 
-    kill(serve_pid, SIGTERM);
-    waitpid(serve_pid, NULL, 0);
+    stop_server(serve_pid);
     hub_fake_stop(hub);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

@@ -30,11 +30,12 @@
 
 #include "test.h"
 
-/* proc.h's run(); its fake_serve starter is not used here. */
+/* proc.h's run() and start_server(); its fake_serve starter is not used here. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "cli/proc.h"
 #pragma GCC diagnostic pop
+#include "serve_http.h"
 
 #ifndef CV_RELEASE_BIN
 #define CV_RELEASE_BIN "build/corvid"
@@ -57,87 +58,17 @@ static pid_t start(const char *const *args, const char *store_dir, int *port)
     for (int i = 0; args[i]; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    int o[2];
-    if (pipe(o))
-        return 0;
-    char log[600];
+    char log[600], env[600];
     snprintf(log, sizeof log, "%s/serve.log", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(o[1], 1);
-        close(o[0]);
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 2);
-        if (store_dir)
-            setenv("CORVID_MODELS", store_dir, 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(o[1]);
-    cv_buf b = { 0 };
-    char buf[256];
-    ssize_t k;
-    const char *p = NULL;
-    static const char tag[] = "listening on http://127.0.0.1:";
-    while (!(p = b.data ? strstr(b.data, tag) : NULL) && (k = read(o[0], buf, sizeof buf - 1)) > 0) {
-        cv_buf_append(&b, buf, (size_t)k);
-        cv_buf_putc(&b, 0);
-        b.len--;
-    }
-    *port = p ? atoi(p + strlen(tag)) : 0;
-    cv_buf_free(&b);
-    close(o[0]);
-    if (*port <= 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return 0;
-    }
-    return pid;
+    snprintf(env, sizeof env, "CORVID_MODELS=%s", store_dir ? store_dir : "");
+    return start_server(argv, (const char *const[]){ store_dir ? env : "-CORVID_MODELS", NULL }, log, port);
 }
 
-static int stop(pid_t pid)
-{
-    kill(pid, SIGTERM);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+static int stop(pid_t pid) { return stop_server(pid); }
 
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
-{
-    cv_buf_append(ud, p, sz * n);
-    return sz * n;
-}
-
-/* A request (POST when body is set) with an optional bearer key; the status,
- * and the body parsed (NULL when it is not JSON). */
 static json_t *http(int port, const char *path, const char *body, const char *key, long *status)
 {
-    char url[256], auth[300];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    CURL *c = curl_easy_init();
-    cv_buf out = { 0 };
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "anthropic-version: 2023-06-01");
-    if (key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
-    *status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    json_t *v = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    cv_buf_free(&out);
-    return v;
+    return serve_http(port, path, body, key, status, NULL);
 }
 
 static json_t *get_ok(int port, const char *path, const char *body)
@@ -276,17 +207,8 @@ TEST(two_models_at_once_answer_as_each_alone_and_names_routes_and_globs_pick_the
     json_decref(v);
     /* /metrics: a sample per model */
     cv_buf mt = { 0 };
-    {
-        char url[128];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
-        CURL *c = curl_easy_init();
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &mt);
-        curl_easy_perform(c);
-        curl_easy_cleanup(c);
-        cv_buf_putc(&mt, 0);
-    }
+    json_decref(serve_http(port, "/metrics", NULL, NULL, &st, &mt));
+    cv_buf_putc(&mt, 0);
     CHECK(mt.data && strstr(mt.data, "corvid_model_loaded{model=\"a\"} 1"));
     CHECK(mt.data && strstr(mt.data, "corvid_model_loaded{model=\"e\"} 1"));
     CHECK(mt.data && strstr(mt.data, "corvid_sched_steps_total{model=\"b\"}"));

@@ -23,11 +23,12 @@
 
 #include "test.h"
 
-/* proc.h's run(); its fake_serve starter is not used here. */
+/* proc.h's run() and start_server(); its fake_serve starter is not used here. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "cli/proc.h"
 #pragma GCC diagnostic pop
+#include "serve_http.h"
 
 #ifndef CV_RELEASE_BIN
 #define CV_RELEASE_BIN "build/corvid"
@@ -76,76 +77,22 @@ static pid_t start(const char *const *extra, int *port)
     for (int i = 0; extra[i]; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    int o[2];
-    if (pipe(o))
-        return 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(o[1], 1);
-        close(o[0]);
-        int dn = open("/dev/null", O_WRONLY);
-        dup2(dn, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(o[1]);
-    cv_buf b = { 0 };
-    char buf[256];
-    ssize_t k;
-    const char *p = NULL;
-    static const char tag[] = "listening on http://127.0.0.1:";
-    while (!(p = b.data ? strstr(b.data, tag) : NULL) && (k = read(o[0], buf, sizeof buf - 1)) > 0) {
-        cv_buf_append(&b, buf, (size_t)k);
-        cv_buf_putc(&b, 0);
-        b.len--;
-    }
-    *port = p ? atoi(p + strlen(tag)) : 0;
-    cv_buf_free(&b);
-    close(o[0]);
-    if (*port <= 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return 0;
-    }
-    return pid;
+    return start_server(argv, NULL, "/dev/null", port);
 }
 
-static int stop(pid_t pid)
-{
-    kill(pid, SIGTERM);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
-{
-    cv_buf_append(ud, p, sz * n);
-    return sz * n;
-}
+static int stop(pid_t pid) { return stop_server(pid); }
 
 static json_t *get(int port, const char *path, const char *body)
 {
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    CURL *c = curl_easy_init();
-    cv_buf out = { 0 };
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    json_t *v = status == 200 ? json_loadb(out.data ? out.data : "", out.len, 0, NULL) : NULL;
-    CHECK_MSG(v, "%s: HTTP %ld %.200s", path, status, out.data ? out.data : "");
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    cv_buf_free(&out);
+    long status;
+    cv_buf raw = { 0 };
+    json_t *v = serve_http(port, path, body, NULL, &status, &raw);
+    if (status != 200) {
+        json_decref(v);
+        v = NULL;
+    }
+    CHECK_MSG(v, "%s: HTTP %ld %.200s", path, status, raw.data ? raw.data : "");
+    cv_buf_free(&raw);
     return v;
 }
 
