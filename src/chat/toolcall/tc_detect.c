@@ -18,7 +18,9 @@
  *     object, a list of calls, a ```json fence, Harmony's text form): a
  *     call only once read whole, naming a declared tool, with arguments
  *     that fit its schema (tc_args_fit); a Python list of calls only as the
- *     whole reply. Prose, code and JSON answers stay content.
+ *     whole reply. Prose, code and JSON answers stay content. The row in
+ *     use is held to the same rules for its shapes its starts do not
+ *     write (Llama 3's fenced call).
  *   - Detection runs while nothing has been found (no call yet); after a
  *     call, only the format in use and the row it was found in count, so a
  *     second syntax later in the reply is text.
@@ -76,8 +78,16 @@ void tc_detect_marks(tc_run *r)
     bool calls = (!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none;
     for (int i = 0; i < cv_tc_n_formats; i++) {
         const cv_tc_format *g = cv_tc_formats[i];
-        if (g == r->fmt)
+        if (g == r->fmt) {
+            /* The row's own bare shapes that its starts do not write (Llama
+             * 3's call in a ```json fence): a call by the rules of weak
+             * evidence, as when another row is in use. A shape its starts
+             * do write keeps the start's meaning (registered first). */
+            for (const tc_start *s = g->detect; s && s->marker; s++)
+                if (s->weak && calls && !r->o.json_response)
+                    tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, g);
             continue;
+        }
         for (const tc_start *s = g->starts; s && s->marker; s++) {
             if (s->weak || s->at_start)
                 continue;

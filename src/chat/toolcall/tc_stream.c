@@ -715,7 +715,8 @@ static int content_step(tc_run *r)
         if (!st->keep)
             tc_eat(r, hit->len);
         tc_section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
-        if (hit->kind == MK_START && f != r->fmt)
+        /* another row's mark, or a detection shape of the row in use */
+        if (hit->kind == MK_START && (f != r->fmt || !tc_own_start(f, hit)))
             tc_detect_begin(r, f, st->weak);
         break;
     case MK_DROP:
