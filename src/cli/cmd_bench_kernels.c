@@ -30,11 +30,18 @@
  *            beside each, the Q4_K matmul that decompressing the context
  *            into per-head keys and values would cost before attending
  *            (cv_engine_bench_mla).
+ *   deltanet the Gated DeltaNet kernels of the qwen3.5-4b shape on the
+ *            calling thread, at each level this CPU runs: a decode step
+ *            (one token through every layer's and head's 128 x 128 state,
+ *            48 MiB read and written: state bytes / time) and one head's
+ *            64-token chunk in cache (its floating-point operations /
+ *            time).
  * Weights are distinct memory for every matrix (so decode really streams
  * the whole model from DRAM), filled by quantizing a few random rows with
  * the reference quantizers and repeating them. Each figure is the median of
  * repeats; the machine is shared, so run it twice and compare. */
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -42,6 +49,7 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "engine/engine_bench.h"
+#include "kernels/deltanet.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -561,6 +569,70 @@ static int bench_mla(cv_pool *pool, const char *models, int repeats, cv_err *err
     return 0;
 }
 
+/* The Gated DeltaNet kernels of the qwen3.5-4b shape at each level: a
+ * decode step over every layer's and value head's state (distinct memory,
+ * so it streams from DRAM as decoding does) and one head's 64-token chunk
+ * (in cache), on the calling thread. */
+static int bench_deltanet(const char *models, int repeats)
+{
+    const cv_model_shape *s = cv_model_shape_find("qwen3.5-4b");
+    if (!s || !in_list(models, s->name) || s->ssm_state <= 0)
+        return 0;
+    const int32_t d = s->ssm_state, n_heads = s->ssm_heads, n_layers = s->n_layer - s->n_layer / s->full_attn_interval;
+    const int64_t n_states = (int64_t)n_heads * n_layers;
+    const size_t dd = (size_t)d * d, N = CV_DN_CHUNK;
+    float *S = cv_aligned_alloc((size_t)n_states * dd * sizeof(float));
+    float *in = cv_aligned_alloc(4 * N * (size_t)d * sizeof(float)), *gb = cv_aligned_alloc(2 * N * sizeof(float));
+    float *o = cv_aligned_alloc(N * (size_t)d * sizeof(float)), *tmp = cv_aligned_alloc((size_t)d * sizeof(float));
+    float *scratch = cv_aligned_alloc(cv_dn_chunk_floats(d) * sizeof(float)), *S1 = cv_aligned_alloc(dd * 4);
+    cv_rng r;
+    cv_rng_seed(&r, 5);
+    for (size_t i = 0; i < (size_t)n_states * dd; i++)
+        S[i] = 0.01f * cv_rng_normal(&r);
+    for (size_t i = 0; i < 4 * N * (size_t)d; i++)
+        in[i] = cv_rng_normal(&r) / sqrtf((float)d);
+    for (size_t t = 0; t < N; t++)
+        gb[t] = 0.5f, gb[N + t] = -0.05f;
+    const float *q = in, *k = in + N * d, *v = in + 2 * N * d;
+    /* the chunk's products: K K^T, Q K^T, the substitution, W S0, Q S0,
+     * M Delta, K^T Delta (deltanet.c's count) */
+    const double chunk_macs = (double)N * N * d * 2 + (double)N * N * 2 * d / 2 + 3.0 * N * d * d + (double)N * N * d / 2;
+    printf("\ngated deltanet kernels (%s shape: %lld states of %d x %d, one thread)\n", s->name, (long long)n_states, d,
+           d);
+    printf("%-8s %14s %12s %18s %14s\n", "level", "decode step ms", "GB/s r+w", "64-token chunk us", "GFLOP/s");
+    double t[64];
+    repeats = CV_MIN(repeats, 64);
+    for (int l = 0; l < CV_ISA_COUNT; l++) {
+        const dn_kernels *kn = cv_dn_kernels_at(l, d);
+        if (!kn) {
+            if (!cv_isa_supported(l))
+                printf("%-8s not on this CPU (%s)\n", cv_isa_name(l), cv_isa_missing(l));
+            continue;
+        }
+        const cv_vec_ops *vec = cv_vec_ops_for(l);
+        double best_step = 1e30, best_chunk = 1e30;
+        for (int rep = 0; rep < repeats; rep++) {
+            double t0 = clock_s();
+            for (int64_t h = 0; h < n_states; h++)
+                kn->step(d, S + (size_t)h * dd, q, k, v, 0.5f, -0.05f, o, tmp);
+            t[rep] = clock_s() - t0;
+            best_step = fmin(best_step, t[rep]);
+            memcpy(S1, S, dd * 4);
+            t0 = clock_s();
+            cv_dn_chunk(kn, vec, d, (int32_t)N, S1, q, k, v, gb, gb + N, o, scratch);
+            best_chunk = fmin(best_chunk, clock_s() - t0);
+        }
+        qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
+        const double state_bytes = 2.0 * (double)n_states * (double)dd * 4;
+        printf("%-8s %14.3f %12.2f %18.1f %14.1f   (step best %.3f ms)\n", cv_isa_name(l), t[repeats / 2] * 1e3,
+               state_bytes / t[repeats / 2] / 1e9, best_chunk * 1e6, 2 * chunk_macs / best_chunk / 1e9, best_step * 1e3);
+        fflush(stdout);
+    }
+    cv_aligned_free(S), cv_aligned_free(in), cv_aligned_free(gb), cv_aligned_free(o), cv_aligned_free(tmp);
+    cv_aligned_free(scratch), cv_aligned_free(S1);
+    return 0;
+}
+
 typedef struct bk_opts {
     int32_t threads, repeats;
     const char *models, *mixes, *cases;
@@ -581,7 +653,8 @@ static const cv_flag flags[] = {
       "the shapes (default all)"),
     CV_FLAG_ROW("--dtype", NULL, CV_FLAG_STR, O(mixes), 0, 0, "q4_0,q4_k_m,q8_0,f16,iq4_xs,mxfp4,q2_k,q3_k_m|all",
       "the type mixes (default q4_0,q4_k_m,q8_0)"),
-    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0, "decode,batch8,prefill,tiles,experts,attention,mla|all",
+    CV_FLAG_ROW("--case", NULL, CV_FLAG_STR, O(cases), 0, 0,
+      "decode,batch8,prefill,tiles,experts,attention,mla,deltanet|all",
       "the cases (default all)"),
     CV_FLAG_ROW("--threads", NULL, CV_FLAG_I32, O(threads), 1, 1024, "N", "compute threads (default: every CPU)"),
     CV_FLAG_ROW("--repeats", NULL, CV_FLAG_I32, O(repeats), 1, 64, "N", "repeats of each case (default 5)"),
@@ -696,6 +769,8 @@ int cv_cmd_bench_kernels(int argc, char **argv)
                                                                      have_peak, &err)))
                 fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     }
+    if (!rc && in_list(cases, "deltanet"))
+        rc = bench_deltanet(models, repeats);
     if (!rc && in_list(cases, "attention") && (rc = bench_attention(pool, models, repeats, &bw, &err)))
         fprintf(stderr, "corvid bench-kernels: %s\n", err.msg);
     if (!rc && in_list(cases, "mla") && (rc = bench_mla(pool, models, repeats, &err)))

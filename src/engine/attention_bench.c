@@ -187,7 +187,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     int32_t *rows = cv_xmalloc((size_t)b->n_tok * sizeof *rows);
     for (int32_t i = 0; i < b->n_tok; i++)
         rows[i] = i;
-    const att_tile_fn fn = cv_isa_active() >= CV_ISA_AVX2 ? eng_mla_tile_avx2 : eng_mla_tile_scalar;
+    const att_tile_fn fn = eng_mla_tile_for();
     const int nth = cv_pool_size(pool);
     const bool chunks = b->n_tok == 1;
     const int32_t n_chunks = cv_att_chunks(b->depth - 1);
@@ -241,7 +241,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         .decompress_s = median_of(td, repeats),
         .absorbed_macs = macs,
         .decompress_macs = (double)b->depth * H * up * C,
-        .tile = fn == eng_mla_tile_avx2 ? "avx2 gemm" : "scalar gemm",
+        .tile = fn == eng_mla_tile_avx512 ? "avx512 gemm" : fn == eng_mla_tile_avx2 ? "avx2 gemm" : "scalar gemm",
     };
     free(ta);
     free(td);

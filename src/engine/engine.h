@@ -31,10 +31,6 @@
 
 /* ---- engine ---- */
 
-/* Positions per KV block. 16 keeps the waste of a sequence's last block
- * small and lets a prefix cache share at a fine grain (vLLM's default). */
-#define CV_KV_BLOCK 16
-
 typedef struct cv_engine_params {
     int32_t n_threads;   /* compute threads; <= 0: every CPU */
     int32_t n_ctx;       /* positions one sequence may hold; <= 0: min(training context, 4096) */

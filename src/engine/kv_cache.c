@@ -1,7 +1,8 @@
 /* kv_cache.c — the paged KV cache: pools of fixed-size blocks with
  * reference counts, one per layer group (engine_int.h "layer groups": the
- * full layers, the window layers), writing a position's keys and values,
- * and growing and cutting a sequence's block tables. Blocks are shared by
+ * full layers, the window layers), and growing and cutting a sequence's
+ * block tables (a block's layout and writing a position into it are the
+ * kernels layer's: kernels/attention.h). Blocks are shared by
  * reference; a sequence about to write into a block someone else also
  * holds copies it first (copy on write), so sharing is invisible to the
  * forward pass. Before a sequence grows it lets go of the window blocks no
@@ -28,18 +29,6 @@ void *eng_map(size_t bytes)
     return d;
 }
 
-static size_t head_bytes(int32_t head_dim, uint32_t type)
-{
-    if (type == CV_GGML_Q8_0)
-        return (size_t)CV_KV_BLOCK * ((size_t)head_dim + (size_t)(head_dim / kv_q8_group(head_dim)) * 2);
-    return (size_t)CV_KV_BLOCK * (size_t)head_dim * (type == CV_GGML_F16 ? 2 : 4);
-}
-
-size_t kv_block_bytes(int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim, uint32_t type)
-{
-    return (size_t)n_layer * (size_t)n_parts * (size_t)n_head_kv * head_bytes(head_dim, type);
-}
-
 int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim,
                  uint32_t type, cv_err *err)
 {
@@ -55,7 +44,7 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts,
     p->type = type;
     p->qgroup = kv_q8_group(head_dim);
     p->elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4;
-    p->head_bytes = head_bytes(head_dim, type);
+    p->head_bytes = kv_head_bytes(head_dim, type);
     p->block_bytes = kv_block_bytes(n_layer, n_parts, n_head_kv, head_dim, type);
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
@@ -113,52 +102,6 @@ void kv_pool_unref(kv_pool *p, int32_t b)
 }
 
 /* ---- writing a position ---- */
-
-uint16_t kv_quantize_q8(const float *x, int32_t n, int8_t *q)
-{
-    float amax = 0;
-    for (int32_t i = 0; i < n; i++)
-        amax = fmaxf(amax, fabsf(x[i]));
-    const uint16_t dh = cv_fp32_to_fp16(amax / 127.0f);
-    const float d = cv_fp16_to_fp32(dh), id = d > 0 && d < INFINITY ? 1.0f / d : 0.0f;
-    for (int32_t i = 0; i < n; i++) {
-        const float t = x[i] * id;
-        q[i] = (int8_t)(t >= 127.0f ? 127.0f : t <= -127.0f ? -127.0f : t == t ? nearbyintf(t) : 0.0f);
-    }
-    return dh;
-}
-
-void kv_store(const kv_pool *p, const cv_vec_ops *vec, void *K, void *V, int32_t j, const float *k, const float *v)
-{
-    const int32_t hd = p->head_dim;
-    /* The key goes in transposed: one element per dimension's row. */
-    switch (p->type) {
-    case CV_GGML_Q8_0: {
-        uint16_t *ks = (uint16_t *)kv_q8_scales(p, K), *vs = (uint16_t *)kv_q8_scales(p, V);
-        uint8_t *ku = K;
-        int8_t kq[CV_MAX_HEAD_DIM], *vq = (int8_t *)V + kv_v_at(hd, j, 0);
-        for (int32_t i = 0; i < hd; i += p->qgroup) {
-            ks[kv_scale_at(p, j, i)] = kv_quantize_q8(k + i, p->qgroup, kq + i);
-            vs[kv_scale_at(p, j, i)] = kv_quantize_q8(v + i, p->qgroup, vq + i);
-        }
-        for (int32_t i = 0; i < hd; i++) /* offset by 128 (engine_int.h, kv_k8_value) */
-            ku[kv_k8_at(j, i)] = (uint8_t)(kq[i] + 128);
-        break;
-    }
-    case CV_GGML_F16: {
-        uint16_t kh[CV_MAX_HEAD_DIM];
-        vec->f32_to_f16(k, kh, hd);
-        for (int32_t i = 0; i < hd; i++)
-            ((uint16_t *)K)[kv_k_at(j, i)] = kh[i];
-        vec->f32_to_f16(v, (uint16_t *)V + kv_v_at(hd, j, 0), hd);
-        break;
-    }
-    default:
-        for (int32_t i = 0; i < hd; i++)
-            ((float *)K)[kv_k_at(j, i)] = k[i];
-        memcpy((float *)V + kv_v_at(hd, j, 0), v, (size_t)hd * sizeof(float));
-    }
-}
 
 /* ---- block tables ---- */
 

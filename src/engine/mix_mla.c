@@ -169,8 +169,19 @@ static void mla_tile(const dn_kernels *kn, const att_tile *a, float *scratch)
     }
 }
 
-void eng_mla_tile_scalar(const att_tile *a, float *scratch) { mla_tile(&eng_dn_kernels_scalar, a, scratch); }
-void eng_mla_tile_avx2(const att_tile *a, float *scratch) { mla_tile(&eng_dn_kernels_avx2, a, scratch); }
+void eng_mla_tile_scalar(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_scalar, a, scratch); }
+void eng_mla_tile_avx2(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_avx2, a, scratch); }
+void eng_mla_tile_avx512(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_avx512, a, scratch); }
+
+att_tile_fn eng_mla_tile_for(void)
+{
+    /* the gemm takes any sizes: a head size every level takes asks only
+     * for the level */
+    const dn_kernels *kn = cv_dn_kernels_for(16);
+    return kn == &cv_dn_kernels_avx512 ? eng_mla_tile_avx512
+           : kn == &cv_dn_kernels_avx2 ? eng_mla_tile_avx2
+                                       : eng_mla_tile_scalar;
+}
 
 size_t eng_mla_scratch_floats(int32_t R, int32_t D)
 {
@@ -295,7 +306,7 @@ static int mla_init(cv_engine *e, cv_err *err)
     e->ld_q = (int64_t)M->H * M->C;
     e->qkv = cv_aligned_alloc(T * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc(T * (size_t)e->ld_q * sizeof(float));
-    e->att_tile = cv_isa_active() >= CV_ISA_AVX2 ? eng_mla_tile_avx2 : eng_mla_tile_scalar;
+    e->att_tile = eng_mla_tile_for();
     const size_t need = eng_mla_scratch_floats(e->att_tile_tokens * M->H, M->D);
     if (need > e->att_scratch_floats) {
         cv_aligned_free(e->att_scratch);

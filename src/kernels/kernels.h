@@ -73,6 +73,12 @@ const char *cv_isa_missing(cv_isa isa);
  * lower level this CPU runs (scalar for scalar). */
 cv_isa cv_isa_fallback(cv_isa isa);
 
+/* Positions per block of the paged K/V cache (kernels/attention.h lays a
+ * block out; the engine's sequences hold blocks). 16 keeps the waste of a
+ * sequence's last block small and lets a prefix cache share at a fine
+ * grain (vLLM's default). */
+#define CV_KV_BLOCK 16
+
 /* ---- dtype table ---- */
 
 /* Dequantize n values (n a multiple of block_elems) from src to dst. */

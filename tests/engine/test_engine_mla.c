@@ -75,8 +75,10 @@ static int tiles(att_tile_fn *fns, const char **names)
 {
     int n = 0;
     fns[n] = eng_mla_tile_scalar, names[n++] = "scalar";
-    if (cv_isa_supported(CV_ISA_AVX2))
+    if (cv_dn_kernels_at(CV_ISA_AVX2, 16))
         fns[n] = eng_mla_tile_avx2, names[n++] = "avx2";
+    if (cv_dn_kernels_at(CV_ISA_AVX512, 16))
+        fns[n] = eng_mla_tile_avx512, names[n++] = "avx512";
     return n;
 }
 
@@ -119,8 +121,8 @@ static void run_case(const mla_case *c)
                    .rows = rows, .qkv = q, .ld_qkv = ld, .out = out, .ld_out = ld_out, .n_rep = c->H, .hd = D,
                    .hd_v = c->C, .scale = 1.0f / sqrtf((float)(c->rot + 32)) };
     naive(&a, ref);
-    att_tile_fn fns[2];
-    const char *names[2];
+    att_tile_fn fns[3];
+    const char *names[3];
     const int n_fn = tiles(fns, names);
     for (int f = 0; f < n_fn; f++) {
         memset(out, 0, (size_t)3 * c->n_tok * ld_out * sizeof *out);

@@ -1,5 +1,5 @@
-/* mix_deltanet_avx2.c — AVX2/FMA versions of the Gated DeltaNet mixer's two
- * inner loops (mix_deltanet.c has the scalar reference and the math):
+/* deltanet_avx2.c — AVX2/FMA versions of the Gated DeltaNet mixer's two
+ * inner loops (deltanet.c has the scalar reference and the math):
  *   gemm: the chunked form's small products (n x d by d x d and the like,
  *     n <= CV_DN_CHUNK), up to 12 accumulators of C in registers while k
  *     runs (6 rows x 16 columns, or one row x 64), so every FMA chain has
@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "engine/engine_int.h"
+#include "kernels/deltanet.h"
 
 static inline void put(float *c, __m256 v, __m256 alpha, bool acc)
 {
@@ -152,4 +152,4 @@ static void step_avx2(int32_t d, float *S, const float *q, const float *k, const
     }
 }
 
-const dn_kernels eng_dn_kernels_avx2 = { .gemm = gemm_avx2, .step = step_avx2 };
+const dn_kernels cv_dn_kernels_avx2 = { .gemm = gemm_avx2, .step = step_avx2 };

@@ -19,7 +19,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "engine/engine_int.h"
+#include "kernels/attention.h"
 #include "kernels/simd_exp.h"
 
 /* The cache's element type, a constant after inlining: each tile body is
@@ -72,7 +72,7 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i u8, const int8_t *s8x4)
  * two a cycle with a latency of four; integer sums, so the same bits); per
  * group the sums less the keys' offset (128 x the row's sum), in f32, times
  * the 16 key factors x the row's factor, added into S in group order
- * (engine_int.h att_q8: the scalar tile's arithmetic to the bit). */
+ * (attention.h att_q8: the scalar tile's arithmetic to the bit). */
 #define QK8_DP(n)                                                                                                      \
     do {                                                                                                               \
         if (nr > (n)) {                                                                                                \
@@ -280,6 +280,6 @@ static inline void scale_pq(const kv_pool *kv, const char *V, const float *P, fl
 }
 
 #define ATT_QK_ROWS 8
-#include "engine/attention_tile.h"
+#include "kernels/attention_tile.h"
 
 void cv_att_tile_avx512(const att_tile *a, float *scratch) { att_tile_typed(a, scratch); }

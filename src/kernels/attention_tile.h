@@ -9,7 +9,7 @@
  *                 pf per 16 dimensions
  *   qk_rows_q8(q8, r, K, ks, hd, group, S, nr, pf)
  *                 the same for a q8_0 cache: rows r.. of q8 against the int8
- *                 keys K with their factors ks (engine_int.h att_q8)
+ *                 keys K with their factors ks (attention.h att_q8)
  *   softmax_token(a, P, mx, sum, corr, k, base)
  *                 the online-softmax update of token k's rows: its scores in
  *                 P become probabilities (0 outside what it sees), mx and sum
@@ -28,7 +28,7 @@
 
 #include <math.h>
 
-#include "engine/engine_int.h"
+#include "kernels/attention.h"
 
 static inline const float *q_row(const att_tile *a, int32_t r)
 {

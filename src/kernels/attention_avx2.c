@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "engine/engine_int.h"
+#include "kernels/attention.h"
 #include "kernels/simd_exp.h"
 
 static inline float hmax8(__m256 v)
@@ -76,7 +76,7 @@ static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvte
  * ports) against the keys with q's signs (a pair's sum stays below 2^15: both
  * sides within +-127), vpmaddwd into 8 int32 sums a register; per group
  * the sums in f32 times the key factors x the row's factor, added into S
- * in group order (engine_int.h att_q8: the scalar tile's arithmetic to the
+ * in group order (attention.h att_q8: the scalar tile's arithmetic to the
  * bit). */
 #define QK8_DP(n, a, b)                                                                                                \
     do {                                                                                                               \
@@ -292,6 +292,6 @@ static inline void scale_pq(const kv_pool *kv, const char *V, const float *P, fl
 }
 
 #define ATT_QK_ROWS 4
-#include "engine/attention_tile.h"
+#include "kernels/attention_tile.h"
 
 void cv_att_tile_avx2(const att_tile *a, float *scratch) { att_tile_typed(a, scratch); }
