@@ -15,6 +15,8 @@
 #include "cli/cli.h"
 #include "cli/models.h"
 #include "gguf/gguf.h"
+#include "kernels/attention.h"
+#include "kernels/deltanet.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
@@ -132,6 +134,58 @@ static int check_model(const char *path, double bw_gbs)
     return avail > 0 && ram > avail;
 }
 
+/* One operation's level at the process's ISA and, for each level above it
+ * that the process would allow, why that one does not run it. */
+static void print_op(const char *what, cv_isa ran, const char *(*why_not)(cv_isa, int32_t), int32_t d)
+{
+    printf("  %-38s %-7s", what, cv_isa_name(ran));
+    const char *sep = "  (";
+    for (cv_isa l = cv_isa_active(); l > ran; l--) {
+        const char *why = why_not(l, d);
+        if (why) {
+            printf("%s%s: %s", sep, cv_isa_name(l), why);
+            sep = "; ";
+        }
+    }
+    printf("%s\n", *sep == ';' ? ")" : "");
+}
+
+static const char *vec_why_not(cv_isa l, int32_t d)
+{
+    (void)d;
+    return cv_vec_ops_why_not(l);
+}
+
+static cv_isa att_level(int32_t hd)
+{
+    const att_tile_fn fn = cv_att_tile_for(hd);
+    return fn == cv_att_tile_avx512 ? CV_ISA_AVX512 : fn == cv_att_tile_avx2 ? CV_ISA_AVX2 : CV_ISA_SCALAR;
+}
+
+static cv_isa dn_level(int32_t d)
+{
+    const dn_kernels *kn = cv_dn_kernels_for(d);
+    return kn == &cv_dn_kernels_avx512 ? CV_ISA_AVX512 : kn == &cv_dn_kernels_avx2 ? CV_ISA_AVX2 : CV_ISA_SCALAR;
+}
+
+/* The operations other than matmuls (those are the dtype table's), at the
+ * head sizes the supported architectures use. */
+static void print_operations(void)
+{
+    static const struct {
+        int32_t hd;
+        const char *what;
+    } att[] = { { 128, "attention tile, head size 16n" },
+                { 72, "attention tile, head size 16n + 8" },
+                { 36, "attention tile, other head sizes" } };
+    printf("\noperations (each at the highest level with a version of it; why not a higher one):\n");
+    print_op("rows: norms, RoPE, GLU, softmax", cv_vec_ops_level(cv_isa_active()), vec_why_not, 0);
+    for (size_t i = 0; i < CV_ARRAY_LEN(att); i++)
+        print_op(att[i].what, att_level(att[i].hd), cv_att_tile_why_not, att[i].hd);
+    print_op("gated deltanet loops, head size 128", dn_level(128), cv_dn_kernels_why_not, 128);
+    print_op("latent attention tile (any row size)", dn_level(16), cv_dn_kernels_why_not, 16);
+}
+
 typedef struct doctor_opts {
     bool quick;
     int32_t threads;
@@ -191,6 +245,8 @@ int cv_cmd_doctor(int argc, char **argv)
         printf("%-6s %5u %5u  %-6s %-8s %s\n", dt->name, dt->block_elems, dt->block_bytes,
                cv_dtype_get(dt->vec_dot_type)->name, cv_isa_name(cv_dtype_dot_isa(dt, isa)), cv_matmul_path(t, isa));
     }
+
+    print_operations();
 
     int failed = 0;
     if (isa != CV_ISA_SCALAR) {

@@ -245,6 +245,19 @@ att_tile_fn cv_att_tile_named(const char *name, int32_t hd)
     return NULL;
 }
 
+const char *cv_att_tile_why_not(cv_isa isa, int32_t hd)
+{
+    if (!cv_isa_supported(isa))
+        return cv_isa_missing(isa);
+    if (tile_at(isa, hd))
+        return NULL;
+    if (isa == CV_ISA_AVX512)
+        return "head size not a multiple of 16";
+    if (isa == CV_ISA_AVX2)
+        return "head size not a multiple of 8";
+    return "no tile of its own: avx2's runs";
+}
+
 const char *cv_att_tile_name(att_tile_fn fn)
 {
     return fn == cv_att_tile_avx512 ? "avx512" : fn == cv_att_tile_avx2 ? "avx2" : "scalar";

@@ -244,6 +244,10 @@ const char *cv_att_tile_name(att_tile_fn fn);
  * head_dim hd ($CORVID_ISA aside: tests and benchmarks set tiles side by
  * side), else NULL. */
 att_tile_fn cv_att_tile_named(const char *name, int32_t hd);
+/* Why level isa runs no tile of its own for head_dim hd, in words (the
+ * CPU's reason, the head size, a level without one), or NULL when it
+ * does: `corvid doctor`'s operations list. */
+const char *cv_att_tile_why_not(cv_isa isa, int32_t hd);
 /* q8_0 caches score in integers, as q8_0 weights do: each query row is
  * quantized per group of qgroup dimensions (d = max|x| / 127 in f32,
  * q = round(x / d)), a group's score is d_key x d_query x the exact int32

@@ -182,6 +182,19 @@ const dn_kernels *cv_dn_kernels_for(int32_t d)
     }
 }
 
+const char *cv_dn_kernels_why_not(cv_isa isa, int32_t d)
+{
+    if (!cv_isa_supported(isa))
+        return cv_isa_missing(isa);
+    if (cv_dn_kernels_at(isa, d))
+        return NULL;
+    if (isa == CV_ISA_AVX512)
+        return "head size not a multiple of 16";
+    if (isa == CV_ISA_AVX2)
+        return "head size not a multiple of 8";
+    return "no float loops of its own: avx2's run";
+}
+
 const char *cv_dn_kernels_name(const dn_kernels *kn)
 {
     return kn == &cv_dn_kernels_avx512 ? "avx512" : kn == &cv_dn_kernels_avx2 ? "avx2" : "scalar";

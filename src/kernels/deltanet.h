@@ -38,6 +38,9 @@ const dn_kernels *cv_dn_kernels_at(cv_isa isa, int32_t d);
  * has them; and their name. */
 const dn_kernels *cv_dn_kernels_for(int32_t d);
 const char *cv_dn_kernels_name(const dn_kernels *kn);
+/* Why level isa has no loops of its own for d, in words, or NULL when it
+ * does (`corvid doctor`). */
+const char *cv_dn_kernels_why_not(cv_isa isa, int32_t d);
 
 /* n (1..CV_DN_CHUNK) consecutive tokens of one value head through S by the
  * chunked form (the derivation heads deltanet.c): q, k, v [n][d]

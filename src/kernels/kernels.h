@@ -305,6 +305,10 @@ typedef struct cv_vec_ops {
 
 /* The ops for an ISA (scalar for one the CPU cannot run). */
 const cv_vec_ops *cv_vec_ops_for(cv_isa isa);
+/* The level cv_vec_ops_for(isa) runs at, and why not isa itself (NULL when
+ * it does): `corvid doctor`'s operations list. */
+cv_isa cv_vec_ops_level(cv_isa isa);
+const char *cv_vec_ops_why_not(cv_isa isa);
 
 void cv_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void cv_swiglu(float *y, const float *g, const float *u, int64_t n);

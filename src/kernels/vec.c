@@ -204,12 +204,22 @@ const cv_vec_ops cv_vec_ops_scalar = {
     .argmax = argmax,
 };
 
+/* The vector ops have an AVX2 version only: the levels above run it. */
+cv_isa cv_vec_ops_level(cv_isa isa)
+{
+    return isa >= CV_ISA_AVX2 && cv_isa_supported(isa) ? CV_ISA_AVX2 : CV_ISA_SCALAR;
+}
+
 const cv_vec_ops *cv_vec_ops_for(cv_isa isa)
 {
-    /* The vector ops have an AVX2 version only: the levels above run it. */
-    if (isa >= CV_ISA_AVX2 && cv_isa_supported(isa))
-        return &cv_vec_ops_avx2;
-    return &cv_vec_ops_scalar;
+    return cv_vec_ops_level(isa) == CV_ISA_AVX2 ? &cv_vec_ops_avx2 : &cv_vec_ops_scalar;
+}
+
+const char *cv_vec_ops_why_not(cv_isa isa)
+{
+    if (!cv_isa_supported(isa))
+        return cv_isa_missing(isa);
+    return cv_vec_ops_level(isa) == isa ? NULL : "no version of its own: avx2's loops run";
 }
 
 /* ---- process-ISA entry points ---- */

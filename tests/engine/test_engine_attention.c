@@ -334,9 +334,35 @@ TEST(attention_bench_runs_the_engines_tile_over_every_pair)
     cv_pool_destroy(pool);
 }
 
+/* corvid doctor's reasons: a level the CPU lacks gives the CPU's reason,
+ * a head size a level cannot take says so, and the level cv_att_tile_for
+ * picks is the highest one without a reason. */
+TEST(each_level_says_why_it_runs_no_tile_for_a_head_size)
+{
+    static const int32_t sizes[] = { 128, 72, 36 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(sizes); i++) {
+        const int32_t hd = sizes[i];
+        cv_isa best = CV_ISA_SCALAR;
+        for (int l = CV_ISA_SCALAR; l < CV_ISA_COUNT; l++) {
+            const char *why = cv_att_tile_why_not(l, hd);
+            if (!cv_isa_supported(l))
+                CHECK_EQ_STR(why, cv_isa_missing(l));
+            else if (l == CV_ISA_AVX_VNNI)
+                CHECK(why != NULL);
+            else
+                CHECK_MSG((why == NULL) == (hd % (l == CV_ISA_AVX512 ? 16 : l == CV_ISA_AVX2 ? 8 : 1) == 0),
+                          "%s hd %d: %s", cv_isa_name(l), hd, why ? why : "runs");
+            if (!why && l <= (int)cv_isa_active())
+                best = (cv_isa)l;
+        }
+        CHECK_EQ_STR(cv_att_tile_name(cv_att_tile_for(hd)), cv_isa_name(best));
+    }
+}
+
 int main(void)
 {
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
+    RUN(each_level_says_why_it_runs_no_tile_for_a_head_size);
     RUN(every_tile_matches_a_plain_softmax);
     RUN(attention_bench_runs_the_engines_tile_over_every_pair);
     return test_report();

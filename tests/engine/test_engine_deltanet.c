@@ -221,9 +221,31 @@ TEST(chunked_form_equals_the_recurrence_for_every_chunk_length)
     }
 }
 
+/* corvid doctor's reasons, as for the attention tiles: the level
+ * cv_dn_kernels_for picks is the highest one without a reason. */
+TEST(each_level_says_why_it_has_no_loops_for_a_head_size)
+{
+    static const int32_t sizes[] = { 128, 24, 12 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(sizes); i++) {
+        const int32_t d = sizes[i];
+        const dn_kernels *best = &cv_dn_kernels_scalar;
+        for (int l = CV_ISA_SCALAR; l < CV_ISA_COUNT; l++) {
+            const char *why = cv_dn_kernels_why_not(l, d);
+            CHECK_MSG((why == NULL) == (cv_dn_kernels_at(l, d) != NULL), "%s d %d: %s", cv_isa_name(l), d,
+                      why ? why : "runs");
+            if (!cv_isa_supported(l))
+                CHECK_EQ_STR(why, cv_isa_missing(l));
+            if (!why && l <= (int)cv_isa_active())
+                best = cv_dn_kernels_at(l, d);
+        }
+        CHECK(cv_dn_kernels_for(d) == best);
+    }
+}
+
 int main(void)
 {
     RUN(fast_gemm_and_step_match_the_scalar_reference_at_every_level);
     RUN(chunked_form_equals_the_recurrence_for_every_chunk_length);
+    RUN(each_level_says_why_it_has_no_loops_for_a_head_size);
     return test_report();
 }
