@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/api.h"
 
 static cv_resp_store *store;
 

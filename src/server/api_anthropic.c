@@ -23,7 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/api.h"
+#include "server/request.h"
 
 /* Thinking blocks need a signature for clients to echo; ours carries no
  * meaning (we re-render reasoning from its text), so it is a fixed token. */

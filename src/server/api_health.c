@@ -21,7 +21,8 @@
  *                       lists requests)
  * Probes answer in microseconds and never touch a scheduler's queue or load
  * a model. Loads are summed over the loaded models. */
-#include "server/server_int.h"
+#include "server/api.h"
+#include "server/request.h"
 
 static void add_load(void *ud, cv_model_slot *m, const cv_server_backend *be)
 {

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/api.h"
+#include "server/request.h"
 
 /* ---- request ---- */
 

@@ -24,7 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/api.h"
+#include "server/request.h"
 
 int cv_openai_embeddings_parse(json_t *body, cv_chat_request *r, cv_err *err)
 {

@@ -29,8 +29,9 @@
 
 #include "chat/chat.h"
 #include "model/model.h"
+#include "sched/constrain.h"
 #include "sched/sched.h"
-#include "server/server_int.h"
+#include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct model_backend {

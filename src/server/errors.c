@@ -6,6 +6,7 @@
  * (OpenAI: platform.openai.com/docs/guides/error-codes; Anthropic:
  * docs.anthropic.com/en/api/errors.) The SDKs pick their error class from the
  * status, so the status is what must be right; the type is what users read. */
+#include "server/request.h"
 #include "server/server_int.h"
 
 typedef struct wire_err {

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/gen.h"
+#include "server/request.h"
+#include "server/stop.h"
 
 struct cv_gen {
     cv_server *srv;

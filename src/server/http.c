@@ -29,7 +29,7 @@
 
 #include <microhttpd.h>
 
-#include "server/server_int.h"
+#include "server/api.h"
 
 /* How often a blocked stream wakes to look at its socket and the stop flag. */
 #define POLL_MS 200

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "server/request.h"
 #include "server/server_int.h"
 
 typedef enum mstate { M_UNLOADED, M_LOADING, M_LOADED, M_UNLOADING } mstate;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "server/request.h"
 #include "server/server_int.h"
 
 int cv_req_num(json_t *obj, const char *key, double lo, double hi, double *out, bool *present, cv_err *err)

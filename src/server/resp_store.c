@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "server/server_int.h"
+#include "server/resp_store.h"
 
 typedef struct entry {
     struct entry *prev, *next; /* prev: more recent */

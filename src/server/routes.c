@@ -8,7 +8,7 @@
  * Paths are matched exactly (the query string is not part of the path, so
  * Claude Code's /v1/messages?beta=true lands on /v1/messages); a prefix row
  * matches the path plus at least one more character. */
-#include "server/server_int.h"
+#include "server/api.h"
 
 /* ---- request bodies → the neutral request ---- */
 

@@ -5,10 +5,11 @@
  * running get grace_ms to finish, the rest are cut and end with their wire's
  * error, and the function returns 0; the caller then closes the backend
  * (which saves the prefix cache) and the process exits 0. */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
-#include "server/server_int.h"
+#include "server/server.h"
 
 int cv_server_run(const cv_server_config *cfg, const cv_server_backend *be, int grace_ms,
                   void (*on_listen)(void *ud, int port), void *ud, cv_err *err)

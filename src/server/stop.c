@@ -6,7 +6,7 @@
  * string starts on a character boundary, so a held tail never splits a
  * character either. Cost per piece: O(pending × stops), pending being at
  * most the longest stop string plus the piece. */
-#include "server/server_int.h"
+#include "server/stop.h"
 
 void cv_stop_init(cv_stop *s, char *const *stops, int n_stops)
 {

@@ -5,7 +5,7 @@
  * every split point in between. */
 #include "test.h"
 
-#include "server/server_int.h"
+#include "server/stop.h"
 
 typedef struct stop_case {
     const char *name;

@@ -16,7 +16,7 @@
 #include "test.h"
 
 #include "chat/chat.h"
-#include "server/server_int.h"
+#include "server/api.h"
 
 static const char *templates[] = {
     "Qwen-Qwen3-0.6B.jinja",

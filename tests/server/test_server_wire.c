@@ -15,7 +15,8 @@
 #include "test.h"
 
 #include "fake_backend.h"
-#include "server/server_int.h"
+#include "server/api.h"
+#include "server/request.h"
 
 /* ---- fixtures ---- */
 
