@@ -285,7 +285,7 @@ int tc_read_env(tc_run *r, tc_sec *s)
         tc_eat(r, ws);
 #define MORE_KEEPING_WS() \
     do {                  \
-        r->pos -= ws;     \
+        tc_uneat(r, ws);  \
         s->scan = ws;     \
         return TC_MORE;   \
     } while (0)
@@ -324,7 +324,7 @@ int tc_read_env(tc_run *r, tc_sec *s)
         if (rc == TC_MORE)
             MORE_KEEPING_WS();
         if (e->one && s->n_items >= 1 && !s->in_list) {
-            r->pos -= ws;
+            tc_uneat(r, ws);
             return TC_DONE;
         }
         rc = sniff(r, e, s);
@@ -336,7 +336,7 @@ int tc_read_env(tc_run *r, tc_sec *s)
         /* not an item: the section is over (its end marker missing) */
         if (s->n_items == 0 && s->n_calls == 0)
             return TC_FAIL;
-        r->pos -= ws; /* still in the buffer: eaten in this same step */
+        tc_uneat(r, ws); /* eaten in this same step */
         return TC_DONE;
     }
 }

@@ -26,7 +26,10 @@
  *     second syntax later in the reply is text.
  * Rows that read the whole stream themselves (Harmony) take over through
  * TC_SWITCH: their reader rereads from the marker on. The cost is one
- * marker set built per parser; scanning stays one pass over the text. */
+ * marker set built per parser; scanning stays one pass over the text.
+ * This file only decides: it reads the parser and fills the marker sets it
+ * is handed; what a decision changes (the format, the speculation) is
+ * tc_stream.c's to write. */
 #include "chat/toolcall/tc_int.h"
 
 static bool same_text(const char *s, const tc_mark *m)
@@ -73,7 +76,7 @@ int tc_read_switch(tc_run *r, tc_sec *s)
     return TC_SWITCH;
 }
 
-void tc_detect_marks(tc_run *r)
+void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning)
 {
     bool calls = (!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none;
     for (int i = 0; i < cv_tc_n_formats; i++) {
@@ -85,33 +88,33 @@ void tc_detect_marks(tc_run *r)
              * do write keeps the start's meaning (registered first). */
             for (const tc_start *s = g->detect; s && s->marker; s++)
                 if (s->weak && calls && !r->o.json_response)
-                    tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, g);
+                    tc_markset_add(content, s->marker, MK_START, 0, s, g);
             continue;
         }
         for (const tc_start *s = g->starts; s && s->marker; s++) {
             if (s->weak || s->at_start)
                 continue;
-            tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, g);
-            tc_markset_add(&r->rmarks, s->marker, MK_START, 0, s, g);
+            tc_markset_add(content, s->marker, MK_START, 0, s, g);
+            tc_markset_add(reasoning, s->marker, MK_START, 0, s, g);
         }
         /* weak shapes only where a call may come of them, and never in a
          * JSON response (which is one JSON document, not a call) */
         for (const tc_start *s = g->detect; s && s->marker; s++)
             if (!s->weak || (calls && !r->o.json_response))
-                tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, g);
+                tc_markset_add(content, s->marker, MK_START, 0, s, g);
         const tc_reason *rs = tc_reasons(g);
         for (int k = 0; rs[k].open; k++) {
             if (!is_markup(rs[k].open))
                 continue;
-            tc_markset_add(&r->cmarks, rs[k].open, MK_ROPEN, k, NULL, g);
-            tc_markset_add(&r->rmarks, rs[k].close, MK_RCLOSE, k, NULL, g);
+            tc_markset_add(content, rs[k].open, MK_ROPEN, k, NULL, g);
+            tc_markset_add(reasoning, rs[k].close, MK_RCLOSE, k, NULL, g);
         }
         for (const char *const *d = g->drops; d && *d; d++)
-            tc_markset_add(&r->cmarks, *d, MK_DROP, 0, NULL, g);
+            tc_markset_add(content, *d, MK_DROP, 0, NULL, g);
     }
 }
 
-bool tc_detect_resolve(tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair)
+bool tc_detect_resolve(const tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair)
 {
     switch (m->kind) {
     case MK_START: {
@@ -144,22 +147,10 @@ bool tc_detect_resolve(tc_run *r, const tc_mark *m, const tc_start **st, const c
     return true;
 }
 
-void tc_detect_begin(tc_run *r, const cv_tc_format *f, bool weak)
-{
-    r->spec_syntax = f;
-    r->sec.syntax = f;
-    if (weak) {
-        r->spec_fit = true;
-        return;
-    }
-    r->spec_prev = r->fmt;
-    r->fmt = f;
-}
-
 /* ---- weak evidence: the captured calls against their tools ---- */
 
 typedef struct fit_walk {
-    tc_run *r;
+    const tc_run *r;
     cv_buf name, args;
     bool ok;
 } fit_walk;
@@ -180,13 +171,12 @@ static void fit_event(void *ud, const cv_chat_event *ev)
     }
 }
 
-bool tc_detect_fits(tc_run *r)
+bool tc_detect_fits(const tc_run *r)
 {
     if (r->sec.py && !r->spec_at_start)
         return false;
     fit_walk w = { .r = r, .ok = true };
     tc_cap_each(r, fit_event, &w);
-    r->work += r->cap.len;
     cv_buf_free(&w.name);
     cv_buf_free(&w.args);
     return w.ok;

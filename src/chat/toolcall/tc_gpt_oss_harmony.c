@@ -28,16 +28,13 @@ static const char *const toks[] = { "<|start|>", "<|channel|>", "<|message|>", "
 static const char *const words[] = { "analysis", "commentary", "final" };
 static const char *const xmarks[] = { "assistantanalysis", "assistantcommentary", "assistantfinal" };
 
-static void init(tc_run *r)
+/* The tokens in content, the text form's seams in reasoning. */
+static void marks(const cv_tc_format *f, tc_markset *content, tc_markset *reasoning)
 {
-    tc_markset_fini(&r->cmarks);
-    tc_markset_fini(&r->rmarks);
     for (int i = 0; i < (int)CV_ARRAY_LEN(toks); i++)
-        tc_markset_add(&r->cmarks, toks[i], MK_DROP, i, NULL, r->fmt);
+        tc_markset_add(content, toks[i], MK_DROP, i, NULL, f);
     for (int i = 0; i < (int)CV_ARRAY_LEN(xmarks); i++)
-        tc_markset_add(&r->rmarks, xmarks[i], MK_DROP, i, NULL, r->fmt);
-    tc_markset_build(&r->cmarks);
-    tc_markset_build(&r->rmarks);
+        tc_markset_add(reasoning, xmarks[i], MK_DROP, i, NULL, f);
 }
 
 static int body_kind_text(tc_run *r)
@@ -317,10 +314,8 @@ static int body_step(tc_run *r)
 
 static int harmony(tc_run *r)
 {
-    if (!r->os_buf.cap) {
-        init(r);
+    if (!r->os_buf.cap)
         cv_buf_reserve(&r->os_buf, 1);
-    }
     int rc;
     switch (r->os_st) {
     case H_INIT: return decide(r);
@@ -415,6 +410,7 @@ const cv_tc_format tc_fmt_gpt_oss_harmony = {
     .tmpl_rank = 95,
     .names = (const char *const[]){ "gpt-oss", "gpt_oss", "gptoss", NULL },
     .stream = harmony,
+    .stream_marks = marks,
     .detect = detect,
     .flags = TC_F_NO_FALLBACK,
     /* the template's "Reasoning: " line (openai-gpt-oss-120b.jinja, default

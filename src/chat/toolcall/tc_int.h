@@ -1,5 +1,6 @@
 /* tc_int.h — the guts of the tool-call layer, shared by the engine
- * (tc_stream.c), reasoning (../reasoning.c), the shared body readers
+ * (tc_stream.c), the reasoning syntaxes (../reasoning.c), output detection
+ * (tc_detect.c), the shared body readers
  * (tc_json.c, tc_call_json.c, tc_call_xml.c, tc_call_py.c) and the format
  * files (tc_<name>.c). Nothing outside src/chat includes it.
  *
@@ -224,6 +225,11 @@ struct cv_tc_format {
     /* Formats that read the whole stream themselves (Harmony channels,
      * Functionary's >>> recipients) instead of content + sections. */
     int (*stream)(tc_run *r);
+    /* Such a row's own markers, when it scans for others than the content
+     * ones (Harmony's tokens): they fill the content and reasoning sets in
+     * their place, when the parser is created for the row or hands the
+     * stream over to it (tc_stream.c). NULL: the usual sets. */
+    void (*stream_marks)(const cv_tc_format *f, tc_markset *content, tc_markset *reasoning);
     unsigned flags;
     /* The reasoning_effort values the family's chat template takes, least
      * reasoning first, NULL-terminated; NULL: the template takes the wire's
@@ -360,6 +366,17 @@ typedef struct tc_argtrack {
 enum { RM_CONTENT, RM_REASON, RM_SECTION, RM_STREAM, RM_HELD };
 enum { K_CONTENT, K_REASONING };
 
+/* The run's state has one writer, tc_stream.c, part by part as its banners
+ * go (input, events, calls, speculation, sections, reasoning, content,
+ * lifecycle); the other files read it and change it only through its
+ * functions (tc_eat / tc_uneat, tc_text, tc_call_*, tc_commit).
+ * reasoning.c and tc_detect.c decide and never write a run: they fill the
+ * marker sets they are handed. What a reader owns while it runs is the
+ * exception, each written by the one reader in use: sec (the section
+ * reader, through its tc_sec *), os_* (the whole-stream row; tc_stream.c
+ * resets it at a hand-over), scratch (any reader's, within one step), and
+ * work (the count of bytes examined that every reader adds to, for the
+ * linear bound). */
 struct cv_chat_parse {
     const cv_tc_format *fmt;
     cv_chat_parse_opts o;
@@ -422,6 +439,9 @@ struct cv_chat_parse {
 static inline const char *tc_p(const tc_run *r) { return r->in.data + r->pos; }
 static inline size_t tc_n(const tc_run *r) { return r->in.len - r->pos; }
 void tc_eat(tc_run *r, size_t n);
+/* Gives back the last n bytes eaten in this step (still in the buffer: it
+ * is compacted only between feeds). */
+void tc_uneat(tc_run *r, size_t n);
 
 /* Compares the input with a literal: TC_DONE if it starts with it (consumed
  * when eat), TC_FAIL if it cannot, TC_MORE if the input is a proper prefix
@@ -452,7 +472,7 @@ bool tc_call_begin(tc_run *r, const char *name, size_t nlen, const char *id, siz
 void tc_call_args(tc_run *r, const char *p, size_t n);
 void tc_call_end(tc_run *r);
 /* The tool a name refers to (after "functions." stripping), or NULL. */
-const json_t *tc_resolve(tc_run *r, const char *name, size_t nlen, size_t *name_off);
+const json_t *tc_resolve(const tc_run *r, const char *name, size_t nlen, size_t *name_off);
 
 /* ---- speculation ---- */
 
@@ -463,10 +483,11 @@ void tc_commit(tc_run *r);
  * events, not yet emitted). */
 void tc_cap_each(const tc_run *r, cv_chat_event_fn fn, void *ud);
 
-/* ---- output detection (tc_detect.c) ---- */
+/* ---- output detection (tc_detect.c: decisions; tc_stream.c acts on them) ---- */
 
-/* Adds every other row's markers to the marker sets (opts.detect). */
-void tc_detect_marks(tc_run *r);
+/* Adds to the content and reasoning marker sets every other row's markers,
+ * and the row in use's own shapes its starts do not write (opts.detect). */
+void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning);
 /* Format f's start written as mark m's text, or NULL. */
 const tc_start *tc_own_start(const cv_tc_format *f, const tc_mark *m);
 /* Format f's reasoning pair whose opener (closer) is m's text, or -1. */
@@ -474,32 +495,20 @@ int tc_own_pair(const cv_tc_format *f, const tc_mark *m, bool closer);
 /* What a mark registered for another row than r->fmt means now: false when
  * it is text; else *st, *f (the row it switches to, or r->fmt) and *pair
  * are set. */
-bool tc_detect_resolve(tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair);
-/* A section of row f was begun by detection: weak shapes must fit their
- * tools; strong markers switch the format until the section is aborted. */
-void tc_detect_begin(tc_run *r, const cv_tc_format *f, bool weak);
+bool tc_detect_resolve(const tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair);
 /* Whether the weak section's captured calls fit their tools' schemas (and a
  * Python list is the reply's start). */
-bool tc_detect_fits(tc_run *r);
+bool tc_detect_fits(const tc_run *r);
 
-/* ---- reasoning (../reasoning.c) ---- */
+/* ---- reasoning syntaxes (../reasoning.c; the reasoning mode is tc_stream.c's) ---- */
 
 const tc_reason *tc_reasons(const cv_tc_format *f);
-/* Adds the format's reasoning openers to a content marker set. */
-void tc_reason_marks(tc_run *r);
-/* One step in reasoning mode. */
-int tc_reason_step(tc_run *r);
-/* Enters reasoning with pair i after its opener was consumed. */
-void tc_reason_enter(tc_run *r, int pair, const char *opener, size_t olen);
+/* Adds format f's reasoning openers (and closers, which a reply may start
+ * with) to the content set and its closers to the reasoning set. */
+void tc_reason_marks(const cv_tc_format *f, tc_markset *content, tc_markset *reasoning);
 
 /* ---- sections ---- */
 
-/* Starts speculation: events are captured and the raw text from raw_start
- * (an offset in r->in) kept; an abort releases it as kind and resumes mode. */
-void tc_spec_begin(tc_run *r, size_t raw_start, int kind, int mode);
-/* Starts the section reader for start st at the current position; the raw
- * text from raw_start (an offset in r->in) is kept until commit. */
-void tc_section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, size_t raw_start, int kind, bool weak);
 /* Runs the section reader once; handles done/fail. */
 int tc_section_step(tc_run *r);
 

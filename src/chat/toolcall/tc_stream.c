@@ -3,8 +3,9 @@
  * sections with the common scanner), speculation (capture, commit, abort),
  * whitespace next to markup, and the call policy (declared tools,
  * tool_choice none, parallel calls, ids). The syntaxes themselves live in
- * the section readers and the tc_<format>.c files; reasoning in
- * ../reasoning.c.
+ * the section readers and the tc_<format>.c files; the reasoning markers in
+ * ../reasoning.c and what other rows' markers mean in tc_detect.c, which
+ * decide and leave the writing to this file.
  *
  * Event order is the text's order. Between a call's BEGIN and END nothing
  * else is emitted. Text is emitted as soon as it cannot be markup; the only
@@ -20,6 +21,7 @@
  * detection (opts.detect) the marker sets hold every row's markers instead,
  * and tc_detect.c says what each means: a switch of format, a weak bare
  * shape that must fit its tool, or a hand-over to a whole-stream row. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -32,6 +34,12 @@ void tc_eat(tc_run *r, size_t n)
     if (n > tc_n(r))
         n = tc_n(r);
     r->pos += n;
+}
+
+void tc_uneat(tc_run *r, size_t n)
+{
+    assert(n <= r->pos);
+    r->pos -= n;
 }
 
 static void compact(tc_run *r)
@@ -258,7 +266,7 @@ static void trim_name(const char **p, size_t *n)
         (*n)--;
 }
 
-const json_t *tc_resolve(tc_run *r, const char *name, size_t nlen, size_t *name_off)
+const json_t *tc_resolve(const tc_run *r, const char *name, size_t nlen, size_t *name_off)
 {
     *name_off = 0;
     if (!r->o.tools)
@@ -498,6 +506,27 @@ static void abort_spec(tc_run *r, size_t end)
     tc_text(r, r->spec_kind, r->in.data + start, end - start);
 }
 
+/* A section of row f was begun by detection: weak shapes must fit their
+ * tools (tc_detect_fits at its end); strong markers switch the format
+ * until the section is aborted. */
+static void detect_begin(tc_run *r, const cv_tc_format *f, bool weak)
+{
+    r->spec_syntax = f;
+    r->sec.syntax = f;
+    if (weak) {
+        r->spec_fit = true;
+        return;
+    }
+    r->spec_prev = r->fmt;
+    r->fmt = f;
+}
+
+static bool detect_fits(tc_run *r)
+{
+    r->work += r->cap.len; /* the captured events are read once more */
+    return tc_detect_fits(r);
+}
+
 /* ---- sections ---- */
 
 static void sec_reset(tc_sec *s)
@@ -515,7 +544,9 @@ static void sec_reset(tc_sec *s)
     memset(s, 0, sizeof *s);
 }
 
-void tc_spec_begin(tc_run *r, size_t raw_start, int kind, int mode)
+/* Starts speculation: events are captured and the raw text from raw_start
+ * (an offset in r->in) kept; an abort releases it as kind and resumes mode. */
+static void spec_begin(tc_run *r, size_t raw_start, int kind, int mode)
 {
     r->spec = true;
     r->spec_start = raw_start;
@@ -528,18 +559,67 @@ void tc_spec_begin(tc_run *r, size_t raw_start, int kind, int mode)
     cv_buf_reset(&r->cap);
 }
 
-void tc_section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, size_t raw_start, int kind, bool weak)
+/* Starts the section reader for start st at the current position; the raw
+ * text from raw_start (an offset in r->in) is kept until commit. */
+static void section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, size_t raw_start, int kind, bool weak)
 {
     sec_reset(&r->sec);
     r->sec.start = st;
     r->sec.fmt = f;
     r->sec.syntax = f;
     if (!r->spec)
-        tc_spec_begin(r, raw_start, kind, r->mode);
+        spec_begin(r, raw_start, kind, r->mode);
     r->spec_syntax = f;
     r->spec_weak = weak;
     r->sec_return = r->spec_hold ? RM_HELD : RM_CONTENT;
     r->mode = RM_SECTION;
+}
+
+static bool own_marker(const cv_tc_format *f, const char *m)
+{
+    for (const tc_start *s = f->starts; s && s->marker; s++)
+        if (!strcmp(s->marker, m))
+            return true;
+    return false;
+}
+
+static void build_marks(tc_run *r)
+{
+    const cv_tc_format *f = r->fmt;
+    if (f->stream_marks) {
+        f->stream_marks(f, &r->cmarks, &r->rmarks);
+        tc_markset_build(&r->cmarks);
+        tc_markset_build(&r->rmarks);
+        return;
+    }
+    /* the first registration of a text wins: stray-markup drops come first */
+    for (const char *const *d = f->drops; d && *d; d++)
+        tc_markset_add(&r->cmarks, *d, MK_DROP, 0, NULL, f);
+    tc_reason_marks(f, &r->cmarks, &r->rmarks);
+    for (const tc_start *s = f->starts; s && s->marker; s++) {
+        tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, f);
+        if (!s->weak)
+            tc_markset_add(&r->rmarks, s->marker, MK_START, 0, s, f);
+    }
+    if (r->o.json_response) {
+        tc_markset_add(&r->cmarks, "```json", MK_FENCE, 0, NULL, f);
+        tc_markset_add(&r->cmarks, "```", MK_FENCE, 0, NULL, f);
+    }
+    if (r->o.detect) {
+        tc_detect_marks(r, &r->cmarks, &r->rmarks); /* every other row's markers, which subsume the fallback's */
+    } else if ((!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none) {
+        /* fallback: only when calls are possible (tools unknown, or some declared) */
+        for (int i = 0; i < cv_tc_n_formats; i++) {
+            const cv_tc_format *g = cv_tc_formats[i];
+            if (g == f || (g->flags & TC_F_NO_FALLBACK))
+                continue;
+            for (const tc_start *s = g->starts; s && s->marker; s++)
+                if (!s->weak && !s->at_start && strlen(s->marker) >= 4 && !own_marker(f, s->marker))
+                    tc_markset_add(&r->cmarks, s->marker, MK_FALLBACK, 0, s, g);
+        }
+    }
+    tc_markset_build(&r->cmarks);
+    tc_markset_build(&r->rmarks);
 }
 
 /* A row that reads the whole stream itself was recognised (TC_SWITCH): it
@@ -561,6 +641,11 @@ static void hand_over(tc_run *r)
     r->detected = f;
     r->os_st = 0;
     r->mode = RM_STREAM;
+    if (f->stream_marks) {
+        tc_markset_fini(&r->cmarks);
+        tc_markset_fini(&r->rmarks);
+        build_marks(r);
+    }
 }
 
 int tc_section_step(tc_run *r)
@@ -585,7 +670,7 @@ int tc_section_step(tc_run *r)
     if (rc == TC_DONE) {
         tc_call_end(r);
         if (r->spec && !r->spec_hold) {
-            if (r->spec_weak && (r->n_calls == r->spec_n_calls || (r->spec_fit && !tc_detect_fits(r)))) {
+            if (r->spec_weak && (r->n_calls == r->spec_n_calls || (r->spec_fit && !detect_fits(r)))) {
                 abort_spec(r, r->pos);
                 sec_reset(&r->sec);
                 return TC_OK;
@@ -653,10 +738,81 @@ static int held_step(tc_run *r)
         size_t raw = r->pos;
         if (!st->keep)
             tc_eat(r, hit->len);
-        tc_section_begin(r, st, r->fmt, raw, r->spec_kind, false);
+        section_begin(r, st, r->fmt, raw, r->spec_kind, false);
         return TC_OK;
     }
     abort_spec(r, r->pos); /* back to the mode the held text came from */
+    return TC_OK;
+}
+
+/* ---- reasoning ----
+ *
+ * Tool-call markup inside reasoning is the model thinking about a call, not
+ * making one — unless the reasoning never closes and the call is the last
+ * thing generated (models that forget </think> before acting). So a call
+ * section met inside reasoning is read speculatively and held (RM_HELD):
+ * if only whitespace or further calls follow up to the end of generation,
+ * the calls count; if the thinking goes on or closes, the held text is
+ * reasoning after all. The markers are reasoning.c's. */
+
+static void reason_enter(tc_run *r, int pair, const char *opener, size_t olen)
+{
+    r->rpair = pair;
+    r->mode = RM_REASON;
+    if (r->o.reasoning_inline) {
+        tc_text(r, K_CONTENT, opener, olen);
+        return;
+    }
+    if (r->fmt->flags & TC_F_OPENER_TEXT)
+        tc_text(r, K_REASONING, opener, olen);
+}
+
+/* Emits the text before the first mark of set (or all of it that cannot
+ * be one) as kind and consumes it; returns tc_scan's result. */
+static int text_to_mark(tc_run *r, const tc_markset *set, int kind, const tc_mark **hit)
+{
+    const char *p = tc_p(r);
+    size_t at;
+    int s = tc_scan(set, p, tc_n(r), r->eof, &at, hit, &r->work);
+    tc_text(r, kind, p, at);
+    tc_eat(r, at);
+    return s;
+}
+
+static int reason_step(tc_run *r)
+{
+    int kind = r->o.reasoning_inline ? K_CONTENT : K_REASONING;
+    if (!tc_n(r))
+        return TC_MORE;
+    const tc_mark *hit;
+    int s = text_to_mark(r, &r->rmarks, kind, &hit);
+    if (s != SCAN_HIT)
+        return TC_MORE;
+    /* the set may hold other rows' markers (output detection): only the
+     * closer of the pair in use closes, only the format's own starts start */
+    const tc_start *st = NULL;
+    if (hit->kind == MK_START)
+        st = hit->fmt == r->fmt ? hit->start : tc_own_start(r->fmt, hit);
+    if ((hit->kind == MK_RCLOSE && tc_own_pair(r->fmt, hit, true) != r->rpair) || (hit->kind == MK_START && !st)) {
+        tc_text(r, kind, tc_p(r), 1);
+        tc_eat(r, 1);
+        return TC_OK;
+    }
+    if (hit->kind == MK_RCLOSE) {
+        tc_eat(r, hit->len);
+        if (r->o.reasoning_inline)
+            tc_text(r, K_CONTENT, hit->s, hit->len);
+        r->mode = RM_CONTENT;
+        return TC_OK;
+    }
+    /* a tool-call section inside reasoning: read it, hold it */
+    size_t raw = r->pos;
+    spec_begin(r, raw, kind, RM_REASON);
+    r->spec_hold = true;
+    r->spec_weak = false;
+    if (!st->keep)
+        tc_eat(r, hit->len);
+    section_begin(r, st, r->fmt, raw, kind, false);
     return TC_OK;
 }
 
@@ -679,15 +835,10 @@ static bool mark_applies(tc_run *r, int kind, const tc_start *st)
 
 static int content_step(tc_run *r)
 {
-    size_t n = tc_n(r);
-    if (!n)
+    if (!tc_n(r))
         return TC_MORE;
-    const char *p = tc_p(r);
-    size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->cmarks, p, n, r->eof, &at, &hit, &r->work);
-    tc_text(r, K_CONTENT, p, at);
-    tc_eat(r, at);
+    int s = text_to_mark(r, &r->cmarks, K_CONTENT, &hit);
     if (s == SCAN_NONE)
         return TC_MORE;
     if (s == SCAN_PARTIAL)
@@ -708,16 +859,16 @@ static int content_step(tc_run *r)
     case MK_ROPEN:
         tc_eat(r, hit->len);
         r->fmt = f; /* another row's reasoning opener: its syntax from here on */
-        tc_reason_enter(r, pair, hit->s, hit->len);
+        reason_enter(r, pair, hit->s, hit->len);
         break;
     case MK_START:
     case MK_FALLBACK:
         if (!st->keep)
             tc_eat(r, hit->len);
-        tc_section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
+        section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
         /* another row's mark, or a detection shape of the row in use */
         if (hit->kind == MK_START && (f != r->fmt || !tc_own_start(f, hit)))
-            tc_detect_begin(r, f, st->weak);
+            detect_begin(r, f, st->weak);
         break;
     case MK_DROP:
     case MK_RCLOSE:
@@ -754,47 +905,6 @@ static int check_tools(const json_t *tools, cv_err *err)
     return 0;
 }
 
-static bool own_marker(const cv_tc_format *f, const char *m)
-{
-    for (const tc_start *s = f->starts; s && s->marker; s++)
-        if (!strcmp(s->marker, m))
-            return true;
-    return false;
-}
-
-static void build_marks(tc_run *r)
-{
-    const cv_tc_format *f = r->fmt;
-    /* the first registration of a text wins: stray-markup drops come first */
-    for (const char *const *d = f->drops; d && *d; d++)
-        tc_markset_add(&r->cmarks, *d, MK_DROP, 0, NULL, f);
-    tc_reason_marks(r);
-    for (const tc_start *s = f->starts; s && s->marker; s++) {
-        tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, f);
-        if (!s->weak)
-            tc_markset_add(&r->rmarks, s->marker, MK_START, 0, s, f);
-    }
-    if (r->o.json_response) {
-        tc_markset_add(&r->cmarks, "```json", MK_FENCE, 0, NULL, f);
-        tc_markset_add(&r->cmarks, "```", MK_FENCE, 0, NULL, f);
-    }
-    if (r->o.detect) {
-        tc_detect_marks(r); /* every other row's markers, which subsume the fallback's */
-    } else if ((!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none) {
-        /* fallback: only when calls are possible (tools unknown, or some declared) */
-        for (int i = 0; i < cv_tc_n_formats; i++) {
-            const cv_tc_format *g = cv_tc_formats[i];
-            if (g == f || (g->flags & TC_F_NO_FALLBACK))
-                continue;
-            for (const tc_start *s = g->starts; s && s->marker; s++)
-                if (!s->weak && !s->at_start && strlen(s->marker) >= 4 && !own_marker(f, s->marker))
-                    tc_markset_add(&r->cmarks, s->marker, MK_FALLBACK, 0, s, g);
-        }
-    }
-    tc_markset_build(&r->cmarks);
-    tc_markset_build(&r->rmarks);
-}
-
 int cv_chat_parse_create(const cv_chat_parse_opts *opts, cv_chat_event_fn fn, void *ud, cv_chat_parse **out,
                          cv_err *err)
 {
@@ -817,7 +927,7 @@ int cv_chat_parse_create(const cv_chat_parse_opts *opts, cv_chat_event_fn fn, vo
         for (int i = 0; rs[i].open; i++)
             if (cv_str_starts(o.reasoning_open, cv_str_of(rs[i].open)))
                 pair = i;
-        tc_reason_enter(r, pair, o.reasoning_open.ptr, o.reasoning_open.len);
+        reason_enter(r, pair, o.reasoning_open.ptr, o.reasoning_open.len);
     }
     *out = r;
     return 0;
@@ -829,7 +939,7 @@ static void run(tc_run *r)
         int rc = TC_MORE;
         switch (r->mode) {
         case RM_CONTENT: rc = content_step(r); break;
-        case RM_REASON: rc = tc_reason_step(r); break;
+        case RM_REASON: rc = reason_step(r); break;
         case RM_SECTION: rc = tc_section_step(r); break;
         case RM_STREAM: rc = r->fmt->stream(r); break;
         case RM_HELD: rc = held_step(r); break;
