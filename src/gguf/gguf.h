@@ -196,6 +196,11 @@ int cv_gguf_writer_add_tensor_fn(cv_gguf_writer *w, const char *name, uint32_t t
 
 /* Writes the file atomically (temp file + rename). */
 int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err);
+/* The same file with its tensor data left a hole (ftruncate): the reader
+ * opens it and every tensor reads as zeros, while the disk holds only the
+ * head. Sizing the full shapes of large models in tests (the fill
+ * functions are never called). */
+int cv_gguf_writer_write_sparse(cv_gguf_writer *w, const char *path, cv_err *err);
 /* Serializes to a buffer (tests, fuzz seeds). */
 int cv_gguf_writer_to_buf(cv_gguf_writer *w, cv_buf *out, cv_err *err);
 

@@ -336,7 +336,9 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err)
+/* The file: the head, then each tensor's bytes, or with sparse a hole of
+ * their size. */
+static int write_file(cv_gguf_writer *w, const char *path, bool sparse, cv_err *err)
 {
     cv_buf tmp = { 0 }, head = { 0 };
     cv_buf_printf(&tmp, "%s.tmp.%d", path, (int)getpid());
@@ -350,7 +352,15 @@ int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err)
     if (write_all(fd, head.data, head.len) != 0)
         goto io_fail;
     static const char zeros[64] = { 0 };
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    if (sparse) {
+        size_t end = 0;
+        for (size_t i = 0; i < w->n_tensors; i++)
+            end = (i + 1 < w->n_tensors ? align_up(end + w->tensors[i].n_bytes, w->alignment)
+                                        : end + w->tensors[i].n_bytes);
+        if (ftruncate(fd, (off_t)(head.len + end)) != 0)
+            goto io_fail;
+    }
+    for (size_t i = 0; i < w->n_tensors && !sparse; i++) {
         void *tmp;
         const void *data = tensor_bytes(&w->tensors[i], &tmp);
         int wr = write_all(fd, data, w->tensors[i].n_bytes);
@@ -387,4 +397,11 @@ out:
     cv_buf_free(&tmp);
     cv_buf_free(&head);
     return rc;
+}
+
+int cv_gguf_writer_write(cv_gguf_writer *w, const char *path, cv_err *err) { return write_file(w, path, false, err); }
+
+int cv_gguf_writer_write_sparse(cv_gguf_writer *w, const char *path, cv_err *err)
+{
+    return write_file(w, path, true, err);
 }

@@ -57,6 +57,13 @@ const cv_model_shape cv_model_shapes[] = {
       .n_head_kv = 8, .head_dim = 64, .n_ff = 8192, .n_ctx = 131072, .rope_theta = 500000.0f, .rms_eps = 1e-5f,
       .tied = true, .rope_scaling = CV_ROPE_SCALING_LLAMA3, .rope_factor = 32, .rope_low_freq = 1,
       .rope_high_freq = 4, .rope_orig_ctx = 8192 },
+    /* meta-llama/Llama-3.1-8B-Instruct config.json: 32 layers of 4096, 32
+     * heads (8 kv) of 128, FFN 14336, vocabulary 128256, untied, base 5e5
+     * with llama3 scaling x8 (1 / 4) from 8192, context 131072. */
+    { .name = "llama3.1-8b", .arch = "llama", .n_vocab = 128256, .n_embd = 4096, .n_layer = 32, .n_head = 32,
+      .n_head_kv = 8, .head_dim = 128, .n_ff = 14336, .n_ctx = 131072, .rope_theta = 500000.0f, .rms_eps = 1e-5f,
+      .rope_scaling = CV_ROPE_SCALING_LLAMA3, .rope_factor = 8, .rope_low_freq = 1, .rope_high_freq = 4,
+      .rope_orig_ctx = 8192 },
     /* Qwen3-30B-A3B and Qwen3-Coder-30B-A3B-Instruct: the same tensors;
      * the coder's context is 256k. */
     { .name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32,
@@ -726,7 +733,7 @@ int cv_model_synth(const cv_synth_params *p, const char *out_path, cv_err *err)
     if (p->bytes_out)
         *p->bytes_out = bytes;
     if (rc == 0 && !p->plan_only)
-        rc = cv_gguf_writer_write(w, out_path, err);
+        rc = p->sparse ? cv_gguf_writer_write_sparse(w, out_path, err) : cv_gguf_writer_write(w, out_path, err);
 out:
     free(jobs);
     cv_gguf_writer_destroy(w);

@@ -83,6 +83,8 @@ typedef struct cv_synth_params {
     bool fast;             /* experts past the first 8 of a layer repeat those, rows past a matrix's first
                               1024 too (benchmark shapes) */
     int32_t n_layer;       /* the shape's first n_layer layers only (0: all of them) */
+    bool sparse;           /* write the file with its tensor data a hole (cv_gguf_writer_write_sparse): the
+                              full shapes' tensor index and metadata for tests, in no time or disk */
     size_t *bytes_out;     /* optional: the tensor bytes the file holds */
     int32_t pooling;       /* {arch}.pooling_type to write (1 mean, 2 cls, 3 last: an embedding model); 0: none */
 } cv_synth_params;
