@@ -1,0 +1,782 @@
+/* cuda.c — the CUDA backend: one per device, the table's operations as
+ * kernel launches on CUDA streams.
+ *
+ * Weights are uploaded at mat_create in their GGUF block layout (the
+ * kernels read the blocks as the CPU's reference defines them; no repack),
+ * into memory the backend owns. A stream is a CUDA stream (non-blocking)
+ * with a grow-only scratch buffer for quantized activations; operations
+ * are queued and return at once, sync waits. Activations, results and the
+ * expert-routed matmul's expert/src arrays are device memory (backend.h:
+ * "memory the stream's backend addresses"): cv_cuda_alloc gives it to
+ * tests until the table has buffers.
+ *
+ * Kernel modules are compiled on first use (cuda_rtc.c, cached on disk):
+ * act.cu when a stream is created, mm.cu once per weight type when the
+ * first matrix of that type is. A launch that fails is logged and recorded
+ * on its stream (the table's operations return nothing), which then skips
+ * its work until cv_cuda_stream_error reads it.
+ *
+ * The driver's primary context is per process and per device, so backends
+ * are too: a small registry under a mutex, filled on first open and kept
+ * for the process's life, as the CPU backend is. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_int.h"
+#include "kernels/kernels.h"
+
+#define MAX_DEVICES 16
+/* Warps a block of the matmul kernels (mm.cu's CV_MM_WARPS) and the
+ * largest decode tile: up to this many tokens run 1-row tiles. */
+#define MM_WARPS 4
+#define MM_DECODE_TOKENS 8
+#define ROUTE_TILE 8 /* common.cuh's CV_ROUTE_TILE */
+/* An expert-routed call with more routes than this groups them by expert
+ * first (one more launch), so an expert's rows are read once per tile of 8
+ * routes rather than once per route. */
+#define ROUTES_DIRECT_MAX 16
+#define ACT_BLOCK_BYTES 48 /* cv_act_q8: 32 levels, scale, two half sums */
+
+typedef struct mm_module {
+    bool tried;
+    int rc;                /* 0: loaded */
+    char msg[512];         /* why not */
+    cu_module mod;
+    cu_function dense[5];  /* 1x1, 1x2, 1x4, 1x8, 4x8 */
+    cu_function routes, grouped;
+} mm_module;
+
+typedef struct cuda_dev {
+    cv_backend pub;
+    int ordinal;
+    cv_cuda_driver drv;
+    cv_cuda_nvrtc rtc;
+    cv_cuda_target target;
+    cu_device dev;
+    cu_context ctx;
+    cv_cuda_device_info info;
+    char cache_dir[PATH_MAX];
+    pthread_mutex_t mu;    /* module loading */
+    bool act_tried;
+    int act_rc;
+    char act_msg[512];
+    cu_module act_mod;
+    cu_function quantize, route_group;
+    mm_module mm[CV_GGML_TYPE_COUNT];
+} cuda_dev;
+
+typedef struct cuda_mat {
+    cv_bmat pub;
+    cu_dptr p;
+    size_t row_bytes;
+    const mm_module *mm;
+} cuda_mat;
+
+typedef struct cuda_stream {
+    cv_bstream pub;
+    cu_stream s;
+    cu_dptr act;           /* quantized activations */
+    size_t act_bytes;
+    int err_code;          /* the first failure, CV_E*; 0 none */
+    char err_msg[512];
+} cuda_stream;
+
+struct cv_experts_ws {
+    int64_t max_rows, max_n_in, max_n_out;
+    int32_t n_expert;
+    cu_dptr wp;            /* [n_expert] device addresses of the experts' matrices */
+    cu_dptr order;         /* [max_rows] */
+    cu_dptr tiles;         /* [max_tiles] int4 */
+    cu_dptr n_tiles;       /* int */
+    cu_dptr act;           /* [max_rows] quantized rows of max_n_in */
+    uint64_t *wp_host;     /* [n_expert] staging */
+};
+
+static cuda_dev *dev_of(const cv_backend *be) { return (cuda_dev *)be; }
+static cuda_stream *stream_of(cv_bstream *s) { return (cuda_stream *)s; }
+
+/* The context is current per thread: every entry point makes it so. */
+static void ctx_enter(cuda_dev *d) { d->drv.cuCtxSetCurrent(d->ctx); }
+
+/* ---- the weight types ---- */
+
+/* Whether mm.cu has a kernel for type, and whether its activations are
+ * quantized (int8 levels) or the f32 rows. */
+static bool gpu_type(uint32_t type, bool *int8)
+{
+    switch (type) {
+    case CV_GGML_F32: case CV_GGML_F16: case CV_GGML_BF16:
+        *int8 = false;
+        return true;
+    case CV_GGML_Q4_0: case CV_GGML_Q4_1: case CV_GGML_Q5_0: case CV_GGML_Q5_1: case CV_GGML_Q8_0:
+    case CV_GGML_Q2_K: case CV_GGML_Q3_K: case CV_GGML_Q4_K: case CV_GGML_Q5_K: case CV_GGML_Q6_K:
+    case CV_GGML_IQ4_NL: case CV_GGML_IQ4_XS: case CV_GGML_MXFP4:
+        *int8 = true;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static size_t act_row_bytes(uint32_t type, int64_t n_in)
+{
+    bool int8 = false;
+    gpu_type(type, &int8);
+    return int8 ? (size_t)(n_in / 32) * ACT_BLOCK_BYTES : (size_t)n_in * sizeof(float);
+}
+
+/* ---- modules ---- */
+
+static int load_image(cuda_dev *d, const char *source, const char *defines, cu_module *mod, char *msg, size_t n_msg)
+{
+    cv_buf image = { 0 };
+    cv_err err = { 0 };
+    bool hit = false;
+    const double t0 = cv_now_s();
+    int rc = cv_cuda_rtc_get(&d->rtc, &d->target, d->cache_dir, source, defines, &image, &hit, &err);
+    if (rc == 0) {
+        if (!hit)
+            cv_info("cuda:%d: compiled %s %s for %s_%d in %.1f s%s%s", d->ordinal, source, defines,
+                    d->target.ptx ? "compute" : "sm", d->target.sm, cv_now_s() - t0,
+                    d->cache_dir[0] ? ", cached in " : " (no cache directory)", d->cache_dir);
+        char name[64];
+        const cu_result r = d->drv.cuModuleLoadData(mod, image.data);
+        if (r != CU_SUCCESS)
+            rc = cv_err_set(&err, CV_EUNSUPPORTED, "cuda:%d: the driver cannot load %s %s built for %s_%d: %s",
+                            d->ordinal, source, defines, d->target.ptx ? "compute" : "sm", d->target.sm,
+                            cv_cuda_result_name(&d->drv, r, name, sizeof name));
+    }
+    if (rc)
+        snprintf(msg, n_msg, "%s", err.msg);
+    cv_buf_free(&image);
+    return rc;
+}
+
+static int get_fn(cuda_dev *d, cu_module mod, const char *name, cu_function *f, char *msg, size_t n_msg)
+{
+    char rn[64];
+    const cu_result r = d->drv.cuModuleGetFunction(f, mod, name);
+    if (r == CU_SUCCESS)
+        return 0;
+    snprintf(msg, n_msg, "cuda:%d: kernel %s missing from its module: %s", d->ordinal, name,
+             cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+    return CV_EUNSUPPORTED;
+}
+
+/* act.cu: quantization and route grouping, which every stream needs. */
+static int act_module(cuda_dev *d, cv_err *err)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->act_tried) {
+        d->act_tried = true;
+        d->act_rc = load_image(d, "act.cu", "", &d->act_mod, d->act_msg, sizeof d->act_msg);
+        if (d->act_rc == 0)
+            d->act_rc = get_fn(d, d->act_mod, "cv_quantize_q8", &d->quantize, d->act_msg, sizeof d->act_msg);
+        if (d->act_rc == 0)
+            d->act_rc = get_fn(d, d->act_mod, "cv_route_group", &d->route_group, d->act_msg, sizeof d->act_msg);
+    }
+    const int rc = d->act_rc;
+    pthread_mutex_unlock(&d->mu);
+    return rc ? cv_err_set(err, rc, "%s", d->act_msg) : 0;
+}
+
+/* mm.cu for one weight type. */
+static int mm_module_get(cuda_dev *d, uint32_t type, const mm_module **out, cv_err *err)
+{
+    static const char *const dense_names[5] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",
+                                                "cv_mm_dense_1x8", "cv_mm_dense_4x8" };
+    mm_module *m = &d->mm[type];
+    pthread_mutex_lock(&d->mu);
+    if (!m->tried) {
+        m->tried = true;
+        char defines[32];
+        snprintf(defines, sizeof defines, "-DCV_WTYPE=%u", type);
+        m->rc = load_image(d, "mm.cu", defines, &m->mod, m->msg, sizeof m->msg);
+        for (int i = 0; i < 5 && m->rc == 0; i++)
+            m->rc = get_fn(d, m->mod, dense_names[i], &m->dense[i], m->msg, sizeof m->msg);
+        if (m->rc == 0)
+            m->rc = get_fn(d, m->mod, "cv_mm_routes_1", &m->routes, m->msg, sizeof m->msg);
+        if (m->rc == 0)
+            m->rc = get_fn(d, m->mod, "cv_mm_grouped_4x8", &m->grouped, m->msg, sizeof m->msg);
+    }
+    const int rc = m->rc;
+    pthread_mutex_unlock(&d->mu);
+    *out = m;
+    return rc ? cv_err_set(err, rc, "%s", m->msg) : 0;
+}
+
+/* ---- device memory ---- */
+
+static int dev_alloc(cuda_dev *d, size_t n, cu_dptr *p, const char *what, cv_err *err)
+{
+    char rn[64];
+    const cu_result r = d->drv.cuMemAlloc(p, n ? n : 1);
+    if (r == CU_SUCCESS)
+        return 0;
+    *p = 0;
+    size_t free_b = 0, total_b = 0;
+    d->drv.cuMemGetInfo(&free_b, &total_b);
+    if (r == CU_ERROR_OUT_OF_MEMORY)
+        return cv_err_set(err, CV_ENOMEM, "cuda:%d: out of memory: %s takes %.1f MiB, %.1f MiB free of %.1f MiB",
+                          d->ordinal, what, n / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+    return cv_err_set(err, CV_EIO, "cuda:%d: allocating %.1f MiB for %s: %s", d->ordinal, n / 1048576.0, what,
+                      cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+}
+
+int cv_cuda_alloc(cv_backend *be, size_t n, void **out, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    cu_dptr p;
+    int rc = dev_alloc(d, n, &p, "a buffer", err);
+    *out = rc ? NULL : (void *)(uintptr_t)p;
+    return rc;
+}
+
+void cv_cuda_free(cv_backend *be, void *p)
+{
+    cuda_dev *d = dev_of(be);
+    if (!p)
+        return;
+    ctx_enter(d);
+    d->drv.cuMemFree((cu_dptr)(uintptr_t)p);
+}
+
+static int copy_result(cuda_dev *d, cu_result r, const char *what, size_t n, cv_err *err)
+{
+    char rn[64];
+    if (r == CU_SUCCESS)
+        return 0;
+    return cv_err_set(err, CV_EIO, "cuda:%d: %s of %zu bytes: %s", d->ordinal, what, n,
+                      cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+}
+
+int cv_cuda_upload(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    return copy_result(d, d->drv.cuMemcpyHtoD((cu_dptr)(uintptr_t)dst, src, n), "upload", n, err);
+}
+
+int cv_cuda_download(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    return copy_result(d, d->drv.cuMemcpyDtoH(dst, (cu_dptr)(uintptr_t)src, n), "download", n, err);
+}
+
+/* ---- streams ---- */
+
+/* Records a stream's first failure; later operations skip their work. */
+static void stream_fail(cuda_stream *st, int code, const char *what, cu_result r)
+{
+    cuda_dev *d = dev_of(st->pub.be);
+    char rn[64];
+    if (st->err_code)
+        return;
+    st->err_code = code;
+    snprintf(st->err_msg, sizeof st->err_msg, "cuda:%d: %s: %s", d->ordinal, what,
+             r ? cv_cuda_result_name(&d->drv, r, rn, sizeof rn) : "failed");
+    cv_error("%s (the stream's later work is skipped)", st->err_msg);
+}
+
+int cv_cuda_stream_error(cv_bstream *s, cv_err *err)
+{
+    cuda_stream *st = stream_of(s);
+    const int rc = st->err_code;
+    if (rc)
+        cv_err_set(err, rc, "%s", st->err_msg);
+    st->err_code = 0;
+    st->err_msg[0] = 0;
+    return rc;
+}
+
+static void launch(cuda_stream *st, cu_function f, unsigned gx, unsigned gy, unsigned threads, unsigned shared,
+                   void **params, const char *what)
+{
+    cuda_dev *d = dev_of(st->pub.be);
+    if (st->err_code)
+        return;
+    const cu_result r = d->drv.cuLaunchKernel(f, gx, gy, 1, threads, 1, 1, shared, st->s, params, NULL);
+    if (r != CU_SUCCESS)
+        stream_fail(st, CV_EIO, what, r);
+}
+
+/* Grows the stream's activation scratch to n bytes (a sync first: queued
+ * kernels may still read the old buffer). */
+static bool act_scratch(cuda_stream *st, size_t n)
+{
+    cuda_dev *d = dev_of(st->pub.be);
+    if (n <= st->act_bytes)
+        return true;
+    d->drv.cuStreamSynchronize(st->s);
+    if (st->act)
+        d->drv.cuMemFree(st->act);
+    st->act = 0;
+    st->act_bytes = 0;
+    cv_err err = { 0 };
+    if (dev_alloc(d, n + n / 4, &st->act, "the activation scratch", &err)) {
+        snprintf(st->err_msg, sizeof st->err_msg, "%s", err.msg);
+        st->err_code = err.code;
+        cv_error("%s", err.msg);
+        return false;
+    }
+    st->act_bytes = n + n / 4;
+    return true;
+}
+
+static void quantize_rows(cuda_stream *st, const float *x, int64_t ldx, int64_t n_in, int64_t n_rows, cu_dptr out)
+{
+    cuda_dev *d = dev_of(st->pub.be);
+    cu_dptr xp = (cu_dptr)(uintptr_t)x;
+    long long ld = ldx, n = n_in, out_ld = n_in / 32;
+    void *params[] = { &xp, &ld, &n, &out, &out_ld };
+    launch(st, d->quantize, (unsigned)((n_in + 255) / 256), (unsigned)n_rows, 256, 0, params, "quantizing activations");
+}
+
+static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    *out = NULL;
+    ctx_enter(d);
+    int rc = act_module(d, err);
+    if (rc)
+        return rc;
+    cuda_stream *st = cv_xcalloc(1, sizeof *st);
+    st->pub.be = be;
+    char rn[64];
+    const cu_result r = d->drv.cuStreamCreate(&st->s, CU_STREAM_NON_BLOCKING);
+    if (r != CU_SUCCESS) {
+        free(st);
+        return cv_err_set(err, CV_EIO, "cuda:%d: creating a stream: %s", d->ordinal,
+                          cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+    }
+    *out = &st->pub;
+    return 0;
+}
+
+static void stream_destroy(cv_bstream *s)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    ctx_enter(d);
+    d->drv.cuStreamSynchronize(st->s);
+    if (st->act)
+        d->drv.cuMemFree(st->act);
+    d->drv.cuStreamDestroy(st->s);
+    free(st);
+}
+
+static int stream_threads(const cv_bstream *s) { (void)s; return 1; }
+
+static void stream_sync(cv_bstream *s)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    ctx_enter(d);
+    const cu_result r = d->drv.cuStreamSynchronize(st->s);
+    if (r != CU_SUCCESS)
+        stream_fail(st, CV_EIO, "the stream's work", r);
+}
+
+/* ---- weights ---- */
+
+static int mat_create(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes,
+                      cv_bmat **out, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    *out = NULL;
+    const cv_dtype *dt = cv_dtype_get(type);
+    bool int8;
+    if (!dt || !dt->is_weight || !gpu_type(type, &int8))
+        return cv_err_set(err, CV_EUNSUPPORTED, "cuda:%d: no matmul kernel for tensor type %u (%s)", d->ordinal, type,
+                          dt ? dt->name : "unknown");
+    if (n_in <= 0 || n_out <= 0)
+        return cv_err_set(err, CV_EINVAL, "cuda matmul weights: shape %lld x %lld, both must be > 0",
+                          (long long)n_out, (long long)n_in);
+    if (n_in > CV_MAX_MATMUL_DIM || n_out > CV_MAX_MATMUL_DIM)
+        return cv_err_set(err, CV_ELIMIT, "cuda matmul weights: shape %lld x %lld exceeds the limit of %d per dimension",
+                          (long long)n_out, (long long)n_in, CV_MAX_MATMUL_DIM);
+    if (n_in % dt->block_elems != 0 || (int8 && n_in % 32 != 0))
+        return cv_err_set(err, CV_EINVAL, "cuda matmul weights: row of %lld %s values is not a multiple of its block of %u",
+                          (long long)n_in, dt->name, dt->block_elems);
+    const size_t row_bytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    if (n_bytes != row_bytes * (size_t)n_out)
+        return cv_err_set(err, CV_EINVAL, "cuda matmul weights: %zu bytes given, a %lld x %lld %s matrix takes %zu",
+                          n_bytes, (long long)n_out, (long long)n_in, dt->name, row_bytes * (size_t)n_out);
+    ctx_enter(d);
+    const mm_module *mm;
+    int rc = mm_module_get(d, type, &mm, err);
+    if (rc)
+        return rc;
+    char what[96];
+    snprintf(what, sizeof what, "a %lld x %lld %s matrix", (long long)n_out, (long long)n_in, dt->name);
+    cu_dptr p;
+    if ((rc = dev_alloc(d, n_bytes, &p, what, err)))
+        return rc;
+    if ((rc = copy_result(d, d->drv.cuMemcpyHtoD(p, data, n_bytes), "uploading weights", n_bytes, err))) {
+        d->drv.cuMemFree(p);
+        return rc;
+    }
+    cuda_mat *m = cv_xcalloc(1, sizeof *m);
+    m->p = p;
+    m->row_bytes = row_bytes;
+    m->mm = mm;
+    m->pub = (cv_bmat){ .type = type, .n_in = n_in, .n_out = n_out, .bytes = n_bytes, .owns_data = true };
+    *out = &m->pub;
+    return 0;
+}
+
+static void mat_destroy(cv_backend *be, cv_bmat *m)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    d->drv.cuMemFree(((cuda_mat *)m)->p);
+    free(m);
+}
+
+static const char *mat_path(const cv_bmat *m)
+{
+    bool int8 = false;
+    gpu_type(m->type, &int8);
+    return int8 ? "cuda: GGUF blocks in place, dp4a on int8 activations; warp tiles 1x1-1x8 (decode), 4x8 (batch)"
+                : "cuda: f32 FMAs on f32 activations; warp tiles 1x1-1x8 (decode), 4x8 (batch)";
+}
+
+/* ---- matrix products ---- */
+
+static void matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    const cuda_mat *m = (const cuda_mat *)w;
+    if (n_tok <= 0 || st->err_code)
+        return;
+    ctx_enter(d);
+    bool int8 = false;
+    gpu_type(w->type, &int8);
+    cu_dptr act = (cu_dptr)(uintptr_t)x;
+    long long act_ld = ldx * (long long)sizeof(float);
+    if (int8) {
+        const size_t row = act_row_bytes(w->type, w->n_in);
+        if (!act_scratch(st, row * (size_t)n_tok))
+            return;
+        act = st->act;
+        act_ld = (long long)row;
+        quantize_rows(st, x, ldx, w->n_in, n_tok, act);
+    }
+    cu_dptr wp = m->p, yp = (cu_dptr)(uintptr_t)y;
+    long long rb = (long long)m->row_bytes, n_in = w->n_in, n_out = w->n_out, nt = n_tok, ly = ldy;
+    void *params[] = { &wp, &rb, &n_in, &n_out, &act, &act_ld, &nt, &yp, &ly };
+    if (n_tok <= MM_DECODE_TOKENS) {
+        const int v = n_tok == 1 ? 0 : n_tok == 2 ? 1 : n_tok <= 4 ? 2 : 3;
+        launch(st, m->mm->dense[v], (unsigned)((w->n_out + MM_WARPS - 1) / MM_WARPS), 1, 32 * MM_WARPS, 0, params,
+               "matmul");
+    } else {
+        launch(st, m->mm->dense[4], (unsigned)((w->n_out + 4 * MM_WARPS - 1) / (4 * MM_WARPS)),
+               (unsigned)((n_tok + ROUTE_TILE - 1) / ROUTE_TILE), 32 * MM_WARPS, 0, params, "matmul");
+    }
+}
+
+static int64_t max_tiles(int64_t max_rows, int32_t n_expert)
+{
+    return (max_rows + ROUTE_TILE - 1) / ROUTE_TILE + CV_MIN((int64_t)n_expert, max_rows);
+}
+
+static cv_experts_ws *experts_ws_create(cv_bstream *s, int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
+                                        int32_t n_expert)
+{
+    cuda_dev *d = dev_of(s->be);
+    ctx_enter(d);
+    cv_experts_ws *ws = cv_xcalloc(1, sizeof *ws);
+    *ws = (cv_experts_ws){ .max_rows = max_rows, .max_n_in = max_n_in, .max_n_out = max_n_out, .n_expert = n_expert };
+    cv_err err = { 0 };
+    /* quantized rows (float types read X itself) */
+    const size_t act = (size_t)max_rows * (size_t)((max_n_in + 31) / 32) * ACT_BLOCK_BYTES;
+    if (dev_alloc(d, (size_t)n_expert * sizeof(uint64_t), &ws->wp, "the experts' table", &err) ||
+        dev_alloc(d, (size_t)max_rows * sizeof(int32_t), &ws->order, "the routes' order", &err) ||
+        dev_alloc(d, (size_t)max_tiles(max_rows, n_expert) * 16, &ws->tiles, "the routes' tiles", &err) ||
+        dev_alloc(d, sizeof(int32_t), &ws->n_tiles, "the tile count", &err) ||
+        dev_alloc(d, act, &ws->act, "the experts' activations", &err)) {
+        cv_error("%s", err.msg);
+        cv_be_experts_ws_destroy(s, ws);
+        return NULL;
+    }
+    ws->wp_host = cv_xcalloc((size_t)n_expert, sizeof *ws->wp_host);
+    return ws;
+}
+
+static void experts_ws_destroy(cv_bstream *s, cv_experts_ws *ws)
+{
+    cuda_dev *d = dev_of(s->be);
+    ctx_enter(d);
+    d->drv.cuStreamSynchronize(stream_of(s)->s);
+    const cu_dptr bufs[] = { ws->wp, ws->order, ws->tiles, ws->n_tiles, ws->act };
+    for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
+        if (bufs[i])
+            d->drv.cuMemFree(bufs[i]);
+    free(ws->wp_host);
+    free(ws);
+}
+
+static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
+                           int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
+                           int64_t ldy, cv_experts_ws *ws)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    if (n_rows <= 0 || st->err_code)
+        return;
+    if (!ws) {
+        stream_fail(st, CV_ENOMEM, "expert matmul without its workspace (experts_ws_create failed)", 0);
+        return;
+    }
+    ctx_enter(d);
+    const cuda_mat *m0 = NULL;
+    for (int32_t e = 0; e < n_expert; e++) {
+        ws->wp_host[e] = w[e] ? ((const cuda_mat *)w[e])->p : 0;
+        if (w[e] && !m0)
+            m0 = (const cuda_mat *)w[e];
+    }
+    if (!m0)
+        return;
+    const cu_result r = d->drv.cuMemcpyHtoDAsync(ws->wp, ws->wp_host, (size_t)n_expert * sizeof(uint64_t), st->s);
+    if (r != CU_SUCCESS) {
+        stream_fail(st, CV_EIO, "uploading the experts' table", r);
+        return;
+    }
+    bool int8 = false;
+    gpu_type(m0->pub.type, &int8);
+    const int64_t n_act = src ? n_x : n_rows;
+    cu_dptr act = (cu_dptr)(uintptr_t)x;
+    long long act_ld = ldx * (long long)sizeof(float);
+    if (int8) {
+        act = ws->act;
+        act_ld = (long long)act_row_bytes(m0->pub.type, m0->pub.n_in);
+        quantize_rows(st, x, ldx, m0->pub.n_in, n_act, act);
+    }
+    cu_dptr wp = ws->wp, ep = (cu_dptr)(uintptr_t)expert, sp = (cu_dptr)(uintptr_t)src, yp = (cu_dptr)(uintptr_t)y;
+    long long rb = (long long)m0->row_bytes, n_in = m0->pub.n_in, n_out = m0->pub.n_out, ly = ldy;
+    if (n_rows <= ROUTES_DIRECT_MAX) {
+        void *params[] = { &wp, &rb, &n_in, &n_out, &act, &act_ld, &ep, &sp, &yp, &ly };
+        launch(st, m0->mm->routes, (unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), (unsigned)n_rows, 32 * MM_WARPS, 0,
+               params, "expert matmul");
+        return;
+    }
+    int rows = (int)n_rows, ne = n_expert;
+    cu_dptr order = ws->order, tiles = ws->tiles, nt = ws->n_tiles;
+    void *gp[] = { &ep, &rows, &ne, &order, &tiles, &nt };
+    launch(st, d->route_group, 1, 1, 256, (unsigned)(2 * n_expert * sizeof(int32_t)), gp, "grouping routes");
+    void *params[] = { &wp, &rb, &n_in, &n_out, &act, &act_ld, &sp, &order, &tiles, &nt, &yp, &ly };
+    launch(st, m0->mm->grouped, (unsigned)((n_out + 4 * MM_WARPS - 1) / (4 * MM_WARPS)),
+           (unsigned)max_tiles(n_rows, n_expert), 32 * MM_WARPS, 0, params, "expert matmul");
+}
+
+static const cv_backend_ops cuda_ops = {
+    .abi = CV_BACKEND_ABI,
+    .name = "cuda",
+    .mat_create = mat_create,
+    .mat_destroy = mat_destroy,
+    .mat_path = mat_path,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_threads = stream_threads,
+    .sync = stream_sync,
+    .matmul = matmul,
+    .experts_ws_create = experts_ws_create,
+    .experts_ws_destroy = experts_ws_destroy,
+    .matmul_experts = matmul_experts,
+};
+
+/* ---- opening a device ---- */
+
+int cv_cuda_parse_device(const char *name, int *ordinal, cv_err *err)
+{
+    *ordinal = 0;
+    if (!strcmp(name, "cuda"))
+        return 0;
+    char *end;
+    if (!strncmp(name, "cuda:", 5) && name[5] >= '0' && name[5] <= '9') {
+        const long v = strtol(name + 5, &end, 10);
+        if (!*end && v < MAX_DEVICES) {
+            *ordinal = (int)v;
+            return 0;
+        }
+    }
+    return cv_err_set(err, CV_EINVAL, "device '%s': expected cpu, cuda or cuda:N (N < %d)", name, MAX_DEVICES);
+}
+
+void cv_cuda_cache_dir(char *out, size_t n)
+{
+    const char *v = getenv("CORVID_CUDA_CACHE");
+    if (v)
+        snprintf(out, n, "%s", v);
+    else if ((v = getenv("XDG_CACHE_HOME")) && *v)
+        snprintf(out, n, "%s/corvid/cuda", v);
+    else if ((v = getenv("HOME")) && *v)
+        snprintf(out, n, "%s/.cache/corvid/cuda", v);
+    else
+        snprintf(out, n, "%s", "");
+}
+
+/* Fills d for device `ordinal` with the driver already open; on failure
+ * the caller closes what is open. */
+static int dev_init(cuda_dev *d, int ordinal, cv_err *err)
+{
+    char rn[64];
+    int count = 0;
+    cu_result r = d->drv.cuDeviceGetCount(&count);
+    if (r != CU_SUCCESS || count == 0)
+        return cv_err_set(err, CV_EUNSUPPORTED, "no CUDA device: the driver (%s) sees no NVIDIA GPU%s%s", d->drv.path,
+                          r ? ": " : "", r ? cv_cuda_result_name(&d->drv, r, rn, sizeof rn) : "");
+    if (ordinal >= count && count == 1)
+        return cv_err_set(err, CV_EUNSUPPORTED, "cuda:%d: this machine has one CUDA device, cuda:0", ordinal);
+    if (ordinal >= count)
+        return cv_err_set(err, CV_EUNSUPPORTED, "cuda:%d: this machine has %d CUDA devices, cuda:0 to cuda:%d",
+                          ordinal, count, count - 1);
+    int major = 0, minor = 0;
+    if ((r = d->drv.cuDeviceGet(&d->dev, ordinal)) != CU_SUCCESS ||
+        (r = d->drv.cuDeviceGetName(d->info.name, (int)sizeof d->info.name, d->dev)) != CU_SUCCESS ||
+        (r = d->drv.cuDeviceGetAttribute(&major, CU_ATTR_CC_MAJOR, d->dev)) != CU_SUCCESS ||
+        (r = d->drv.cuDeviceGetAttribute(&minor, CU_ATTR_CC_MINOR, d->dev)) != CU_SUCCESS ||
+        (r = d->drv.cuDeviceGetAttribute(&d->info.n_sm, CU_ATTR_MULTIPROCESSOR_COUNT, d->dev)) != CU_SUCCESS ||
+        (r = d->drv.cuDeviceTotalMem(&d->info.total_bytes, d->dev)) != CU_SUCCESS)
+        return cv_err_set(err, CV_EUNSUPPORTED, "cuda:%d: reading the device's properties: %s", ordinal,
+                          cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+    d->info.name[sizeof d->info.name - 1] = 0;
+    d->info.sm = major * 10 + minor;
+    d->info.ordinal = ordinal;
+    d->info.driver_version = d->drv.version;
+    /* the card first: a user with a card too old needs no NVRTC */
+    cv_cuda_nvrtc any = { .n_archs = 1, .archs = { CV_CUDA_MIN_SM } };
+    int rc = cv_cuda_target_for(&any, d->info.sm, &d->target, err);
+    if (rc == 0)
+        rc = cv_cuda_nvrtc_open(NULL, &d->rtc, err);
+    if (rc == 0)
+        rc = cv_cuda_target_for(&d->rtc, d->info.sm, &d->target, err);
+    if (rc) {
+        cv_err_prefix(err, "cuda:%d (%s, sm_%d): ", ordinal, d->info.name, d->info.sm);
+        return rc;
+    }
+    d->info.nvrtc_major = d->rtc.major;
+    d->info.nvrtc_minor = d->rtc.minor;
+    d->info.ptx = d->target.ptx;
+    d->info.target_sm = d->target.sm;
+    if ((r = d->drv.cuDevicePrimaryCtxRetain(&d->ctx, d->dev)) != CU_SUCCESS ||
+        (r = d->drv.cuCtxSetCurrent(d->ctx)) != CU_SUCCESS)
+        return cv_err_set(err, CV_EUNSUPPORTED, "cuda:%d (%s): creating its context: %s", ordinal, d->info.name,
+                          cv_cuda_result_name(&d->drv, r, rn, sizeof rn));
+    d->drv.cuMemGetInfo(&d->info.free_bytes, &d->info.total_bytes);
+    cv_cuda_cache_dir(d->cache_dir, sizeof d->cache_dir);
+    return 0;
+}
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static cuda_dev *registry[MAX_DEVICES];
+
+int cv_cuda_open(int ordinal, cv_backend **out, cv_err *err)
+{
+    *out = NULL;
+    if (ordinal < 0 || ordinal >= MAX_DEVICES)
+        return cv_err_set(err, CV_EINVAL, "cuda:%d: device numbers go from 0 to %d", ordinal, MAX_DEVICES - 1);
+    pthread_mutex_lock(&registry_mu);
+    cuda_dev *d = registry[ordinal];
+    int rc = 0;
+    if (!d) {
+        d = cv_xcalloc(1, sizeof *d);
+        d->pub.ops = &cuda_ops;
+        d->ordinal = ordinal;
+        pthread_mutex_init(&d->mu, NULL);
+        rc = cv_cuda_driver_open(NULL, &d->drv, err);
+        if (rc == 0 && (rc = dev_init(d, ordinal, err)) != 0) {
+            cv_cuda_nvrtc_close(&d->rtc);
+            cv_cuda_driver_close(&d->drv);
+        }
+        if (rc) {
+            pthread_mutex_destroy(&d->mu);
+            free(d);
+            d = NULL;
+        } else {
+            registry[ordinal] = d;
+        }
+    }
+    pthread_mutex_unlock(&registry_mu);
+    if (d) {
+        ctx_enter(d);
+        *out = &d->pub;
+    }
+    return rc;
+}
+
+void cv_cuda_device_get(const cv_backend *be, cv_cuda_device_info *out)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    *out = d->info;
+    d->drv.cuMemGetInfo(&out->free_bytes, &out->total_bytes);
+}
+
+/* ---- doctor ---- */
+
+static void describe_cache(cv_buf *out, const char *prefix)
+{
+    char dir[PATH_MAX];
+    cv_cuda_cache_dir(dir, sizeof dir);
+    if (!*dir)
+        cv_buf_printf(out, "%skernel cache: none (no HOME, XDG_CACHE_HOME or CORVID_CUDA_CACHE): kernels compile at "
+                      "every start\n", prefix);
+    else
+        cv_buf_printf(out, "%skernel cache: %s (keyed by kernel source, NVRTC version and architecture; "
+                      "CORVID_CUDA_CACHE moves it)\n", prefix, dir);
+}
+
+bool cv_cuda_describe(cv_buf *out, const char *prefix)
+{
+    cv_err err = { 0 };
+    cv_cuda_driver drv;
+    cv_cuda_nvrtc rtc;
+    const bool have_drv = cv_cuda_driver_open(NULL, &drv, &err) == 0;
+    if (have_drv)
+        cv_buf_printf(out, "%sdriver %s, CUDA %d.%d\n", prefix, drv.path, drv.version / 1000, drv.version % 1000 / 10);
+    else
+        cv_buf_printf(out, "%sdriver: %s\n", prefix, err.msg);
+    cv_err_clear(&err);
+    const bool have_rtc = cv_cuda_nvrtc_open(NULL, &rtc, &err) == 0;
+    if (have_rtc)
+        cv_buf_printf(out, "%sNVRTC %d.%d (%s), compiles for sm_%d to sm_%d\n", prefix, rtc.major, rtc.minor, rtc.path,
+                      rtc.archs[0], rtc.archs[rtc.n_archs - 1]);
+    else
+        cv_buf_printf(out, "%sNVRTC: %s\n", prefix, err.msg);
+    cv_err_clear(&err);
+    int count = 0;
+    if (have_drv && drv.cuDeviceGetCount(&count) == CU_SUCCESS)
+        for (int i = 0; i < count && i < MAX_DEVICES; i++) {
+            cv_backend *be;
+            if (cv_cuda_open(i, &be, &err) == 0) {
+                cv_cuda_device_info di;
+                cv_cuda_device_get(be, &di);
+                cv_buf_printf(out, "%scuda:%d %s, sm_%d, %d SMs, %.1f GiB (%.1f free): usable, kernels built as %s_%d\n",
+                              prefix, i, di.name, di.sm, di.n_sm, di.total_bytes / 1073741824.0,
+                              di.free_bytes / 1073741824.0, di.ptx ? "PTX for compute" : "cubins for sm",
+                              di.target_sm);
+            } else {
+                cv_buf_printf(out, "%scuda:%d not usable: %s\n", prefix, i, err.msg);
+            }
+            cv_err_clear(&err);
+        }
+    else if (have_drv)
+        cv_buf_printf(out, "%sno CUDA device\n", prefix);
+    describe_cache(out, prefix);
+    if (have_drv)
+        cv_cuda_driver_close(&drv);
+    if (have_rtc)
+        cv_cuda_nvrtc_close(&rtc);
+    cv_backend *be0;
+    const bool ok = have_drv && have_rtc && count > 0 && cv_cuda_open(0, &be0, NULL) == 0;
+    cv_buf_printf(out, "%s%s\n", prefix,
+                  ok ? "the forward pass still runs on the CPU: attention, the row operations and the KV memory are "
+                       "not behind the backend table yet (docs/CUDA.md)"
+                     : "no usable CUDA device: corvid runs on the CPU");
+    return ok;
+}
