@@ -7,13 +7,18 @@
  * bench` measures against. Exit status 1 when the self-check fails, so a
  * SIMD path that miscomputes on some CPU is caught before a model runs.
  * Given a MODEL, it also says what serving it takes here: RAM against what
- * is available, and the decode ceiling of the bytes a token reads. */
+ * is available, and the decode ceiling of the bytes a token reads. The
+ * CUDA lines say what of a GPU this machine has and, when none is usable,
+ * exactly why (backend/cuda/cuda.h, cv_cuda_describe); with a usable one
+ * and a MODEL, where the model's parts would go on it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda.h"
 #include "cli/cli.h"
 #include "cli/models.h"
+#include "cli/offload.h"
 #include "gguf/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/deltanet.h"
@@ -93,12 +98,39 @@ static double mem_available(void)
     return kb * 1024;
 }
 
+/* Where the model's parts would go on cuda:0 for one sequence of n_ctx
+ * positions, as --gpu-memory auto chooses them (docs/CUDA.md). */
+static void gpu_plan(const cv_gguf *g, const cv_model_summary *s, int32_t n_ctx)
+{
+    cv_backend *be;
+    cv_offload_need need = { 0 };
+    cv_err err = { 0 };
+    if (cv_cuda_open(0, &be, &err) || cv_offload_need_from_model(g, s, CV_GGML_F16, &need, &err)) {
+        printf("           cuda:0: %s\n", err.msg);
+        return;
+    }
+    cv_cuda_device_info di;
+    cv_cuda_device_get(be, &di);
+    const cv_offload_opts o = { .device_free = di.free_bytes, .device_total = di.total_bytes, .gpu_layers = -1,
+                                .n_ctx = n_ctx, .n_seq = 1, .batch_tokens = 256, .logit_rows = 1 };
+    cv_offload_plan p;
+    cv_buf d = { 0 };
+    if (cv_offload_plan_make(&need, &o, &p, &err) == 0) {
+        cv_offload_plan_describe(&p, &d);
+        printf("           on cuda:0 (%s), %s\n", di.name, d.data);
+    } else {
+        printf("           cuda:0: %s\n", err.msg);
+    }
+    cv_buf_free(&d);
+    free(need.layers);
+}
+
 /* What serving MODEL takes on this machine: the model (dense or MoE, its
  * parameters, active ones), its RAM (an MoE keeps every expert resident)
  * against what is available, and the decode ceiling the bytes a token
  * reads give at the probed bandwidth (0: not probed). Returns 1 when the
  * file cannot be run, or does not fit. */
-static int check_model(const char *path, double bw_gbs)
+static int check_model(const char *path, double bw_gbs, bool gpu)
 {
     char mp[PATH_MAX];
     cv_gguf *g;
@@ -129,6 +161,8 @@ static int check_model(const char *path, double bw_gbs)
     if (bw_gbs > 0)
         printf(": decode at most %.1f tok/s at %.1f GB/s", bw_gbs * 1e9 / (double)s.active_bytes, bw_gbs);
     printf("\n");
+    if (gpu)
+        gpu_plan(g, &s, n_ctx);
     cv_buf_free(&d);
     cv_gguf_close(g);
     return avail > 0 && ram > avail;
@@ -230,7 +264,11 @@ int cv_cmd_doctor(int argc, char **argv)
         printf("%s %s%s%s", l ? "," : "", cv_isa_name(l), cv_isa_supported(l) ? " yes" : " no: ",
                cv_isa_supported(l) ? "" : cv_isa_missing(l));
     printf("\n");
-    printf("threads    %d online CPUs, compute pool of %d\n\n", cv_cpu_count(), cv_pool_size(pool));
+    printf("threads    %d online CPUs, compute pool of %d\n", cv_cpu_count(), cv_pool_size(pool));
+    cv_buf cuda = { 0 };
+    const bool gpu = cv_cuda_describe(&cuda, "cuda       ");
+    printf("%s\n", cuda.data);
+    cv_buf_free(&cuda);
 
     printf("%-6s %5s %5s  %-6s %-8s %s\n", "dtype", "block", "bytes", "acts", "dot", "matmul");
     for (uint32_t t = 0; t < CV_GGML_TYPE_COUNT; t++) {
@@ -284,7 +322,7 @@ int cv_cmd_doctor(int argc, char **argv)
                    pk32.value / 1e9, pk32.best / 1e9);
     }
     cv_pool_destroy(pool);
-    const int model_failed = model ? check_model(model, bw_gbs) : 0;
+    const int model_failed = model ? check_model(model, bw_gbs, gpu) : 0;
     if (failed)
         fprintf(stderr, "corvid doctor: %d dtype(s) failed the self-check; run with CORVID_ISA=scalar and report it\n",
                 failed);

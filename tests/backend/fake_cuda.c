@@ -7,7 +7,8 @@
  * $FAKE_CUDA_MODE picks what it plays: ok (one sm_90 device, the default),
  * stub (the toolkit's stub: cuInit 34), nodev (cuInit 100), zero (no device
  * counted), old (one sm_50 device), launchfail (launches fail with 719).
- * $FAKE_CUDA_MEM caps its memory (bytes; default 1 GiB). Built twice: as
+ * $FAKE_CUDA_MEM caps its memory (bytes; default 1 GiB), $FAKE_CUDA_DRIVER
+ * is the CUDA version it reports (1000 major + 10 minor; default 13000). Built twice: as
  * is, and with -DFAKE_NO_LAUNCH, a library that lacks cuLaunchKernel. */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +42,12 @@ cu_result cuInit(unsigned flags)
         return 100;
     return 0;
 }
-cu_result cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+cu_result cuDriverGetVersion(int *v)
+{
+    const char *e = getenv("FAKE_CUDA_DRIVER");
+    *v = e ? atoi(e) : 13000;
+    return 0;
+}
 cu_result cuDeviceGetCount(int *n) { *n = strcmp(mode(), "zero") ? 1 : 0; return 0; }
 cu_result cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return ordinal == 0 ? 0 : 101; }
 cu_result cuDeviceGetName(char *name, int len, int dev)
@@ -88,6 +94,11 @@ cu_result cuMemFree_v2(cu_dptr p)
 }
 cu_result cuMemcpyHtoD_v2(cu_dptr dst, const void *src, size_t n) { memcpy((void *)(uintptr_t)dst, src, n); return 0; }
 cu_result cuMemcpyDtoH_v2(void *dst, cu_dptr src, size_t n) { memcpy(dst, (const void *)(uintptr_t)src, n); return 0; }
+cu_result cuMemcpyDtoD_v2(cu_dptr dst, cu_dptr src, size_t n)
+{
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
 cu_result cuMemcpyHtoDAsync_v2(cu_dptr dst, const void *src, size_t n, void *s)
 {
     (void)s;
@@ -118,15 +129,20 @@ cu_result cuModuleLoadData(void **mod, const void *image)
     } else {
         return 200; /* CUDA_ERROR_INVALID_IMAGE */
     }
-    fake_module *m = malloc(sizeof *m + len);
+    fake_module *m = malloc(sizeof *m + len + 1);
     m->len = len;
     memcpy(m->image, image, len);
+    m->image[len] = 0;
     *mod = m;
     return 0;
 }
 cu_result cuModuleGetFunction(void **f, void *mod, const char *name)
 {
     const fake_module *m = mod;
+    if (strstr(m->image, "// fake-nvrtc: every cv_ entry") && !strncmp(name, "cv_", 3)) {
+        *f = (void *)name;
+        return 0;
+    }
     const size_t n = strlen(name) + 1; /* the name as a whole string of the image */
     for (size_t i = 0; i + n <= m->len; i++) {
         const char *c = m->image + i;

@@ -1,16 +1,29 @@
 /* test_cuda_host — the CUDA backend's host side on every machine, GPU or
- * not: the driver and NVRTC loaders say exactly what is missing (no
- * library, a library without a function corvid calls, the toolkit's stub,
- * no device, a card too old) and cv_backend_open then falls back to the
- * CPU; the kernel sources embedded in the binary are the ones in
- * src/backend/cuda/kernels; a compile cache key changes with everything
- * that decides the image. The fake drivers are tests/backend/fake_cuda.c
- * (FAKE_CUDA_LIB, FAKE_CUDA_NOLAUNCH_LIB). */
+ * not, CI included: the driver and NVRTC loaders say exactly what is
+ * missing (no library, a library without a function corvid calls, the
+ * toolkit's stub, no device, a card too old, a driver older than the
+ * NVRTC) and cv_backend_open then falls back to the CPU; the kernel
+ * sources embedded in the binary are the ones in src/backend/cuda/kernels;
+ * a compile cache key changes with everything that decides the image, and
+ * the cache misses, hits and prunes; and the backend itself, over fake
+ * libraries, opens a device, takes every weight type, launches what each
+ * operation needs, and reports out-of-memory and failed launches.
+ *
+ * The fakes are tests/backend/fake_cuda.c (libcuda.so.1: memory in host
+ * RAM, launches counted; FAKE_CUDA_LIB, and FAKE_CUDA_NOLAUNCH_LIB without
+ * cuLaunchKernel) and fake_nvrtc.c (FAKE_NVRTC_LIB: a PTX text that names
+ * no kernel but that the fake driver loads). */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_int.h"
+#include "cuda_test.h"
+#include "model/synth.h"
 #include "test.h"
+
+static char g_tmp[64]; /* mkdtemp's /tmp/cv_cuda_host_XXXXXX */
 
 /* Opens the driver at path with FAKE_CUDA_MODE=mode; returns the rc and
  * leaves the message in err. */
@@ -106,6 +119,79 @@ TEST(backend_open_fails_clearly_and_cpu_remains)
     CHECK(cpu == cv_backend_cpu());
     CHECK_EQ_STR(cv_backend_name(cpu), "cpu");
     unsetenv("CORVID_LIBCUDA");
+}
+
+TEST(driver_older_than_nvrtc_is_refused)
+{
+    cv_err err = { 0 };
+    setenv("CORVID_LIBNVRTC", FAKE_NVRTC_LIB, 1);
+    setenv("FAKE_CUDA_DRIVER", "12080", 1); /* a CUDA 12.8 driver, NVRTC 13.0 */
+    CHECK_EQ_INT(open_with(FAKE_CUDA_LIB, "ok", "cuda", &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "supports CUDA 12.8, older than NVRTC 13.0") &&
+                  strstr(err.msg, "the NVRTC of CUDA 12.8 or older"),
+              "%s", err.msg);
+    /* a newer minor of the same major loads cubins (sm_90 is native here) */
+    setenv("FAKE_CUDA_DRIVER", "13000", 1);
+    setenv("FAKE_NVRTC_VERSION", "13.1", 1);
+    cv_cuda_nvrtc n;
+    CHECK_EQ_INT(cv_cuda_nvrtc_open(FAKE_NVRTC_LIB, &n, &err), 0);
+    CHECK(n.major == 13 && n.minor == 1);
+    cv_cuda_nvrtc_close(&n);
+    unsetenv("FAKE_NVRTC_VERSION");
+    unsetenv("FAKE_CUDA_DRIVER");
+    unsetenv("CORVID_LIBNVRTC");
+    unsetenv("CORVID_LIBCUDA");
+}
+
+/* Runs `corvid doctor --quick --threads 1 [model]` in this process's
+ * environment; its exit status, and its stdout into out. */
+static int doctor(const char *model, cv_buf *out)
+{
+    char cmd[PATH_MAX + 256];
+    snprintf(cmd, sizeof cmd, "'%s' doctor --quick --threads 1 %s 2>/dev/null", CV_RELEASE_BIN, model ? model : "");
+    cv_buf_reset(out);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        cv_buf_append(out, chunk, n);
+    return pclose(f);
+}
+
+/* `corvid doctor` (the release binary, which `make test` builds first)
+ * says why there is no GPU; with one, which, and where a model would go:
+ * llama3.1-8b in Q4_K_M (a sparse file: the index without the data) on a
+ * 24 GiB card all fits. */
+TEST(doctor_says_what_cuda_this_machine_has)
+{
+    cv_buf out = { 0 };
+    setenv("CORVID_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    CHECK_EQ_INT(doctor(NULL, &out), 0);
+    CHECK_MSG(out.data &&
+                  strstr(out.data, "cuda       driver: no NVIDIA driver: /nonexistent/libcuda.so.1 cannot be opened") &&
+                  strstr(out.data, "cuda       no usable CUDA device: corvid runs on the CPU"),
+              "%s", out.data ? out.data : "");
+
+    char model[96];
+    snprintf(model, sizeof model, "%s/llama8b.gguf", g_tmp);
+    cv_synth_params sp = { .arch = "llama", .shape = "llama3.1-8b", .dtype = "q4_k_m", .seed = 1, .sparse = true };
+    cv_err err = { 0 };
+    CHECK_MSG(cv_model_synth(&sp, model, &err) == 0, "%s", err.msg);
+    setenv("CORVID_LIBCUDA", FAKE_CUDA_LIB, 1);
+    setenv("CORVID_LIBNVRTC", FAKE_NVRTC_LIB, 1);
+    setenv("FAKE_CUDA_MODE", "ok", 1);
+    setenv("FAKE_CUDA_MEM", "25769803776", 1); /* 24 GiB */
+    CHECK_EQ_INT(doctor(model, &out), 0);
+    CHECK_MSG(out.data && strstr(out.data, "cuda       cuda:0 Fake GPU, sm_90, 132 SMs, 24.0 GiB") &&
+                  strstr(out.data, "on cuda:0 (Fake GPU), chosen: all 32 layers and the output on the device"),
+              "%s", out.data ? out.data : "");
+    unsetenv("FAKE_CUDA_MEM");
+    unsetenv("CORVID_LIBNVRTC");
+    unsetenv("CORVID_LIBCUDA");
+    cv_buf_free(&out);
+    unlink(model);
 }
 
 TEST(old_card_message_names_the_minimum)
@@ -213,9 +299,17 @@ TEST(cache_dir_follows_the_environment)
     cv_cuda_cache_dir(dir, sizeof dir);
     CHECK_EQ_STR(dir, "/tmp/xdg/corvid/cuda");
     unsetenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    char *saved = home ? cv_xstrdup(home) : NULL;
     setenv("HOME", "/home/someone", 1);
     cv_cuda_cache_dir(dir, sizeof dir);
     CHECK_EQ_STR(dir, "/home/someone/.cache/corvid/cuda");
+    /* back to the test's own cache: the backend's tests below compile */
+    if (saved)
+        setenv("HOME", saved, 1);
+    free(saved);
+    snprintf(dir, sizeof dir, "%s/backend", g_tmp);
+    setenv("CORVID_CUDA_CACHE", dir, 1);
 }
 
 TEST(describe_says_what_is_missing)
@@ -232,17 +326,326 @@ TEST(describe_says_what_is_missing)
     unsetenv("CORVID_LIBNVRTC");
 }
 
+static int count_files(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
+}
+
+TEST(cache_misses_then_hits_and_prunes_stale_keys)
+{
+    cv_cuda_nvrtc rtc;
+    cv_err err = { 0 };
+    CHECK_MSG(cv_cuda_nvrtc_open(FAKE_NVRTC_LIB, &rtc, &err) == 0, "%s", err.msg);
+    if (err.code)
+        return;
+    const cv_cuda_target t = { .sm = 90 };
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/cache", g_tmp);
+    cv_buf a = { 0 }, b = { 0 };
+    bool hit = true;
+    CHECK_EQ_INT(cv_cuda_rtc_get(&rtc, &t, dir, "act.cu", "", &a, &hit, &err), 0);
+    CHECK(!hit);
+    CHECK_EQ_INT(count_files(dir, "act.cu-"), 1);
+    CHECK_EQ_INT(cv_cuda_rtc_get(&rtc, &t, dir, "act.cu", "", &b, &hit, &err), 0);
+    CHECK(hit);
+    CHECK(a.len == b.len && !memcmp(a.data, b.data, a.len));
+    /* an image of an older key, for the same program and target, goes when
+     * a new one is written */
+    char stale[PATH_MAX + 64];
+    snprintf(stale, sizeof stale, "%s/act.cu-sm_%d-0123456789abcdef.cubin", dir, t.sm);
+    CHECK_EQ_INT(cv_write_file_atomic(stale, "x", 1, &err), 0);
+    char keep[PATH_MAX + 64];
+    snprintf(keep, sizeof keep, "%s/mm.cu-DCV_WTYPE=8-sm_%d-0123456789abcdef.cubin", dir, t.sm);
+    CHECK_EQ_INT(cv_write_file_atomic(keep, "x", 1, &err), 0);
+    CHECK_EQ_INT(count_files(dir, "act.cu-"), 2);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) /* drop the good image: the next get compiles again */
+        if (!strncmp(e->d_name, "act.cu-", 7) && !strstr(e->d_name, "0123456789abcdef")) {
+            char p[PATH_MAX + 300];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    CHECK_EQ_INT(cv_cuda_rtc_get(&rtc, &t, dir, "act.cu", "", &b, &hit, &err), 0);
+    CHECK(!hit);
+    CHECK_EQ_INT(count_files(dir, "act.cu-"), 1);
+    CHECK(access(stale, F_OK) != 0);
+    CHECK(access(keep, F_OK) == 0); /* another program's file stays */
+    /* no directory: compiled, not cached */
+    CHECK_EQ_INT(cv_cuda_rtc_get(&rtc, &t, "", "act.cu", "", &b, &hit, &err), 0);
+    CHECK(!hit && b.len > 0);
+    cv_buf_free(&a);
+    cv_buf_free(&b);
+    cv_cuda_nvrtc_close(&rtc);
+}
+
+/* ---- the backend over the fake driver ---- */
+
+static int (*fake_launches)(void);
+
+/* cuda:0 over the fake driver and NVRTC (opened once: the backend of a
+ * device lives as long as the process). */
+static cv_backend *fake_backend(void)
+{
+    setenv("CORVID_LIBCUDA", FAKE_CUDA_LIB, 1);
+    setenv("CORVID_LIBNVRTC", FAKE_NVRTC_LIB, 1);
+    setenv("FAKE_CUDA_MODE", "ok", 1);
+    cv_backend *be = NULL;
+    cv_err err = { 0 };
+    CHECK_MSG(cv_backend_open("cuda", &be, &err) == 0, "%s", err.msg);
+    void *h = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
+    fake_launches = h ? (int (*)(void))dlsym(h, "fake_cuda_launches") : NULL;
+    CHECK(fake_launches != NULL);
+    return fake_launches ? be : NULL;
+}
+
+TEST(backend_over_fake_driver_takes_every_weight_type)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    CHECK_EQ_STR(cv_backend_name(be), "cuda");
+    cv_cuda_device_info di;
+    cv_cuda_device_get(be, &di);
+    CHECK_EQ_STR(di.name, "Fake GPU");
+    CHECK_EQ_INT(di.sm, 90);
+    CHECK_EQ_INT(di.n_sm, 132);
+    cv_bstream *st;
+    cv_err err = { 0 };
+    CHECK_MSG(cv_bstream_create(be, 0, &st, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cv_bstream_threads(st), 1);
+    uint32_t types[CV_GGML_TYPE_COUNT];
+    const int n = weight_types(types);
+    CHECK_EQ_INT(n, 16);
+    const int64_t n_in = 512, n_out = 8;
+    float *x, *y;
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * n_in * sizeof(float), (void **)&x, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * n_out * sizeof(float), (void **)&y, &err), 0);
+    for (int i = 0; i < n; i++) {
+        const cv_dtype *dt = cv_dtype_get(types[i]);
+        const size_t bytes = (size_t)(n_in / dt->block_elems) * dt->block_bytes * (size_t)n_out;
+        uint8_t *w = cv_xcalloc(1, bytes);
+        cv_bmat *m = NULL;
+        cv_err_clear(&err);
+        const int rc = cv_bmat_create(be, types[i], n_in, n_out, w, bytes, &m, &err);
+        CHECK_MSG(rc == 0, "%s: %s", dt->name, err.msg);
+        free(w);
+        if (rc)
+            continue;
+        CHECK(m->owns_data && m->bytes == bytes && m->type == types[i]);
+        CHECK(strstr(be->ops->mat_path(m), "cuda") != NULL);
+        /* quantized weights quantize the activations first: two launches */
+        for (int64_t n_tok = 1; n_tok <= 64; n_tok *= 4) {
+            const int before = fake_launches();
+            cv_be_matmul(st, m, n_tok, x, n_in, y, n_out);
+            CHECK_EQ_INT(fake_launches() - before, dt->is_quantized ? 2 : 1);
+        }
+        cv_bmat_destroy(be, m);
+    }
+    cv_bstream_sync(st);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    cv_cuda_free(be, x);
+    cv_cuda_free(be, y);
+    cv_bstream_destroy(st);
+    /* act.cu and mm.cu once per type, compiled into the cache */
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/backend", g_tmp);
+    CHECK_EQ_INT(count_files(dir, "act.cu-sm_90-"), 1);
+    CHECK_EQ_INT(count_files(dir, "mm.cu-DCV_WTYPE="), n);
+}
+
+TEST(backend_refuses_what_it_cannot_hold)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    cv_bmat *m = NULL;
+    cv_err err = { 0 };
+    uint8_t w[4096] = { 0 };
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q8_K, 256, 1, w, 292, &m, &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "no matmul kernel for tensor type") && strstr(err.msg, "q8_K"), "%s", err.msg);
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q4_K, 256, 2, w, 144, &m, &err), CV_EINVAL);
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q4_K, 100, 1, w, 144, &m, &err), CV_EINVAL);
+    /* out of device memory: the size, the matrix and what is free */
+    setenv("FAKE_CUDA_MEM", "1048576", 1);
+    const int64_t n_in = 4096, n_out = 4096;
+    const size_t bytes = (size_t)(n_in / 256) * 144 * n_out;
+    uint8_t *big = cv_xcalloc(1, bytes);
+    cv_err_clear(&err);
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q4_K, n_in, n_out, big, bytes, &m, &err), CV_ENOMEM);
+    CHECK_MSG(strstr(err.msg, "cuda:0: out of memory: a 4096 x 4096 q4_K matrix takes 9.0 MiB") &&
+                  strstr(err.msg, "free of 1.0 MiB"),
+              "%s", err.msg);
+    free(big);
+    unsetenv("FAKE_CUDA_MEM");
+}
+
+TEST(failed_launch_is_recorded_and_stops_the_stream)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    cv_bstream *st;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_bstream_create(be, 0, &st, &err), 0);
+    uint8_t w[2 * 34 * 4] = { 0 };
+    cv_bmat *m = NULL;
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q8_0, 64, 4, w, sizeof w, &m, &err), 0);
+    float *x, *y;
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * sizeof(float), (void **)&x, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, 4 * sizeof(float), (void **)&y, &err), 0);
+    setenv("FAKE_CUDA_MODE", "launchfail", 1);
+    cv_be_matmul(st, m, 1, x, 64, y, 4);
+    setenv("FAKE_CUDA_MODE", "ok", 1);
+    const int before = fake_launches();
+    cv_be_matmul(st, m, 1, x, 64, y, 4); /* skipped: the stream has failed */
+    CHECK_EQ_INT(fake_launches(), before);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EIO);
+    CHECK_MSG(strstr(err.msg, "quantizing activations") && strstr(err.msg, "CUDA_ERROR_LAUNCH_FAILED (719)"), "%s",
+              err.msg);
+    /* read and cleared: the stream works again */
+    cv_be_matmul(st, m, 1, x, 64, y, 4);
+    CHECK_EQ_INT(fake_launches(), before + 2);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    cv_bmat_destroy(be, m);
+    cv_cuda_free(be, x);
+    cv_cuda_free(be, y);
+    cv_bstream_destroy(st);
+}
+
+TEST(expert_matmul_groups_many_routes)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    cv_bstream *st;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_bstream_create(be, 0, &st, &err), 0);
+    enum { E = 4, N_IN = 256, N_OUT = 16 };
+    uint8_t w[144 * N_OUT] = { 0 };
+    cv_bmat *m[E];
+    for (int e = 0; e < E; e++)
+        CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q4_K, N_IN, N_OUT, w, sizeof w, &m[e], &err), 0);
+    cv_experts_ws *ws = cv_be_experts_ws_create(st, 64, N_IN, N_OUT, E);
+    CHECK(ws != NULL);
+    float *x, *y;
+    int32_t *ids;
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * N_IN * sizeof(float), (void **)&x, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * N_OUT * sizeof(float), (void **)&y, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, 64 * sizeof(int32_t), (void **)&ids, &err), 0);
+    /* few routes: quantize + one launch a route set; many: + grouping */
+    int before = fake_launches();
+    cv_be_matmul_experts(st, (const cv_bmat *const *)m, E, 8, x, N_IN, 8, ids, NULL, y, N_OUT, ws);
+    CHECK_EQ_INT(fake_launches() - before, 2);
+    before = fake_launches();
+    cv_be_matmul_experts(st, (const cv_bmat *const *)m, E, 64, x, N_IN, 64, ids, NULL, y, N_OUT, ws);
+    CHECK_EQ_INT(fake_launches() - before, 3);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    cv_be_experts_ws_destroy(st, ws);
+    for (int e = 0; e < E; e++)
+        cv_bmat_destroy(be, m[e]);
+    cv_cuda_free(be, x);
+    cv_cuda_free(be, y);
+    cv_cuda_free(be, ids);
+    cv_bstream_destroy(st);
+}
+
+TEST(device_memory_runs_out_clearly)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    cv_cuda_device_info di;
+    cv_cuda_device_get(be, &di);
+    const size_t used = di.total_bytes - di.free_bytes;
+    char cap[32];
+    snprintf(cap, sizeof cap, "%zu", used + ((size_t)1 << 20)); /* 1 MiB left */
+    setenv("FAKE_CUDA_MEM", cap, 1);
+    void *p = (void *)1;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_cuda_alloc(be, (size_t)3 << 20, &p, &err), CV_ENOMEM);
+    CHECK(p == NULL);
+    CHECK_MSG(strstr(err.msg, "cuda:0: out of memory: a buffer takes 3.0 MiB, 1.0 MiB free"), "%s", err.msg);
+    /* a matmul whose activation scratch does not fit fails its stream with
+     * the same words, and the stream works again once the error is read */
+    cv_bstream *st;
+    CHECK_EQ_INT(cv_bstream_create(be, 0, &st, &err), 0);
+    uint8_t w[34 * 8 * 4] = { 0 };
+    cv_bmat *m = NULL;
+    CHECK_EQ_INT(cv_bmat_create(be, CV_GGML_Q8_0, 256, 4, w, sizeof w, &m, &err), 0);
+    float *x = NULL, *y = NULL;
+    CHECK_EQ_INT(cv_cuda_alloc(be, 256 * sizeof(float), (void **)&x, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, 4 * 8192 * sizeof(float), (void **)&y, &err), 0);
+    cv_be_matmul(st, m, 8192, x, 0, y, 4); /* 8192 rows of 8 blocks: 3 MiB of scratch */
+    cv_err_clear(&err);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_ENOMEM);
+    CHECK_MSG(strstr(err.msg, "out of memory: the activation scratch takes"), "%s", err.msg);
+    unsetenv("FAKE_CUDA_MEM");
+    const int before = fake_launches();
+    cv_be_matmul(st, m, 1, x, 256, y, 4);
+    CHECK_EQ_INT(fake_launches() - before, 2);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    cv_bmat_destroy(be, m);
+    cv_cuda_free(be, x);
+    cv_cuda_free(be, y);
+    cv_bstream_destroy(st);
+}
+
+TEST(describe_names_a_usable_device)
+{
+    setenv("CORVID_LIBCUDA", FAKE_CUDA_LIB, 1);
+    setenv("CORVID_LIBNVRTC", FAKE_NVRTC_LIB, 1);
+    setenv("FAKE_CUDA_MODE", "ok", 1);
+    cv_buf out = { 0 };
+    CHECK(cv_cuda_describe(&out, "cuda  "));
+    CHECK_MSG(strstr(out.data, "cuda  driver " FAKE_CUDA_LIB ", CUDA 13.0") &&
+                  strstr(out.data, "cuda  NVRTC 13.0 (" FAKE_NVRTC_LIB "), compiles for sm_75 to sm_120") &&
+                  strstr(out.data, "cuda  cuda:0 Fake GPU, sm_90, 132 SMs, 1.0 GiB") &&
+                  strstr(out.data, "usable, kernels built as cubins for sm_90"),
+              "%s", out.data);
+    cv_buf_free(&out);
+}
+
 int main(void)
 {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/cv_cuda_host_XXXXXX");
+    if (!mkdtemp(g_tmp))
+        return 1;
+    char cache[PATH_MAX + 16];
+    snprintf(cache, sizeof cache, "%s/backend", g_tmp);
+    setenv("CORVID_CUDA_CACHE", cache, 1);
     RUN(driver_missing_says_so);
     RUN(driver_without_a_function_names_it);
     RUN(driver_states_from_cuinit);
     RUN(nvrtc_missing_says_so);
     RUN(backend_open_fails_clearly_and_cpu_remains);
+    RUN(driver_older_than_nvrtc_is_refused);
     RUN(old_card_message_names_the_minimum);
     RUN(kernel_sources_are_embedded_as_they_are_on_disk);
     RUN(cache_key_changes_with_what_decides_the_image);
     RUN(cache_dir_follows_the_environment);
     RUN(describe_says_what_is_missing);
+    RUN(doctor_says_what_cuda_this_machine_has);
+    /* last: these open cuda:0 over the fakes, which then stays open */
+    RUN(cache_misses_then_hits_and_prunes_stale_keys);
+    RUN(backend_over_fake_driver_takes_every_weight_type);
+    RUN(backend_refuses_what_it_cannot_hold);
+    RUN(failed_launch_is_recorded_and_stops_the_stream);
+    RUN(expert_matmul_groups_many_routes);
+    RUN(device_memory_runs_out_clearly);
+    RUN(describe_names_a_usable_device);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_tmp);
     return test_report();
 }

@@ -19,6 +19,7 @@
  * The driver's primary context is per process and per device, so backends
  * are too: a small registry under a mutex, filled on first open and kept
  * for the process's life, as the CPU backend is. */
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,7 @@ static int load_image(cuda_dev *d, const char *source, const char *defines, cu_m
     int rc = cv_cuda_rtc_get(&d->rtc, &d->target, d->cache_dir, source, defines, &image, &hit, &err);
     if (rc == 0) {
         if (!hit)
-            cv_info("cuda:%d: compiled %s %s for %s_%d in %.1f s%s%s", d->ordinal, source, defines,
+            cv_info("cuda:%d: compiled %s%s%s for %s_%d in %.1f s%s%s", d->ordinal, source, *defines ? " " : "", defines,
                     d->target.ptx ? "compute" : "sm", d->target.sm, cv_now_s() - t0,
                     d->cache_dir[0] ? ", cached in " : " (no cache directory)", d->cache_dir);
         char name[64];
@@ -264,6 +265,14 @@ int cv_cuda_download(cv_backend *be, void *dst, const void *src, size_t n, cv_er
     cuda_dev *d = dev_of(be);
     ctx_enter(d);
     return copy_result(d, d->drv.cuMemcpyDtoH(dst, (cu_dptr)(uintptr_t)src, n), "download", n, err);
+}
+
+int cv_cuda_copy(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    return copy_result(d, d->drv.cuMemcpyDtoD((cu_dptr)(uintptr_t)dst, (cu_dptr)(uintptr_t)src, n),
+                       "device copy", n, err);
 }
 
 /* ---- streams ---- */
@@ -532,6 +541,8 @@ static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_exp
         stream_fail(st, CV_ENOMEM, "expert matmul without its workspace (experts_ws_create failed)", 0);
         return;
     }
+    /* the caller's invariants, as the CPU backend asserts them */
+    assert(n_rows <= ws->max_rows && (!src || n_x <= ws->max_rows) && n_expert <= ws->n_expert);
     ctx_enter(d);
     const cuda_mat *m0 = NULL;
     for (int32_t e = 0; e < n_expert; e++) {
@@ -541,6 +552,7 @@ static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_exp
     }
     if (!m0)
         return;
+    assert(m0->pub.n_in <= ws->max_n_in && m0->pub.n_out <= ws->max_n_out);
     const cu_result r = d->drv.cuMemcpyHtoDAsync(ws->wp, ws->wp_host, (size_t)n_expert * sizeof(uint64_t), st->s);
     if (r != CU_SUCCESS) {
         stream_fail(st, CV_EIO, "uploading the experts' table", r);
@@ -655,6 +667,17 @@ static int dev_init(cuda_dev *d, int ordinal, cv_err *err)
         rc = cv_cuda_nvrtc_open(NULL, &d->rtc, err);
     if (rc == 0)
         rc = cv_cuda_target_for(&d->rtc, d->info.sm, &d->target, err);
+    /* What NVRTC builds loads on a driver of its CUDA major version or
+     * newer, and PTX (which the driver compiles) only on one of at least
+     * its version. */
+    const int rtc_version = d->rtc.major * 1000 + d->rtc.minor * 10, drv_version = d->drv.version;
+    if (rc == 0 && drv_version > 0 && (drv_version / 1000 < d->rtc.major || (d->target.ptx && drv_version < rtc_version)))
+        rc = cv_err_set(err, CV_EUNSUPPORTED,
+                        "the NVIDIA driver (%s) supports CUDA %d.%d, older than NVRTC %d.%d (%s): the kernels it "
+                        "builds would not load; update the driver, or point CORVID_LIBNVRTC at the NVRTC of CUDA "
+                        "%d.%d or older",
+                        d->drv.path, drv_version / 1000, drv_version % 1000 / 10, d->rtc.major, d->rtc.minor,
+                        d->rtc.path, drv_version / 1000, drv_version % 1000 / 10);
     if (rc) {
         cv_err_prefix(err, "cuda:%d (%s, sm_%d): ", ordinal, d->info.name, d->info.sm);
         return rc;

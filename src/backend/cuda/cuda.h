@@ -30,7 +30,7 @@ int cv_cuda_parse_device(const char *name, int *ordinal, cv_err *err);
  * backend); kernels are compiled when first needed. CV_EUNSUPPORTED with
  * what is missing: no driver (libcuda.so.1), a driver library without a
  * function corvid calls, the toolkit's stub library, no device or no
- * device N, a card too old, no NVRTC. cv_backend_open("cuda[:N]") calls
+ * device N, a card too old, no NVRTC, a driver older than the NVRTC. cv_backend_open("cuda[:N]") calls
  * this. */
 int cv_cuda_open(int ordinal, cv_backend **out, cv_err *err);
 
@@ -71,6 +71,9 @@ int cv_cuda_alloc(cv_backend *be, size_t n, void **out, cv_err *err);
 void cv_cuda_free(cv_backend *be, void *p);
 int cv_cuda_upload(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
 int cv_cuda_download(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
+/* n bytes from device memory to device memory (the bandwidth probe of the
+ * check script). */
+int cv_cuda_copy(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
 /* The first failure a stream's operations met (they return nothing: a
  * launch that fails is logged, recorded here, and the stream's later work
  * skipped), 0 when none; clears it. */

@@ -64,6 +64,7 @@ enum {
     X(cuMemFree, "cuMemFree_v2", cu_result, (cu_dptr p))                                                   \
     X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", cu_result, (cu_dptr dst, const void *src, size_t bytes))            \
     X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", cu_result, (void *dst, cu_dptr src, size_t bytes))                  \
+    X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", cu_result, (cu_dptr dst, cu_dptr src, size_t bytes))               \
     X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", cu_result,                                                \
       (cu_dptr dst, const void *src, size_t bytes, cu_stream s))                                           \
     X(cuModuleLoadData, "cuModuleLoadData", cu_result, (cu_module * mod, const void *image))               \

@@ -1,0 +1,429 @@
+/* test_cuda_kernels — the CUDA kernels on a real GPU against the CPU: for
+ * every weight type, random weights (quantized by the reference quantizer)
+ * times random activations through the CUDA backend's matmul, for decode
+ * and batch shapes, and through its expert-routed matmul, few routes and
+ * many. Each result is held to the exact product (f64 over the weights as
+ * the CPU dequantizes them), no further from it than the CPU backend is,
+ * times 1.5 (RMS and worst element over the matrix; the GPU quantizes
+ * activations per 32 values with an f32 scale, finer than or as fine as
+ * the CPU's q8_0 / q8_K). The kernels also promise that an output's bits
+ * depend only on its weight row and its activation row: a token alone, in
+ * a batch, and as a route of the expert matmul give the same bits, which
+ * is checked exactly.
+ *
+ * `test_cuda_kernels --bench` instead times the matmuls of the llama3.1-8b
+ * shape in Q4_K (Q6_K ffn_down, as Q4_K_M has it) and the device's copy
+ * bandwidth, and prints a table (scripts/cuda-check.sh).
+ *
+ * Without a usable GPU it prints "cuda: no usable GPU here" and CTest
+ * reports a skip (tests/backend/CMakeLists.txt), in CI too: no machine CI
+ * runs on has a GPU; scripts/cuda-check.sh runs it where one is lent. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda.h"
+#include "cuda_test.h"
+#include "test.h"
+
+static cv_backend *g_gpu;
+static cv_bstream *g_gst, *g_cst;
+static cv_rng g_rng;
+
+/* A random matrix of type as the model loader hands it over: its GGUF
+ * bytes, and the values the CPU reads back from them. */
+typedef struct rmat {
+    uint32_t type;
+    int64_t n_in, n_out;
+    uint8_t *bytes;
+    size_t n_bytes;
+    float *deq; /* [n_out][n_in] */
+} rmat;
+
+static bool rmat_make(uint32_t type, int64_t n_in, int64_t n_out, rmat *m)
+{
+    const cv_dtype *dt = cv_dtype_get(type);
+    const size_t row = (size_t)(n_in / dt->block_elems) * dt->block_bytes;
+    *m = (rmat){ .type = type, .n_in = n_in, .n_out = n_out, .n_bytes = row * (size_t)n_out };
+    m->bytes = cv_xmalloc(m->n_bytes);
+    m->deq = cv_xmalloc((size_t)(n_in * n_out) * sizeof(float));
+    float *src = cv_xmalloc((size_t)n_in * sizeof(float));
+    cv_err err = { 0 };
+    bool ok = true;
+    for (int64_t o = 0; o < n_out && ok; o++) {
+        /* rows of different scales, a few outliers: the blocks' scales and
+         * minimums all matter */
+        const float scale = 0.02f * (1.0f + (float)(o % 7));
+        for (int64_t i = 0; i < n_in; i++)
+            src[i] = scale * cv_rng_normal(&g_rng) * (cv_rng_below(&g_rng, 97) == 0 ? 6.0f : 1.0f);
+        ok = cv_quantize_row(type, src, m->bytes + (size_t)o * row, n_in, &err) == 0 &&
+             cv_dequantize_row(type, m->bytes + (size_t)o * row, m->deq + o * n_in, n_in, &err) == 0;
+    }
+    CHECK_MSG(ok, "%s: %s", dt->name, err.msg);
+    free(src);
+    return ok;
+}
+
+static void rmat_free(rmat *m)
+{
+    free(m->bytes);
+    free(m->deq);
+}
+
+static float *random_rows(int64_t n, int64_t ld)
+{
+    float *x = cv_xmalloc((size_t)(n * ld) * sizeof(float));
+    for (int64_t i = 0; i < n * ld; i++)
+        x[i] = cv_rng_normal(&g_rng);
+    return x;
+}
+
+/* Host rows to fresh device memory (NULL after a failed check). */
+static void *to_device(const void *host, size_t n)
+{
+    void *d = NULL;
+    cv_err err = { 0 };
+    if (cv_cuda_alloc(g_gpu, n, &d, &err) || cv_cuda_upload(g_gpu, d, host, n, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        cv_cuda_free(g_gpu, d);
+        return NULL;
+    }
+    return d;
+}
+
+static bool from_device(void *host, const void *dev, size_t n)
+{
+    cv_err err = { 0 };
+    cv_bstream_sync(g_gst);
+    const bool ok = cv_cuda_stream_error(g_gst, &err) == 0 && cv_cuda_download(g_gpu, host, dev, n, &err) == 0;
+    CHECK_MSG(ok, "%s", err.msg);
+    return ok;
+}
+
+/* Distance of y [n_tok][n_out] from the exact product: RMS and worst. */
+typedef struct dist {
+    double rms, max, ref_rms;
+} dist;
+
+static dist distance(const rmat *m, const float *x, int64_t ldx, int64_t n_tok, const float *y, int64_t ldy)
+{
+    double se = 0, sr = 0, mx = 0;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t o = 0; o < m->n_out; o++) {
+            double ref = 0;
+            for (int64_t i = 0; i < m->n_in; i++)
+                ref += (double)m->deq[o * m->n_in + i] * x[t * ldx + i];
+            const double e = fabs((double)y[t * ldy + o] - ref);
+            se += e * e;
+            sr += ref * ref;
+            mx = e > mx ? e : mx;
+        }
+    const double n = (double)(n_tok * m->n_out);
+    return (dist){ .rms = sqrt(se / n), .max = mx, .ref_rms = sqrt(sr / n) };
+}
+
+/* The GPU no further from the exact product than the CPU, times 1.5, with
+ * a floor for the float types, whose CPU results may be exact. */
+static void check_close(const char *what, const dist *g, const dist *c)
+{
+    const double floor = 1e-5 * c->ref_rms;
+    CHECK_MSG(g->rms <= 1.5 * c->rms + floor && g->max <= 1.5 * c->max + 4 * floor,
+              "%s: GPU error rms %.3g max %.3g, CPU rms %.3g max %.3g (results rms %.3g)", what, g->rms, g->max,
+              c->rms, c->max, c->ref_rms);
+}
+
+/* n_in 2304 = 9 blocks of 256 (and 72 of 32); n_out 67 leaves partial
+ * tiles of every kernel. */
+#define N_IN 2304
+#define N_OUT 67
+#define MAX_TOK 40
+
+TEST(matmul_every_type_matches_the_cpu)
+{
+    uint32_t types[CV_GGML_TYPE_COUNT];
+    const int n_types = weight_types(types);
+    static const int64_t toks[] = { 1, 2, 3, 4, 5, 8, 9, 17, MAX_TOK };
+    const int64_t ldx = N_IN + 32, ldy = N_OUT + 5;
+    float *x = random_rows(MAX_TOK, ldx);
+    float *dx = to_device(x, (size_t)(MAX_TOK * ldx) * sizeof(float));
+    float *dy = NULL;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_cuda_alloc(g_gpu, (size_t)(MAX_TOK * ldy) * sizeof(float), (void **)&dy, &err), 0);
+    float *yc = cv_xmalloc((size_t)(MAX_TOK * ldy) * sizeof(float));
+    float *yg = cv_xmalloc((size_t)(MAX_TOK * ldy) * sizeof(float));
+    float *alone = cv_xmalloc((size_t)(MAX_TOK * ldy) * sizeof(float));
+    for (int ti = 0; ti < n_types && dx && dy; ti++) {
+        const cv_dtype *dt = cv_dtype_get(types[ti]);
+        rmat m;
+        if (!rmat_make(types[ti], N_IN, N_OUT, &m))
+            continue;
+        cv_bmat *wc = NULL, *wg = NULL;
+        CHECK_MSG(cv_bmat_create(cv_backend_cpu(), m.type, N_IN, N_OUT, m.bytes, m.n_bytes, &wc, &err) == 0 &&
+                      cv_bmat_create(g_gpu, m.type, N_IN, N_OUT, m.bytes, m.n_bytes, &wg, &err) == 0,
+                  "%s: %s", dt->name, err.msg);
+        for (size_t k = 0; k < CV_ARRAY_LEN(toks) && wc && wg; k++) {
+            const int64_t n = toks[k];
+            cv_be_matmul(g_cst, wc, n, x, ldx, yc, ldy);
+            cv_be_matmul(g_gst, wg, n, dx, ldx, dy, ldy);
+            if (!from_device(yg, dy, (size_t)(n * ldy) * sizeof(float)))
+                break;
+            char what[64];
+            snprintf(what, sizeof what, "%s, %lld tokens", dt->name, (long long)n);
+            const dist g = distance(&m, x, ldx, n, yg, ldy), c = distance(&m, x, ldx, n, yc, ldy);
+            check_close(what, &g, &c);
+            if (n == 1) {
+                memcpy(alone, yg, (size_t)N_OUT * sizeof(float));
+                for (int64_t t = 1; t < MAX_TOK; t++) { /* every token alone, for the bitwise check */
+                    cv_be_matmul(g_gst, wg, 1, dx + t * ldx, ldx, dy, ldy);
+                    if (!from_device(alone + t * ldy, dy, (size_t)N_OUT * sizeof(float)))
+                        break;
+                }
+            }
+            bool same = true;
+            for (int64_t t = 0; t < n; t++)
+                same &= !memcmp(alone + t * ldy, yg + t * ldy, (size_t)N_OUT * sizeof(float));
+            CHECK_MSG(same, "%s: a token's outputs differ alone and in the batch", what);
+        }
+        cv_bmat_destroy(cv_backend_cpu(), wc);
+        cv_bmat_destroy(g_gpu, wg);
+        rmat_free(&m);
+    }
+    cv_cuda_free(g_gpu, dx);
+    cv_cuda_free(g_gpu, dy);
+    free(x);
+    free(yc);
+    free(yg);
+    free(alone);
+}
+
+/* Expert-routed: E experts of one type, routes with random experts and
+ * sources; each route's output must have the bits of its expert's dense
+ * matmul of its source row. 12 routes take the direct kernel, 70 the
+ * grouped one. */
+static void experts_case(uint32_t type, int64_t n_routes)
+{
+    enum { E = 6, NX = 10 }; /* NX <= the workspace's rows, as the table asks */
+    const cv_dtype *dt = cv_dtype_get(type);
+    rmat m[E];
+    cv_bmat *wg[E] = { 0 };
+    cv_err err = { 0 };
+    for (int e = 0; e < E; e++) {
+        if (!rmat_make(type, N_IN, N_OUT, &m[e]))
+            return;
+        CHECK_MSG(cv_bmat_create(g_gpu, type, N_IN, N_OUT, m[e].bytes, m[e].n_bytes, &wg[e], &err) == 0, "%s: %s",
+                  dt->name, err.msg);
+    }
+    /* an expert no route names may be NULL */
+    cv_bmat_destroy(g_gpu, wg[E - 1]);
+    wg[E - 1] = NULL;
+    int32_t expert[96], src[96];
+    for (int64_t r = 0; r < n_routes; r++) {
+        expert[r] = (int32_t)cv_rng_below(&g_rng, E - 1);
+        src[r] = (int32_t)cv_rng_below(&g_rng, NX);
+    }
+    const int64_t ldx = N_IN, ldy = N_OUT;
+    float *x = random_rows(NX, ldx);
+    float *dx = to_device(x, (size_t)(NX * ldx) * sizeof(float));
+    int32_t *dexp = to_device(expert, (size_t)n_routes * sizeof(int32_t));
+    int32_t *dsrc = to_device(src, (size_t)n_routes * sizeof(int32_t));
+    float *dy = NULL;
+    CHECK_EQ_INT(cv_cuda_alloc(g_gpu, (size_t)(n_routes * ldy) * sizeof(float), (void **)&dy, &err), 0);
+    float *y = cv_xmalloc((size_t)(n_routes * ldy) * sizeof(float));
+    float *one = cv_xmalloc((size_t)ldy * sizeof(float));
+    cv_experts_ws *ws = cv_be_experts_ws_create(g_gst, n_routes, N_IN, N_OUT, E);
+    CHECK(ws != NULL);
+    if (dx && dexp && dsrc && dy && ws) {
+        cv_be_matmul_experts(g_gst, (const cv_bmat *const *)wg, E, NX, dx, ldx, n_routes, dexp, dsrc, dy, ldy, ws);
+        if (from_device(y, dy, (size_t)(n_routes * ldy) * sizeof(float))) {
+            int differ = 0;
+            for (int64_t r = 0; r < n_routes; r++) {
+                cv_be_matmul(g_gst, wg[expert[r]], 1, dx + src[r] * ldx, ldx, dy, ldy);
+                if (!from_device(one, dy, (size_t)N_OUT * sizeof(float)))
+                    break;
+                differ += memcmp(one, y + r * ldy, (size_t)N_OUT * sizeof(float)) != 0;
+            }
+            CHECK_MSG(differ == 0, "%s, %lld routes: %d routes differ from their expert's dense matmul", dt->name,
+                      (long long)n_routes, differ);
+        }
+    }
+    cv_be_experts_ws_destroy(g_gst, ws);
+    for (int e = 0; e < E; e++) {
+        cv_bmat_destroy(g_gpu, wg[e]);
+        rmat_free(&m[e]);
+    }
+    cv_cuda_free(g_gpu, dx);
+    cv_cuda_free(g_gpu, dexp);
+    cv_cuda_free(g_gpu, dsrc);
+    cv_cuda_free(g_gpu, dy);
+    free(x);
+    free(y);
+    free(one);
+}
+
+TEST(expert_matmul_has_the_dense_bits)
+{
+    static const uint32_t types[] = { CV_GGML_Q4_K, CV_GGML_Q8_0, CV_GGML_MXFP4, CV_GGML_F16 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(types); i++) {
+        experts_case(types[i], 12);
+        experts_case(types[i], 70);
+    }
+}
+
+/* ---- --bench ---- */
+
+/* Seconds a call of fn takes on the GPU stream, the median of `reps`
+ * timed batches of `inner` calls. */
+typedef struct mm_job {
+    cv_bmat **w;
+    int n_w;
+    int64_t n_tok;
+    float *x, *y;
+    int64_t ld;
+} mm_job;
+
+static void run_job(const mm_job *j)
+{
+    for (int i = 0; i < j->n_w; i++)
+        cv_be_matmul(g_gst, j->w[i], j->n_tok, j->x, j->w[i]->n_in, j->y, j->w[i]->n_out);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double time_job(const mm_job *j, int inner)
+{
+    double t[5];
+    run_job(j);
+    cv_bstream_sync(g_gst);
+    for (int r = 0; r < 5; r++) {
+        const double t0 = cv_now_s();
+        for (int i = 0; i < inner; i++)
+            run_job(j);
+        cv_bstream_sync(g_gst);
+        t[r] = (cv_now_s() - t0) / inner;
+    }
+    qsort(t, 5, sizeof t[0], cmp_double);
+    return t[2];
+}
+
+static int bench(void)
+{
+    cv_err err = { 0 };
+    cv_cuda_device_info di;
+    cv_cuda_device_get(g_gpu, &di);
+    /* the ceiling: a device-to-device copy of 1 GiB reads and writes it */
+    const size_t big = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    double copy_gbs = 0;
+    if (cv_cuda_alloc(g_gpu, big, &a, &err) == 0 && cv_cuda_alloc(g_gpu, big, &b, &err) == 0) {
+        cv_cuda_copy(g_gpu, b, a, big, &err);
+        double best = 1e9;
+        for (int r = 0; r < 5; r++) {
+            const double t0 = cv_now_s();
+            cv_cuda_copy(g_gpu, b, a, big, &err);
+            const double t = cv_now_s() - t0;
+            best = t < best ? t : best;
+        }
+        copy_gbs = 2.0 * (double)big / best / 1e9;
+    }
+    cv_cuda_free(g_gpu, a);
+    cv_cuda_free(g_gpu, b);
+    if (err.code) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return 1;
+    }
+    /* One llama3.1-8b layer's matrices (Q4_K_M: q, k, o, gate, up in
+     * Q4_K, v and down in Q6_K), random; a token's decode reads them all,
+     * 32 times a token. */
+    struct { const char *name; uint32_t type; int64_t n_in, n_out; } mats[] = {
+        { "attn_q", CV_GGML_Q4_K, 4096, 4096 },   { "attn_k", CV_GGML_Q4_K, 4096, 1024 },
+        { "attn_v", CV_GGML_Q6_K, 4096, 1024 },   { "attn_output", CV_GGML_Q4_K, 4096, 4096 },
+        { "ffn_gate", CV_GGML_Q4_K, 4096, 14336 }, { "ffn_up", CV_GGML_Q4_K, 4096, 14336 },
+        { "ffn_down", CV_GGML_Q6_K, 14336, 4096 },
+    };
+    enum { N_MATS = 7 };
+    cv_bmat *w[N_MATS] = { 0 };
+    size_t layer_bytes = 0;
+    for (int i = 0; i < N_MATS; i++) {
+        const cv_dtype *dt = cv_dtype_get(mats[i].type);
+        const size_t n = (size_t)(mats[i].n_in / dt->block_elems) * dt->block_bytes * (size_t)mats[i].n_out;
+        uint8_t *bytes = cv_xmalloc(n);
+        for (size_t k = 0; k < n; k++)
+            bytes[k] = (uint8_t)cv_rng_u64(&g_rng);
+        /* finite scales: every 2-byte f16 field could be NaN otherwise; the
+         * timing does not depend on the values */
+        for (size_t k = 0; k + 1 < n; k += 2)
+            if ((bytes[k + 1] & 0x7c) == 0x7c)
+                bytes[k + 1] &= 0xbb;
+        if (cv_bmat_create(g_gpu, mats[i].type, mats[i].n_in, mats[i].n_out, bytes, n, &w[i], &err)) {
+            fprintf(stderr, "bench: %s\n", err.msg);
+            free(bytes);
+            return 1;
+        }
+        layer_bytes += n;
+        free(bytes);
+    }
+    const int64_t max_tok = 4096;
+    float *x = NULL, *y = NULL;
+    float *hx = random_rows(max_tok, 14336);
+    if (cv_cuda_alloc(g_gpu, (size_t)max_tok * 14336 * sizeof(float), (void **)&x, &err) ||
+        cv_cuda_alloc(g_gpu, (size_t)max_tok * 14336 * sizeof(float), (void **)&y, &err) ||
+        cv_cuda_upload(g_gpu, x, hx, (size_t)max_tok * 14336 * sizeof(float), &err)) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return 1;
+    }
+    free(hx);
+    printf("\n%s, sm_%d, %d SMs, %.1f GiB; NVRTC %d.%d, driver %d.%d\n", di.name, di.sm, di.n_sm,
+           di.total_bytes / 1073741824.0, di.nvrtc_major, di.nvrtc_minor, di.driver_version / 1000,
+           di.driver_version % 1000 / 10);
+    printf("device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
+    printf("| llama3.1-8b matmuls (Q4_K_M), 32 layers | time a step | rate | of the copy ceiling |\n");
+    printf("|---|---|---|---|\n");
+    static const int64_t steps[] = { 1, 8, 64, 512, 4096 };
+    for (size_t k = 0; k < CV_ARRAY_LEN(steps); k++) {
+        const mm_job j = { .w = w, .n_w = N_MATS, .n_tok = steps[k], .x = x, .y = y };
+        const double t = 32 * time_job(&j, steps[k] <= 8 ? 20 : steps[k] <= 512 ? 4 : 1);
+        if (steps[k] == 1)
+            printf("| decode, 1 token | %.2f ms | %.0f GB/s of weights | %.0f%% |\n", t * 1e3,
+                   32.0 * layer_bytes / t / 1e9, 100.0 * 32.0 * layer_bytes / t / 1e9 / copy_gbs);
+        else
+            printf("| %s, %lld tokens | %.2f ms | %.0f tok/s | |\n", steps[k] <= 64 ? "batch" : "prefill",
+                   (long long)steps[k], t * 1e3, steps[k] / t);
+    }
+    cv_bstream_sync(g_gst);
+    const int rc = cv_cuda_stream_error(g_gst, &err);
+    if (rc)
+        fprintf(stderr, "bench: %s\n", err.msg);
+    for (int i = 0; i < N_MATS; i++)
+        cv_bmat_destroy(g_gpu, w[i]);
+    cv_cuda_free(g_gpu, x);
+    cv_cuda_free(g_gpu, y);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    cv_err err = { 0 };
+    if (cv_backend_open("cuda", &g_gpu, &err)) {
+        printf("cuda: no usable GPU here (%s)\n", err.msg);
+        return 0;
+    }
+    cv_rng_seed(&g_rng, 36);
+    if (cv_bstream_create(g_gpu, 0, &g_gst, &err) || cv_bstream_create(cv_backend_cpu(), 0, &g_cst, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    cv_cuda_device_info di;
+    cv_cuda_device_get(g_gpu, &di);
+    printf("cuda:0 %s, sm_%d; kernels as %s_%d\n", di.name, di.sm, di.ptx ? "PTX for compute" : "cubins for sm",
+           di.target_sm);
+    if (argc > 1 && !strcmp(argv[1], "--bench"))
+        return bench();
+    RUN(matmul_every_type_matches_the_cpu);
+    RUN(expert_matmul_has_the_dense_bits);
+    cv_bstream_destroy(g_gst);
+    cv_bstream_destroy(g_cst);
+    return test_report();
+}
