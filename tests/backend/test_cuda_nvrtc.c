@@ -1,10 +1,10 @@
 /* test_cuda_nvrtc — every embedded kernel program through the real NVRTC
  * that corvid loads at run time, where this machine has one (no GPU
  * needed): each program, for every weight type, compiles to PTX that
- * defines every kernel the backend looks up, and to a cubin for sm_90 (the
- * H200 the check script runs on); act.cu and one matmul program compile
- * for the oldest architecture this NVRTC and corvid share; a broken
- * program returns NVRTC's log.
+ * defines every kernel the backend looks up; those of each block family
+ * also to a cubin for sm_90 (the H200 the check script runs on), act.cu
+ * and one matmul program for the oldest architecture this NVRTC and corvid
+ * share; a broken program returns NVRTC's log.
  *
  * Without NVRTC the test prints "nvrtc: not on this machine" and CTest
  * reports a skip (tests/backend/CMakeLists.txt). That skip stands under
@@ -33,9 +33,10 @@ static const char *const act_kernels[] = { "cv_quantize_q8", "cv_route_group", N
 static const char *const mm_kernels[] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",   "cv_mm_dense_1x8",
                                           "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", NULL };
 
-/* act.cu, and mm.cu for every weight type (only: that one type), for sm
- * as a cubin or as PTX; PTX must define every kernel cuda.c launches. */
-static void compile_for(int sm, bool ptx, int only)
+/* act.cu, and mm.cu for every weight type (only: those of the list, ended
+ * by -1), for sm as a cubin or as PTX; PTX must define every kernel cuda.c
+ * launches. */
+static void compile_for(int sm, bool ptx, const int *only)
 {
     const cv_cuda_target t = { .sm = sm, .ptx = ptx };
     uint32_t types[CV_GGML_TYPE_COUNT];
@@ -45,7 +46,10 @@ static void compile_for(int sm, bool ptx, int only)
     const double t0 = cv_now_s();
     int done = 0;
     for (int i = -1; i < n; i++) {
-        if (i >= 0 && only >= 0 && types[i] != (uint32_t)only)
+        bool listed = !only;
+        for (const int *o = only; o && *o >= 0 && !listed; o++)
+            listed = (uint32_t)*o == types[i];
+        if (i >= 0 && !listed)
             continue;
         char defines[32] = "";
         if (i >= 0)
@@ -74,14 +78,21 @@ static void compile_for(int sm, bool ptx, int only)
 
 TEST(every_program_compiles_to_ptx)
 {
-    compile_for(g_rtc.archs[g_rtc.n_archs - 1], true, -1);
+    compile_for(g_rtc.archs[g_rtc.n_archs - 1], true, NULL);
 }
 
-TEST(every_program_compiles_for_sm_90)
+/* A cubin is PTX through ptxas (registers, local memory), 20-30 s a
+ * program on two shared cores: the block families stand for the rest
+ * (32-value blocks, K-quants with and without minimums, MXFP4's byte
+ * loads, a float type); scripts/cuda-check.sh builds every one on the
+ * GPU. */
+static const int cubin_types[] = { CV_GGML_Q8_0, CV_GGML_Q4_K, CV_GGML_Q6_K, CV_GGML_MXFP4, CV_GGML_BF16, -1 };
+
+TEST(programs_compile_for_sm_90)
 {
     if (!nvrtc_knows(90))
         TEST_SKIP("NVRTC %d.%d does not compile for sm_90", g_rtc.major, g_rtc.minor);
-    compile_for(90, false, -1);
+    compile_for(90, false, cubin_types);
 }
 
 /* Nothing in the kernels depends on the architecture beyond dp4a (sm_61):
@@ -93,7 +104,8 @@ TEST(programs_compile_for_the_oldest_shared_arch)
         if (g_rtc.archs[i] >= CV_CUDA_MIN_SM)
             old = g_rtc.archs[i];
     CHECK(old > 0);
-    compile_for(old, false, CV_GGML_Q4_K);
+    static const int q4_k[] = { CV_GGML_Q4_K, -1 };
+    compile_for(old, false, q4_k);
 }
 
 TEST(a_broken_program_reports_nvrtc_log)
@@ -120,7 +132,7 @@ int main(void)
     printf("NVRTC %d.%d at %s, sm_%d to sm_%d\n", g_rtc.major, g_rtc.minor, g_rtc.path, g_rtc.archs[0],
            g_rtc.archs[g_rtc.n_archs - 1]);
     RUN(every_program_compiles_to_ptx);
-    RUN(every_program_compiles_for_sm_90);
+    RUN(programs_compile_for_sm_90);
     RUN(programs_compile_for_the_oldest_shared_arch);
     RUN(a_broken_program_reports_nvrtc_log);
     cv_cuda_nvrtc_close(&g_rtc);
