@@ -46,10 +46,10 @@ static void compile_for(int sm, bool ptx, const int *only)
     const double t0 = cv_now_s();
     int done = 0;
     for (int i = -1; i < n; i++) {
-        bool listed = !only;
+        bool listed = i < 0 || !only; /* act.cu always */
         for (const int *o = only; o && *o >= 0 && !listed; o++)
             listed = (uint32_t)*o == types[i];
-        if (i >= 0 && !listed)
+        if (!listed)
             continue;
         char defines[32] = "";
         if (i >= 0)

@@ -60,6 +60,18 @@ __device__ __forceinline__ void cv_k_scale_min(int j, const u8 *q, float *sc, fl
     }
 }
 
+/* 16 bytes of 4-bit indices, as four words v, into the 32 levels of
+ * table t: the low nibbles are values 0-15, the high ones 16-31 (iq4_nl,
+ * iq4_xs, mxfp4). */
+__device__ __forceinline__ void cv_lut_nibbles(const u32 v[4], const i8 *t, int q[8])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        q[i] = cv_lut4(v[i], t);
+        q[4 + i] = cv_lut4(v[i] >> 4, t);
+    }
+}
+
 struct cv_q4_0 {
     static constexpr int QK = 32, BB = 18;
     static constexpr bool INT8 = true;
@@ -265,12 +277,8 @@ struct cv_iq4_nl {
     static __device__ __forceinline__ void load(const u8 *b, int j, int q[8], float dm[4])
     {
         const float d = cv_h2f(cv_ld_u16(b));
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const u32 v = cv_ld2x2(b + 2 + 4 * i);
-            q[i] = cv_lut4(v, cv_iq4_levels);
-            q[4 + i] = cv_lut4(v >> 4, cv_iq4_levels);
-        }
+        const u32 v[4] = { cv_ld2x2(b + 2), cv_ld2x2(b + 6), cv_ld2x2(b + 10), cv_ld2x2(b + 14) };
+        cv_lut_nibbles(v, cv_iq4_levels, q);
         dm[0] = dm[1] = d;
         dm[2] = dm[3] = 0.0f;
     }
@@ -287,12 +295,8 @@ struct cv_iq4_xs {
         const u32 sh = cv_ld_u16(b + 2);
         const int ls = (((b[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((sh >> (2 * j)) & 3) << 4)) - 32;
         const u8 *qs = b + 8 + 16 * j;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const u32 v = cv_ld4(qs + 4 * i);
-            q[i] = cv_lut4(v, cv_iq4_levels);
-            q[4 + i] = cv_lut4(v >> 4, cv_iq4_levels);
-        }
+        const u32 v[4] = { cv_ld4(qs), cv_ld4(qs + 4), cv_ld4(qs + 8), cv_ld4(qs + 12) };
+        cv_lut_nibbles(v, cv_iq4_levels, q);
         dm[0] = dm[1] = d * (float)ls;
         dm[2] = dm[3] = 0.0f;
     }
@@ -304,12 +308,8 @@ struct cv_mxfp4 {
     static __device__ __forceinline__ void load(const u8 *b, int j, int q[8], float dm[4])
     {
         const float d = cv_e8m0_half(b[0]);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const u32 v = cv_ld1x4(b + 1 + 4 * i);
-            q[i] = cv_lut4(v, cv_mxfp4_levels);
-            q[4 + i] = cv_lut4(v >> 4, cv_mxfp4_levels);
-        }
+        const u32 v[4] = { cv_ld1x4(b + 1), cv_ld1x4(b + 5), cv_ld1x4(b + 9), cv_ld1x4(b + 13) };
+        cv_lut_nibbles(v, cv_mxfp4_levels, q);
         dm[0] = dm[1] = d;
         dm[2] = dm[3] = 0.0f;
     }

@@ -87,6 +87,18 @@ __device__ __forceinline__ void cv_tile(const u8 *const wr[R], const u8 *const a
         }
 }
 
+/* Weight rows o0 .. o0 + R - 1 of w (NULL past n_out) and their output
+ * columns. */
+template <int R>
+__device__ __forceinline__ void cv_weight_rows(const u8 *w, i64 row_bytes, i64 o0, i64 n_out, const u8 *wr[R], int o[R])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        wr[r] = o0 + r < n_out ? w + (o0 + r) * row_bytes : nullptr;
+        o[r] = (int)(o0 + r);
+    }
+}
+
 /* Dense: grid (ceil(n_out / (4R)), ceil(n_tok / NT)). */
 template <int R, int NT>
 __device__ __forceinline__ void cv_mm_dense(const u8 *w, i64 row_bytes, i64 n_in, i64 n_out, const u8 *act, i64 act_ld,
@@ -98,11 +110,7 @@ __device__ __forceinline__ void cv_mm_dense(const u8 *w, i64 row_bytes, i64 n_in
     const u8 *wr[R], *ar[NT];
     float *yp[NT];
     int o[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        wr[r] = o0 + r < n_out ? w + (o0 + r) * row_bytes : nullptr;
-        o[r] = (int)(o0 + r);
-    }
+    cv_weight_rows<R>(w, row_bytes, o0, n_out, wr, o);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         ar[t] = t0 + t < n_tok ? act + (t0 + t) * act_ld : nullptr;
@@ -126,11 +134,7 @@ __device__ __forceinline__ void cv_mm_routes(const u64 *wp, i64 row_bytes, i64 n
     const u8 *wr[R], *ar[1] = { act + (i64)(src ? src[route] : route) * act_ld };
     float *yp[1] = { y + (i64)route * ldy };
     int o[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        wr[r] = o0 + r < n_out ? w + (o0 + r) * row_bytes : nullptr;
-        o[r] = (int)(o0 + r);
-    }
+    cv_weight_rows<R>(w, row_bytes, o0, n_out, wr, o);
     cv_tile<cv_wt, R, 1>(wr, ar, n_in, yp, o);
 }
 
@@ -151,11 +155,7 @@ __device__ __forceinline__ void cv_mm_grouped(const u64 *wp, i64 row_bytes, i64 
     const u8 *wr[R], *ar[NT];
     float *yp[NT];
     int o[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        wr[r] = o0 + r < n_out ? w + (o0 + r) * row_bytes : nullptr;
-        o[r] = (int)(o0 + r);
-    }
+    cv_weight_rows<R>(w, row_bytes, o0, n_out, wr, o);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         const int route = t < tile.z ? order[tile.y + t] : 0;
