@@ -183,7 +183,7 @@ TEST(doctor_says_what_cuda_this_machine_has)
     setenv("CORVID_LIBNVRTC", FAKE_NVRTC_LIB, 1);
     setenv("FAKE_CUDA_MODE", "ok", 1);
     setenv("FAKE_CUDA_MEM", "25769803776", 1); /* 24 GiB */
-    CHECK_EQ_INT(doctor(model, &out), 0);
+    doctor(model, &out); /* its status says whether the model fits this machine's RAM: not this test's matter */
     CHECK_MSG(out.data && strstr(out.data, "cuda       cuda:0 Fake GPU, sm_90, 132 SMs, 24.0 GiB") &&
                   strstr(out.data, "on cuda:0 (Fake GPU), chosen: all 32 layers and the output on the device"),
               "%s", out.data ? out.data : "");
