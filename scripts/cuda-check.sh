@@ -31,7 +31,7 @@ prepare() {
         # machine has (a newer one reads an older binary)
         ldd "$bin" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
             case $(basename "$lib") in
-            libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
+            libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | libresolv.so.* | libutil.so.* | ld-linux*) ;;
             *) cp -L "$lib" "$carry/lib/" ;;
             esac
         done
@@ -54,22 +54,32 @@ run() {
     log=/tmp/corvid-cuda-check
     mkdir -p "$log"
     summary=""
-    step() { # name timeout command...: runs it, output to the screen and log/name
+    failed=0
+    step() { # name timeout command...: runs it, its output to log/name and
+        # (but for doctor's, of which the cuda lines are shown) the screen
         name=$1 limit=$2
         shift 2
         t0=$(date +%s)
         timeout "$limit" "$@" >"$log/$name" 2>&1
         rc=$?
-        cat "$log/$name"
-        summary="$summary$(printf '| %s | %s | %ss |' "$name" \
-            "$([ $rc = 0 ] && echo ok || { [ $rc = 124 ] && echo "timed out ($limit s)" || echo "FAILED ($rc)"; })" \
-            $(($(date +%s) - t0)))
+        if [ "$name" = doctor ]; then grep '^cuda ' "$log/$name"; else cat "$log/$name"; fi
+        if grep -q '^cuda: no usable GPU here' "$log/$name"; then
+            result="NOT RUN: no usable GPU"
+            rc=1
+        elif [ $rc = 0 ]; then
+            result=ok
+        elif [ $rc = 124 ]; then
+            result="timed out ($limit s)"
+        else
+            result="FAILED ($rc)"
+        fi
+        [ $rc = 0 ] || failed=1
+        summary="$summary$(printf '| %s | %s | %ss |' "$name" "$result" $(($(date +%s) - t0)))
 "
     }
     echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -4
     step doctor 90 "$carry/corvid" doctor --quick --threads 4
-    grep '^cuda ' "$log/doctor" >/dev/null || echo "(doctor printed no cuda lines)"
     step kernels 300 "$carry/test_cuda_kernels"
     step bench 150 "$carry/test_cuda_kernels" --bench
     echo
@@ -80,11 +90,12 @@ run() {
     echo "| step | result | time |"
     echo "|---|---|---|"
     printf '%s' "$summary"
+    return $failed
 }
 
 case ${1:-} in
 prepare) prepare ;;
-run) run ;;
+run) run || exit 1 ;;
 *)
     echo "usage: scripts/cuda-check.sh prepare|run (docs/CUDA.md)" >&2
     exit 2
