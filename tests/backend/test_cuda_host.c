@@ -414,6 +414,12 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
     if (!be)
         return;
     CHECK_EQ_STR(cv_backend_name(be), "cuda");
+    /* the whole table of this ABI, as the CPU backend's */
+    const cv_backend_ops *ops = be->ops;
+    CHECK_EQ_INT(ops->abi, CV_BACKEND_ABI);
+    CHECK(ops->mat_create && ops->mat_destroy && ops->mat_path && ops->stream_create && ops->stream_destroy &&
+          ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
+          ops->experts_ws_destroy && ops->matmul_experts);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -422,6 +428,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
     cv_bstream *st;
     cv_err err = { 0 };
     CHECK_MSG(cv_bstream_create(be, 0, &st, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cv_bstream_threads(st), 1);
+    cv_bstream_set_threads(st, 4); /* a device's stream ignores it */
     CHECK_EQ_INT(cv_bstream_threads(st), 1);
     uint32_t types[CV_GGML_TYPE_COUNT];
     const int n = weight_types(types);

@@ -379,6 +379,9 @@ static void stream_destroy(cv_bstream *s)
 
 static int stream_threads(const cv_bstream *s) { (void)s; return 1; }
 
+/* The device computes; the one host thread that issues work stays. */
+static void stream_set_threads(cv_bstream *s, int32_t n) { (void)s, (void)n; }
+
 static void stream_sync(cv_bstream *s)
 {
     cuda_stream *st = stream_of(s);
@@ -594,6 +597,7 @@ static const cv_backend_ops cuda_ops = {
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_threads = stream_threads,
+    .stream_set_threads = stream_set_threads,
     .sync = stream_sync,
     .matmul = matmul,
     .experts_ws_create = experts_ws_create,
