@@ -10,7 +10,8 @@
  * over real GGUFs, an alias-named file, a partial and an invalid file; rm and
  * its refusal outside the store; recipe; launch for every client against a
  * running server with an API key, its errors, and starting `corvid serve`
- * itself. Waits are bounded loops on observable state; nothing is timed. */
+ * itself (with --small: both models, and Claude Code given the pair).
+ * Waits are bounded loops on observable state; nothing is timed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -502,6 +503,55 @@ TEST(launch_starts_corvid_serve_when_none_listens)
     proc_out_free(&po);
 }
 
+/* launch --small: the server it starts serves both models, Claude Code's
+ * haiku variable names the small one and the main ones the large one, and
+ * the server routes claude-*haiku* to the small one. */
+TEST(launch_small_serves_both_models_and_gives_claude_code_the_pair)
+{
+    char path_env[PATH_MAX + 8], rep_env_s[400], st_env[400], free_port[16], e1[400], cache_env[400];
+    snprintf(path_env, sizeof path_env, "PATH=%s:/usr/bin:/bin", bin_dir);
+    snprintf(rep_env_s, sizeof rep_env_s, "FAKE_CLIENT_REPORT=%s", report);
+    snprintf(st_env, sizeof st_env, "XDG_STATE_HOME=%s", state_dir);
+    snprintf(e1, sizeof e1, "CORVID_MODELS=%s", store);
+    snprintf(cache_env, sizeof cache_env, "XDG_CACHE_HOME=%s/cache", tmp);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    bind(s, (struct sockaddr *)&a, sizeof a);
+    getsockname(s, (struct sockaddr *)&a, &al);
+    snprintf(free_port, sizeof free_port, "%d", ntohs(a.sin_port));
+    close(s);
+    const char *env[] = { path_env, rep_env_s, st_env, e1, cache_env, "-CORVID_API_KEY", NULL };
+    unlink(report);
+    proc_out po;
+    run(CORVID("launch", "claude-code", "tiny-qwen3-Q4_K_M", "--small", "tiny-qwen3-Q8_0", "--port", free_port, "--ctx",
+               "1024"),
+        env, &po);
+    CHECK_MSG(po.status == 0, "launch --small: exit %d: %s", po.status, po.err.data);
+    json_t *r = read_report();
+    CHECK(r && JSON_INT(json_object_get(r, "request"), "status") == 200);
+    CHECK_EQ_STR(rep_env(r, "ANTHROPIC_MODEL"), "tiny-qwen3-Q4_K_M");
+    CHECK_EQ_STR(rep_env(r, "ANTHROPIC_DEFAULT_SONNET_MODEL"), "tiny-qwen3-Q4_K_M");
+    CHECK_EQ_STR(rep_env(r, "ANTHROPIC_DEFAULT_HAIKU_MODEL"), "tiny-qwen3-Q8_0");
+    json_decref(r);
+    proc_out_free(&po);
+    /* the server holds both, loaded */
+    run(CORVID("ps", "--port", free_port, "--json"), env, &po);
+    json_t *ps = cv_json_parse(po.out.data, po.out.len, NULL);
+    CHECK_MSG(json_array_size(ps) == 2, "ps: %s", po.out.data);
+    for (size_t i = 0; i < json_array_size(ps); i++)
+        CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(ps, i), "state")), "loaded");
+    json_decref(ps);
+    proc_out_free(&po);
+    char pidf[PATH_MAX];
+    snprintf(pidf, sizeof pidf, "%s/corvid/serve-%s.pid", state_dir, free_port);
+    cv_buf b = { 0 };
+    CHECK(cv_read_file(pidf, &b, 64, NULL) == 0);
+    int pid = b.data ? atoi(b.data) : 0;
+    CHECK(pid > 0 && kill(pid, SIGTERM) == 0);
+    cv_buf_free(&b);
+}
+
 int main(void)
 {
     test_require_data();
@@ -548,6 +598,7 @@ int main(void)
     RUN(launch_configures_every_client_for_the_running_server_and_execs_it);
     RUN(launch_errors_name_what_is_missing);
     RUN(launch_starts_corvid_serve_when_none_listens);
+    RUN(launch_small_serves_both_models_and_gives_claude_code_the_pair);
 
     stop_server(serve_pid);
     hub_fake_stop(hub);
