@@ -1,0 +1,136 @@
+#!/bin/sh
+# bench-models.sh A.gguf B.gguf E.gguf — several models in one `corvid
+# serve`, for docs/PERF.md ("Several models in one server"). A and B are
+# chat models, E an embedding model ({arch}.pooling_type set: `corvid
+# synth --pooling 3`). Phases (PHASES, default "decode first embed"):
+#   decode  A alone on a server of THREADS/2 threads, B alone the same, then
+#           A and B in one server of THREADS threads decoding at once (two
+#           `corvid bench --serve --case decode` runs, STREAMS streams each):
+#           each model's aggregate decode rate and the sum, against the sum
+#           of the two alone; and the server process's CPU time per token
+#           generated (prefills included, the same work in both), which a
+#           host busy with other work does not move. Two rounds.
+#   first   a server over a store holding A and B, nothing loaded; A decodes
+#           (a long bench run) while B is asked for: B's time to first token
+#           against its load time (/v1/status last_load_ms) plus its prefill
+#           (a request of the same length again on the loaded B, while A
+#           still decodes: on its share of the threads; --no-prefix-cache).
+#   embed   E alone (--batch-tokens PREFILL, no prefix cache): one
+#           /v1/embeddings request of INPUTS inputs of PROMPT ids (`--case
+#           embed`) against the same server's prefill of one PREFILL-token
+#           prompt (its time to first token), three rounds in turn.
+# Servers run without speculation (--draft 0), so a step's work does not
+# depend on what the random models happen to repeat.
+# Environment: THREADS (2), STREAMS (2), N_GEN (64), PROMPT (128), INPUTS
+# (32), PREFILL (512), BAN (50256: gpt-2's end of text), PORT (18700),
+# CORVID (build/corvid).
+set -eu
+a=$1 b=$2 e=$3
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${CORVID:-$here/build/corvid}
+phases=${PHASES:-decode first embed}
+threads=${THREADS:-2}
+half=$((threads / 2 > 0 ? threads / 2 : 1))
+streams=${STREAMS:-2}
+n_gen=${N_GEN:-64}
+prompt=${PROMPT:-128}
+inputs=${INPUTS:-32}
+prefill=${PREFILL:-512}
+ban=${BAN:-50256}
+port=${PORT:-18700}
+url=http://127.0.0.1:$port
+tmp=$(mktemp -d)
+pid=""
+stop_server() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    pid=""
+}
+trap 'stop_server; rm -rf "$tmp"' EXIT
+
+serve() { # [ENV=...] serve args...: a server on $port, ready
+    "$bin" serve --port "$port" --ctx 4096 --parallel "$streams" --kv-memory 1G --cache-dir '' --draft 0 "$@" \
+        >"$tmp/serve.log" 2>&1 &
+    pid=$!
+    until curl -sf "$url/health/ready" >/dev/null; do
+        kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
+        sleep 0.2
+    done
+}
+cpu() { # the server's CPU seconds so far (user + system)
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' "/proc/$pid/stat"
+}
+decode() { # MODEL: "aggregate" decode tok/s of STREAMS streams
+    "$bin" bench --serve "$url" --model "$1" --case decode --streams "$streams" -p "$prompt" -n "$n_gen" \
+        --ban "$ban" | awk '{ for (i = 1; i <= NF; i++) if ($i == "aggregate") print $(i + 1) }'
+}
+
+for phase in $phases; do
+    case $phase in
+    decode)
+        tokens=$((2 * streams * n_gen))
+        for round in 1 2; do
+            serve "$a" --threads "$half"
+            c0=$(cpu); ra=$(decode a); c1=$(cpu)
+            stop_server
+            serve "$b" --threads "$half"
+            c2=$(cpu); rb=$(decode b); c3=$(cpu)
+            stop_server
+            serve "$a" "$b" --threads "$threads"
+            c4=$(cpu)
+            decode a >"$tmp/ta" &
+            da=$!
+            tb=$(decode b)
+            wait $da
+            c5=$(cpu)
+            ta=$(cat "$tmp/ta")
+            stop_server
+            awk -v ra="$ra" -v rb="$rb" -v ta="$ta" -v tb="$tb" -v h="$half" -v t="$threads" -v r="$round" \
+                -v alone="$(echo "$c1 $c0 $c3 $c2" | awk '{ print $1 - $2 + $3 - $4 }')" \
+                -v both="$(echo "$c5 $c4" | awk '{ print $1 - $2 }')" -v n="$tokens" 'BEGIN {
+                printf "decode round %d: alone at %d thread(s) a %.1f + b %.1f = %.1f tok/s; together at %d: " \
+                       "a %.1f + b %.1f = %.1f tok/s (%.1f%% of the sum alone); server CPU per token alone " \
+                       "%.1f ms, together %.1f ms (%.1f%%)\n",
+                       r, h, ra, rb, ra + rb, t, ta, tb, ta + tb, 100 * (ta + tb) / (ra + rb),
+                       1000 * alone / n, 1000 * both / n, 100 * alone / both }'
+        done
+        ;;
+    first)
+        store=$tmp/store
+        rm -rf "$store"
+        mkdir -p "$store/local/bench"
+        ln -s "$(realpath "$a")" "$store/local/bench/a.gguf"
+        ln -s "$(realpath "$b")" "$store/local/bench/b.gguf"
+        CORVID_MODELS=$store serve --threads "$threads" --no-prefix-cache
+        decode a >/dev/null # a loaded and warm
+        "$bin" bench --serve "$url" --model a --case decode --streams 1 -p "$prompt" -n 100000 \
+            --ban "$ban" >/dev/null 2>&1 &
+        busy=$! # a decodes until killed, through both of b's requests
+        sleep 2
+        cold=$("$bin" bench --serve "$url" --model b --case first --system "$prompt" --seed 1 |
+            awk '{ for (i = 1; i <= NF; i++) if ($i == "ttft") print $(i + 1) }')
+        load=$(curl -s "$url/v1/status" | jq -r '.models[] | select(.aliases | index("b")) | .last_load_ms')
+        warm=$("$bin" bench --serve "$url" --model b --case first --system "$prompt" --seed 2 |
+            awk '{ for (i = 1; i <= NF; i++) if ($i == "ttft") print $(i + 1) }')
+        kill $busy
+        wait $busy 2>/dev/null || true
+        stop_server
+        awk -v c="$cold" -v l="$load" -v w="$warm" 'BEGIN {
+            printf "first request after load, while another model decodes: TTFT %.3f s; load %.3f s + prefill " \
+                   "%.3f s = %.3f s (TTFT / that %.2f)\n", c, l / 1000, w, l / 1000 + w, c / (l / 1000 + w) }'
+        ;;
+    embed)
+        serve "$e" --threads "$threads" --batch-tokens "$prefill" --no-prefix-cache
+        for round in 1 2 3; do
+            emb=$("$bin" bench --serve "$url" --model e --case embed --inputs "$inputs" -p "$prompt" --seed "$round" |
+                awk '{ for (i = 1; i <= NF; i++) if ($i == "tok/s") print $(i - 1) }')
+            ttft=$("$bin" bench --serve "$url" --model e --case decode --streams 1 -p "$prefill" -n 2 --ban "$ban" \
+                --seed "$round" | awk '{ for (i = 1; i <= NF; i++) if ($i == "ttft") print $(i + 1) }')
+            awk -v e="$emb" -v t="$ttft" -v n="$inputs" -v k="$prompt" -v f="$prefill" -v r="$round" 'BEGIN {
+                printf "embed round %d: %d x %d tokens in one request %.1f tok/s; a %d-token prompt'"'"'s prefill " \
+                       "%.1f tok/s (%.1f%%)\n", r, n, k, e, f, f / t, 100 * e * t / f }'
+        done
+        stop_server
+        ;;
+    *) echo "bench-models.sh: unknown phase $phase" >&2; exit 2 ;;
+    esac
+done
