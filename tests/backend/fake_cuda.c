@@ -66,6 +66,7 @@ cu_result cuDeviceGetAttribute(int *v, int attr, int dev)
 cu_result cuDeviceTotalMem_v2(size_t *b, int dev) { (void)dev; *b = mem_cap(); return 0; }
 cu_result cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = (void *)0x1; return 0; }
 cu_result cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
+cu_result cuCtxSynchronize(void) { return 0; }
 cu_result cuMemGetInfo_v2(size_t *f, size_t *t)
 {
     *t = mem_cap();

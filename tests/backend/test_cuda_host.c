@@ -567,6 +567,26 @@ TEST(expert_matmul_groups_many_routes)
     cv_bstream_destroy(st);
 }
 
+TEST(device_memory_round_trips)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    char in[300], out[300] = { 0 };
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (char)(i * 7);
+    void *a = NULL, *b = NULL;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_cuda_alloc(be, sizeof in, &a, &err), 0);
+    CHECK_EQ_INT(cv_cuda_alloc(be, sizeof in, &b, &err), 0);
+    CHECK_EQ_INT(cv_cuda_upload(be, a, in, sizeof in, &err), 0);
+    CHECK_EQ_INT(cv_cuda_copy(be, b, a, sizeof in, &err), 0);
+    CHECK_EQ_INT(cv_cuda_download(be, out, b, sizeof out, &err), 0);
+    CHECK(!memcmp(in, out, sizeof in));
+    cv_cuda_free(be, a);
+    cv_cuda_free(be, b);
+}
+
 TEST(device_memory_runs_out_clearly)
 {
     cv_backend *be = fake_backend();
@@ -649,6 +669,7 @@ int main(void)
     RUN(backend_refuses_what_it_cannot_hold);
     RUN(failed_launch_is_recorded_and_stops_the_stream);
     RUN(expert_matmul_groups_many_routes);
+    RUN(device_memory_round_trips);
     RUN(device_memory_runs_out_clearly);
     RUN(describe_names_a_usable_device);
     char cmd[PATH_MAX + 16];

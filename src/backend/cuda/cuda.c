@@ -271,8 +271,11 @@ int cv_cuda_copy(cv_backend *be, void *dst, const void *src, size_t n, cv_err *e
 {
     cuda_dev *d = dev_of(be);
     ctx_enter(d);
-    return copy_result(d, d->drv.cuMemcpyDtoD((cu_dptr)(uintptr_t)dst, (cu_dptr)(uintptr_t)src, n),
-                       "device copy", n, err);
+    /* a device-to-device copy returns before it is done: wait for it */
+    cu_result r = d->drv.cuMemcpyDtoD((cu_dptr)(uintptr_t)dst, (cu_dptr)(uintptr_t)src, n);
+    if (r == CU_SUCCESS)
+        r = d->drv.cuCtxSynchronize();
+    return copy_result(d, r, "device copy", n, err);
 }
 
 /* ---- streams ---- */

@@ -71,8 +71,8 @@ int cv_cuda_alloc(cv_backend *be, size_t n, void **out, cv_err *err);
 void cv_cuda_free(cv_backend *be, void *p);
 int cv_cuda_upload(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
 int cv_cuda_download(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
-/* n bytes from device memory to device memory (the bandwidth probe of the
- * check script). */
+/* n bytes from device memory to device memory, returning once copied (the
+ * bandwidth probe of the check script). */
 int cv_cuda_copy(cv_backend *be, void *dst, const void *src, size_t n, cv_err *err);
 /* The first failure a stream's operations met (they return nothing: a
  * launch that fails is logged, recorded here, and the stream's later work

@@ -59,6 +59,7 @@ enum {
     X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", cu_result, (size_t * bytes, cu_device dev))                 \
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", cu_result, (cu_context * ctx, cu_device dev))  \
     X(cuCtxSetCurrent, "cuCtxSetCurrent", cu_result, (cu_context ctx))                                     \
+    X(cuCtxSynchronize, "cuCtxSynchronize", cu_result, (void))                                             \
     X(cuMemGetInfo, "cuMemGetInfo_v2", cu_result, (size_t * free_bytes, size_t *total_bytes))              \
     X(cuMemAlloc, "cuMemAlloc_v2", cu_result, (cu_dptr * p, size_t bytes))                                 \
     X(cuMemFree, "cuMemFree_v2", cu_result, (cu_dptr p))                                                   \
