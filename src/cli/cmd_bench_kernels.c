@@ -555,7 +555,7 @@ static int bench_mla(cv_pool *pool, const char *models, int repeats, cv_err *err
             const cv_mla_bench b = { .n_head = s->n_head, .kv_lora = s->n_lora_kv, .rope = s->mla_rope,
                                      .nope = s->mla_nope, .v = s->mla_v, .depth = cases[c].depth,
                                      .n_tok = cases[c].n_tok, .kv_type = CV_GGML_F16, .up_type = CV_GGML_Q4_K,
-                                     .repeats = repeats };
+                                     .repeats = repeats, .clock = clock_s };
             cv_mla_bench_result r;
             const int rc = cv_engine_bench_mla(&b, pool, &r, err);
             if (rc)

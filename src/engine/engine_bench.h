@@ -45,6 +45,7 @@ typedef struct cv_mla_bench {
     int32_t depth, n_tok;
     uint32_t kv_type, up_type;
     int repeats;
+    double (*clock)(void); /* seconds the passes are timed by (NULL: wall time) */
 } cv_mla_bench;
 
 typedef struct cv_mla_bench_result {
