@@ -117,7 +117,8 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
 typedef struct mb_job {
     att_tile proto;
     att_tile_fn fn;
-    int32_t n_items;  /* tiles of one token (prefill), or chunks of the one decoding token's context */
+    int32_t n_items;  /* tiles of the prefill's tokens, or chunks of the one decoding token's context */
+    int32_t n_tok;    /* the prefill's tokens (the last tile may hold fewer than proto's) */
     bool chunks;
     float *scratch, *slots;
     size_t scratch_floats, slot_floats;
@@ -135,8 +136,9 @@ static void mb_worker(void *ctx, int ith, int nth)
             break;
         att_tile a = j->proto;
         if (!j->chunks) {
-            a.pos0 += i;
-            a.rows += i;
+            a.pos0 += i * a.n_tok;
+            a.rows += i * a.n_tok;
+            a.n_tok = CV_MIN(a.n_tok, j->n_tok - i * a.n_tok);
             cv_att_tile_run(j->fn, &a, scr);
             continue;
         }
@@ -160,6 +162,9 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     if (H < 1 || C < 1 || b->rope < 0 || b->nope < 1 || b->v < 1 || b->n_tok < 1 || b->depth < b->n_tok ||
         (int64_t)H * D > CV_MAX_MODEL_DIM)
         return cv_err_set(err, CV_EINVAL, "mla bench: a shape with nothing to attend");
+    /* a decode step cuts its context into chunks, a prefill its tokens into tiles */
+    const bool chunks = b->n_tok == 1;
+    const int32_t tt = chunks ? 1 : eng_mla_tile_tokens(H);
     const int32_t n_blocks = (b->depth + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     kv_pool kv;
     int rc = kv_pool_init(&kv, n_blocks, 1, 1, 1, D, b->kv_type, err);
@@ -189,16 +194,16 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         rows[i] = i;
     const att_tile_fn fn = eng_mla_tile_for();
     const int nth = cv_pool_size(pool);
-    const bool chunks = b->n_tok == 1;
     const int32_t n_chunks = cv_att_chunks(b->depth - 1);
     mb_job j = {
-        .proto = { .kv = &kv, .blocks = blocks, .n_tok = 1, .pos0 = b->depth - b->n_tok, .rows = rows, .qkv = q,
+        .proto = { .kv = &kv, .blocks = blocks, .n_tok = tt, .pos0 = b->depth - b->n_tok, .rows = rows, .qkv = q,
                    .ld_qkv = ld_q, .out = out, .ld_out = ld_o, .n_rep = H, .hd = D, .hd_v = C,
                    .scale = 1.0f / sqrtf((float)(b->nope + b->rope)) },
         .fn = fn,
-        .n_items = chunks ? n_chunks : b->n_tok,
+        .n_items = chunks ? n_chunks : (b->n_tok + tt - 1) / tt,
+        .n_tok = b->n_tok,
         .chunks = chunks,
-        .scratch_floats = eng_mla_scratch_floats(H, D),
+        .scratch_floats = eng_mla_scratch_floats(H * tt, D),
         .slot_floats = (cv_att_state_floats(H, C) + 15) & ~(size_t)15,
     };
     j.scratch = cv_aligned_alloc(j.scratch_floats * sizeof(float) * (size_t)nth);

@@ -151,6 +151,11 @@ void eng_mla_tile_scalar(const att_tile *a, float *scratch);
 void eng_mla_tile_avx2(const att_tile *a, float *scratch);
 void eng_mla_tile_avx512(const att_tile *a, float *scratch);
 att_tile_fn eng_mla_tile_for(void);
+/* Tokens a latent tile takes (a prefill's tiles; a decode step's is its
+ * token): about 48 query rows, so both GEMMs run whole 16-column blocks
+ * and a block's rows serve several tokens (at 20 heads 2 tokens ran a
+ * 512-token prefill 1.15x faster than 1, 8 slower: docs/PERF.md). */
+int32_t eng_mla_tile_tokens(int32_t n_head);
 /* Floats of scratch one thread needs for those tiles of R query rows over
  * rows of D: the generic tile scratch (cv_att_tile_run's running state at
  * its end), then the tile's own temporaries. */

@@ -183,6 +183,8 @@ att_tile_fn eng_mla_tile_for(void)
                                        : eng_mla_tile_scalar;
 }
 
+int32_t eng_mla_tile_tokens(int32_t n_head) { return CV_MAX(1, CV_MIN(16, 48 / n_head)); }
+
 size_t eng_mla_scratch_floats(int32_t R, int32_t D)
 {
     return round16(cv_att_scratch_floats(R, D) + tile_tmp_floats(R, D));
@@ -307,11 +309,20 @@ static int mla_init(cv_engine *e, cv_err *err)
     e->qkv = cv_aligned_alloc(T * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc(T * (size_t)e->ld_q * sizeof(float));
     e->att_tile = eng_mla_tile_for();
-    const size_t need = eng_mla_scratch_floats(e->att_tile_tokens * M->H, M->D);
+    /* The tile's size is the kind's: its scratch and the cut pairs' state
+     * slots follow it (the engine sized them for plain attention's). */
+    e->att_tile_tokens = eng_mla_tile_tokens(M->H);
+    const int32_t R = e->att_tile_tokens * M->H;
+    const size_t need = eng_mla_scratch_floats(R, M->D), slot = round16(cv_att_state_floats(R, M->C));
     if (need > e->att_scratch_floats) {
         cv_aligned_free(e->att_scratch);
         e->att_scratch_floats = need;
         e->att_scratch = cv_aligned_alloc(need * sizeof(float) * (size_t)e->n_threads);
+    }
+    if (slot > e->att_slot_floats) {
+        cv_aligned_free(e->att_slots);
+        e->att_slot_floats = slot;
+        e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * slot) * sizeof(float));
     }
     return 0;
 }
