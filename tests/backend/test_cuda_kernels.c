@@ -19,6 +19,7 @@
  * reports a skip (tests/backend/CMakeLists.txt), in CI too: no machine CI
  * runs on has a GPU; scripts/cuda-check.sh runs it where one is lent. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "backend/cuda/cuda.h"
@@ -129,6 +130,37 @@ static void check_close(const char *what, const dist *g, const dist *c)
     CHECK_MSG(g->rms <= 1.5 * c->rms + floor && g->max <= 1.5 * c->max + 4 * floor,
               "%s: GPU error rms %.3g max %.3g, CPU rms %.3g max %.3g (results rms %.3g)", what, g->rms, g->max,
               c->rms, c->max, c->ref_rms);
+}
+
+/* Compiles every weight type's matmul program at once, a thread a type
+ * (the backend compiles each on its first matrix, types in parallel): the
+ * first start's NVRTC time is then the slowest program's, not their sum. */
+static void *warm_type(void *arg)
+{
+    const uint32_t type = (uint32_t)(uintptr_t)arg;
+    const cv_dtype *dt = cv_dtype_get(type);
+    uint8_t *w = cv_xcalloc(1, dt->block_bytes * (256 / dt->block_elems));
+    cv_bmat *m = NULL;
+    cv_err err = { 0 };
+    if (cv_bmat_create(g_gpu, type, 256, 1, w, dt->block_bytes * (256 / dt->block_elems), &m, &err) == 0)
+        cv_bmat_destroy(g_gpu, m);
+    else
+        fprintf(stderr, "%s: %s\n", dt->name, err.msg); /* the tests below say it again, as a failure */
+    free(w);
+    return NULL;
+}
+
+static void warm_all_types(void)
+{
+    uint32_t types[CV_GGML_TYPE_COUNT];
+    pthread_t th[CV_GGML_TYPE_COUNT];
+    const int n = weight_types(types);
+    const double t0 = cv_now_s();
+    for (int i = 0; i < n; i++)
+        pthread_create(&th[i], NULL, warm_type, (void *)(uintptr_t)types[i]);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    printf("%d matmul programs ready in %.1f s\n", n, cv_now_s() - t0);
 }
 
 /* n_in 2304 = 9 blocks of 256 (and 72 of 32); n_out 67 leaves partial
@@ -419,6 +451,7 @@ int main(int argc, char **argv)
     cv_cuda_device_get(g_gpu, &di);
     printf("cuda:0 %s, sm_%d; kernels as %s_%d\n", di.name, di.sm, di.ptx ? "PTX for compute" : "cubins for sm",
            di.target_sm);
+    warm_all_types();
     if (argc > 1 && !strcmp(argv[1], "--bench"))
         return bench();
     RUN(matmul_every_type_matches_the_cpu);

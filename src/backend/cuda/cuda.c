@@ -40,6 +40,7 @@
 #define ACT_BLOCK_BYTES 48 /* cv_act_q8: 32 levels, scale, two half sums */
 
 typedef struct mm_module {
+    pthread_mutex_t mu;    /* held while compiling: the types compile in parallel */
     bool tried;
     int rc;                /* 0: loaded */
     char msg[512];         /* why not */
@@ -58,7 +59,7 @@ typedef struct cuda_dev {
     cu_context ctx;
     cv_cuda_device_info info;
     char cache_dir[PATH_MAX];
-    pthread_mutex_t mu;    /* module loading */
+    pthread_mutex_t mu;    /* loading act.cu */
     bool act_tried;
     int act_rc;
     char act_msg[512];
@@ -188,7 +189,7 @@ static int mm_module_get(cuda_dev *d, uint32_t type, const mm_module **out, cv_e
     static const char *const dense_names[5] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",
                                                 "cv_mm_dense_1x8", "cv_mm_dense_4x8" };
     mm_module *m = &d->mm[type];
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&m->mu);
     if (!m->tried) {
         m->tried = true;
         char defines[32];
@@ -202,7 +203,7 @@ static int mm_module_get(cuda_dev *d, uint32_t type, const mm_module **out, cv_e
             m->rc = get_fn(d, m->mod, "cv_mm_grouped_4x8", &m->grouped, m->msg, sizeof m->msg);
     }
     const int rc = m->rc;
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&m->mu);
     *out = m;
     return rc ? cv_err_set(err, rc, "%s", m->msg) : 0;
 }
@@ -718,6 +719,8 @@ int cv_cuda_open(int ordinal, cv_backend **out, cv_err *err)
         d->pub.ops = &cuda_ops;
         d->ordinal = ordinal;
         pthread_mutex_init(&d->mu, NULL);
+        for (int t = 0; t < CV_GGML_TYPE_COUNT; t++)
+            pthread_mutex_init(&d->mm[t].mu, NULL);
         rc = cv_cuda_driver_open(NULL, &d->drv, err);
         if (rc == 0 && (rc = dev_init(d, ordinal, err)) != 0) {
             cv_cuda_nvrtc_close(&d->rtc);
@@ -725,6 +728,8 @@ int cv_cuda_open(int ordinal, cv_backend **out, cv_err *err)
         }
         if (rc) {
             pthread_mutex_destroy(&d->mu);
+            for (int t = 0; t < CV_GGML_TYPE_COUNT; t++)
+                pthread_mutex_destroy(&d->mm[t].mu);
             free(d);
             d = NULL;
         } else {
