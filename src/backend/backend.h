@@ -22,8 +22,10 @@
  * is added.
  *
  * Activations and results are rows of f32 (n_tok rows of n values, ld
- * apart) in memory the stream's backend addresses: host memory on the CPU
- * backend. Callers never touch a row through anything but the table. */
+ * apart) in memory the backend allocates (rows_alloc: host memory on the
+ * CPU backend) and callers move in and out with upload / download. The
+ * small inputs an operation takes beside its rows (a norm's weight, a
+ * bias, a gather map) are host memory: a device backend copies them. */
 #ifndef CV_BACKEND_H
 #define CV_BACKEND_H
 
@@ -31,11 +33,23 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 2
+#define CV_BACKEND_ABI 3
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
 typedef struct cv_experts_ws cv_experts_ws;
+
+/* A gated activation act(g) * u (the row operation glu). */
+typedef enum cv_bglu {
+    CV_BGLU_SILU,         /* SwiGLU: silu(g) * u */
+    CV_BGLU_GELU_TANH,    /* GeGLU with the tanh GELU */
+    CV_BGLU_SILU_CLAMPED, /* gpt-oss: min(g, limit) sigmoid(alpha min(g, limit)) (clamp(u, +-limit) + 1) */
+} cv_bglu;
+
+typedef struct cv_bact {
+    cv_bglu kind;
+    float alpha, limit; /* CV_BGLU_SILU_CLAMPED's slope and clamp */
+} cv_bact;
 
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
@@ -94,6 +108,37 @@ typedef struct cv_backend_ops {
     void (*matmul_experts)(cv_bstream *s, const cv_bmat *const *w, int32_t n_expert, int64_t n_x, const float *x,
                            int64_t ldx, int64_t n_rows, const int32_t *expert, const int32_t *src, float *y,
                            int64_t ldy, cv_experts_ws *ws);
+
+    /* ---- activation memory ---- */
+    /* n_bytes the backend's operations address, aligned for its widest
+     * loads; NULL when the backend is out of memory. */
+    void *(*rows_alloc)(cv_backend *be, size_t n_bytes);
+    void (*rows_free)(cv_backend *be, void *p);
+    /* Host memory into the backend's, in stream order (src may be reused
+     * once the call returns). */
+    void (*upload)(cv_bstream *s, void *dst, const void *src, size_t n_bytes);
+    /* The backend's memory into the host's, after everything issued
+     * before it: returns with dst written. */
+    void (*download)(cv_bstream *s, void *dst, const void *src, size_t n_bytes);
+
+    /* ---- row operations (n_rows rows of n values; y may be x) ---- */
+    /* y[t] = RMSNorm(x[gather[t]]) * w (gather NULL: row t; w NULL: no
+     * weight), kernels.h's cv_rmsnorm per row. */
+    void (*rmsnorm)(cv_bstream *s, int32_t n_rows, int64_t n, const float *x, int64_t ldx, const int32_t *gather,
+                    const float *w, float eps, float *y, int64_t ldy);
+    /* y[t] = a[t] + b[t]; ldb 0 adds the one row b to every row (a bias). */
+    void (*add)(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *a, int64_t lda,
+                const float *b, int64_t ldb);
+    /* x[t] *= f */
+    void (*scale)(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f);
+    /* y[t] = act(g[t]) * u[t] */
+    void (*glu)(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *g,
+                int64_t ldg, const float *u, int64_t ldu);
+    /* y[t] = x[t] * sigmoid(g[t]) */
+    void (*sigmoid_mul)(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const float *g, int64_t ldg);
+    /* x[t] = cap tanh(x[t] / cap) (logit soft-capping) */
+    void (*softcap)(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
 } cv_backend_ops;
 
 struct cv_backend {
@@ -155,6 +200,49 @@ static inline void cv_be_matmul_experts(cv_bstream *s, const cv_bmat *const *w, 
                                         const int32_t *src, float *y, int64_t ldy, cv_experts_ws *ws)
 {
     s->be->ops->matmul_experts(s, w, n_expert, n_x, x, ldx, n_rows, expert, src, y, ldy, ws);
+}
+
+static inline void *cv_be_rows_alloc(cv_backend *be, size_t n_bytes) { return be->ops->rows_alloc(be, n_bytes); }
+static inline void cv_be_rows_free(cv_backend *be, void *p)
+{
+    if (p)
+        be->ops->rows_free(be, p);
+}
+static inline void cv_be_upload(cv_bstream *s, void *dst, const void *src, size_t n_bytes)
+{
+    s->be->ops->upload(s, dst, src, n_bytes);
+}
+static inline void cv_be_download(cv_bstream *s, void *dst, const void *src, size_t n_bytes)
+{
+    s->be->ops->download(s, dst, src, n_bytes);
+}
+static inline void cv_be_rmsnorm(cv_bstream *s, int32_t n_rows, int64_t n, const float *x, int64_t ldx,
+                                 const int32_t *gather, const float *w, float eps, float *y, int64_t ldy)
+{
+    s->be->ops->rmsnorm(s, n_rows, n, x, ldx, gather, w, eps, y, ldy);
+}
+static inline void cv_be_add(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *a,
+                             int64_t lda, const float *b, int64_t ldb)
+{
+    s->be->ops->add(s, n_rows, n, y, ldy, a, lda, b, ldb);
+}
+static inline void cv_be_scale(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f)
+{
+    s->be->ops->scale(s, n_rows, n, x, ldx, f);
+}
+static inline void cv_be_glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float *y, int64_t ldy,
+                             const float *g, int64_t ldg, const float *u, int64_t ldu)
+{
+    s->be->ops->glu(s, act, n_rows, n, y, ldy, g, ldg, u, ldu);
+}
+static inline void cv_be_sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x,
+                                     int64_t ldx, const float *g, int64_t ldg)
+{
+    s->be->ops->sigmoid_mul(s, n_rows, n, y, ldy, x, ldx, g, ldg);
+}
+static inline void cv_be_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap)
+{
+    s->be->ops->softcap(s, n_rows, n, x, ldx, cap);
 }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that

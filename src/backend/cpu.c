@@ -1,26 +1,21 @@
 /* cpu.c — the CPU backend: weights prepared by the kernels layer
  * (cv_wmat: repacked for the tiles of the process's ISA level, or read in
  * place), and streams that are a thread pool each. Every operation is the
- * kernels layer's, which picks its ISA level at run time; this file only
- * maps the table onto it. */
+ * kernels layer's, which picks its ISA level at run time; this file maps
+ * the table onto it (the row operations and activation memory:
+ * cpu_rows.c). */
 #include <assert.h>
 #include <stdlib.h>
 
-#include "backend/backend.h"
-#include "kernels/kernels.h"
+#include "backend/cpu_int.h"
 
 typedef struct cpu_mat {
     cv_bmat pub;
     cv_wmat *w;
 } cpu_mat;
 
-typedef struct cpu_stream {
-    cv_bstream pub;
-    cv_pool *pool;
-} cpu_stream;
-
 static const cv_wmat *wmat_of(const cv_bmat *m) { return ((const cpu_mat *)m)->w; }
-static cv_pool *pool_of(cv_bstream *s) { return ((cpu_stream *)s)->pool; }
+static cv_pool *pool_of(cv_bstream *s) { return cpu_stream_of(s)->pool; }
 
 static int mat_create(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes,
                       cv_bmat **out, cv_err *err)
@@ -57,6 +52,7 @@ static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv
     cpu_stream *s = cv_xcalloc(1, sizeof *s);
     s->pub.be = be;
     s->pool = pool;
+    s->vec = cv_vec_ops_for(cv_isa_active());
     *out = &s->pub;
     return 0;
 }
@@ -122,6 +118,16 @@ static const cv_backend_ops cpu_ops = {
     .experts_ws_create = experts_ws_create,
     .experts_ws_destroy = experts_ws_destroy,
     .matmul_experts = matmul_experts,
+    .rows_alloc = cpu_rows_alloc,
+    .rows_free = cpu_rows_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .rmsnorm = cpu_rmsnorm,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .glu = cpu_glu,
+    .sigmoid_mul = cpu_sigmoid_mul,
+    .softcap = cpu_softcap,
 };
 
 static cv_backend cpu_backend = { .ops = &cpu_ops };

@@ -9,9 +9,27 @@
 
 #include "engine/engine_int.h"
 
-static float *alloc_rows(int64_t rows, int64_t ld)
+float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err)
 {
-    return cv_aligned_alloc((size_t)rows * (size_t)ld * sizeof(float));
+    const size_t n = (size_t)n_rows * (size_t)ld * sizeof(float);
+    float *p = cv_be_rows_alloc(e->m->be, n);
+    if (!p)
+        cv_err_set(err, CV_ENOMEM, "engine: the %s backend has no room for %zu bytes of activation rows",
+                   cv_backend_name(e->m->be), n);
+    return p;
+}
+
+void eng_rows_free(cv_engine *e, float *rows) { cv_be_rows_free(e->m->be, rows); }
+
+static cv_bact act_of(const cv_hparams *hp)
+{
+    switch (hp->glu) {
+    case CV_GLU_GELU_TANH: return (cv_bact){ .kind = CV_BGLU_GELU_TANH };
+    case CV_GLU_SILU_CLAMPED:
+        return (cv_bact){ .kind = CV_BGLU_SILU_CLAMPED, .alpha = hp->glu_alpha, .limit = hp->glu_limit };
+    case CV_GLU_SILU: break;
+    }
+    return (cv_bact){ .kind = CV_BGLU_SILU };
 }
 
 static int32_t gcd(int32_t a, int32_t b)
@@ -77,6 +95,7 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->m = m;
     e->p = p;
     e->vec = cv_vec_ops_for(cv_isa_active());
+    e->act = act_of(hp);
     if ((rc = cv_bstream_create(m->be, p.n_threads, &e->st, err)))
         goto fail;
     e->pool = cv_bstream_cpu_pool(e->st);
@@ -118,11 +137,13 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->new_len = cv_xmalloc((size_t)p.n_seq_max * sizeof(int32_t));
 
     e->ld_x = hp->n_embd;
-    e->x = alloc_rows(p.n_batch, e->ld_x);
-    e->xn = alloc_rows(p.n_batch, e->ld_x);
-    e->tmp = alloc_rows(p.n_batch, e->ld_x);
-    e->xo = alloc_rows(p.n_logits, e->ld_x);
-    e->logits = alloc_rows(p.n_logits, hp->n_vocab);
+    if (!(e->x = eng_rows_alloc(e, p.n_batch, e->ld_x, err)) || !(e->xn = eng_rows_alloc(e, p.n_batch, e->ld_x, err)) ||
+        !(e->tmp = eng_rows_alloc(e, p.n_batch, e->ld_x, err)) ||
+        !(e->xo = eng_rows_alloc(e, p.n_logits, e->ld_x, err)) ||
+        !(e->logits = eng_rows_alloc(e, p.n_logits, hp->n_vocab, err))) {
+        rc = CV_ENOMEM;
+        goto fail;
+    }
     e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
     /* Attention tiles: as many tokens as keep a tile's accumulators and
      * queries (2 x rows x head_dim floats) within ~16 KiB of L1, for the
@@ -199,9 +220,11 @@ void cv_engine_destroy(cv_engine *e)
                 free(e->seqs[i].blocks[k]);
     free(e->seqs);
     free(e->new_len);
-    float *bufs[] = { e->x, e->xn, e->tmp, e->xo, e->logits, e->att_scratch, e->att_slots };
-    for (size_t i = 0; i < CV_ARRAY_LEN(bufs); i++)
-        cv_aligned_free(bufs[i]);
+    float *rows[] = { e->x, e->xn, e->tmp, e->xo, e->logits };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++)
+        eng_rows_free(e, rows[i]);
+    cv_aligned_free(e->att_scratch);
+    cv_aligned_free(e->att_slots);
     free(e->rows);
     free(e->att_tiles);
     free(e->att_rows);

@@ -204,11 +204,15 @@ extern const eng_kind *const eng_mixers[CV_MIXER_COUNT];
 extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
 
 /* The model's gated activation (cv_glu) of n gate values g and up values u
- * into y. */
+ * into y, on the calling thread (the kinds not behind the table yet; the
+ * others call cv_be_glu with e->act). */
 void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n);
-/* rows[t] += bias for t < n_rows, rows ld apart, n values each (on the
- * pool). */
+/* rows[t] += bias for t < n_rows, rows ld apart, n values each. */
 void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n);
+/* n_rows rows of ld floats in the backend's activation memory, and back;
+ * NULL (an error set) when the backend is out of memory. */
+float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err);
+void eng_rows_free(cv_engine *e, float *rows);
 /* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
  * inline for a handful of rows (waking the pool costs more). */
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
@@ -246,6 +250,7 @@ struct cv_engine {
     cv_bstream *st;       /* every operation of the forward pass goes to it, on the model's backend */
     cv_pool *pool;       /* the CPU stream's threads, for what has not moved behind the table yet */
     const cv_vec_ops *vec;
+    cv_bact act;          /* the model's gated activation, as the table's glu takes it */
     kv_pool kv[CV_MEM_MAX_GROUPS]; /* per layer group (layer groups above): [0] the full layers (maybe
                                       none: ids and references only), [1] the window layers */
     int32_t n_groups;    /* 1, or 2 with window layers */

@@ -1,8 +1,9 @@
 /* forward.c — the one forward pass every architecture runs. A batch holds
  * tokens of several sequences at different positions; every matmul takes
  * all of them at once (weights are read once per step for the whole
- * batch), per-token work is split over the compute pool by rows, and
- * attention reads each sequence's own blocks. Each layer is a mixer and an
+ * batch), row operations (norms, residual adds, scales, the soft cap) go
+ * to the backend's stream as matmuls do, and attention reads each
+ * sequence's own blocks. Each layer is a mixer and an
  * FFN of the kinds the model resolved at load; this file runs the residual
  * stream around them and leaves their math to their traits rows
  * (mix_attn.c, mix_deltanet.c, ffn_dense.c, ffn_moe.c):
@@ -19,7 +20,6 @@
  * soft-capped where the model says (gemma4: c tanh(logits / c)) (and
  * rmsnorm(X) * output_norm itself for every row when the batch asks for
  * hidden states). */
-#include <math.h>
 
 #include "engine/engine_int.h"
 
@@ -57,54 +57,16 @@ void eng_matmul_experts(cv_engine *e, cv_bmat *const *w, int32_t n_w, int64_t n_
     e->prof_runs++;
 }
 
-typedef struct norm_job {
-    cv_engine *e;
-    int32_t n_rows;
-    const float *w;      /* weight */
-    const float *src;    /* input rows (ld_x apart) */
-    float *dst;          /* output rows (ld_x apart) */
-    const int32_t *rows; /* gather src rows through this map (NULL: identity) */
-} norm_job;
-
-static void rows_rmsnorm(void *ctx, int ith, int nth)
-{
-    norm_job *j = ctx;
-    cv_engine *e = j->e;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        int64_t s = j->rows ? j->rows[t] : t;
-        e->vec->rmsnorm(j->dst + t * e->ld_x, j->src + s * e->ld_x, j->w, e->ld_x, e->m->hp.rms_eps);
-    }
-}
-
+/* n residual-stream rows normed into dst (gathered through rows unless
+ * NULL), times w. */
 static void rmsnorm_rows(cv_engine *e, int32_t n, const float *w, const float *src, float *dst, const int32_t *rows)
 {
-    norm_job j = { .e = e, .n_rows = n, .w = w, .src = src, .dst = dst, .rows = rows };
-    eng_run_rows(e, n, rows_rmsnorm, &j);
-}
-
-typedef struct bias_job {
-    cv_engine *e;
-    float *rows;
-    int64_t ld, n;
-    int32_t n_rows;
-    const float *bias;
-} bias_job;
-
-static void rows_bias(void *ctx, int ith, int nth)
-{
-    bias_job *j = ctx;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++)
-        j->e->vec->add(j->rows + t * j->ld, j->rows + t * j->ld, j->bias, j->n);
+    cv_be_rmsnorm(e->st, n, e->ld_x, src, e->ld_x, rows, w, e->m->hp.rms_eps, dst, e->ld_x);
 }
 
 void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n)
 {
-    bias_job j = { .e = e, .rows = rows, .ld = ld, .n = n, .n_rows = n_rows, .bias = bias };
-    eng_run_rows(e, n_rows, rows_bias, &j);
+    cv_be_add(e->st, n_rows, n, rows, ld, rows, ld, bias, 0);
 }
 
 void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n)
@@ -115,34 +77,6 @@ void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64
     case CV_GLU_GELU_TANH: e->vec->geglu(y, g, u, n); break;
     case CV_GLU_SILU_CLAMPED: e->vec->swiglu_clamped(y, g, u, n, hp->glu_alpha, hp->glu_limit); break;
     }
-}
-
-/* logits = c tanh(logits / c), c the model's soft cap (gemma4), over the
- * n_rows wanted rows' values, each thread a stretch of them (a decode
- * step's one row is 262144 values for Gemma 4). */
-typedef struct softcap_job {
-    cv_engine *e;
-    int32_t n_rows;
-} softcap_job;
-
-static void softcap_part(void *ctx, int ith, int nth)
-{
-    const softcap_job *j = ctx;
-    float *lg = j->e->logits;
-    const float c = j->e->m->hp.logit_softcap, inv = 1.0f / c;
-    int64_t lo, hi;
-    cv_split_range((int64_t)j->n_rows * j->e->m->hp.n_vocab, ith, nth, 1, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++)
-        lg[i] = c * tanhf(lg[i] * inv);
-}
-
-static void softcap_rows(cv_engine *e, int32_t n)
-{
-    softcap_job j = { .e = e, .n_rows = n };
-    if (e->n_threads == 1)
-        softcap_part(&j, 0, 1);
-    else
-        cv_pool_run(e->pool, softcap_part, &j);
 }
 
 /* ---- validation ---- */
@@ -207,18 +141,16 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
 
     const cv_model *m = e->m;
     const int32_t T = b->n_tokens;
-    const int64_t n = (int64_t)T * e->ld_x;
     const uint64_t t0 = eng_tick(e);
     e->prof_mm_ns = e->prof_att_ns = 0;
     e->prof_runs = 0;
     e->prof_bytes = 0;
     e->prof_experts = 0;
 
-    for (int32_t t = 0; t < T; t++) {
+    for (int32_t t = 0; t < T; t++)
         cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
-        if (m->hp.embd_scale != 1.0f)
-            e->vec->scale(e->x + (int64_t)t * e->ld_x, m->hp.embd_scale, e->ld_x);
-    }
+    if (m->hp.embd_scale != 1.0f)
+        cv_be_scale(e->st, T, e->ld_x, e->x, e->ld_x, m->hp.embd_scale);
     cv_engine_att_plan(e, b);
     if (e->pl)
         eng_pl_prepare(e, b);
@@ -229,16 +161,16 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
         eng_mixers[L->mixer]->forward(e, b, il);
         if (L->attn_post_norm)
             rmsnorm_rows(e, T, L->attn_post_norm, e->tmp, e->tmp, NULL);
-        e->vec->add(e->x, e->x, e->tmp, n);
+        cv_be_add(e->st, T, e->ld_x, e->x, e->ld_x, e->x, e->ld_x, e->tmp, e->ld_x);
         rmsnorm_rows(e, T, L->ffn_norm, e->x, e->xn, NULL);
         eng_ffns[L->ffn]->forward(e, b, il);
         if (L->ffn_post_norm)
             rmsnorm_rows(e, T, L->ffn_post_norm, e->tmp, e->tmp, NULL);
-        e->vec->add(e->x, e->x, e->tmp, n);
+        cv_be_add(e->st, T, e->ld_x, e->x, e->ld_x, e->x, e->ld_x, e->tmp, e->ld_x);
         if (L->pl_gate)
             eng_pl_layer(e, b, il);
         if (L->out_scale != 1.0f)
-            e->vec->scale(e->x, L->out_scale, n);
+            cv_be_scale(e->st, T, e->ld_x, e->x, e->ld_x, L->out_scale);
     }
 
     if (e->keep_hidden) /* into xn, free once the last layer has read it */
@@ -246,8 +178,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     if (n_want > 0) {
         rmsnorm_rows(e, n_want, m->output_norm, e->x, e->xo, e->rows);
         eng_matmul(e, m->output, n_want, e->xo, e->ld_x, e->logits, m->hp.n_vocab);
-        if (m->hp.logit_softcap > 0)
-            softcap_rows(e, n_want);
+        if (m->hp.logit_softcap > 0) /* gemma4: c tanh(logits / c) */
+            cv_be_softcap(e->st, n_want, m->hp.n_vocab, e->logits, m->hp.n_vocab, m->hp.logit_softcap);
     }
 
     for (int32_t s = 0; s < e->p.n_seq_max; s++)

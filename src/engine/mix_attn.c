@@ -49,7 +49,7 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
             /* [query h | gate h] per head -> queries in order, gates apart;
              * query h moves down to h * hd, never over one not yet moved */
             for (int32_t h = 0; h < hp->n_head; h++) {
-                memcpy(e->gate + t * n_q + (int64_t)h * hd, q + (2 * (int64_t)h + 1) * hd, (size_t)hd * sizeof(float));
+                memcpy(e->gate + t * e->ld_q + (int64_t)h * hd, q + (2 * (int64_t)h + 1) * hd, (size_t)hd * sizeof(float));
                 memmove(q + (int64_t)h * hd, q + 2 * (int64_t)h * hd, (size_t)hd * sizeof(float));
             }
         }
@@ -82,17 +82,6 @@ static void rows_post_qkv(void *ctx, int ith, int nth)
     }
 }
 
-/* The heads' outputs times sigmoid of their gates. */
-static void rows_gate(void *ctx, int ith, int nth)
-{
-    qkv_job *j = ctx;
-    cv_engine *e = j->e;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++)
-        e->vec->sigmoid_mul(e->attn + t * e->ld_q, e->attn + t * e->ld_q, e->gate + t * e->ld_q, e->ld_q);
-}
-
 static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 {
     const cv_layer *L = &e->m->layers[il];
@@ -107,8 +96,9 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
 
-    if (L->attn_gate)
-        eng_run_rows(e, T, rows_gate, &j);
+    if (L->attn_gate) /* the heads' outputs times sigmoid of their gates */
+        cv_be_sigmoid_mul(e->st, T, (int64_t)e->m->hp.n_head * L->head_dim, e->attn, e->ld_q, e->attn, e->ld_q, e->gate,
+                          e->ld_q);
     eng_matmul(e, L->wo, T, e->attn, e->ld_q, e->tmp, e->ld_x);
     if (L->o_bias)
         eng_add_bias(e, e->tmp, e->ld_x, T, L->o_bias, e->ld_x);
@@ -116,7 +106,6 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 
 static int attn_init(cv_engine *e, cv_err *err)
 {
-    (void)err;
     const cv_hparams *hp = &e->m->hp;
     /* rows as wide as the widest layer's (gemma4's layers differ) */
     bool gated = false;
@@ -130,17 +119,18 @@ static int attn_init(cv_engine *e, cv_err *err)
         e->ld_qkv = CV_MAX(e->ld_qkv, (L->attn_gate ? 2 : 1) * n_q + 2 * n_kv);
         e->ld_q = CV_MAX(e->ld_q, n_q);
     }
-    e->qkv = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_qkv * sizeof(float));
-    e->attn = cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float));
-    e->gate = gated ? cv_aligned_alloc((size_t)e->p.n_batch * (size_t)e->ld_q * sizeof(float)) : NULL;
+    if (!(e->qkv = eng_rows_alloc(e, e->p.n_batch, e->ld_qkv, err)) ||
+        !(e->attn = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err)) ||
+        (gated && !(e->gate = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err))))
+        return CV_ENOMEM;
     return 0;
 }
 
 static void attn_fini(cv_engine *e)
 {
-    cv_aligned_free(e->qkv);
-    cv_aligned_free(e->attn);
-    cv_aligned_free(e->gate);
+    eng_rows_free(e, e->qkv);
+    eng_rows_free(e, e->attn);
+    eng_rows_free(e, e->gate);
 }
 
 const eng_kind eng_mix_attn = {

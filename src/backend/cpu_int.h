@@ -1,0 +1,34 @@
+/* cpu_int.h — what the CPU backend's files share: its stream (a thread
+ * pool and the vector loops of the process's ISA level). */
+#ifndef CV_BACKEND_CPU_INT_H
+#define CV_BACKEND_CPU_INT_H
+
+#include "backend/backend.h"
+#include "kernels/kernels.h"
+
+typedef struct cpu_stream {
+    cv_bstream pub;
+    cv_pool *pool;
+    const cv_vec_ops *vec;
+} cpu_stream;
+
+static inline cpu_stream *cpu_stream_of(cv_bstream *s) { return (cpu_stream *)s; }
+
+/* Activation memory and the row operations (cpu_rows.c), which cpu.c puts
+ * in its table. */
+void *cpu_rows_alloc(cv_backend *be, size_t n_bytes);
+void cpu_rows_free(cv_backend *be, void *p);
+void cpu_upload(cv_bstream *s, void *dst, const void *src, size_t n_bytes);
+void cpu_download(cv_bstream *s, void *dst, const void *src, size_t n_bytes);
+void cpu_rmsnorm(cv_bstream *s, int32_t n_rows, int64_t n, const float *x, int64_t ldx, const int32_t *gather,
+                 const float *w, float eps, float *y, int64_t ldy);
+void cpu_add(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *a, int64_t lda,
+             const float *b, int64_t ldb);
+void cpu_scale(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f);
+void cpu_glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *g,
+             int64_t ldg, const float *u, int64_t ldu);
+void cpu_sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x, int64_t ldx,
+                     const float *g, int64_t ldg);
+void cpu_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
+
+#endif
