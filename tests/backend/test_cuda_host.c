@@ -245,7 +245,7 @@ TEST(kernel_sources_are_embedded_as_they_are_on_disk)
     }
     closedir(dir);
     CHECK_EQ_INT(on_disk, cv_cuda_n_sources);
-    CHECK(on_disk >= 4); /* common.cuh, dtypes.cuh, act.cu, mm.cu */
+    CHECK(on_disk >= 5); /* common.cuh, dtypes.cuh, act.cu, rows.cu, mm.cu */
 }
 
 TEST(cache_key_changes_with_what_decides_the_image)
@@ -419,7 +419,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
     CHECK_EQ_INT(ops->abi, CV_BACKEND_ABI);
     CHECK(ops->mat_create && ops->mat_destroy && ops->mat_path && ops->stream_create && ops->stream_destroy &&
           ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
-          ops->experts_ws_destroy && ops->matmul_experts);
+          ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
+          ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -567,6 +568,57 @@ TEST(expert_matmul_groups_many_routes)
     cv_bstream_destroy(st);
 }
 
+/* Activation rows over the fake: memory round-trips, each row operation
+ * is one launch (its host inputs copied first), out-of-memory is NULL. */
+TEST(row_operations_launch_once_each)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    cv_bstream *st;
+    cv_err err = { 0 };
+    CHECK_EQ_INT(cv_bstream_create(be, 0, &st, &err), 0);
+    enum { ROWS = 3, N = 300 };
+    float host[ROWS * N], back[ROWS * N], w[N];
+    int32_t gather[ROWS] = { 2, 0, 1 };
+    for (int i = 0; i < ROWS * N; i++)
+        host[i] = (float)i;
+    for (int i = 0; i < N; i++)
+        w[i] = 1.0f;
+    float *x = cv_be_rows_alloc(be, sizeof host), *y = cv_be_rows_alloc(be, sizeof host);
+    CHECK(x && y);
+    cv_be_upload(st, x, host, sizeof host);
+    cv_be_download(st, back, x, sizeof back);
+    CHECK(!memcmp(host, back, sizeof host));
+    const int before = fake_launches();
+    cv_be_rmsnorm(st, ROWS, N, x, N, gather, w, 1e-6f, y, N);
+    cv_be_rmsnorm(st, ROWS, N, x, N, NULL, NULL, 1e-6f, y, N);
+    cv_be_add(st, ROWS, N, y, N, x, N, x, N);
+    cv_be_add(st, ROWS, N, y, N, y, N, w, 0); /* a bias: host memory */
+    cv_be_scale(st, ROWS, N, y, N, 0.5f);
+    const cv_bact acts[] = { { .kind = CV_BGLU_SILU }, { .kind = CV_BGLU_GELU_TANH },
+                             { .kind = CV_BGLU_SILU_CLAMPED, .alpha = 1.702f, .limit = 7.0f } };
+    for (size_t i = 0; i < CV_ARRAY_LEN(acts); i++)
+        cv_be_glu(st, &acts[i], ROWS, N, y, N, x, N, x, N);
+    cv_be_sigmoid_mul(st, ROWS, N, y, N, x, N, x, N);
+    cv_be_softcap(st, ROWS, N, y, N, 30.0f);
+    cv_be_scale(st, 0, N, y, N, 2.0f); /* no rows: nothing */
+    CHECK_EQ_INT(fake_launches() - before, 10);
+    cv_bstream_sync(st);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    /* more rows than a launch takes: the stream fails, saying so */
+    cv_be_scale(st, 70000, 1, y, 1, 2.0f);
+    CHECK_EQ_INT(fake_launches() - before, 10);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_ELIMIT);
+    CHECK_MSG(strstr(err.msg, "scale over more than 65535 rows"), "%s", err.msg);
+    setenv("FAKE_CUDA_MEM", "1048576", 1);
+    CHECK(cv_be_rows_alloc(be, (size_t)64 << 20) == NULL);
+    unsetenv("FAKE_CUDA_MEM");
+    cv_be_rows_free(be, x);
+    cv_be_rows_free(be, y);
+    cv_bstream_destroy(st);
+}
+
 TEST(device_memory_round_trips)
 {
     cv_backend *be = fake_backend();
@@ -669,6 +721,7 @@ int main(void)
     RUN(backend_refuses_what_it_cannot_hold);
     RUN(failed_launch_is_recorded_and_stops_the_stream);
     RUN(expert_matmul_groups_many_routes);
+    RUN(row_operations_launch_once_each);
     RUN(device_memory_round_trips);
     RUN(device_memory_runs_out_clearly);
     RUN(describe_names_a_usable_device);

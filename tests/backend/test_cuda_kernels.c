@@ -9,7 +9,8 @@
  * the CPU's q8_0 / q8_K). The kernels also promise that an output's bits
  * depend only on its weight row and its activation row: a token alone, in
  * a batch, and as a route of the expert matmul give the same bits, which
- * is checked exactly.
+ * is checked exactly. The row operations are held to the CPU backend's
+ * within a few float roundings.
  *
  * `test_cuda_kernels --bench` instead times the matmuls of the llama3.1-8b
  * shape in Q4_K (Q6_K ffn_down, as Q4_K_M has it) and the device's copy
@@ -300,6 +301,92 @@ TEST(expert_matmul_has_the_dense_bits)
     }
 }
 
+/* The row operations against the CPU backend's on random rows (and a
+ * gather, a bias, each activation): a few float roundings apart at most
+ * (the CPU's RMSNorm sums in double, the GPU by a tree in f32; expf and
+ * tanhf within their ulps). */
+TEST(row_operations_match_the_cpu)
+{
+    enum { ROWS = 7, N = 4132, LD = N + 8 };
+    const size_t bytes = (size_t)ROWS * LD * sizeof(float);
+    float *x = random_rows(ROWS, LD), *g = random_rows(ROWS, LD), *w = random_rows(1, N);
+    float *yc = cv_xmalloc(bytes), *yg = cv_xmalloc(bytes);
+    const int32_t gather[ROWS] = { 6, 0, 0, 3, 2, 5, 1 };
+    float *dx = cv_be_rows_alloc(g_gpu, bytes), *dg = cv_be_rows_alloc(g_gpu, bytes), *dy = cv_be_rows_alloc(g_gpu, bytes);
+    CHECK(dx && dg && dy);
+    if (!dx || !dg || !dy)
+        return;
+    cv_be_upload(g_gst, dx, x, bytes);
+    cv_be_upload(g_gst, dg, g, bytes);
+    const cv_bact acts[] = { { .kind = CV_BGLU_SILU }, { .kind = CV_BGLU_GELU_TANH },
+                             { .kind = CV_BGLU_SILU_CLAMPED, .alpha = 1.702f, .limit = 1.5f } };
+    for (int op = 0; op < 9; op++) {
+        /* y starts as x on both sides (scale and softcap work in place) */
+        memcpy(yc, x, bytes);
+        cv_be_upload(g_gst, dy, x, bytes);
+        const char *name = "";
+        switch (op) {
+        case 0:
+            name = "rmsnorm, gathered, weighted";
+            cv_be_rmsnorm(g_cst, ROWS, N, x, LD, gather, w, 1e-6f, yc, LD);
+            cv_be_rmsnorm(g_gst, ROWS, N, dx, LD, gather, w, 1e-6f, dy, LD);
+            break;
+        case 1:
+            name = "rmsnorm";
+            cv_be_rmsnorm(g_cst, ROWS, N, x, LD, NULL, NULL, 1e-5f, yc, LD);
+            cv_be_rmsnorm(g_gst, ROWS, N, dx, LD, NULL, NULL, 1e-5f, dy, LD);
+            break;
+        case 2:
+            name = "add";
+            cv_be_add(g_cst, ROWS, N, yc, LD, x, LD, g, LD);
+            cv_be_add(g_gst, ROWS, N, dy, LD, dx, LD, dg, LD);
+            break;
+        case 3:
+            name = "add a bias";
+            cv_be_add(g_cst, ROWS, N, yc, LD, x, LD, w, 0);
+            cv_be_add(g_gst, ROWS, N, dy, LD, dx, LD, w, 0);
+            break;
+        case 4:
+            name = "scale";
+            cv_be_scale(g_cst, ROWS, N, yc, LD, 0.37f);
+            cv_be_scale(g_gst, ROWS, N, dy, LD, 0.37f);
+            break;
+        case 5: case 6: case 7:
+            name = op == 5 ? "swiglu" : op == 6 ? "geglu" : "swiglu clamped";
+            cv_be_glu(g_cst, &acts[op - 5], ROWS, N, yc, LD, g, LD, x, LD);
+            cv_be_glu(g_gst, &acts[op - 5], ROWS, N, dy, LD, dg, LD, dx, LD);
+            break;
+        case 8:
+            name = "sigmoid_mul, softcap";
+            cv_be_sigmoid_mul(g_cst, ROWS, N, yc, LD, x, LD, g, LD);
+            cv_be_sigmoid_mul(g_gst, ROWS, N, dy, LD, dx, LD, dg, LD);
+            cv_be_softcap(g_cst, ROWS, N, yc, LD, 1.5f);
+            cv_be_softcap(g_gst, ROWS, N, dy, LD, 1.5f);
+            break;
+        }
+        if (!from_device(yg, dy, bytes))
+            break;
+        int bad = 0;
+        double worst = 0;
+        for (int t = 0; t < ROWS; t++)
+            for (int i = 0; i < N; i++) {
+                const double c = yc[t * LD + i], e = fabs(yg[t * LD + i] - c);
+                bad += !(e <= 4e-6 * fabs(c) + 1e-6);
+                worst = e > worst ? e : worst;
+            }
+        CHECK_MSG(bad == 0, "%s: %d values differ from the CPU's by more than 4e-6 relative (worst %.3g)", name, bad,
+                  worst);
+    }
+    cv_be_rows_free(g_gpu, dx);
+    cv_be_rows_free(g_gpu, dg);
+    cv_be_rows_free(g_gpu, dy);
+    free(x);
+    free(g);
+    free(w);
+    free(yc);
+    free(yg);
+}
+
 /* ---- --bench ---- */
 
 /* Seconds a call of fn takes on the GPU stream, the median of `reps`
@@ -456,6 +543,7 @@ int main(int argc, char **argv)
         return bench();
     RUN(matmul_every_type_matches_the_cpu);
     RUN(expert_matmul_has_the_dense_bits);
+    RUN(row_operations_match_the_cpu);
     cv_bstream_destroy(g_gst);
     cv_bstream_destroy(g_cst);
     return test_report();

@@ -4,17 +4,18 @@
  * Weights are uploaded at mat_create in their GGUF block layout (the
  * kernels read the blocks as the CPU's reference defines them; no repack),
  * into memory the backend owns. A stream is a CUDA stream (non-blocking)
- * with a grow-only scratch buffer for quantized activations; operations
- * are queued and return at once, sync waits. Activations, results and the
- * expert-routed matmul's expert/src arrays are device memory (backend.h:
- * "memory the stream's backend addresses"): cv_cuda_alloc gives it to
- * tests until the table has buffers.
+ * with grow-only scratch buffers for quantized activations and for the
+ * host inputs of row operations (a norm's weight, a bias, a gather map,
+ * copied in stream order); operations are queued and return at once, sync
+ * and download wait. Activations, results and the expert-routed matmul's
+ * expert/src arrays are device memory (rows_alloc; cv_cuda_alloc for
+ * tests).
  *
  * Kernel modules are compiled on first use (cuda_rtc.c, cached on disk):
- * act.cu when a stream is created, mm.cu once per weight type when the
- * first matrix of that type is. A launch that fails is logged and recorded
- * on its stream (the table's operations return nothing), which then skips
- * its work until cv_cuda_stream_error reads it.
+ * act.cu and rows.cu when the first stream is created, mm.cu once per
+ * weight type when the first matrix of that type is. A launch that fails
+ * is logged and recorded on its stream (the table's operations return
+ * nothing), which then skips its work until cv_cuda_stream_error reads it.
  *
  * The driver's primary context is per process and per device, so backends
  * are too: a small registry under a mutex, filled on first open and kept
@@ -39,6 +40,20 @@
 #define ROUTES_DIRECT_MAX 16
 #define ACT_BLOCK_BYTES 48 /* cv_act_q8: 32 levels, scale, two half sums */
 
+/* The kernels every stream needs (act.cu's and rows.cu's), loaded when
+ * the first stream is created. */
+enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_COUNT };
+static const char *const base_sources[2] = { "act.cu", "rows.cu" };
+static const struct {
+    int source; /* into base_sources */
+    const char *name;
+} base_kernels[K_COUNT] = {
+    [K_QUANTIZE] = { 0, "cv_quantize_q8" }, [K_ROUTE_GROUP] = { 0, "cv_route_group" },
+    [K_RMSNORM] = { 1, "cv_rmsnorm" },      [K_ADD] = { 1, "cv_add" },
+    [K_SCALE] = { 1, "cv_scale" },          [K_SOFTCAP] = { 1, "cv_softcap" },
+    [K_GLU] = { 1, "cv_glu" },              [K_SIGMOID_MUL] = { 1, "cv_sigmoid_mul" },
+};
+
 typedef struct mm_module {
     pthread_mutex_t mu;    /* held while compiling: the types compile in parallel */
     bool tried;
@@ -59,12 +74,12 @@ typedef struct cuda_dev {
     cu_context ctx;
     cv_cuda_device_info info;
     char cache_dir[PATH_MAX];
-    pthread_mutex_t mu;    /* loading act.cu */
-    bool act_tried;
-    int act_rc;
-    char act_msg[512];
-    cu_module act_mod;
-    cu_function quantize, route_group;
+    pthread_mutex_t mu;    /* loading act.cu and rows.cu */
+    bool base_tried;       /* the stream kernels below */
+    int base_rc;
+    char base_msg[512];
+    cu_module base_mod[2]; /* act.cu, rows.cu */
+    cu_function k[K_COUNT];
     mm_module mm[CV_GGML_TYPE_COUNT];
 } cuda_dev;
 
@@ -80,6 +95,8 @@ typedef struct cuda_stream {
     cu_stream s;
     cu_dptr act;           /* quantized activations */
     size_t act_bytes;
+    cu_dptr aux;           /* a row operation's host inputs, copied in */
+    size_t aux_bytes;
     int err_code;          /* the first failure, CV_E*; 0 none */
     char err_msg[512];
 } cuda_stream;
@@ -166,21 +183,21 @@ static int get_fn(cuda_dev *d, cu_module mod, const char *name, cu_function *f, 
     return CV_EUNSUPPORTED;
 }
 
-/* act.cu: quantization and route grouping, which every stream needs. */
-static int act_module(cuda_dev *d, cv_err *err)
+/* act.cu and rows.cu, which every stream needs. */
+static int base_modules(cuda_dev *d, cv_err *err)
 {
     pthread_mutex_lock(&d->mu);
-    if (!d->act_tried) {
-        d->act_tried = true;
-        d->act_rc = load_image(d, "act.cu", "", &d->act_mod, d->act_msg, sizeof d->act_msg);
-        if (d->act_rc == 0)
-            d->act_rc = get_fn(d, d->act_mod, "cv_quantize_q8", &d->quantize, d->act_msg, sizeof d->act_msg);
-        if (d->act_rc == 0)
-            d->act_rc = get_fn(d, d->act_mod, "cv_route_group", &d->route_group, d->act_msg, sizeof d->act_msg);
+    if (!d->base_tried) {
+        d->base_tried = true;
+        for (int i = 0; i < 2 && d->base_rc == 0; i++)
+            d->base_rc = load_image(d, base_sources[i], "", &d->base_mod[i], d->base_msg, sizeof d->base_msg);
+        for (int k = 0; k < K_COUNT && d->base_rc == 0; k++)
+            d->base_rc = get_fn(d, d->base_mod[base_kernels[k].source], base_kernels[k].name, &d->k[k], d->base_msg,
+                                sizeof d->base_msg);
     }
-    const int rc = d->act_rc;
+    const int rc = d->base_rc;
     pthread_mutex_unlock(&d->mu);
-    return rc ? cv_err_set(err, rc, "%s", d->act_msg) : 0;
+    return rc ? cv_err_set(err, rc, "%s", d->base_msg) : 0;
 }
 
 /* mm.cu for one weight type. */
@@ -316,26 +333,27 @@ static void launch(cuda_stream *st, cu_function f, unsigned gx, unsigned gy, uns
         stream_fail(st, CV_EIO, what, r);
 }
 
-/* Grows the stream's activation scratch to n bytes (a sync first: queued
- * kernels may still read the old buffer). */
-static bool act_scratch(cuda_stream *st, size_t n)
+/* Grows one of the stream's scratch buffers to n bytes (a sync first:
+ * queued work may still read the old one); false with the stream failed
+ * when the device has no room. */
+static bool scratch(cuda_stream *st, cu_dptr *buf, size_t *cap, size_t n, const char *what)
 {
     cuda_dev *d = dev_of(st->pub.be);
-    if (n <= st->act_bytes)
+    if (n <= *cap)
         return true;
     d->drv.cuStreamSynchronize(st->s);
-    if (st->act)
-        d->drv.cuMemFree(st->act);
-    st->act = 0;
-    st->act_bytes = 0;
+    if (*buf)
+        d->drv.cuMemFree(*buf);
+    *buf = 0;
+    *cap = 0;
     cv_err err = { 0 };
-    if (dev_alloc(d, n + n / 4, &st->act, "the activation scratch", &err)) {
+    if (dev_alloc(d, n + n / 4, buf, what, &err)) {
         snprintf(st->err_msg, sizeof st->err_msg, "%s", err.msg);
         st->err_code = err.code;
         cv_error("%s", err.msg);
         return false;
     }
-    st->act_bytes = n + n / 4;
+    *cap = n + n / 4;
     return true;
 }
 
@@ -345,7 +363,7 @@ static void quantize_rows(cuda_stream *st, const float *x, int64_t ldx, int64_t 
     cu_dptr xp = (cu_dptr)(uintptr_t)x;
     long long ld = ldx, n = n_in, out_ld = n_in / 32;
     void *params[] = { &xp, &ld, &n, &out, &out_ld };
-    launch(st, d->quantize, (unsigned)((n_in + 255) / 256), (unsigned)n_rows, 256, 0, params, "quantizing activations");
+    launch(st, d->k[K_QUANTIZE], (unsigned)((n_in + 255) / 256), (unsigned)n_rows, 256, 0, params, "quantizing activations");
 }
 
 static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err)
@@ -353,7 +371,7 @@ static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv
     cuda_dev *d = dev_of(be);
     *out = NULL;
     ctx_enter(d);
-    int rc = act_module(d, err);
+    int rc = base_modules(d, err);
     if (rc)
         return rc;
     cuda_stream *st = cv_xcalloc(1, sizeof *st);
@@ -377,6 +395,8 @@ static void stream_destroy(cv_bstream *s)
     d->drv.cuStreamSynchronize(st->s);
     if (st->act)
         d->drv.cuMemFree(st->act);
+    if (st->aux)
+        d->drv.cuMemFree(st->aux);
     d->drv.cuStreamDestroy(st->s);
     free(st);
 }
@@ -476,7 +496,7 @@ static void matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *
     long long act_ld = ldx * (long long)sizeof(float);
     if (int8) {
         const size_t row = act_row_bytes(w->type, w->n_in);
-        if (!act_scratch(st, row * (size_t)n_tok))
+        if (!scratch(st, &st->act, &st->act_bytes, row * (size_t)n_tok, "the activation scratch"))
             return;
         act = st->act;
         act_ld = (long long)row;
@@ -586,10 +606,183 @@ static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_exp
     int rows = (int)n_rows, ne = n_expert;
     cu_dptr order = ws->order, tiles = ws->tiles, nt = ws->n_tiles;
     void *gp[] = { &ep, &rows, &ne, &order, &tiles, &nt };
-    launch(st, d->route_group, 1, 1, 256, (unsigned)(2 * n_expert * sizeof(int32_t)), gp, "grouping routes");
+    launch(st, d->k[K_ROUTE_GROUP], 1, 1, 256, (unsigned)(2 * n_expert * sizeof(int32_t)), gp, "grouping routes");
     void *params[] = { &wp, &rb, &n_in, &n_out, &act, &act_ld, &sp, &order, &tiles, &nt, &yp, &ly };
     launch(st, m0->mm->grouped, (unsigned)((n_out + 4 * MM_WARPS - 1) / (4 * MM_WARPS)),
            (unsigned)max_tiles(n_rows, n_expert), 32 * MM_WARPS, 0, params, "expert matmul");
+}
+
+/* ---- activation memory and row operations ---- */
+
+static void *rows_alloc(cv_backend *be, size_t n_bytes)
+{
+    cuda_dev *d = dev_of(be);
+    ctx_enter(d);
+    cu_dptr p;
+    cv_err err = { 0 };
+    if (dev_alloc(d, n_bytes, &p, "activation rows", &err)) {
+        cv_error("%s", err.msg);
+        return NULL;
+    }
+    return (void *)(uintptr_t)p;
+}
+
+static void rows_free(cv_backend *be, void *p)
+{
+    cv_cuda_free(be, p);
+}
+
+static void upload(cv_bstream *s, void *dst, const void *src, size_t n_bytes)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    if (st->err_code)
+        return;
+    ctx_enter(d);
+    /* from pageable memory the driver stages src before returning */
+    const cu_result r = d->drv.cuMemcpyHtoDAsync((cu_dptr)(uintptr_t)dst, src, n_bytes, st->s);
+    if (r != CU_SUCCESS)
+        stream_fail(st, CV_EIO, "upload", r);
+}
+
+static void download(cv_bstream *s, void *dst, const void *src, size_t n_bytes)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    ctx_enter(d);
+    cu_result r = d->drv.cuStreamSynchronize(st->s);
+    if (r == CU_SUCCESS)
+        r = d->drv.cuMemcpyDtoH(dst, (cu_dptr)(uintptr_t)src, n_bytes);
+    if (r != CU_SUCCESS)
+        stream_fail(st, CV_EIO, "download", r);
+}
+
+/* A row operation's host inputs (a norm's weight, a bias, a gather map:
+ * backend.h) copied into the stream's aux buffer in stream order, each
+ * 256-aligned; a NULL src stays a NULL device pointer. */
+static bool host_inputs(cuda_stream *st, int n, const void *const *src, const size_t *bytes, cu_dptr *out)
+{
+    cuda_dev *d = dev_of(st->pub.be);
+    size_t off[2], total = 0;
+    for (int i = 0; i < n; i++) {
+        off[i] = total;
+        total += src[i] ? (bytes[i] + 255) & ~(size_t)255 : 0;
+    }
+    if (!scratch(st, &st->aux, &st->aux_bytes, total, "a row operation's inputs"))
+        return false;
+    for (int i = 0; i < n; i++) {
+        out[i] = src[i] ? st->aux + off[i] : 0;
+        const cu_result r = src[i] ? d->drv.cuMemcpyHtoDAsync(out[i], src[i], bytes[i], st->s) : CU_SUCCESS;
+        if (r != CU_SUCCESS) {
+            stream_fail(st, CV_EIO, "copying a row operation's inputs", r);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether a row operation over n_rows rows of n values runs: the
+ * elementwise kernels' grid takes a row a block row, at most 65535. */
+static bool rows_ok(cuda_stream *st, int32_t n_rows, int64_t n, const char *what)
+{
+    if (st->err_code || n_rows < 1 || n < 1)
+        return false;
+    if (n_rows > 65535) {
+        stream_fail(st, CV_ELIMIT, what, 0);
+        return false;
+    }
+    ctx_enter(dev_of(st->pub.be));
+    return true;
+}
+
+static void elementwise(cuda_stream *st, int kernel, int32_t n_rows, int64_t n, void **params, const char *what)
+{
+    launch(st, dev_of(st->pub.be)->k[kernel], (unsigned)((n + 255) / 256), (unsigned)n_rows, 256, 0, params, what);
+}
+
+static void rmsnorm(cv_bstream *s, int32_t n_rows, int64_t n, const float *x, int64_t ldx, const int32_t *gather,
+                    const float *w, float eps, float *y, int64_t ldy)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "rmsnorm over more than 65535 rows"))
+        return;
+    const void *src[2] = { w, gather };
+    const size_t bytes[2] = { (size_t)n * sizeof(float), (size_t)n_rows * sizeof(int32_t) };
+    cu_dptr in[2];
+    if (!host_inputs(st, 2, src, bytes, in))
+        return;
+    cu_dptr xp = (cu_dptr)(uintptr_t)x, yp = (cu_dptr)(uintptr_t)y;
+    long long lx = ldx, nn = n, ly = ldy;
+    void *params[] = { &xp, &lx, &in[1], &in[0], &eps, &nn, &yp, &ly };
+    launch(st, dev_of(s->be)->k[K_RMSNORM], (unsigned)n_rows, 1, 256, 0, params, "rmsnorm");
+}
+
+static void add(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *a, int64_t lda,
+                const float *b, int64_t ldb)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "add over more than 65535 rows"))
+        return;
+    cu_dptr bp = (cu_dptr)(uintptr_t)b;
+    if (ldb == 0) { /* one row for every row: a bias, host memory */
+        const void *src[1] = { b };
+        const size_t bytes[1] = { (size_t)n * sizeof(float) };
+        if (!host_inputs(st, 1, src, bytes, &bp))
+            return;
+    }
+    cu_dptr yp = (cu_dptr)(uintptr_t)y, ap = (cu_dptr)(uintptr_t)a;
+    long long ly = ldy, la = lda, lb = ldb, nn = n;
+    void *params[] = { &yp, &ly, &ap, &la, &bp, &lb, &nn };
+    elementwise(st, K_ADD, n_rows, n, params, "add");
+}
+
+static void scale(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "scale over more than 65535 rows"))
+        return;
+    cu_dptr xp = (cu_dptr)(uintptr_t)x;
+    long long lx = ldx, nn = n;
+    void *params[] = { &xp, &lx, &f, &nn };
+    elementwise(st, K_SCALE, n_rows, n, params, "scale");
+}
+
+static void softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "softcap over more than 65535 rows"))
+        return;
+    cu_dptr xp = (cu_dptr)(uintptr_t)x;
+    long long lx = ldx, nn = n;
+    void *params[] = { &xp, &lx, &cap, &nn };
+    elementwise(st, K_SOFTCAP, n_rows, n, params, "softcap");
+}
+
+static void glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *g,
+                int64_t ldg, const float *u, int64_t ldu)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "glu over more than 65535 rows"))
+        return;
+    /* rows.cu's CV_GLU_* are cv_bglu's numbers */
+    int kind = (int)act->kind;
+    float alpha = act->alpha, limit = act->limit;
+    cu_dptr yp = (cu_dptr)(uintptr_t)y, gp = (cu_dptr)(uintptr_t)g, up = (cu_dptr)(uintptr_t)u;
+    long long ly = ldy, lg = ldg, lu = ldu, nn = n;
+    void *params[] = { &kind, &alpha, &limit, &yp, &ly, &gp, &lg, &up, &lu, &nn };
+    elementwise(st, K_GLU, n_rows, n, params, "glu");
+}
+
+static void sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const float *g, int64_t ldg)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, n_rows, n, "sigmoid_mul over more than 65535 rows"))
+        return;
+    cu_dptr yp = (cu_dptr)(uintptr_t)y, xp = (cu_dptr)(uintptr_t)x, gp = (cu_dptr)(uintptr_t)g;
+    long long ly = ldy, lx = ldx, lg = ldg, nn = n;
+    void *params[] = { &yp, &ly, &xp, &lx, &gp, &lg, &nn };
+    elementwise(st, K_SIGMOID_MUL, n_rows, n, params, "sigmoid_mul");
 }
 
 static const cv_backend_ops cuda_ops = {
@@ -607,6 +800,16 @@ static const cv_backend_ops cuda_ops = {
     .experts_ws_create = experts_ws_create,
     .experts_ws_destroy = experts_ws_destroy,
     .matmul_experts = matmul_experts,
+    .rows_alloc = rows_alloc,
+    .rows_free = rows_free,
+    .upload = upload,
+    .download = download,
+    .rmsnorm = rmsnorm,
+    .add = add,
+    .scale = scale,
+    .glu = glu,
+    .sigmoid_mul = sigmoid_mul,
+    .softcap = softcap,
 };
 
 /* ---- opening a device ---- */
