@@ -736,26 +736,27 @@ static void add(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy,
     elementwise(st, K_ADD, n_rows, n, params, "add");
 }
 
-static void scale(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f)
+/* x[t] = op(x[t], f): scale, softcap. */
+static void in_place(cv_bstream *s, int kernel, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f,
+                     const char *what, const char *too_many)
 {
     cuda_stream *st = stream_of(s);
-    if (!rows_ok(st, n_rows, n, "scale over more than 65535 rows"))
+    if (!rows_ok(st, n_rows, n, too_many))
         return;
     cu_dptr xp = (cu_dptr)(uintptr_t)x;
     long long lx = ldx, nn = n;
     void *params[] = { &xp, &lx, &f, &nn };
-    elementwise(st, K_SCALE, n_rows, n, params, "scale");
+    elementwise(st, kernel, n_rows, n, params, what);
+}
+
+static void scale(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float f)
+{
+    in_place(s, K_SCALE, n_rows, n, x, ldx, f, "scale", "scale over more than 65535 rows");
 }
 
 static void softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap)
 {
-    cuda_stream *st = stream_of(s);
-    if (!rows_ok(st, n_rows, n, "softcap over more than 65535 rows"))
-        return;
-    cu_dptr xp = (cu_dptr)(uintptr_t)x;
-    long long lx = ldx, nn = n;
-    void *params[] = { &xp, &lx, &cap, &nn };
-    elementwise(st, K_SOFTCAP, n_rows, n, params, "softcap");
+    in_place(s, K_SOFTCAP, n_rows, n, x, ldx, cap, "softcap", "softcap over more than 65535 rows");
 }
 
 static void glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *g,
