@@ -25,7 +25,9 @@
  *     call, only the format in use and the row it was found in count, so a
  *     second syntax later in the reply is text.
  * Rows that read the whole stream themselves (Harmony) take over through
- * TC_SWITCH: their reader rereads from the marker on. The cost is one
+ * TC_SWITCH: their reader rereads from the marker on. In their own content
+ * (Harmony's final channel, Functionary v3.2's "all" messages) they look
+ * for the bare shapes alone (tc_detect_shapes), held to the same rules. The cost is one
  * marker set built per parser; scanning stays one pass over the text.
  * This file only decides: it reads the parser and fills the marker sets it
  * is handed; what a decision changes (the format, the speculation) is
@@ -76,9 +78,17 @@ int tc_read_switch(tc_run *r, tc_sec *s)
     return TC_SWITCH;
 }
 
+/* Whether a bare shape may be a call here: tools unknown or some declared,
+ * tool_choice not none, and not a JSON response (which is one JSON
+ * document, not a call). */
+static bool shapes_may_call(const tc_run *r)
+{
+    return (!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none && !r->o.json_response;
+}
+
 void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning)
 {
-    bool calls = (!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none;
+    bool shapes = shapes_may_call(r);
     for (int i = 0; i < cv_tc_n_formats; i++) {
         const cv_tc_format *g = cv_tc_formats[i];
         if (g == r->fmt) {
@@ -87,7 +97,7 @@ void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning
              * evidence, as when another row is in use. A shape its starts
              * do write keeps the start's meaning (registered first). */
             for (const tc_start *s = g->detect; s && s->marker; s++)
-                if (s->weak && calls && !r->o.json_response)
+                if (s->weak && shapes)
                     tc_markset_add(content, s->marker, MK_START, 0, s, g);
             continue;
         }
@@ -97,10 +107,9 @@ void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning
             tc_markset_add(content, s->marker, MK_START, 0, s, g);
             tc_markset_add(reasoning, s->marker, MK_START, 0, s, g);
         }
-        /* weak shapes only where a call may come of them, and never in a
-         * JSON response (which is one JSON document, not a call) */
+        /* weak shapes only where a call may come of them */
         for (const tc_start *s = g->detect; s && s->marker; s++)
-            if (!s->weak || (calls && !r->o.json_response))
+            if (!s->weak || shapes)
                 tc_markset_add(content, s->marker, MK_START, 0, s, g);
         const tc_reason *rs = tc_reasons(g);
         for (int k = 0; rs[k].open; k++) {
@@ -112,6 +121,16 @@ void tc_detect_marks(const tc_run *r, tc_markset *content, tc_markset *reasoning
         for (const char *const *d = g->drops; d && *d; d++)
             tc_markset_add(content, *d, MK_DROP, 0, NULL, g);
     }
+}
+
+void tc_detect_shapes(const tc_run *r, tc_markset *set)
+{
+    if (!r->o.detect || !shapes_may_call(r))
+        return;
+    for (int i = 0; i < cv_tc_n_formats; i++)
+        for (const tc_start *s = cv_tc_formats[i]->detect; s && s->marker; s++)
+            if (s->weak)
+                tc_markset_add(set, s->marker, MK_START, 0, s, cv_tc_formats[i]);
 }
 
 bool tc_detect_resolve(const tc_run *r, const tc_mark *m, const tc_start **st, const cv_tc_format **f, int *pair)

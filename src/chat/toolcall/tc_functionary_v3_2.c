@@ -3,10 +3,21 @@
  * template's generation prompt ends with ">>>", so the output starts with a
  * recipient: "all" means text for the user, anything else is a tool name
  * followed by its JSON arguments. This format reads the whole stream itself
- * (cv_tc_format.stream). */
+ * (cv_tc_format.stream). With output detection an "all" message's text is
+ * also searched for the bare shapes of every row (tc_detect_shapes): a call
+ * the model wrote there as JSON, bare, listed or fenced, is recovered as in
+ * any other row's content. */
 #include "chat/toolcall/tc_int.h"
 
 enum { F_RECIP, F_TEXT, F_ARGS_WS, F_ARGS, F_SEP };
+
+/* What an "all" message's text is scanned for: the separator (and, with
+ * detection, the bare shapes build_marks adds). */
+static void marks(const cv_tc_format *f, tc_markset *content, tc_markset *reasoning)
+{
+    (void)reasoning;
+    tc_markset_add(content, ">>>", MK_DROP, 0, NULL, f);
+}
 
 static int recipient(tc_run *r)
 {
@@ -45,25 +56,26 @@ static int stream_fn(tc_run *r)
             return TC_MORE;
         return recipient(r);
     case F_TEXT: {
-        /* text up to the next >>> */
-        const char *p = tc_p(r);
-        size_t n = tc_n(r), i = 0;
-        for (; i < n; i++) {
-            if (p[i] != '>')
-                continue;
-            size_t k = n - i < 3 ? n - i : 3;
-            if (!memcmp(p + i, ">>>", k) && (k == 3 || !r->eof))
-                break;
-        }
-        r->work += i + 1;
-        tc_text(r, K_CONTENT, p, i);
-        tc_eat(r, i);
-        if (tc_n(r) >= 3) {
-            tc_eat(r, 3);
-            r->os_st = F_RECIP;
+        /* text up to the next >>> or bare shape */
+        if (!tc_n(r))
+            return TC_MORE;
+        size_t at;
+        const tc_mark *hit;
+        int st = tc_scan(&r->cmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
+        tc_text(r, K_CONTENT, tc_p(r), at);
+        tc_eat(r, at);
+        if (st != SCAN_HIT)
+            return TC_MORE;
+        if (hit->kind == MK_START) {
+            if (!tc_stream_shape(r, hit)) { /* it does not apply here: a byte of text */
+                tc_text(r, K_CONTENT, tc_p(r), 1);
+                tc_eat(r, 1);
+            }
             return TC_OK;
         }
-        return TC_MORE;
+        tc_eat(r, hit->len);
+        r->os_st = F_RECIP;
+        return TC_OK;
     }
     case F_ARGS_WS:
         if (tc_ws(r) == TC_MORE)
@@ -120,5 +132,6 @@ const cv_tc_format tc_fmt_functionary_v3_2 = {
     .tmpl_rank = 85,
     .names = (const char *const[]){ "functionary-medium-v3.2", "functionary-small-v3.2", "functionary-v3.2", NULL },
     .stream = stream_fn,
+    .stream_marks = marks,
     .flags = TC_F_NO_FALLBACK,
 };

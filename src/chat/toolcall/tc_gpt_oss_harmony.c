@@ -16,7 +16,11 @@
  * With special tokens stripped by a detokenizer the same output reads
  * "analysis...assistantfinal..."; that text form is recognised when the
  * reply starts with a channel word. This format reads the whole stream
- * itself (cv_tc_format.stream). */
+ * itself (cv_tc_format.stream). With output detection its content (the
+ * final and commentary channels, text between messages) is also searched
+ * for the bare shapes of every row, a call the model wrote as JSON there
+ * (bare, listed or fenced) recovered as in any other row's content: its
+ * scans meet them as marks of kind MK_START, which tc_stream_shape takes. */
 #include "chat/toolcall/tc_int.h"
 
 enum { H_INIT, H_TEXT, H_HEADER, H_BODY, H_ARGS, H_AFTER, X_BODY };
@@ -37,9 +41,24 @@ static void marks(const cv_tc_format *f, tc_markset *content, tc_markset *reason
         tc_markset_add(reasoning, xmarks[i], MK_DROP, i, NULL, f);
 }
 
-static int body_kind_text(tc_run *r)
+/* The kind of a body's text (BK_*; text between messages is content). */
+static int text_kind(const tc_run *r, int bk)
 {
-    return r->os_kind == BK_REASON && !r->o.reasoning_inline ? K_REASONING : K_CONTENT;
+    return bk == BK_REASON && !r->o.reasoning_inline ? K_REASONING : K_CONTENT;
+}
+
+/* A bare shape's mark met in text of body kind bk: in content, its section
+ * (tc_stream_shape), which gives the stream back to the step that met it;
+ * elsewhere, or where it does not apply, its first byte is the body's
+ * text. */
+static int shape(tc_run *r, const tc_mark *m, int bk)
+{
+    if (bk == BK_CONTENT && tc_stream_shape(r, m))
+        return TC_OK;
+    if (bk != BK_DROP)
+        tc_text(r, text_kind(r, bk), tc_p(r), 1);
+    tc_eat(r, 1);
+    return TC_OK;
 }
 
 /* ---- headers ---- */
@@ -119,10 +138,12 @@ static int x_body(tc_run *r)
     size_t at;
     const tc_mark *hit;
     int s = tc_scan(&r->rmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
-    tc_text(r, body_kind_text(r), tc_p(r), at);
+    tc_text(r, text_kind(r, r->os_kind), tc_p(r), at);
     tc_eat(r, at);
     if (s != SCAN_HIT)
         return TC_MORE;
+    if (hit->kind == MK_START)
+        return shape(r, hit, r->os_kind);
     tc_eat(r, hit->len);
     r->os_kind = hit->arg == 0 ? BK_REASON : BK_CONTENT;
     return TC_OK;
@@ -194,20 +215,22 @@ static int text_step(tc_run *r)
      * until we know whether a header token follows it */
     const char *p = tc_p(r);
     size_t emit_n = at;
-    bool whole;
-    if (r->sec.aux == 0 && at > 0 && channel_word_prefix(p, at, &whole)) {
-        if (s == SCAN_HIT && whole && (hit->arg == T_CHANNEL || hit->arg == T_MESSAGE))
+    bool whole, token = s == SCAN_HIT && hit->kind == MK_DROP;
+    if (!r->os_text && at > 0 && channel_word_prefix(p, at, &whole)) {
+        if (token && whole && (hit->arg == T_CHANNEL || hit->arg == T_MESSAGE))
             emit_n = 0; /* dropped */
         else if (s != SCAN_HIT && !r->eof)
             return TC_MORE;
     }
-    r->sec.aux = 1;
+    r->os_text = true;
     tc_text(r, K_CONTENT, p, emit_n);
     tc_eat(r, at);
     if (s != SCAN_HIT)
         return TC_MORE;
+    if (!token)
+        return shape(r, hit, BK_CONTENT);
     tc_eat(r, hit->len);
-    r->sec.aux = 0;
+    r->os_text = false;
     switch (hit->arg) {
     case T_START:
     case T_CHANNEL:
@@ -239,6 +262,9 @@ static int header_step(tc_run *r)
     size_t at;
     const tc_mark *hit;
     int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
+    /* a bare shape's mark is no markup in a header: a byte of it */
+    bool shape_byte = s == SCAN_HIT && hit->kind == MK_START;
+    at += shape_byte;
     if (r->os_hdr.len + at > CV_TC_MAX_HEADER) {
         /* not a header after all: cut at the bound (the same byte in any
          * chunking) and let the rest be text */
@@ -252,6 +278,8 @@ static int header_step(tc_run *r)
     }
     cv_buf_append(&r->os_hdr, tc_p(r), at);
     tc_eat(r, at);
+    if (shape_byte)
+        return TC_OK;
     if (s != SCAN_HIT)
         return TC_MORE;
     switch (hit->arg) {
@@ -286,10 +314,12 @@ static int body_step(tc_run *r)
     const tc_mark *hit;
     int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     if (r->os_kind != BK_DROP)
-        tc_text(r, body_kind_text(r), tc_p(r), at);
+        tc_text(r, text_kind(r, r->os_kind), tc_p(r), at);
     tc_eat(r, at);
     if (s != SCAN_HIT)
         return TC_MORE;
+    if (hit->kind == MK_START)
+        return shape(r, hit, r->os_kind);
     switch (hit->arg) {
     case T_END:
     case T_CALL:
@@ -305,10 +335,10 @@ static int body_step(tc_run *r)
         break;
     default:
         if (r->os_kind != BK_DROP)
-            tc_text(r, body_kind_text(r), hit->s, hit->len);
+            tc_text(r, text_kind(r, r->os_kind), hit->s, hit->len);
         tc_eat(r, hit->len);
     }
-    r->sec.aux = 0;
+    r->os_text = false;
     return TC_OK;
 }
 

@@ -226,9 +226,10 @@ struct cv_tc_format {
      * Functionary's >>> recipients) instead of content + sections. */
     int (*stream)(tc_run *r);
     /* Such a row's own markers, when it scans for others than the content
-     * ones (Harmony's tokens): they fill the content and reasoning sets in
-     * their place, when the parser is created for the row or hands the
-     * stream over to it (tc_stream.c). NULL: the usual sets. */
+     * ones (Harmony's tokens, Functionary's >>>): they fill the content and
+     * reasoning sets in their place, when the parser is created for the row
+     * or hands the stream over to it (tc_stream.c), with the bare shapes of
+     * tc_detect_shapes beside them. NULL: the usual sets. */
     void (*stream_marks)(const cv_tc_format *f, tc_markset *content, tc_markset *reasoning);
     unsigned flags;
     /* The reasoning_effort values the family's chat template takes, least
@@ -432,6 +433,7 @@ struct cv_chat_parse {
     cv_buf os_buf, os_hdr;
     int os_kind;
     bool os_flag;
+    bool os_text;              /* Harmony: text came since the last message ended */
 };
 
 /* ---- input access ---- */
@@ -499,6 +501,11 @@ bool tc_detect_resolve(const tc_run *r, const tc_mark *m, const tc_start **st, c
 /* Whether the weak section's captured calls fit their tools' schemas (and a
  * Python list is the reply's start). */
 bool tc_detect_fits(const tc_run *r);
+/* Adds every row's bare shapes (the weak detect starts: JSON call objects,
+ * lists of them, fences) to set, where a call may come of them (opts.detect,
+ * tools possible, no JSON response): what a row that reads the whole stream
+ * looks for in its own content text (tc_stream_shape). */
+void tc_detect_shapes(const tc_run *r, tc_markset *set);
 
 /* ---- reasoning syntaxes (../reasoning.c; the reasoning mode is tc_stream.c's) ---- */
 
@@ -543,6 +550,16 @@ extern const char *const tc_skip_fences[];
  * ends with parseable arguments (a value that never started is the caller's
  * to replace, e.g. with "{}"). */
 int tc_stream_args(tc_run *r, tc_json *j, cv_buf *out);
+
+/* A row that reads the whole stream met m, one of tc_detect_shapes' marks,
+ * in text it emits as content (Harmony's final channel, Functionary's "all"):
+ * starts m's section as content_step starts one in the other rows' content
+ * (speculative: a call only once whole, declared and fitting its schema),
+ * and the row's stream resumes where the section ends (its text released as
+ * content when it was none). False when the shape does not apply here (a
+ * call found already, tool_choice none): the row then takes m's first byte
+ * as text. */
+bool tc_stream_shape(tc_run *r, const tc_mark *m);
 
 /* Skips the section's stray bytes: true when p starts with one of toks. */
 int tc_skip_tokens(tc_run *r, const char *const *toks);

@@ -20,7 +20,10 @@
  * Mistral model that writes <tool_call> still yields its call. With output
  * detection (opts.detect) the marker sets hold every row's markers instead,
  * and tc_detect.c says what each means: a switch of format, a weak bare
- * shape that must fit its tool, or a hand-over to a whole-stream row. */
+ * shape that must fit its tool, or a hand-over to a whole-stream row. Such a
+ * row's own content (Harmony's final channel) holds the bare shapes too: it
+ * hands each one it meets to tc_stream_shape, whose section runs here and
+ * gives the stream back to the row where it ends. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,7 +574,7 @@ static void section_begin(tc_run *r, const tc_start *st, const cv_tc_format *f, 
         spec_begin(r, raw_start, kind, r->mode);
     r->spec_syntax = f;
     r->spec_weak = weak;
-    r->sec_return = r->spec_hold ? RM_HELD : RM_CONTENT;
+    r->sec_return = r->spec_hold ? RM_HELD : r->mode; /* content, or a whole-stream row's own */
     r->mode = RM_SECTION;
 }
 
@@ -588,6 +591,10 @@ static void build_marks(tc_run *r)
     const cv_tc_format *f = r->fmt;
     if (f->stream_marks) {
         f->stream_marks(f, &r->cmarks, &r->rmarks);
+        /* the bare shapes its content may hold (Harmony's text form scans
+         * its bodies with the reasoning set) */
+        tc_detect_shapes(r, &r->cmarks);
+        tc_detect_shapes(r, &r->rmarks);
         tc_markset_build(&r->cmarks);
         tc_markset_build(&r->rmarks);
         return;
@@ -640,6 +647,7 @@ static void hand_over(tc_run *r)
     r->fmt = f;
     r->detected = f;
     r->os_st = 0;
+    r->os_text = false;
     r->mode = RM_STREAM;
     if (f->stream_marks) {
         tc_markset_fini(&r->cmarks);
@@ -724,7 +732,7 @@ static int held_step(tc_run *r)
         if (!r->eof)
             return TC_MORE;
         commit_now(r);
-        r->mode = RM_CONTENT;
+        r->mode = r->spec_mode == RM_STREAM ? RM_STREAM : RM_CONTENT;
         return TC_OK;
     }
     (void)w;
@@ -833,6 +841,30 @@ static bool mark_applies(tc_run *r, int kind, const tc_start *st)
     return true;
 }
 
+/* Starts the section mark hit begins (st of row f, as resolved), reading
+ * from the mark (or after it when the reader does not read its marker). */
+static void mark_section(tc_run *r, const tc_mark *hit, const tc_start *st, const cv_tc_format *f)
+{
+    size_t raw = r->pos;
+    if (!st->keep)
+        tc_eat(r, hit->len);
+    section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
+    /* another row's mark, or a detection shape of the row in use */
+    if (hit->kind == MK_START && (f != r->fmt || !tc_own_start(f, hit)))
+        detect_begin(r, f, st->weak);
+}
+
+bool tc_stream_shape(tc_run *r, const tc_mark *m)
+{
+    const tc_start *st = m->start;
+    const cv_tc_format *f = m->fmt;
+    int pair;
+    if (m->kind != MK_START || !tc_detect_resolve(r, m, &st, &f, &pair) || !mark_applies(r, MK_START, st))
+        return false;
+    mark_section(r, m, st, f);
+    return true;
+}
+
 static int content_step(tc_run *r)
 {
     if (!tc_n(r))
@@ -854,7 +886,6 @@ static int content_step(tc_run *r)
         tc_eat(r, 1);
         return TC_OK;
     }
-    size_t raw = r->pos;
     switch (hit->kind) {
     case MK_ROPEN:
         tc_eat(r, hit->len);
@@ -863,12 +894,7 @@ static int content_step(tc_run *r)
         break;
     case MK_START:
     case MK_FALLBACK:
-        if (!st->keep)
-            tc_eat(r, hit->len);
-        section_begin(r, st, f, raw, K_CONTENT, st->weak || hit->kind == MK_FALLBACK);
-        /* another row's mark, or a detection shape of the row in use */
-        if (hit->kind == MK_START && (f != r->fmt || !tc_own_start(f, hit)))
-            detect_begin(r, f, st->weak);
+        mark_section(r, hit, st, f);
         break;
     case MK_DROP:
     case MK_RCLOSE:

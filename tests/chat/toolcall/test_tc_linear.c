@@ -207,19 +207,31 @@ TEST(harmony_with_many_messages)
     cv_buf_free(&t);
 }
 
-/* What output detection adds: bare shapes that are never calls, markers of
- * every syntax in prose, and a reply that holds its text back (Harmony's
- * text form) until the hold bound releases it. */
+/* What output detection adds: bare shapes that are never calls (in a
+ * row's content, and in the content of the rows that read the whole stream
+ * themselves), markers of every syntax in prose, and a reply that holds its
+ * text back (Harmony's text form) until the hold bound releases it. */
 TEST(detection_shapes_that_keep_failing)
 {
+    static const char *const shapes =
+        "{\"name\": \"write\", \"arguments\": {\"nope\": 1}} [{\"name\": \"x\"}] ```json\n{\"a\": [1, {\"b\"";
+    static const struct {
+        const char *name, *format, *head;
+    } rows[] = {
+        { "json shapes that do not fit", "hermes", "" },
+        { "json shapes in harmony's final", "gpt_oss_harmony", "<|channel|>final<|message|>" },
+        { "json shapes in functionary's all", "functionary_v3_2", "all\n" },
+    };
     cv_buf t = { 0 };
-    repeat(&t, "{\"name\": \"write\", \"arguments\": {\"nope\": 1}} [{\"name\": \"x\"}] ```json\n{\"a\": [1, {\"b\"",
-           MIB);
     counter k;
-    run("json shapes that do not fit", "hermes", NULL, &t, &k);
-    CHECK_EQ_INT(k.c.res.n_calls, 0);
-    tc_coll_fini(&k.c);
-    cv_buf_free(&t);
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        cv_buf_puts(&t, rows[i].head);
+        repeat(&t, shapes, MIB);
+        run(rows[i].name, rows[i].format, NULL, &t, &k);
+        CHECK_EQ_INT(k.c.res.n_calls, 0);
+        tc_coll_fini(&k.c);
+        cv_buf_free(&t);
+    }
     repeat(&t, "<|channel|x [TOOL_CALL <|tool_calls_section <｜tool▁call [THIN <seed:thin functools] Action: ", MIB);
     run("every syntax's marker prefixes", "hermes", NULL, &t, &k);
     tc_coll_fini(&k.c);
