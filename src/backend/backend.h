@@ -30,10 +30,11 @@
 #define CV_BACKEND_H
 
 #include "base/base.h"
+#include "kernels/attention.h" /* kv_pool: the K/V cache layout attn_rows stores into */
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 3
+#define CV_BACKEND_ABI 4
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -50,6 +51,45 @@ typedef struct cv_bact {
     cv_bglu kind;
     float alpha, limit; /* CV_BGLU_SILU_CLAMPED's slope and clamp */
 } cv_bact;
+
+/* The attention mixer's pass between its projections and attention
+ * (attn_rows), per row t, in this order: V = K where v_from_k (V as
+ * projected is then not read); where gated, the gates out of q (the
+ * projection gives each head's query then its gate: the gates go to
+ * `gate`, the queries close up to the row's first n_head head_dim values);
+ * the biases; each head's RMSNorm of q and of k with their weights and,
+ * where v_norm and store_kv, of V without one; RoPE of q at pos[t]; the
+ * query temperature; and where store_kv, RoPE of k and each kv head's K
+ * and V stored at position pos[t] % CV_KV_BLOCK of block kv_block[t] of
+ * layer kv_layer in kv (kernels/attention.h's layout and conversion,
+ * kv_store). Rows are independent: no two rows may name the same place
+ * in the cache.
+ *
+ * qkv, gate and the cache's blocks (kv->data) are the backend's memory;
+ * the biases, norm weights, RoPE frequency factors, pos and kv_block are
+ * host memory, as every operation's small inputs. */
+typedef struct cv_batt_rows {
+    int32_t n_rows;
+    float *qkv;                            /* [n_rows][ld_qkv]: q (2 n_head head_dim values where gated), k, v */
+    int64_t ld_qkv;
+    float *gate;                           /* [n_rows][ld_gate] where gated: head h's gate at h head_dim */
+    int64_t ld_gate;
+    int32_t n_head, n_head_kv, head_dim;
+    bool gated, v_from_k, v_norm;
+    bool store_kv;                         /* false: the layer attends over an earlier layer's cache */
+    const float *q_bias;                   /* [n_head head_dim] or NULL */
+    const float *k_bias, *v_bias;          /* [n_head_kv head_dim] or NULL */
+    const float *q_norm, *k_norm;          /* [head_dim] or NULL */
+    float eps;
+    const cv_rope_params *rope;
+    const int32_t *pos;                    /* [n_rows] each row's position */
+    float temp_scale;                      /* > 0: q times log(floor(pos / temp_len) + 1) temp_scale + 1
+                                              after RoPE, in f32 (mistral3); 0: none */
+    int32_t temp_len;
+    const kv_pool *kv;                     /* where store_kv: the cache (its head_dim and n_head_kv those above) */
+    int32_t kv_layer;                      /* the layer's index among the pool's layers */
+    const int32_t *kv_block;               /* [n_rows] where store_kv: each row's block */
+} cv_batt_rows;
 
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
@@ -139,6 +179,11 @@ typedef struct cv_backend_ops {
                         const float *g, int64_t ldg);
     /* x[t] = cap tanh(x[t] / cap) (logit soft-capping) */
     void (*softcap)(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
+
+    /* ---- layer passes ---- */
+    /* The attention mixer's rows from its projections to attention, the
+     * K/V cache write included (cv_batt_rows above). */
+    void (*attn_rows)(cv_bstream *s, const cv_batt_rows *a);
 } cv_backend_ops;
 
 struct cv_backend {
@@ -244,6 +289,7 @@ static inline void cv_be_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float
 {
     s->be->ops->softcap(s, n_rows, n, x, ldx, cap);
 }
+static inline void cv_be_attn_rows(cv_bstream *s, const cv_batt_rows *a) { s->be->ops->attn_rows(s, a); }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
  * have not moved behind the table yet (row ops, attention, the DeltaNet

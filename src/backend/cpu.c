@@ -3,7 +3,7 @@
  * place), and streams that are a thread pool each. Every operation is the
  * kernels layer's, which picks its ISA level at run time; this file maps
  * the table onto it (the row operations and activation memory:
- * cpu_rows.c). */
+ * cpu_rows.c; the layer passes: cpu_layer.c). */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -128,6 +128,7 @@ static const cv_backend_ops cpu_ops = {
     .glu = cpu_glu,
     .sigmoid_mul = cpu_sigmoid_mul,
     .softcap = cpu_softcap,
+    .attn_rows = cpu_attn_rows,
 };
 
 static cv_backend cpu_backend = { .ops = &cpu_ops };

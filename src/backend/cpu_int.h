@@ -14,6 +14,12 @@ typedef struct cpu_stream {
 
 static inline cpu_stream *cpu_stream_of(cv_bstream *s) { return (cpu_stream *)s; }
 
+/* Per-row work runs on the calling thread below this many rows (waking
+ * the pool costs more than a decode step's few rows take), else on the
+ * pool, split by whole rows. */
+#define CPU_ROWS_MIN 4
+void cpu_run_rows(cv_bstream *s, int32_t n_rows, cv_pool_fn fn, void *ctx);
+
 /* Activation memory and the row operations (cpu_rows.c), which cpu.c puts
  * in its table. */
 void *cpu_rows_alloc(cv_backend *be, size_t n_bytes);
@@ -30,5 +36,7 @@ void cpu_glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float
 void cpu_sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x, int64_t ldx,
                      const float *g, int64_t ldg);
 void cpu_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
+/* The layer passes (cpu_layer.c). */
+void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a);
 
 #endif

@@ -16,7 +16,6 @@
 #include "backend/cpu_int.h"
 
 #define FLAT_MIN_VALUES 32768
-#define ROWS_MIN 4
 
 void *cpu_rows_alloc(cv_backend *be, size_t n_bytes)
 {
@@ -108,18 +107,27 @@ static void flat_part(void *ctx, int ith, int nth)
         run_stretch(j, t, CV_MAX(lo - t * j->n, 0), CV_MIN(hi - t * j->n, j->n));
 }
 
+void cpu_run_rows(cv_bstream *s, int32_t n_rows, cv_pool_fn fn, void *ctx)
+{
+    cv_pool *pool = cpu_stream_of(s)->pool;
+    if (n_rows < CPU_ROWS_MIN || cv_pool_size(pool) == 1)
+        fn(ctx, 0, 1);
+    else
+        cv_pool_run(pool, fn, ctx);
+}
+
 static void run(cv_bstream *s, rows_job *j)
 {
     cpu_stream *cs = cpu_stream_of(s);
     j->vec = cs->vec;
-    const bool flat = j->op == OP_ADD || j->op == OP_SCALE || j->op == OP_SOFTCAP;
-    const bool wide = flat ? (int64_t)j->n_rows * j->n >= FLAT_MIN_VALUES : j->n_rows >= ROWS_MIN;
     if (j->n_rows < 1 || j->n < 1)
         return;
-    if (!wide || cv_pool_size(cs->pool) == 1)
-        (flat ? flat_part : rows_part)(j, 0, 1);
+    if (!(j->op == OP_ADD || j->op == OP_SCALE || j->op == OP_SOFTCAP))
+        cpu_run_rows(s, j->n_rows, rows_part, j);
+    else if ((int64_t)j->n_rows * j->n < FLAT_MIN_VALUES || cv_pool_size(cs->pool) == 1)
+        flat_part(j, 0, 1);
     else
-        cv_pool_run(cs->pool, flat ? flat_part : rows_part, j);
+        cv_pool_run(cs->pool, flat_part, j);
 }
 
 void cpu_rmsnorm(cv_bstream *s, int32_t n_rows, int64_t n, const float *x, int64_t ldx, const int32_t *gather,

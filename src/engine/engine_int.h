@@ -278,6 +278,7 @@ struct cv_engine {
     float *qkv;          /* [n_batch][ld_qkv] */
     float *attn;         /* [n_batch][ld_q] attention output */
     float *gate;         /* [n_batch][ld_q] gated attention's per-head output gates (NULL: no layer has them) */
+    int32_t *att_kv_block; /* [n_batch] the cache block each row's K/V goes to (the attention mixer) */
     dn_scratch *dn;      /* the Gated DeltaNet mixer's */
     mla_scratch *mla;    /* the latent attention mixer's (which also sets qkv and attn) */
     float *gu;           /* [n_batch][ld_gu] dense FFN */

@@ -14,73 +14,15 @@
  * projection gives each head's query then its gate g (2 n_q values); the
  * gates move to e->gate and the queries close up to the row's first n_q
  * values, where attention reads them, and the heads' outputs are
- * multiplied by sigmoid(g) before W_o. */
-#include <math.h>
+ * multiplied by sigmoid(g) before W_o.
+ *
+ * Everything between the projections and attention (the gate split,
+ * biases, norms, RoPE, the query temperature, the K/V store) is one pass of
+ * the backend's (cv_batt_rows, attn_rows), fed the layer's data and each
+ * row's cache block. */
+#include <stdlib.h>
 
 #include "engine/engine_int.h"
-
-typedef struct qkv_job {
-    cv_engine *e;
-    const cv_batch *b;
-    int32_t layer;
-    int32_t n_rows;
-} qkv_job;
-
-/* Bias, per-head Q/K norm, RoPE, and the cache write of each row's K/V. */
-static void rows_post_qkv(void *ctx, int ith, int nth)
-{
-    qkv_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_model *m = e->m;
-    const cv_hparams *hp = &m->hp;
-    const cv_layer *L = &m->layers[j->layer];
-    const cv_vec_ops *vec = e->vec;
-    const kv_pool *kv = eng_layer_pool(e, j->layer);
-    const int32_t hd = L->head_dim, n_head_kv = L->n_head_kv, kl = e->kv_layer[j->layer];
-    const int64_t n_q = (int64_t)hp->n_head * hd, n_kv = (int64_t)n_head_kv * hd;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    const bool own_kv = L->kv_src == j->layer; /* else an earlier layer's K/V, already cached */
-    for (int64_t t = lo; t < hi; t++) {
-        float *q = e->qkv + t * e->ld_qkv, *k = q + (L->attn_gate ? 2 : 1) * n_q, *v = k + n_kv;
-        if (L->v_from_k) /* gemma4's K=V layers: V is K as projected */
-            memcpy(v, k, (size_t)n_kv * sizeof(float));
-        if (L->attn_gate) {
-            /* [query h | gate h] per head -> queries in order, gates apart;
-             * query h moves down to h * hd, never over one not yet moved */
-            for (int32_t h = 0; h < hp->n_head; h++) {
-                memcpy(e->gate + t * e->ld_q + (int64_t)h * hd, q + (2 * (int64_t)h + 1) * hd, (size_t)hd * sizeof(float));
-                memmove(q + (int64_t)h * hd, q + 2 * (int64_t)h * hd, (size_t)hd * sizeof(float));
-            }
-        }
-        if (L->q_bias) vec->add(q, q, L->q_bias, n_q);
-        if (L->k_bias) vec->add(k, k, L->k_bias, n_kv);
-        if (L->v_bias) vec->add(v, v, L->v_bias, n_kv);
-        if (L->q_norm)
-            for (int32_t h = 0; h < hp->n_head; h++)
-                vec->rmsnorm(q + (int64_t)h * hd, q + (int64_t)h * hd, L->q_norm, hd, hp->rms_eps);
-        if (L->k_norm)
-            for (int32_t h = 0; h < n_head_kv; h++)
-                vec->rmsnorm(k + (int64_t)h * hd, k + (int64_t)h * hd, L->k_norm, hd, hp->rms_eps);
-        if (L->v_norm && own_kv)
-            for (int32_t h = 0; h < n_head_kv; h++)
-                vec->rmsnorm(v + (int64_t)h * hd, v + (int64_t)h * hd, NULL, hd, hp->rms_eps);
-        const int32_t pos = j->b->pos[t];
-        vec->rope(&L->rope, q, hp->n_head, hd, pos);
-        if (hp->attn_temp_scale > 0) /* in f32, in llama.cpp's order */
-            vec->scale(q, logf(floorf((float)pos / (float)hp->attn_temp_len) + 1.0f) * hp->attn_temp_scale + 1.0f,
-                       n_q);
-        if (!own_kv)
-            continue;
-        vec->rope(&L->rope, k, n_head_kv, hd, pos);
-        const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
-        const int32_t at = pos % CV_KV_BLOCK;
-        for (int32_t g = 0; g < n_head_kv; g++) {
-            const float *kg = k + (int64_t)g * hd, *vg = v + (int64_t)g * hd;
-            kv_store(kv, vec, kv_k(kv, blk, kl, g), kv_v(kv, blk, kl, g), at, kg, vg);
-        }
-    }
-}
 
 static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 {
@@ -88,8 +30,39 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
     const int32_t T = b->n_tokens;
     for (int32_t i = 0; i < L->n_qkv; i++)
         eng_matmul(e, L->qkv[i].w, T, e->xn, e->ld_x, e->qkv + L->qkv[i].col, e->ld_qkv);
-    qkv_job j = { .e = e, .b = b, .layer = il, .n_rows = T };
-    eng_run_rows(e, T, rows_post_qkv, &j);
+    const cv_hparams *hp = &e->m->hp;
+    const bool own_kv = L->kv_src == il; /* else an earlier layer's K/V, already cached */
+    if (own_kv)
+        for (int32_t t = 0; t < T; t++)
+            e->att_kv_block[t] = eng_layer_table(e, il, &e->seqs[b->seq[t]])[b->pos[t] / CV_KV_BLOCK];
+    const cv_batt_rows rows = {
+        .n_rows = T,
+        .qkv = e->qkv,
+        .ld_qkv = e->ld_qkv,
+        .gate = e->gate,
+        .ld_gate = e->ld_q,
+        .n_head = hp->n_head,
+        .n_head_kv = L->n_head_kv,
+        .head_dim = L->head_dim,
+        .gated = L->attn_gate,
+        .v_from_k = L->v_from_k,
+        .v_norm = L->v_norm,
+        .store_kv = own_kv,
+        .q_bias = L->q_bias,
+        .k_bias = L->k_bias,
+        .v_bias = L->v_bias,
+        .q_norm = L->q_norm,
+        .k_norm = L->k_norm,
+        .eps = hp->rms_eps,
+        .rope = &L->rope,
+        .pos = b->pos,
+        .temp_scale = hp->attn_temp_scale,
+        .temp_len = hp->attn_temp_len,
+        .kv = eng_layer_pool(e, il),
+        .kv_layer = e->kv_layer[il],
+        .kv_block = e->att_kv_block,
+    };
+    cv_be_attn_rows(e->st, &rows);
 
     const uint64_t t0 = eng_tick(e);
     cv_engine_attention(e, il);
@@ -97,7 +70,7 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
     e->prof_runs++;
 
     if (L->attn_gate) /* the heads' outputs times sigmoid of their gates */
-        cv_be_sigmoid_mul(e->st, T, (int64_t)e->m->hp.n_head * L->head_dim, e->attn, e->ld_q, e->attn, e->ld_q, e->gate,
+        cv_be_sigmoid_mul(e->st, T, (int64_t)hp->n_head * L->head_dim, e->attn, e->ld_q, e->attn, e->ld_q, e->gate,
                           e->ld_q);
     eng_matmul(e, L->wo, T, e->attn, e->ld_q, e->tmp, e->ld_x);
     if (L->o_bias)
@@ -123,6 +96,7 @@ static int attn_init(cv_engine *e, cv_err *err)
         !(e->attn = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err)) ||
         (gated && !(e->gate = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err))))
         return CV_ENOMEM;
+    e->att_kv_block = cv_xmalloc((size_t)e->p.n_batch * sizeof *e->att_kv_block);
     return 0;
 }
 
@@ -131,6 +105,7 @@ static void attn_fini(cv_engine *e)
     eng_rows_free(e, e->qkv);
     eng_rows_free(e, e->attn);
     eng_rows_free(e, e->gate);
+    free(e->att_kv_block);
 }
 
 const eng_kind eng_mix_attn = {

@@ -245,7 +245,7 @@ TEST(kernel_sources_are_embedded_as_they_are_on_disk)
     }
     closedir(dir);
     CHECK_EQ_INT(on_disk, cv_cuda_n_sources);
-    CHECK(on_disk >= 5); /* common.cuh, dtypes.cuh, act.cu, rows.cu, mm.cu */
+    CHECK(on_disk >= 7); /* common.cuh, dtypes.cuh, kv.cuh, act.cu, rows.cu, attn.cu, mm.cu */
 }
 
 TEST(cache_key_changes_with_what_decides_the_image)
@@ -420,7 +420,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
     CHECK(ops->mat_create && ops->mat_destroy && ops->mat_path && ops->stream_create && ops->stream_destroy &&
           ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
           ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
-          ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap);
+          ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
+          ops->attn_rows);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -603,12 +604,29 @@ TEST(row_operations_launch_once_each)
     cv_be_sigmoid_mul(st, ROWS, N, y, N, x, N, x, N);
     cv_be_softcap(st, ROWS, N, y, N, 30.0f);
     cv_be_scale(st, 0, N, y, N, 2.0f); /* no rows: nothing */
-    CHECK_EQ_INT(fake_launches() - before, 10);
+    /* the attention rows with every host input (biases, norms, RoPE
+     * factors, positions, blocks) into a cache in device memory */
+    float ff[2] = { 1.0f, 2.0f };
+    const cv_rope_params rope = { .style = CV_ROPE_NEOX, .n_rot = 4, .theta = 1e4f, .freq_factors = ff };
+    int32_t pos[ROWS] = { 0, 1, 17 }, blk[ROWS] = { 0, 0, 1 };
+    kv_pool kv = { .n_blocks = 2, .n_layer = 1, .n_head_kv = 1, .head_dim = 4, .n_parts = 2, .type = CV_GGML_F16,
+                   .qgroup = 4, .elt_bytes = 2, .head_bytes = kv_head_bytes(4, CV_GGML_F16),
+                   .block_bytes = kv_block_bytes(1, 2, 1, 4, CV_GGML_F16) };
+    kv.data = cv_be_rows_alloc(be, kv.block_bytes * 2);
+    CHECK(kv.data != NULL);
+    const cv_batt_rows att = { .n_rows = ROWS, .qkv = x, .ld_qkv = N, .gate = y, .ld_gate = N, .n_head = 2,
+                               .n_head_kv = 1, .head_dim = 4, .gated = true, .v_norm = true, .store_kv = true,
+                               .q_bias = w, .k_bias = w, .v_bias = w, .q_norm = w, .k_norm = w, .eps = 1e-6f,
+                               .rope = &rope, .pos = pos, .temp_scale = 0.1f, .temp_len = 8, .kv = &kv,
+                               .kv_block = blk };
+    cv_be_attn_rows(st, &att);
+    CHECK_EQ_INT(fake_launches() - before, 11);
     cv_bstream_sync(st);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+    cv_be_rows_free(be, kv.data);
     /* more rows than a launch takes: the stream fails, saying so */
     cv_be_scale(st, 70000, 1, y, 1, 2.0f);
-    CHECK_EQ_INT(fake_launches() - before, 10);
+    CHECK_EQ_INT(fake_launches() - before, 11);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_ELIMIT);
     CHECK_MSG(strstr(err.msg, "scale over more than 65535 rows"), "%s", err.msg);
     setenv("FAKE_CUDA_MEM", "1048576", 1);

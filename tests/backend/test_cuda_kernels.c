@@ -10,7 +10,8 @@
  * depend only on its weight row and its activation row: a token alone, in
  * a batch, and as a route of the expert matmul give the same bits, which
  * is checked exactly. The row operations are held to the CPU backend's
- * within a few float roundings.
+ * within a few float roundings, and so is the attention mixer's row pass,
+ * with every option and K/V type, on a cache in device memory.
  *
  * `test_cuda_kernels --bench` instead times the matmuls of the llama3.1-8b
  * shape in Q4_K (Q6_K ffn_down, as Q4_K_M has it) and the device's copy
@@ -387,6 +388,123 @@ TEST(row_operations_match_the_cpu)
     free(yg);
 }
 
+/* ---- the attention rows ---- */
+
+enum { AT_HEADS = 4, AT_KV_HEADS = 2, AT_LAYERS = 2, AT_LAYER = 1, AT_MAX_ROWS = 21 };
+
+/* Decoded K (kv 0) or V of head h at block b, position j, dimension i of a
+ * cache whose bytes are in host memory, and the q8_0 factor of its group. */
+static float at_get(const kv_pool *p, int kv, int32_t b, int32_t h, int32_t j, int32_t i, float *d)
+{
+    const void *half = kv ? kv_v(p, b, AT_LAYER, h) : kv_k(p, b, AT_LAYER, h);
+    *d = p->type == CV_GGML_Q8_0 ? cv_fp16_to_fp32(kv_q8_scales(p, half)[kv_scale_at(p, j, i)]) : 0;
+    return kv ? kv_v_get(p, half, j, i) : kv_k_get(p, half, j, i);
+}
+
+/* One case: rows through both backends, compared; false when a device
+ * call failed (the case's checks said so). */
+static bool attn_case(const cv_rope_params *rope, int32_t hd, int flags, uint32_t type, int32_t n_rows)
+{
+    const int64_t n_q = (int64_t)AT_HEADS * hd, n_kv = (int64_t)AT_KV_HEADS * hd;
+    const int64_t ld = ((flags & 1) ? 2 : 1) * n_q + 2 * n_kv + 3, ldg = n_q;
+    float *x = random_rows(n_rows, ld), *par = random_rows(1, 3 * n_q);
+    float norm[2][256];
+    int32_t pos[AT_MAX_ROWS], blk[AT_MAX_ROWS];
+    for (int32_t i = 0; i < hd; i++)
+        norm[0][i] = 1.0f + 0.25f * par[i], norm[1][i] = 1.0f - 0.25f * par[n_q + i];
+    for (int32_t t = 0; t < n_rows; t++)
+        pos[t] = 13 + 3 * t, blk[t] = 1 + 2 * (pos[t] / CV_KV_BLOCK);
+    kv_pool kc = { .n_blocks = blk[n_rows - 1] + 2, .n_layer = AT_LAYERS, .n_head_kv = AT_KV_HEADS, .head_dim = hd,
+                   .n_parts = 2, .type = type, .qgroup = kv_q8_group(hd),
+                   .elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4,
+                   .head_bytes = kv_head_bytes(hd, type), .block_bytes = kv_block_bytes(AT_LAYERS, 2, AT_KV_HEADS, hd, type) };
+    kv_pool kg = kc, kback = kc;
+    const size_t pool_bytes = kc.block_bytes * (size_t)kc.n_blocks, row_bytes = (size_t)(n_rows * ld) * sizeof(float);
+    kc.data = cv_xcalloc(1, pool_bytes);
+    kback.data = cv_xmalloc(pool_bytes);
+    kg.data = to_device(kc.data, pool_bytes);
+    float *dx = to_device(x, row_bytes), *dgate = cv_be_rows_alloc(g_gpu, (size_t)(n_rows * ldg) * sizeof(float));
+    float *gate = cv_xcalloc((size_t)(n_rows * ldg), sizeof(float)), *back = cv_xmalloc(row_bytes);
+    float *gback = cv_xmalloc((size_t)(n_rows * ldg) * sizeof(float));
+    cv_batt_rows a = { .n_rows = n_rows, .ld_qkv = ld, .ld_gate = ldg, .n_head = AT_HEADS, .n_head_kv = AT_KV_HEADS,
+                       .head_dim = hd, .gated = flags & 1, .v_from_k = flags & 2, .v_norm = flags & 4,
+                       .store_kv = flags & 8, .q_bias = (flags & 16) ? par : NULL,
+                       .k_bias = (flags & 16) ? par + n_q : NULL, .v_bias = (flags & 16) ? par + 2 * n_q : NULL,
+                       .q_norm = (flags & 32) ? norm[0] : NULL, .k_norm = (flags & 32) ? norm[1] : NULL, .eps = 1e-6f,
+                       .rope = rope, .pos = pos, .temp_scale = (flags & 64) ? 0.1f : 0.0f, .temp_len = 8,
+                       .kv_layer = AT_LAYER, .kv_block = blk };
+    bool ok = kg.data && dx && dgate;
+    CHECK(ok);
+    if (ok) {
+        a.qkv = x, a.gate = gate, a.kv = &kc;
+        cv_be_attn_rows(g_cst, &a);
+        a.qkv = dx, a.gate = dgate, a.kv = &kg;
+        cv_be_attn_rows(g_gst, &a);
+        ok = from_device(back, dx, row_bytes) && from_device(gback, dgate, (size_t)(n_rows * ldg) * sizeof(float)) &&
+             from_device(kback.data, kg.data, pool_bytes);
+    }
+    if (ok) {
+        int bad_q = 0, bad_g = 0, bad_kv = 0;
+        for (int32_t t = 0; t < n_rows; t++)
+            for (int64_t i = 0; i < n_q; i++) {
+                const double c = x[t * ld + i];
+                bad_q += !(fabs(back[t * ld + i] - c) <= 1e-5 * (1 + fabs(c)));
+                bad_g += (flags & 1) && memcmp(&gback[t * ldg + i], &gate[t * ldg + i], sizeof(float));
+            }
+        /* every place of the layer's cache: the rows' and the untouched */
+        for (int32_t b = 0; b < kc.n_blocks; b++)
+            for (int32_t h = 0; h < AT_KV_HEADS; h++)
+                for (int kv = 0; kv < 2; kv++)
+                    for (int32_t j = 0; j < CV_KV_BLOCK; j++)
+                        for (int32_t i = 0; i < hd; i++) {
+                            float dc, dg;
+                            const double c = at_get(&kc, kv, b, h, j, i, &dc), g = at_get(&kback, kv, b, h, j, i, &dg);
+                            const double tol = type == CV_GGML_Q8_0   ? 1.05 * fmax(dc, dg) + 1e-5 * (1 + fabs(c))
+                                               : type == CV_GGML_F16 ? 1e-3 * fabs(c) + 1e-5
+                                                                     : 1e-5 * (1 + fabs(c));
+                            bad_kv += !(fabs(g - c) <= tol);
+                        }
+        CHECK_MSG(bad_q == 0 && bad_g == 0 && bad_kv == 0,
+                  "hd %d, options %#x, type %u, %d rows: %d query values, %d gates and %d cached values differ from "
+                  "the CPU's", hd, flags, type, n_rows, bad_q, bad_g, bad_kv);
+    }
+    cv_cuda_free(g_gpu, kg.data);
+    cv_cuda_free(g_gpu, dx);
+    cv_be_rows_free(g_gpu, dgate);
+    free(kc.data);
+    free(kback.data);
+    free(x);
+    free(par);
+    free(gate);
+    free(back);
+    free(gback);
+    return ok;
+}
+
+/* Every option (gated, V from K, V norm, K/V stored, biases, norms,
+ * temperature: the bits of `flags`), each K/V type, 1 to 21 rows across
+ * block edges; 64-dimension heads rotated whole in NEOX pairs with
+ * frequency factors and a YaRN factor, 40-dimension heads with 32
+ * dimensions in adjacent pairs. */
+TEST(attention_rows_match_the_cpu)
+{
+    static float ff[32];
+    for (int i = 0; i < 32; i++)
+        ff[i] = 1.0f + (float)(i % 5) * 0.75f;
+    const cv_rope_params ropes[2] = {
+        { .style = CV_ROPE_NEOX, .n_rot = 64, .theta = 1e6f, .freq_scale = 1.0f, .freq_factors = ff, .mscale = 1.2f },
+        { .style = CV_ROPE_NORM, .n_rot = 32, .theta = 1e4f, .freq_scale = 0.5f },
+    };
+    static const int32_t hds[2] = { 64, 40 }, rows[] = { 1, 4, AT_MAX_ROWS };
+    static const uint32_t types[] = { CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0 };
+    bool ok = true;
+    for (int si = 0; si < 2 && ok; si++)
+        for (int flags = 0; flags < 128 && ok; flags++)
+            for (size_t ti = 0; ti < CV_ARRAY_LEN(types) && ok; ti++)
+                for (size_t ri = 0; ri < CV_ARRAY_LEN(rows) && ok; ri++)
+                    ok = attn_case(&ropes[si], hds[si], flags, types[ti], rows[ri]);
+}
+
 /* ---- --bench ---- */
 
 /* Seconds a call of fn takes on the GPU stream, the median of `reps`
@@ -544,6 +662,7 @@ int main(int argc, char **argv)
     RUN(matmul_every_type_matches_the_cpu);
     RUN(expert_matmul_has_the_dense_bits);
     RUN(row_operations_match_the_cpu);
+    RUN(attention_rows_match_the_cpu);
     cv_bstream_destroy(g_gst);
     cv_bstream_destroy(g_cst);
     return test_report();

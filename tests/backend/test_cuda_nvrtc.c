@@ -3,8 +3,8 @@
  * needed): each program, for every weight type, compiles to PTX that
  * defines every kernel the backend looks up; those of each block family
  * also to a cubin for sm_90 (the H200 the check script runs on), act.cu,
- * rows.cu and one matmul program for the oldest architecture this NVRTC and corvid
- * share; a broken program returns NVRTC's log.
+ * rows.cu, attn.cu and one matmul program for the oldest architecture this
+ * NVRTC and corvid share; a broken program returns NVRTC's log.
  *
  * Without NVRTC the test prints "nvrtc: not on this machine" and CTest
  * reports a skip (tests/backend/CMakeLists.txt). That skip stands under
@@ -32,12 +32,17 @@ static bool nvrtc_knows(int sm)
 static const char *const act_kernels[] = { "cv_quantize_q8", "cv_route_group", NULL };
 static const char *const rows_kernels[] = { "cv_rmsnorm", "cv_add", "cv_scale", "cv_softcap", "cv_glu", "cv_sigmoid_mul",
                                             NULL };
+static const char *const attn_kernels[] = { "cv_attn_rows", NULL };
 static const char *const mm_kernels[] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",   "cv_mm_dense_1x8",
                                           "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", NULL };
 
-/* act.cu, rows.cu, and mm.cu for every weight type (only: those of the
- * list, ended by -1), for sm as a cubin or as PTX; PTX must define every kernel cuda.c
- * launches. */
+/* The programs every stream loads, and mm.cu for every weight type (only:
+ * those of the list, ended by -1), for sm as a cubin or as PTX; PTX must
+ * define every kernel cuda.c launches. */
+static const char *const base_programs[] = { "act.cu", "rows.cu", "attn.cu" };
+static const char *const *const base_kernels[] = { act_kernels, rows_kernels, attn_kernels };
+enum { N_BASE = 3 };
+
 static void compile_for(int sm, bool ptx, const int *only)
 {
     const cv_cuda_target t = { .sm = sm, .ptx = ptx };
@@ -47,8 +52,8 @@ static void compile_for(int sm, bool ptx, const int *only)
     cv_err err = { 0 };
     const double t0 = cv_now_s();
     int done = 0;
-    for (int i = -2; i < n; i++) {
-        bool listed = i < 0 || !only; /* act.cu and rows.cu always */
+    for (int i = -N_BASE; i < n; i++) {
+        bool listed = i < 0 || !only; /* the base programs always */
         for (const int *o = only; o && *o >= 0 && !listed; o++)
             listed = (uint32_t)*o == types[i];
         if (!listed)
@@ -56,7 +61,7 @@ static void compile_for(int sm, bool ptx, const int *only)
         char defines[32] = "";
         if (i >= 0)
             snprintf(defines, sizeof defines, "-DCV_WTYPE=%u", types[i]);
-        const char *src = i == -2 ? "act.cu" : i == -1 ? "rows.cu" : "mm.cu";
+        const char *src = i < 0 ? base_programs[N_BASE + i] : "mm.cu";
         cv_err_clear(&err);
         const int rc = cv_cuda_rtc_compile(&g_rtc, &t, src, defines, &image, &err);
         CHECK_MSG(rc == 0, "%s %s for %s_%d: %s", src, defines, ptx ? "compute" : "sm", sm, err.msg);
@@ -68,7 +73,7 @@ static void compile_for(int sm, bool ptx, const int *only)
             continue;
         }
         CHECK_MSG(strstr(image.data, ".target"), "%s %s: not PTX", src, defines);
-        for (const char *const *k = i == -2 ? act_kernels : i == -1 ? rows_kernels : mm_kernels; *k; k++) {
+        for (const char *const *k = i < 0 ? base_kernels[N_BASE + i] : mm_kernels; *k; k++) {
             char entry[64];
             snprintf(entry, sizeof entry, ".entry %s(", *k);
             CHECK_MSG(strstr(image.data, entry), "%s %s: no kernel %s", src, defines, *k);
@@ -98,7 +103,7 @@ TEST(programs_compile_for_sm_90)
 }
 
 /* Nothing in the kernels depends on the architecture beyond dp4a (sm_61):
- * act.cu, rows.cu and one matmul program stand for the rest at the
+ * the base programs and one matmul program stand for the rest at the
  * oldest. */
 TEST(programs_compile_for_the_oldest_shared_arch)
 {

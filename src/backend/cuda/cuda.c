@@ -12,7 +12,7 @@
  * tests).
  *
  * Kernel modules are compiled on first use (cuda_rtc.c, cached on disk):
- * act.cu and rows.cu when the first stream is created, mm.cu once per
+ * act.cu, rows.cu and attn.cu when the first stream is created, mm.cu once per
  * weight type when the first matrix of that type is. A launch that fails
  * is logged and recorded on its stream (the table's operations return
  * nothing), which then skips its work until cv_cuda_stream_error reads it.
@@ -40,10 +40,11 @@
 #define ROUTES_DIRECT_MAX 16
 #define ACT_BLOCK_BYTES 48 /* cv_act_q8: 32 levels, scale, two half sums */
 
-/* The kernels every stream needs (act.cu's and rows.cu's), loaded when
- * the first stream is created. */
-enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_COUNT };
-static const char *const base_sources[2] = { "act.cu", "rows.cu" };
+/* The kernels every stream needs (act.cu's, rows.cu's and attn.cu's),
+ * loaded when the first stream is created. */
+enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_ATTN_ROWS, K_COUNT };
+#define N_BASE 3
+static const char *const base_sources[N_BASE] = { "act.cu", "rows.cu", "attn.cu" };
 static const struct {
     int source; /* into base_sources */
     const char *name;
@@ -52,6 +53,7 @@ static const struct {
     [K_RMSNORM] = { 1, "cv_rmsnorm" },      [K_ADD] = { 1, "cv_add" },
     [K_SCALE] = { 1, "cv_scale" },          [K_SOFTCAP] = { 1, "cv_softcap" },
     [K_GLU] = { 1, "cv_glu" },              [K_SIGMOID_MUL] = { 1, "cv_sigmoid_mul" },
+    [K_ATTN_ROWS] = { 2, "cv_attn_rows" },
 };
 
 typedef struct mm_module {
@@ -74,11 +76,11 @@ typedef struct cuda_dev {
     cu_context ctx;
     cv_cuda_device_info info;
     char cache_dir[PATH_MAX];
-    pthread_mutex_t mu;    /* loading act.cu and rows.cu */
+    pthread_mutex_t mu;    /* loading the base programs */
     bool base_tried;       /* the stream kernels below */
     int base_rc;
     char base_msg[512];
-    cu_module base_mod[2]; /* act.cu, rows.cu */
+    cu_module base_mod[N_BASE]; /* base_sources' */
     cu_function k[K_COUNT];
     mm_module mm[CV_GGML_TYPE_COUNT];
 } cuda_dev;
@@ -183,13 +185,13 @@ static int get_fn(cuda_dev *d, cu_module mod, const char *name, cu_function *f, 
     return CV_EUNSUPPORTED;
 }
 
-/* act.cu and rows.cu, which every stream needs. */
+/* The base programs, which every stream needs. */
 static int base_modules(cuda_dev *d, cv_err *err)
 {
     pthread_mutex_lock(&d->mu);
     if (!d->base_tried) {
         d->base_tried = true;
-        for (int i = 0; i < 2 && d->base_rc == 0; i++)
+        for (int i = 0; i < N_BASE && d->base_rc == 0; i++)
             d->base_rc = load_image(d, base_sources[i], "", &d->base_mod[i], d->base_msg, sizeof d->base_msg);
         for (int k = 0; k < K_COUNT && d->base_rc == 0; k++)
             d->base_rc = get_fn(d, d->base_mod[base_kernels[k].source], base_kernels[k].name, &d->k[k], d->base_msg,
@@ -657,13 +659,16 @@ static void download(cv_bstream *s, void *dst, const void *src, size_t n_bytes)
         stream_fail(st, CV_EIO, "download", r);
 }
 
-/* A row operation's host inputs (a norm's weight, a bias, a gather map:
- * backend.h) copied into the stream's aux buffer in stream order, each
- * 256-aligned; a NULL src stays a NULL device pointer. */
+/* An operation's n (<= HOST_INPUTS_MAX) host inputs (a norm's weight, a
+ * bias, a gather map, positions: backend.h) copied into the stream's aux
+ * buffer in stream order, each 256-aligned; a NULL src stays a NULL device
+ * pointer. */
+#define HOST_INPUTS_MAX 8
 static bool host_inputs(cuda_stream *st, int n, const void *const *src, const size_t *bytes, cu_dptr *out)
 {
     cuda_dev *d = dev_of(st->pub.be);
-    size_t off[2], total = 0;
+    size_t off[HOST_INPUTS_MAX], total = 0;
+    assert(n <= HOST_INPUTS_MAX);
     for (int i = 0; i < n; i++) {
         off[i] = total;
         total += src[i] ? (bytes[i] + 255) & ~(size_t)255 : 0;
@@ -786,6 +791,65 @@ static void sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int6
     elementwise(st, K_SIGMOID_MUL, n_rows, n, params, "sigmoid_mul");
 }
 
+/* ---- layer passes ---- */
+
+/* kv.cuh's cv_kv and attn.cu's cv_attn_args, field for field (the kernel
+ * takes the struct by value). */
+typedef struct kv_dev {
+    cu_dptr data;
+    int64_t head_bytes;
+    int32_t n_blocks, n_head_kv, head_dim, n_parts, type, qgroup;
+} kv_dev;
+typedef struct attn_args {
+    cu_dptr qkv, gate, q_bias, k_bias, v_bias, q_norm, k_norm, freq_factors, pos, kv_block;
+    int64_t ld_qkv, ld_gate;
+    kv_dev kv;
+    int32_t n_head, n_head_kv, head_dim, kv_layer;
+    int32_t gated, v_from_k, v_norm, store_kv;
+    int32_t rope_style, n_rot, temp_len;
+    float eps, theta, freq_scale, mscale, temp_scale;
+} attn_args;
+_Static_assert(sizeof(kv_dev) == 40 && sizeof(attn_args) == 200, "attn.cu's argument layout");
+
+/* A block a row (attn.cu); the cache's blocks are device memory (kv->data,
+ * rows_alloc), its other fields host memory as the engine keeps them. */
+static void attn_rows(cv_bstream *s, const cv_batt_rows *a)
+{
+    cuda_stream *st = stream_of(s);
+    if (st->err_code || a->n_rows < 1)
+        return;
+    ctx_enter(dev_of(s->be));
+    const cv_rope_params *rope = a->rope;
+    assert(rope->n_rot / 2 <= CV_MAX_ROPE_DIMS / 2 && rope->n_rot <= a->head_dim);
+    const size_t n_q = (size_t)a->n_head * (size_t)a->head_dim, n_kv = (size_t)a->n_head_kv * (size_t)a->head_dim;
+    const void *src[8] = { a->q_bias, a->k_bias, a->v_bias, a->q_norm, a->k_norm, rope->freq_factors, a->pos,
+                           a->store_kv ? a->kv_block : NULL };
+    const size_t bytes[8] = { n_q * sizeof(float), n_kv * sizeof(float), n_kv * sizeof(float),
+                              (size_t)a->head_dim * sizeof(float), (size_t)a->head_dim * sizeof(float),
+                              (size_t)(rope->n_rot / 2) * sizeof(float), (size_t)a->n_rows * sizeof(int32_t),
+                              (size_t)a->n_rows * sizeof(int32_t) };
+    cu_dptr in[8];
+    if (!host_inputs(st, 8, src, bytes, in))
+        return;
+    attn_args p = {
+        .qkv = (cu_dptr)(uintptr_t)a->qkv, .gate = (cu_dptr)(uintptr_t)a->gate, .q_bias = in[0], .k_bias = in[1],
+        .v_bias = in[2], .q_norm = in[3], .k_norm = in[4], .freq_factors = in[5], .pos = in[6], .kv_block = in[7],
+        .ld_qkv = a->ld_qkv, .ld_gate = a->ld_gate, .n_head = a->n_head, .n_head_kv = a->n_head_kv,
+        .head_dim = a->head_dim, .kv_layer = a->kv_layer, .gated = a->gated, .v_from_k = a->v_from_k,
+        .v_norm = a->v_norm, .store_kv = a->store_kv, .rope_style = (int32_t)rope->style, .n_rot = rope->n_rot,
+        .temp_len = a->temp_len, .eps = a->eps, .theta = rope->theta, .freq_scale = rope->freq_scale,
+        .mscale = rope->mscale, .temp_scale = a->temp_scale,
+    };
+    if (a->store_kv) {
+        const kv_pool *kv = a->kv;
+        p.kv = (kv_dev){ .data = (cu_dptr)(uintptr_t)kv->data, .head_bytes = (int64_t)kv->head_bytes,
+                         .n_blocks = kv->n_blocks, .n_head_kv = kv->n_head_kv, .head_dim = kv->head_dim,
+                         .n_parts = kv->n_parts, .type = (int32_t)kv->type, .qgroup = kv->qgroup };
+    }
+    void *params[] = { &p };
+    launch(st, dev_of(s->be)->k[K_ATTN_ROWS], (unsigned)a->n_rows, 1, 256, 0, params, "attention rows");
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -811,6 +875,7 @@ static const cv_backend_ops cuda_ops = {
     .glu = glu,
     .sigmoid_mul = sigmoid_mul,
     .softcap = softcap,
+    .attn_rows = attn_rows,
 };
 
 /* ---- opening a device ---- */
@@ -1014,8 +1079,8 @@ bool cv_cuda_describe(cv_buf *out, const char *prefix)
     cv_backend *be0;
     const bool ok = have_drv && have_rtc && count > 0 && cv_cuda_open(0, &be0, NULL) == 0;
     cv_buf_printf(out, "%s%s\n", prefix,
-                  ok ? "the forward pass still runs on the CPU: attention, the row operations and the KV memory are "
-                       "not behind the backend table yet (docs/CUDA.md)"
+                  ok ? "the forward pass still runs on the CPU: attention and the KV memory are not behind the "
+                       "backend table yet (docs/CUDA.md)"
                      : "no usable CUDA device: corvid runs on the CPU");
     return ok;
 }

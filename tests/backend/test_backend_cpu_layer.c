@@ -1,0 +1,257 @@
+/* test_backend_cpu_layer.c — the CPU backend's layer passes.
+ *
+ * The attention row pass (attn_rows): for every combination of its
+ * options (gated q, V from K, V norm, a layer that stores K/V or reads an
+ * earlier one's, biases, Q/K norms, the query temperature), each K/V type
+ * (f32, f16, q8_0), two head shapes (64 dims rotated whole in NEOX pairs
+ * with frequency factors; 40 dims, 32 of them rotated in adjacent pairs)
+ * and 1 to 21 rows whose positions cross block edges, with one thread and
+ * two:
+ *   - the queries, the gates and every byte of the cache have the bits of
+ *     the engine's loop at the process level, recomputed here head by head
+ *     (each step's vector loop over one head gives the bits it gives over
+ *     the row), and the cache bytes no row names and the rows' stride gaps
+ *     stay as they were;
+ *   - the queries are within rounding of the scalar reference, and the
+ *     cache, read back position by position (kv_k_get / kv_v_get), holds
+ *     the scalar reference's keys and values within the type's rounding
+ *     (f16's half ulp, q8_0's half level of its group) at each row's
+ *     block and position.
+ * tests/backend/CMakeLists.txt runs it once more under CORVID_ISA=scalar. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "test.h"
+
+enum { GAP = 3, MAX_ROWS = 21, N_HEAD = 4, N_HEAD_KV = 2, N_LAYER = 2, LAYER = 1, MAX_HD = 64 };
+
+enum { GATED = 1, V_FROM_K = 2, V_NORM = 4, STORE = 8, BIAS = 16, NORM = 32, TEMP = 64, N_FLAGS = 128 };
+
+typedef struct shape {
+    int32_t hd;
+    cv_rope_params rope;
+} shape;
+
+static float g_ff[MAX_HD / 2];
+static shape g_shapes[2];
+
+/* Rows, weights and places of one case. */
+typedef struct fixture {
+    cv_batt_rows a;
+    int64_t width; /* of a row's used values */
+    float *in;     /* [n_rows][ld_qkv] the projections, as given */
+    float bias_q[N_HEAD * MAX_HD], bias_k[N_HEAD_KV * MAX_HD], bias_v[N_HEAD_KV * MAX_HD];
+    float norm_q[MAX_HD], norm_k[MAX_HD];
+    int32_t pos[MAX_ROWS], blk[MAX_ROWS];
+    int32_t n_blocks;
+} fixture;
+
+static void fill(float *x, int64_t n, cv_rng *r, float lo, float hi)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * cv_rng_f32(r);
+}
+
+static kv_pool pool_make(int32_t n_blocks, int32_t hd, uint32_t type)
+{
+    kv_pool p = { .n_blocks = n_blocks, .n_layer = N_LAYER, .n_head_kv = N_HEAD_KV, .head_dim = hd, .n_parts = 2,
+                  .type = type, .qgroup = kv_q8_group(hd),
+                  .elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4,
+                  .head_bytes = kv_head_bytes(hd, type),
+                  .block_bytes = kv_block_bytes(N_LAYER, 2, N_HEAD_KV, hd, type) };
+    /* bytes that read as finite values of every type (0x5a5a: f16 203.25),
+     * which untouched places must keep */
+    p.data = cv_xmalloc(p.block_bytes * (size_t)n_blocks);
+    memset(p.data, 0x5a, p.block_bytes * (size_t)n_blocks);
+    return p;
+}
+
+static void fixture_make(fixture *f, const shape *sh, int flags, int32_t n_rows, uint64_t seed)
+{
+    cv_rng r;
+    cv_rng_seed(&r, seed);
+    const int32_t hd = sh->hd;
+    const int64_t n_q = (int64_t)N_HEAD * hd, n_kv = (int64_t)N_HEAD_KV * hd;
+    memset(f, 0, sizeof *f);
+    f->width = ((flags & GATED) ? 2 : 1) * n_q + 2 * n_kv;
+    const int64_t ld = f->width + GAP;
+    f->in = cv_xmalloc((size_t)(n_rows * ld) * sizeof(float));
+    fill(f->in, n_rows * ld, &r, -4, 4);
+    fill(f->bias_q, n_q, &r, -1, 1);
+    fill(f->bias_k, n_kv, &r, -1, 1);
+    fill(f->bias_v, n_kv, &r, -1, 1);
+    fill(f->norm_q, hd, &r, 0.5f, 1.5f);
+    fill(f->norm_k, hd, &r, 0.5f, 1.5f);
+    /* positions 13, 16, 19, ...: rows in one block and rows across its
+     * edges; block b of the positions in cache block 1 + b, so a block
+     * before and one after stay untouched */
+    for (int32_t t = 0; t < n_rows; t++) {
+        f->pos[t] = 13 + 3 * t;
+        f->blk[t] = 1 + f->pos[t] / CV_KV_BLOCK;
+        f->n_blocks = f->blk[t] + 2;
+    }
+    f->a = (cv_batt_rows){
+        .n_rows = n_rows, .ld_qkv = ld, .ld_gate = n_q + GAP, .n_head = N_HEAD, .n_head_kv = N_HEAD_KV,
+        .head_dim = hd, .gated = flags & GATED, .v_from_k = flags & V_FROM_K, .v_norm = flags & V_NORM,
+        .store_kv = flags & STORE, .q_bias = (flags & BIAS) ? f->bias_q : NULL,
+        .k_bias = (flags & BIAS) ? f->bias_k : NULL, .v_bias = (flags & BIAS) ? f->bias_v : NULL,
+        .q_norm = (flags & NORM) ? f->norm_q : NULL, .k_norm = (flags & NORM) ? f->norm_k : NULL, .eps = 1e-6f,
+        .rope = &sh->rope, .pos = f->pos, .temp_scale = (flags & TEMP) ? 0.1f : 0.0f, .temp_len = 8,
+        .kv_layer = LAYER, .kv_block = f->blk,
+    };
+}
+
+/* What the pass makes of row t, head by head with one level's loops:
+ * queries q [n_head hd], gates g, and keys and values k, v [n_head_kv hd]
+ * as stored (into kv, when not NULL). */
+static void reference(const cv_vec_ops *vec, const fixture *f, int32_t t, float *q, float *g, float *k, float *v,
+                      const kv_pool *kv)
+{
+    const cv_batt_rows *a = &f->a;
+    const int32_t hd = a->head_dim, pos = a->pos[t];
+    const int64_t n_q = (int64_t)a->n_head * hd, n_kv = (int64_t)a->n_head_kv * hd;
+    const float *row = f->in + t * a->ld_qkv, *rk = row + (a->gated ? 2 : 1) * n_q;
+    const float temp = logf(floorf((float)pos / (float)a->temp_len) + 1.0f) * a->temp_scale + 1.0f;
+    for (int32_t h = 0; h < a->n_head; h++) {
+        float *x = q + h * hd;
+        memcpy(x, row + (a->gated ? 2 * h : h) * hd, (size_t)hd * sizeof(float));
+        if (a->gated)
+            memcpy(g + h * hd, row + (2 * h + 1) * hd, (size_t)hd * sizeof(float));
+        if (a->q_bias)
+            vec->add(x, x, a->q_bias + h * hd, hd);
+        if (a->q_norm)
+            vec->rmsnorm(x, x, a->q_norm, hd, a->eps);
+        vec->rope(a->rope, x, 1, hd, pos);
+        if (a->temp_scale > 0)
+            vec->scale(x, temp, hd);
+    }
+    for (int32_t h = 0; h < a->n_head_kv; h++) {
+        float *kh = k + h * hd, *vh = v + h * hd;
+        memcpy(kh, rk + h * hd, (size_t)hd * sizeof(float));
+        memcpy(vh, (a->v_from_k ? rk : rk + n_kv) + h * hd, (size_t)hd * sizeof(float));
+        if (a->k_bias)
+            vec->add(kh, kh, a->k_bias + h * hd, hd);
+        if (a->v_bias)
+            vec->add(vh, vh, a->v_bias + h * hd, hd);
+        if (a->k_norm)
+            vec->rmsnorm(kh, kh, a->k_norm, hd, a->eps);
+        if (a->v_norm && a->store_kv)
+            vec->rmsnorm(vh, vh, NULL, hd, a->eps);
+        if (!a->store_kv)
+            continue;
+        vec->rope(a->rope, kh, 1, hd, pos);
+        if (kv)
+            kv_store(kv, vec, kv_k(kv, a->kv_block[t], LAYER, h), kv_v(kv, a->kv_block[t], LAYER, h),
+                     pos % CV_KV_BLOCK, kh, vh);
+    }
+}
+
+/* got, read from position j, dimension i of a head's half of p, within
+ * rounding of the cache's type of want: q8_0 by its group's factor as
+ * stored. */
+static bool kv_close(const kv_pool *p, const void *half, int32_t j, int32_t i, float got, float want)
+{
+    const double e = fabs((double)got - want), rel = 2e-5 * (1 + fabs((double)want));
+    if (p->type == CV_GGML_Q8_0)
+        return e <= 0.6 * cv_fp16_to_fp32(kv_q8_scales(p, half)[kv_scale_at(p, j, i)]) + rel;
+    return e <= (p->type == CV_GGML_F16 ? 1e-3 * fabs((double)want) : 0) + rel;
+}
+
+static void run_case(cv_bstream *s, int threads, const shape *sh, int flags, uint32_t type, int32_t n_rows)
+{
+    fixture f;
+    fixture_make(&f, sh, flags, n_rows, (uint64_t)(flags * 131 + n_rows * 7 + sh->hd + type));
+    cv_batt_rows *a = &f.a;
+    const int32_t hd = sh->hd;
+    const int64_t n_q = (int64_t)N_HEAD * hd, ld = a->ld_qkv;
+    kv_pool got = pool_make(f.n_blocks, hd, type), want = pool_make(f.n_blocks, hd, type);
+    const size_t pool_bytes = got.block_bytes * (size_t)got.n_blocks;
+    float *qkv = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_rows * ld) * sizeof(float));
+    float *gate = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_rows * a->ld_gate) * sizeof(float));
+    memcpy(qkv, f.in, (size_t)(n_rows * ld) * sizeof(float));
+    for (int64_t i = 0; i < n_rows * a->ld_gate; i++)
+        gate[i] = -7.0f;
+    a->qkv = qkv;
+    a->gate = (flags & GATED) ? gate : NULL;
+    a->kv = &got;
+    cv_be_attn_rows(s, a);
+
+    const cv_vec_ops *level = cv_vec_ops_for(cv_isa_active()), *scalar = cv_vec_ops_for(CV_ISA_SCALAR);
+    float q[N_HEAD * MAX_HD], g[N_HEAD * MAX_HD], k[N_HEAD_KV * MAX_HD], v[N_HEAD_KV * MAX_HD];
+    int bad_bits = 0, bad_ref = 0, bad_kv = 0, bad_gap = 0;
+    double worst = 0;
+    for (int32_t t = 0; t < n_rows; t++) {
+        const float *row = qkv + t * ld, *grow = gate + t * a->ld_gate;
+        reference(level, &f, t, q, g, k, v, &want);
+        bad_bits += memcmp(row, q, (size_t)n_q * sizeof(float)) != 0;
+        if (flags & GATED)
+            bad_bits += memcmp(grow, g, (size_t)n_q * sizeof(float)) != 0;
+        for (int i = 0; i < GAP; i++) {
+            bad_gap += memcmp(&row[f.width + i], &f.in[t * ld + f.width + i], sizeof(float)) != 0;
+            bad_gap += grow[n_q + i] != -7.0f || (!(flags & GATED) && grow[i] != -7.0f);
+        }
+        reference(scalar, &f, t, q, g, k, v, NULL);
+        for (int64_t i = 0; i < n_q; i++) {
+            const double e = fabs((double)row[i] - q[i]) / (1 + fabs((double)q[i]));
+            worst = fmax(worst, e);
+            bad_ref += !(e <= 2e-5);
+        }
+        if (!(flags & STORE))
+            continue;
+        const int32_t j = f.pos[t] % CV_KV_BLOCK;
+        for (int32_t h = 0; h < N_HEAD_KV; h++) {
+            const void *K = kv_k(&got, f.blk[t], LAYER, h), *V = kv_v(&got, f.blk[t], LAYER, h);
+            for (int32_t i = 0; i < hd; i++) {
+                bad_kv += !kv_close(&got, K, j, i, kv_k_get(&got, K, j, i), k[h * hd + i]);
+                bad_kv += !kv_close(&got, V, j, i, kv_v_get(&got, V, j, i), v[h * hd + i]);
+            }
+        }
+    }
+    /* the whole cache: the rows' places as the loop stores them, the rest
+     * as it was */
+    bad_bits += memcmp(got.data, want.data, pool_bytes) != 0;
+    const char *tn = cv_dtype_get(type)->name;
+    CHECK_MSG(bad_bits == 0 && bad_gap == 0,
+              "hd %d, options %#x, %s, %d rows, %d threads: %d rows (or the cache) differ from the loop's bits, %d "
+              "gap values changed", hd, flags, tn, n_rows, threads, bad_bits, bad_gap);
+    CHECK_MSG(bad_ref == 0 && bad_kv == 0,
+              "hd %d, options %#x, %s, %d rows: %d query values off the scalar reference (worst relative %g), %d "
+              "cached values off it", hd, flags, tn, n_rows, bad_ref, worst, bad_kv);
+    cv_be_rows_free(cv_backend_cpu(), qkv);
+    cv_be_rows_free(cv_backend_cpu(), gate);
+    free(got.data);
+    free(want.data);
+    free(f.in);
+}
+
+TEST(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count)
+{
+    printf("  row loops at %s\n", cv_isa_name(cv_vec_ops_level(cv_isa_active())));
+    static const uint32_t types[] = { CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0 };
+    static const int32_t rows[] = { 1, 3, 4, 7, MAX_ROWS };
+    for (int threads = 1; threads <= 2; threads++) {
+        cv_bstream *s;
+        cv_err err = { 0 };
+        CHECK_EQ_INT(cv_bstream_create(cv_backend_cpu(), threads, &s, &err), 0);
+        if (!s)
+            return;
+        for (size_t si = 0; si < CV_ARRAY_LEN(g_shapes); si++)
+            for (int flags = 0; flags < N_FLAGS; flags++)
+                for (size_t ti = 0; ti < CV_ARRAY_LEN(types); ti++)
+                    for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
+                        run_case(s, threads, &g_shapes[si], flags, types[ti], rows[ri]);
+        cv_bstream_destroy(s);
+    }
+}
+
+int main(void)
+{
+    for (int i = 0; i < MAX_HD / 2; i++)
+        g_ff[i] = 1.0f + (float)(i % 5) * 0.75f;
+    g_shapes[0] = (shape){ 64, { .style = CV_ROPE_NEOX, .n_rot = 64, .theta = 1e6f, .freq_scale = 1.0f,
+                                 .freq_factors = g_ff, .mscale = 1.2f } };
+    g_shapes[1] = (shape){ 40, { .style = CV_ROPE_NORM, .n_rot = 32, .theta = 10000.0f, .freq_scale = 0.5f } };
+    RUN(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count);
+    return test_report();
+}
