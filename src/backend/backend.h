@@ -34,7 +34,7 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 4
+#define CV_BACKEND_ABI 5
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -90,6 +90,44 @@ typedef struct cv_batt_rows {
     int32_t kv_layer;                      /* the layer's index among the pool's layers */
     const int32_t *kv_block;               /* [n_rows] where store_kv: each row's block */
 } cv_batt_rows;
+
+/* How a router's logits choose and weigh experts (moe_route). */
+typedef enum cv_broute {
+    CV_BROUTE_SOFTMAX_TOPK, /* a softmax over every expert, the k best */
+    CV_BROUTE_TOPK_SOFTMAX, /* the k largest logits, weighted by a softmax over those k alone (gpt-oss) */
+    CV_BROUTE_SIGMOID_TOPK, /* the sigmoid of every logit, the k best (DeepSeek-V3) */
+} cv_broute;
+
+/* The MoE router's pass (moe_route), per row t of n_expert logits: the
+ * router's bias added; then with TOPK_SOFTMAX the k largest logits,
+ * weighted by a softmax over those k; otherwise every expert's
+ * probability (a softmax, or each logit's sigmoid), the k best by
+ * selection score (the probability plus sel_bias, and with groups only
+ * within the n_group_used of n_group groups of consecutive experts whose
+ * two best scores sum highest), weighted by their probabilities,
+ * renormalised to sum 1 where norm (the sum bounded below by 2^-14, as
+ * llama.cpp does), times scale; and each weight times its expert's
+ * exp_scale. The k best are by descending value, ties to the lower index.
+ * Route r = t k + j is row t's j-th choice: expert[r], weight[r], and
+ * src[r] = t (what matmul_experts takes).
+ *
+ * logits and the three route arrays are the backend's memory (the logits
+ * are overwritten: scratch after the call); bias, sel_bias and exp_scale
+ * are host memory. */
+typedef struct cv_bmoe_route {
+    int32_t n_rows, n_expert, k;      /* 1 <= k <= n_expert <= CV_MAX_EXPERTS, k <= CV_MAX_EXPERTS_USED */
+    float *logits;                    /* [n_rows][ld_logits] */
+    int64_t ld_logits;
+    cv_broute kind;
+    const float *bias;                /* [n_expert] or NULL: the router's bias */
+    const float *sel_bias;            /* [n_expert] or NULL: added for the choice only */
+    int32_t n_group, n_group_used;    /* n_group <= 1: no groups; else n_group divides n_expert */
+    bool norm;
+    float scale;
+    const float *exp_scale;           /* [n_expert] or NULL */
+    int32_t *expert, *src;            /* [n_rows k] */
+    float *weight;                    /* [n_rows k] */
+} cv_bmoe_route;
 
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
@@ -184,6 +222,9 @@ typedef struct cv_backend_ops {
     /* The attention mixer's rows from its projections to attention, the
      * K/V cache write included (cv_batt_rows above). */
     void (*attn_rows)(cv_bstream *s, const cv_batt_rows *a);
+    /* The MoE router's choice of experts and their weights (cv_bmoe_route
+     * above). */
+    void (*moe_route)(cv_bstream *s, const cv_bmoe_route *r);
 } cv_backend_ops;
 
 struct cv_backend {
@@ -290,6 +331,7 @@ static inline void cv_be_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float
     s->be->ops->softcap(s, n_rows, n, x, ldx, cap);
 }
 static inline void cv_be_attn_rows(cv_bstream *s, const cv_batt_rows *a) { s->be->ops->attn_rows(s, a); }
+static inline void cv_be_moe_route(cv_bstream *s, const cv_bmoe_route *r) { s->be->ops->moe_route(s, r); }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
  * have not moved behind the table yet (row ops, attention, the DeltaNet

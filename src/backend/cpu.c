@@ -129,6 +129,7 @@ static const cv_backend_ops cpu_ops = {
     .sigmoid_mul = cpu_sigmoid_mul,
     .softcap = cpu_softcap,
     .attn_rows = cpu_attn_rows,
+    .moe_route = cpu_moe_route,
 };
 
 static cv_backend cpu_backend = { .ops = &cpu_ops };

@@ -38,5 +38,6 @@ void cpu_sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t
 void cpu_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
 /* The layer passes (cpu_layer.c). */
 void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a);
+void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r);
 
 #endif

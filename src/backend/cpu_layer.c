@@ -1,6 +1,7 @@
 /* cpu_layer.c — the CPU backend's layer passes: the per-row work of a
  * layer kind between its matmuls, one table operation each (the attention
- * mixer's Q/K/V preparation and K/V store). Each is the loop the engine
+ * mixer's Q/K/V preparation and K/V store, the MoE router's choice of
+ * experts). Each is the loop the engine
  * ran before it moved behind the table, over the kernels layer's vector
  * loops of the process's level, so a row's bits are the same as they
  * were, alone or in a batch, on one thread or several (rows split whole,
@@ -73,4 +74,121 @@ void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a)
     attn_rows_job j = { .vec = cpu_stream_of(s)->vec, .a = a };
     if (a->n_rows > 0)
         cpu_run_rows(s, a->n_rows, attn_rows_part, &j);
+}
+
+/* ---- the MoE router ---- */
+
+/* The k indices of the largest values of x[n], by descending value (ties:
+ * the lower index first). */
+static void top_k(const float *x, int32_t n, int32_t k, int32_t *idx)
+{
+    int32_t m = 0; /* idx[0..m) sorted by descending value */
+    for (int32_t e = 0; e < n; e++) {
+        const float p = x[e];
+        if (m == k && !(p > x[idx[k - 1]]))
+            continue;
+        int32_t at = m < k ? m++ : k - 1;
+        while (at > 0 && p > x[idx[at - 1]]) {
+            idx[at] = idx[at - 1];
+            at--;
+        }
+        idx[at] = e;
+    }
+}
+
+/* The selection scores of one row (probabilities p) into sel: p plus the
+ * selection bias, and, with expert groups, -inf outside the n_group_used
+ * groups whose two best scores sum highest (llama.cpp's reading of
+ * DeepSeek-V3's group-limited routing). */
+static void select_scores(const cv_bmoe_route *r, const float *p, float *sel)
+{
+    const int32_t n = r->n_expert;
+    for (int32_t e = 0; e < n; e++)
+        sel[e] = r->sel_bias ? p[e] + r->sel_bias[e] : p[e];
+    if (r->n_group <= 1)
+        return;
+    const int32_t n_g = r->n_group, per = n / n_g;
+    float score[CV_MAX_EXPERTS];
+    int32_t best[2], keep[CV_MAX_EXPERTS];
+    for (int32_t g = 0; g < n_g; g++) {
+        top_k(sel + g * per, per, 2, best);
+        score[g] = sel[g * per + best[0]] + sel[g * per + best[1]];
+    }
+    top_k(score, n_g, r->n_group_used, keep);
+    bool kept[CV_MAX_EXPERTS] = { false };
+    for (int32_t i = 0; i < r->n_group_used; i++)
+        kept[keep[i]] = true;
+    for (int32_t g = 0; g < n_g; g++)
+        if (!kept[g])
+            for (int32_t e = g * per; e < (g + 1) * per; e++)
+                sel[e] = -INFINITY;
+}
+
+/* Row t's experts, in the order of choice, and their weights. */
+static void route_row(const cv_bmoe_route *r, const cv_vec_ops *vec, int64_t t)
+{
+    const int32_t n = r->n_expert, k = r->k;
+    float *logits = r->logits + t * r->ld_logits, *w = r->weight + t * k;
+    int32_t *idx = r->expert + t * k;
+    if (r->bias)
+        vec->add(logits, logits, r->bias, n);
+    if (r->kind == CV_BROUTE_TOPK_SOFTMAX) {
+        top_k(logits, n, k, idx);
+        for (int32_t j = 0; j < k; j++)
+            w[j] = logits[idx[j]];
+        vec->softmax(w, k);
+    } else {
+        if (r->kind == CV_BROUTE_SIGMOID_TOPK)
+            for (int32_t e = 0; e < n; e++)
+                logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+        else
+            vec->softmax(logits, n);
+        if (r->sel_bias || r->n_group > 1) {
+            float sel[CV_MAX_EXPERTS];
+            select_scores(r, logits, sel);
+            top_k(sel, n, k, idx);
+        } else {
+            top_k(logits, n, k, idx);
+        }
+        float sum = 0;
+        for (int32_t j = 0; j < k; j++)
+            sum += w[j] = logits[idx[j]];
+        if (r->norm) {
+            /* llama.cpp bounds the denominator below at 2^-14 (an f16's
+             * smallest normal) against a router that gives the chosen
+             * experts no probability at all. */
+            const float inv = 1.0f / fmaxf(sum, 6.103515625e-5f);
+            for (int32_t j = 0; j < k; j++)
+                w[j] *= inv;
+        }
+        if (r->scale != 1.0f)
+            for (int32_t j = 0; j < k; j++)
+                w[j] *= r->scale;
+    }
+    for (int32_t j = 0; j < k; j++) {
+        r->src[t * k + j] = (int32_t)t;
+        if (r->exp_scale) /* each expert's output scale, folded into its weight */
+            w[j] *= r->exp_scale[idx[j]];
+    }
+}
+
+typedef struct route_job {
+    const cv_vec_ops *vec;
+    const cv_bmoe_route *r;
+} route_job;
+
+static void route_part(void *ctx, int ith, int nth)
+{
+    const route_job *j = ctx;
+    int64_t lo, hi;
+    cv_split_range(j->r->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++)
+        route_row(j->r, j->vec, t);
+}
+
+void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r)
+{
+    route_job j = { .vec = cpu_stream_of(s)->vec, .r = r };
+    if (r->n_rows > 0)
+        cpu_run_rows(s, r->n_rows, route_part, &j);
 }

@@ -8,7 +8,9 @@
  * index), weighted by their probabilities, renormalised to sum 1 when the
  * model says so (qwen3moe, DeepSeek-V3) and times expert_weights_scale; or
  * the n_expert_used largest raw logits weighed by a softmax over those
- * alone (gpt-oss); then the weighted sum of those experts' gated outputs
+ * alone (gpt-oss) (this choice, from the logits to the routes, is the
+ * backend's: cv_bmoe_route, moe_route); then the weighted sum of those
+ * experts' gated outputs
  * (the model's activation, each expert's gate/up/down biases added when it
  * has them); a layer with a shared expert (bound shexp_down) adds that
  * dense FFN's output (the model's activation), scaled by
@@ -32,11 +34,16 @@
 
 #include "engine/engine_int.h"
 
+/* The backend's routing kinds are the model's, by number. */
+_Static_assert((int)CV_BROUTE_SOFTMAX_TOPK == (int)CV_ROUTE_SOFTMAX_TOPK &&
+                   (int)CV_BROUTE_TOPK_SOFTMAX == (int)CV_ROUTE_TOPK_SOFTMAX &&
+                   (int)CV_BROUTE_SIGMOID_TOPK == (int)CV_ROUTE_SIGMOID_TOPK,
+               "cv_broute and cv_routing differ");
+
 struct ffn_moe_scratch {
     int32_t n_exp, k;
     int64_t ld_gu;       /* 2 n_ff_exp: gate | up of one route */
     float *logits;       /* [n_batch][n_exp] router output */
-    float *select;       /* [n_batch][n_exp] selection scores (with a selection bias or expert groups) */
     int32_t *expert;     /* [n_batch * k] route r = t * k + j: token t's j-th expert */
     int32_t *src;        /* [n_batch * k] the token of each route */
     float *weight;       /* [n_batch * k] */
@@ -55,93 +62,6 @@ struct ffn_moe_scratch {
     float *r_in;         /* [n_batch][n_embd] */
     float *x_in;         /* [n_batch][n_embd] */
 };
-
-/* The k indices of the largest values of x[n], by descending value (ties:
- * the lower index first). */
-static void top_k(const float *x, int32_t n, int32_t k, int32_t *idx)
-{
-    int32_t m = 0; /* idx[0..m) sorted by descending value */
-    for (int32_t e = 0; e < n; e++) {
-        const float p = x[e];
-        if (m == k && !(p > x[idx[k - 1]]))
-            continue;
-        int32_t at = m < k ? m++ : k - 1;
-        while (at > 0 && p > x[idx[at - 1]]) {
-            idx[at] = idx[at - 1];
-            at--;
-        }
-        idx[at] = e;
-    }
-}
-
-/* The selection scores of one token (probabilities p [n]) into sel: p plus
- * the selection bias (NULL: none), and, with expert groups, -inf outside
- * the n_group_used groups whose two best scores sum highest (llama.cpp's
- * reading of DeepSeek-V3's group-limited routing). */
-static void select_scores(const cv_hparams *hp, const float *p, const float *bias, float *sel)
-{
-    const int32_t n = hp->n_expert;
-    for (int32_t e = 0; e < n; e++)
-        sel[e] = bias ? p[e] + bias[e] : p[e];
-    if (hp->n_expert_group <= 1)
-        return;
-    const int32_t n_g = hp->n_expert_group, per = n / n_g;
-    float score[CV_MAX_EXPERTS];
-    int32_t best[2], keep[CV_MAX_EXPERTS];
-    for (int32_t g = 0; g < n_g; g++) {
-        top_k(sel + g * per, per, 2, best);
-        score[g] = sel[g * per + best[0]] + sel[g * per + best[1]];
-    }
-    top_k(score, n_g, hp->n_group_used, keep);
-    bool kept[CV_MAX_EXPERTS] = { false };
-    for (int32_t i = 0; i < hp->n_group_used; i++)
-        kept[keep[i]] = true;
-    for (int32_t g = 0; g < n_g; g++)
-        if (!kept[g])
-            for (int32_t e = g * per; e < (g + 1) * per; e++)
-                sel[e] = -INFINITY;
-}
-
-/* The chosen experts of one token from its router logits (sel: n_expert
- * floats of scratch): k indices and their weights, in the order of
- * choice. */
-static void route_token(const cv_hparams *hp, const cv_vec_ops *vec, const float *sel_bias, float *logits,
-                        float *sel, int32_t *idx, float *w)
-{
-    const int32_t n = hp->n_expert, k = hp->n_expert_used;
-    if (hp->routing == CV_ROUTE_TOPK_SOFTMAX) {
-        top_k(logits, n, k, idx);
-        for (int32_t j = 0; j < k; j++)
-            w[j] = logits[idx[j]];
-        vec->softmax(w, k);
-        return;
-    }
-    if (hp->routing == CV_ROUTE_SIGMOID_TOPK)
-        for (int32_t e = 0; e < n; e++)
-            logits[e] = 1.0f / (1.0f + expf(-logits[e]));
-    else
-        vec->softmax(logits, n);
-    if (sel_bias || hp->n_expert_group > 1) {
-        select_scores(hp, logits, sel_bias, sel);
-        top_k(sel, n, k, idx);
-    } else {
-        top_k(logits, n, k, idx);
-    }
-    float sum = 0;
-    for (int32_t j = 0; j < k; j++)
-        sum += w[j] = logits[idx[j]];
-    if (hp->expert_norm) {
-        /* llama.cpp bounds the denominator below at 2^-14 (an f16's
-         * smallest normal) against a router that gives the chosen experts
-         * no probability at all. */
-        const float inv = 1.0f / fmaxf(sum, 6.103515625e-5f);
-        for (int32_t j = 0; j < k; j++)
-            w[j] *= inv;
-    }
-    if (hp->expert_weights_scale != 1.0f)
-        for (int32_t j = 0; j < k; j++)
-            w[j] *= hp->expert_weights_scale;
-}
 
 typedef struct moe_job {
     cv_engine *e;
@@ -169,26 +89,6 @@ static void rows_inputs(void *ctx, int ith, int nth)
         }
         if (L->exp_norm)
             e->vec->rmsnorm(s->x_in + t * e->ld_x, x, L->exp_norm, e->ld_x, eps);
-    }
-}
-
-static void rows_route(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    ffn_moe_scratch *s = j->e->moe;
-    const cv_layer *L = &j->e->m->layers[j->layer];
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        if (L->router_bias)
-            j->e->vec->add(s->logits + t * s->n_exp, s->logits + t * s->n_exp, L->router_bias, s->n_exp);
-        route_token(&j->e->m->hp, j->e->vec, L->exp_probs_b, s->logits + t * s->n_exp, s->select + t * s->n_exp,
-                    s->expert + t * s->k, s->weight + t * s->k);
-        for (int32_t r = 0; r < s->k; r++) {
-            s->src[t * s->k + r] = (int32_t)t;
-            if (L->exp_scale) /* each expert's output scale, folded into its weight */
-                s->weight[t * s->k + r] *= L->exp_scale[s->expert[t * s->k + r]];
-        }
     }
 }
 
@@ -309,7 +209,26 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
         eng_run_rows(e, T, rows_inputs, &j);
     const float *r_in = L->router_scale ? s->r_in : e->xn, *x_in = L->exp_norm ? s->x_in : e->xn;
     eng_matmul(e, L->router, T, r_in, e->ld_x, s->logits, s->n_exp);
-    eng_run_rows(e, T, rows_route, &j);
+    const cv_hparams *hp = &e->m->hp;
+    const cv_bmoe_route route = {
+        .n_rows = T,
+        .n_expert = s->n_exp,
+        .k = s->k,
+        .logits = s->logits,
+        .ld_logits = s->n_exp,
+        .kind = (cv_broute)hp->routing,
+        .bias = L->router_bias,
+        .sel_bias = L->exp_probs_b,
+        .n_group = hp->n_expert_group,
+        .n_group_used = hp->n_group_used,
+        .norm = hp->expert_norm,
+        .scale = hp->expert_weights_scale,
+        .exp_scale = L->exp_scale,
+        .expert = s->expert,
+        .src = s->src,
+        .weight = s->weight,
+    };
+    cv_be_moe_route(e->st, &route);
     count_experts(e, L, R);
     for (int32_t i = 0; i < L->n_exp_gate_up; i++)
         routed_matmul(e, L->exp_gate_up[i].w, T, x_in, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
@@ -338,7 +257,6 @@ static int moe_init(cv_engine *e, cv_err *err)
     s->k = hp->n_expert_used;
     s->ld_gu = 2 * (int64_t)hp->n_ff_exp;
     s->logits = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
-    s->select = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
     s->expert = cv_xmalloc(R * sizeof *s->expert);
     s->src = cv_xmalloc(R * sizeof *s->src);
     s->weight = cv_xmalloc(R * sizeof *s->weight);
@@ -372,7 +290,6 @@ static void moe_fini(cv_engine *e)
     if (!s)
         return;
     cv_aligned_free(s->logits);
-    cv_aligned_free(s->select);
     free(s->expert);
     free(s->src);
     free(s->weight);

@@ -17,8 +17,21 @@
  *     the scalar reference's keys and values within the type's rounding
  *     (f16's half ulp, q8_0's half level of its group) at each row's
  *     block and position.
+ *
+ * The MoE router (moe_route): each routing kind with and without the
+ * router's bias, a selection bias, renormalisation, a weight scale and
+ * expert scales, over expert counts of 1 to 128 (with and without
+ * group-limited choice), 1 to 33 rows, logits with exact ties and
+ * without, with one thread and two: the routes have the bits of a plain
+ * reference that sorts every score (ties to the lower index) and weighs
+ * with the level's loops, the source of route t k + j is t, and nothing
+ * past the rows is touched; and they choose what the scalar reference
+ * chooses (tokens whose scores the two levels' rounding could order
+ * differently aside), with weights within rounding of its.
+ *
  * tests/backend/CMakeLists.txt runs it once more under CORVID_ISA=scalar. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -245,6 +258,179 @@ TEST(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count)
     }
 }
 
+/* ---- the MoE router ---- */
+
+static const float *g_score; /* what by_score orders */
+
+/* Index a before b: a higher score, or the same and a lower index. */
+static int by_score(const void *x, const void *y)
+{
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    if (g_score[a] != g_score[b])
+        return g_score[a] > g_score[b] ? -1 : 1;
+    return a < b ? -1 : 1;
+}
+
+/* The n indices of s sorted by score into order; whether two neighbours
+ * among the first `upto` are so close (yet not equal) that another
+ * level's rounding could swap them. */
+static bool sort_scores(const float *s, int32_t n, int32_t *order, int32_t upto)
+{
+    for (int32_t i = 0; i < n; i++)
+        order[i] = i;
+    g_score = s;
+    qsort(order, (size_t)n, sizeof *order, by_score);
+    bool close = false;
+    for (int32_t i = 0; i + 1 < CV_MIN(upto + 1, n); i++) {
+        const float a = s[order[i]], b = s[order[i + 1]];
+        close |= a != b && fabsf(a - b) <= 1e-4f * (1 + fabsf(a));
+    }
+    return close;
+}
+
+/* Row `in` routed the plain way with one level's loops: experts idx[k]
+ * and weights w[k]; returns whether a near tie made the choice fragile. */
+static bool route_reference(const cv_vec_ops *vec, const cv_bmoe_route *r, const float *in, int32_t *idx, float *w)
+{
+    const int32_t n = r->n_expert, k = r->k;
+    float p[CV_MAX_EXPERTS], sel[CV_MAX_EXPERTS];
+    int32_t order[CV_MAX_EXPERTS];
+    bool fragile = false;
+    memcpy(p, in, (size_t)n * sizeof(float));
+    if (r->bias)
+        vec->add(p, p, r->bias, n);
+    if (r->kind == CV_BROUTE_TOPK_SOFTMAX) {
+        fragile = sort_scores(p, n, order, k);
+        for (int32_t j = 0; j < k; j++)
+            idx[j] = order[j], w[j] = p[order[j]];
+        vec->softmax(w, k);
+    } else {
+        if (r->kind == CV_BROUTE_SIGMOID_TOPK)
+            for (int32_t e = 0; e < n; e++)
+                p[e] = 1.0f / (1.0f + expf(-p[e]));
+        else
+            vec->softmax(p, n);
+        for (int32_t e = 0; e < n; e++)
+            sel[e] = r->sel_bias ? p[e] + r->sel_bias[e] : p[e];
+        if (r->n_group > 1) {
+            /* a group's score: its two best; the n_group_used best groups
+             * keep their experts */
+            const int32_t per = n / r->n_group;
+            float gs[CV_MAX_EXPERTS];
+            int32_t gorder[CV_MAX_EXPERTS];
+            for (int32_t g = 0; g < r->n_group; g++) {
+                fragile |= sort_scores(sel + g * per, per, order, 2);
+                gs[g] = sel[g * per + order[0]] + sel[g * per + order[1]];
+            }
+            fragile |= sort_scores(gs, r->n_group, gorder, r->n_group_used);
+            for (int32_t i = r->n_group_used; i < r->n_group; i++)
+                for (int32_t e = gorder[i] * per; e < (gorder[i] + 1) * per; e++)
+                    sel[e] = -INFINITY;
+        }
+        fragile |= sort_scores(sel, n, order, k);
+        float sum = 0;
+        for (int32_t j = 0; j < k; j++) {
+            idx[j] = order[j];
+            w[j] = p[order[j]];
+            sum += w[j];
+        }
+        for (int32_t j = 0; j < k && r->norm; j++)
+            w[j] *= 1.0f / fmaxf(sum, 6.103515625e-5f);
+        for (int32_t j = 0; j < k && r->scale != 1.0f; j++)
+            w[j] *= r->scale;
+    }
+    for (int32_t j = 0; j < k && r->exp_scale; j++)
+        w[j] *= r->exp_scale[idx[j]];
+    return fragile;
+}
+
+typedef struct route_shape {
+    int32_t n_expert, k, n_group, n_group_used;
+} route_shape;
+
+enum { R_BIAS = 1, R_SEL = 2, R_NORM = 4, R_SCALE = 8, R_EXP_SCALE = 16, R_TIES = 32, R_FLAGS = 64,
+       R_MAX_ROWS = 33, R_GAP = 2 };
+
+static void route_case(cv_bstream *s, int threads, const route_shape *sh, cv_broute kind, int flags, int32_t n_rows)
+{
+    const int32_t n = sh->n_expert, k = sh->k;
+    const int64_t ld = n + R_GAP, n_routes = (int64_t)n_rows * k;
+    cv_rng rng;
+    cv_rng_seed(&rng, (uint64_t)(n * 1000 + flags * 10 + (int)kind + n_rows * 7919));
+    float *in = cv_xmalloc((size_t)(n_rows * ld) * sizeof(float)), bias[128], sel[128], xs[128];
+    for (int64_t i = 0; i < n_rows * ld; i++) {
+        const float v = cv_rng_normal(&rng) * 3;
+        in[i] = (flags & R_TIES) ? roundf(v) * 0.5f : v; /* ties: few distinct values */
+    }
+    fill(bias, n, &rng, -0.5f, 0.5f);
+    fill(sel, n, &rng, -0.05f, 0.05f);
+    fill(xs, n, &rng, 0.5f, 2.0f);
+    float *logits = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_rows * ld) * sizeof(float));
+    float *weight = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_routes + 1) * sizeof(float));
+    int32_t *expert = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_routes + 1) * sizeof(int32_t));
+    int32_t *src = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_routes + 1) * sizeof(int32_t));
+    memcpy(logits, in, (size_t)(n_rows * ld) * sizeof(float));
+    weight[n_routes] = -3.0f, expert[n_routes] = src[n_routes] = -3;
+    const cv_bmoe_route r = { .n_rows = n_rows, .n_expert = n, .k = k, .logits = logits, .ld_logits = ld,
+                              .kind = kind, .bias = (flags & R_BIAS) ? bias : NULL,
+                              .sel_bias = (flags & R_SEL) ? sel : NULL, .n_group = sh->n_group,
+                              .n_group_used = sh->n_group_used, .norm = flags & R_NORM,
+                              .scale = (flags & R_SCALE) ? 2.5f : 1.0f, .exp_scale = (flags & R_EXP_SCALE) ? xs : NULL,
+                              .expert = expert, .src = src, .weight = weight };
+    cv_be_moe_route(s, &r);
+    const cv_vec_ops *level = cv_vec_ops_for(cv_isa_active()), *scalar = cv_vec_ops_for(CV_ISA_SCALAR);
+    int bad_bits = 0, bad_ref = 0, fragile = 0;
+    for (int32_t t = 0; t < n_rows; t++) {
+        int32_t idx[64];
+        float w[64];
+        route_reference(level, &r, in + t * ld, idx, w);
+        bad_bits += memcmp(idx, expert + t * k, (size_t)k * sizeof(int32_t)) != 0 ||
+                    memcmp(w, weight + t * k, (size_t)k * sizeof(float)) != 0;
+        for (int32_t j = 0; j < k; j++)
+            bad_bits += src[t * k + j] != t;
+        for (int g = 0; g < R_GAP; g++)
+            bad_bits += memcmp(&logits[t * ld + n + g], &in[t * ld + n + g], sizeof(float)) != 0;
+        if (route_reference(scalar, &r, in + t * ld, idx, w)) {
+            fragile++;
+            continue;
+        }
+        for (int32_t j = 0; j < k; j++)
+            bad_ref += idx[j] != expert[t * k + j] ||
+                       !(fabsf(w[j] - weight[t * k + j]) <= 1e-5f * (1 + fabsf(w[j])));
+    }
+    bad_bits += weight[n_routes] != -3.0f || expert[n_routes] != -3 || src[n_routes] != -3;
+    CHECK_MSG(bad_bits == 0, "routing %d, %d experts (k %d, %d groups), options %#x, %d rows, %d threads: %d routes "
+              "differ from the reference's bits", (int)kind, n, k, sh->n_group, flags, n_rows, threads, bad_bits);
+    CHECK_MSG(bad_ref == 0, "routing %d, %d experts (k %d, %d groups), options %#x, %d rows: %d routes off the "
+              "scalar reference (%d near ties left out)", (int)kind, n, k, sh->n_group, flags, n_rows, bad_ref,
+              fragile);
+    cv_be_rows_free(cv_backend_cpu(), logits);
+    cv_be_rows_free(cv_backend_cpu(), weight);
+    cv_be_rows_free(cv_backend_cpu(), expert);
+    cv_be_rows_free(cv_backend_cpu(), src);
+    free(in);
+}
+
+TEST(moe_routes_give_the_references_bits_for_every_kind_option_and_shape)
+{
+    static const route_shape shapes[] = { { 1, 1, 1, 1 }, { 8, 2, 1, 1 }, { 32, 4, 4, 2 }, { 64, 6, 8, 3 },
+                                          { 128, 8, 1, 1 } };
+    static const int32_t rows[] = { 1, 3, 4, R_MAX_ROWS };
+    for (int threads = 1; threads <= 2; threads++) {
+        cv_bstream *s;
+        cv_err err = { 0 };
+        CHECK_EQ_INT(cv_bstream_create(cv_backend_cpu(), threads, &s, &err), 0);
+        if (!s)
+            return;
+        for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++)
+            for (int kind = 0; kind < 3; kind++)
+                for (int flags = 0; flags < R_FLAGS; flags++)
+                    for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
+                        route_case(s, threads, &shapes[si], (cv_broute)kind, flags, rows[ri]);
+        cv_bstream_destroy(s);
+    }
+}
+
 int main(void)
 {
     for (int i = 0; i < MAX_HD / 2; i++)
@@ -253,5 +439,6 @@ int main(void)
                                  .freq_factors = g_ff, .mscale = 1.2f } };
     g_shapes[1] = (shape){ 40, { .style = CV_ROPE_NORM, .n_rot = 32, .theta = 10000.0f, .freq_scale = 0.5f } };
     RUN(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count);
+    RUN(moe_routes_give_the_references_bits_for_every_kind_option_and_shape);
     return test_report();
 }

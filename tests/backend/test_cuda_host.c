@@ -245,7 +245,7 @@ TEST(kernel_sources_are_embedded_as_they_are_on_disk)
     }
     closedir(dir);
     CHECK_EQ_INT(on_disk, cv_cuda_n_sources);
-    CHECK(on_disk >= 7); /* common.cuh, dtypes.cuh, kv.cuh, act.cu, rows.cu, attn.cu, mm.cu */
+    CHECK(on_disk >= 8); /* common.cuh, dtypes.cuh, kv.cuh, act.cu, rows.cu, attn.cu, moe.cu, mm.cu */
 }
 
 TEST(cache_key_changes_with_what_decides_the_image)
@@ -421,7 +421,7 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
           ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
           ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
           ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
-          ops->attn_rows);
+          ops->attn_rows && ops->moe_route);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -620,13 +620,22 @@ TEST(row_operations_launch_once_each)
                                .rope = &rope, .pos = pos, .temp_scale = 0.1f, .temp_len = 8, .kv = &kv,
                                .kv_block = blk };
     cv_be_attn_rows(st, &att);
-    CHECK_EQ_INT(fake_launches() - before, 11);
+    /* the router with its three host inputs, routes in device memory */
+    int32_t *ids = cv_be_rows_alloc(be, 2 * ROWS * sizeof(int32_t));
+    CHECK(ids != NULL);
+    const cv_bmoe_route route = { .n_rows = ROWS, .n_expert = 8, .k = 2, .logits = x, .ld_logits = N,
+                                  .kind = CV_BROUTE_SIGMOID_TOPK, .bias = w, .sel_bias = w, .n_group = 4,
+                                  .n_group_used = 2, .norm = true, .scale = 2.5f, .exp_scale = w, .expert = ids,
+                                  .src = ids + ROWS, .weight = y };
+    cv_be_moe_route(st, &route);
+    CHECK_EQ_INT(fake_launches() - before, 12);
     cv_bstream_sync(st);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
     cv_be_rows_free(be, kv.data);
+    cv_be_rows_free(be, ids);
     /* more rows than a launch takes: the stream fails, saying so */
     cv_be_scale(st, 70000, 1, y, 1, 2.0f);
-    CHECK_EQ_INT(fake_launches() - before, 11);
+    CHECK_EQ_INT(fake_launches() - before, 12);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_ELIMIT);
     CHECK_MSG(strstr(err.msg, "scale over more than 65535 rows"), "%s", err.msg);
     setenv("FAKE_CUDA_MEM", "1048576", 1);

@@ -11,7 +11,8 @@
  * a batch, and as a route of the expert matmul give the same bits, which
  * is checked exactly. The row operations are held to the CPU backend's
  * within a few float roundings, and so is the attention mixer's row pass,
- * with every option and K/V type, on a cache in device memory.
+ * with every option and K/V type, on a cache in device memory; the MoE
+ * router chooses the CPU's experts (near ties aside) with its weights.
  *
  * `test_cuda_kernels --bench` instead times the matmuls of the llama3.1-8b
  * shape in Q4_K (Q6_K ffn_down, as Q4_K_M has it) and the device's copy
@@ -505,6 +506,89 @@ TEST(attention_rows_match_the_cpu)
                     ok = attn_case(&ropes[si], hds[si], flags, types[ti], rows[ri]);
 }
 
+/* ---- the MoE router ---- */
+
+/* Whether row t's choice hangs on a near tie: the CPU's scores (its
+ * logits after the call: the probabilities, or the biased logits, plus
+ * the selection bias) of its k-th choice and another expert, or of two
+ * neighbouring choices, so close (yet not equal) that the GPU's rounding
+ * may order them the other way. */
+static bool route_fragile(const cv_bmoe_route *r, const float *after, int64_t t, const int32_t *idx)
+{
+    float sc[1024];
+    for (int32_t e = 0; e < r->n_expert; e++)
+        sc[e] = after[t * r->ld_logits + e] + (r->sel_bias && r->kind != CV_BROUTE_TOPK_SOFTMAX ? r->sel_bias[e] : 0);
+    for (int32_t e = 0; e < r->n_expert; e++)
+        for (int32_t j = 0; j < r->k; j++) {
+            const float a = sc[e], b = sc[idx[j]];
+            if (e != idx[j] && a != b && fabsf(a - b) <= 1e-4f * (1 + fabsf(b)))
+                return true;
+        }
+    return false;
+}
+
+/* Each routing kind, with and without every option, over expert counts
+ * of 8 to 128 (groups and none) and 1 to 33 rows; logits with exact ties
+ * in half the cases (the GPU must break them as the CPU: lower index). */
+TEST(moe_routes_match_the_cpu)
+{
+    static const struct { int32_t n, k, g, gu; } shapes[] = { { 8, 2, 1, 1 }, { 64, 6, 8, 3 }, { 128, 8, 1, 1 } };
+    static const int32_t rows[] = { 1, 4, 33 };
+    float bias[128], sel[128], xs[128];
+    for (int e = 0; e < 128; e++)
+        bias[e] = 0.2f * cv_rng_normal(&g_rng), sel[e] = 0.02f * cv_rng_normal(&g_rng), xs[e] = 1 + cv_rng_f32(&g_rng);
+    int bad = 0, fragile = 0, cases = 0;
+    for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int flags = 0; flags < 64; flags++)
+                for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++) {
+                    const int32_t n = shapes[si].n, k = shapes[si].k, R = rows[ri];
+                    const size_t lb = (size_t)(R * n) * sizeof(float), rb = (size_t)(R * k) * sizeof(int32_t);
+                    float *x = random_rows(R, n), *after = cv_xmalloc(lb), *wc = cv_xmalloc(rb), *wg = cv_xmalloc(rb);
+                    int32_t *ec = cv_xmalloc(rb), *sc = cv_xmalloc(rb), *eg = cv_xmalloc(rb), *sg = cv_xmalloc(rb);
+                    for (int64_t i = 0; i < (int64_t)R * n && (flags & 32); i++)
+                        x[i] = roundf(x[i] * 2) * 0.5f;
+                    float *dx = to_device(x, lb), *dw = cv_be_rows_alloc(g_gpu, rb);
+                    int32_t *de = cv_be_rows_alloc(g_gpu, rb), *ds = cv_be_rows_alloc(g_gpu, rb);
+                    cv_bmoe_route r = { .n_rows = R, .n_expert = n, .k = k, .logits = x, .ld_logits = n,
+                                        .kind = (cv_broute)kind, .bias = (flags & 1) ? bias : NULL,
+                                        .sel_bias = (flags & 2) ? sel : NULL, .n_group = shapes[si].g,
+                                        .n_group_used = shapes[si].gu, .norm = flags & 4,
+                                        .scale = (flags & 8) ? 2.5f : 1.0f, .exp_scale = (flags & 16) ? xs : NULL,
+                                        .expert = ec, .src = sc, .weight = wc };
+                    bool ok = dx && dw && de && ds;
+                    CHECK(ok);
+                    if (ok) {
+                        cv_be_moe_route(g_cst, &r);
+                        memcpy(after, x, lb);
+                        r.logits = dx, r.expert = de, r.src = ds, r.weight = dw;
+                        cv_be_moe_route(g_gst, &r);
+                        ok = from_device(eg, de, rb) && from_device(sg, ds, rb) && from_device(wg, dw, rb);
+                    }
+                    for (int32_t t = 0; t < R && ok; t++) {
+                        if (route_fragile(&r, after, t, ec + t * k)) {
+                            fragile++;
+                            continue;
+                        }
+                        for (int32_t j = 0; j < k; j++) {
+                            const int64_t i = (int64_t)t * k + j;
+                            bad += eg[i] != ec[i] || sg[i] != t || !(fabsf(wg[i] - wc[i]) <= 1e-5f * (1 + fabsf(wc[i])));
+                        }
+                    }
+                    cases++;
+                    cv_cuda_free(g_gpu, dx);
+                    cv_be_rows_free(g_gpu, dw);
+                    cv_be_rows_free(g_gpu, de);
+                    cv_be_rows_free(g_gpu, ds);
+                    free(x), free(after), free(wc), free(wg), free(ec), free(sc), free(eg), free(sg);
+                    if (!ok)
+                        return;
+                }
+    CHECK_MSG(bad == 0, "%d routes of %d cases differ from the CPU's (%d rows with near ties left out)", bad, cases,
+              fragile);
+    printf("  %d routing cases, %d rows with near ties left out\n", cases, fragile);
+}
+
 /* ---- --bench ---- */
 
 /* Seconds a call of fn takes on the GPU stream, the median of `reps`
@@ -663,6 +747,7 @@ int main(int argc, char **argv)
     RUN(expert_matmul_has_the_dense_bits);
     RUN(row_operations_match_the_cpu);
     RUN(attention_rows_match_the_cpu);
+    RUN(moe_routes_match_the_cpu);
     cv_bstream_destroy(g_gst);
     cv_bstream_destroy(g_cst);
     return test_report();

@@ -3,7 +3,7 @@
  * needed): each program, for every weight type, compiles to PTX that
  * defines every kernel the backend looks up; those of each block family
  * also to a cubin for sm_90 (the H200 the check script runs on), act.cu,
- * rows.cu, attn.cu and one matmul program for the oldest architecture this
+ * rows.cu, attn.cu, moe.cu and one matmul program for the oldest architecture this
  * NVRTC and corvid share; a broken program returns NVRTC's log.
  *
  * Without NVRTC the test prints "nvrtc: not on this machine" and CTest
@@ -33,15 +33,16 @@ static const char *const act_kernels[] = { "cv_quantize_q8", "cv_route_group", N
 static const char *const rows_kernels[] = { "cv_rmsnorm", "cv_add", "cv_scale", "cv_softcap", "cv_glu", "cv_sigmoid_mul",
                                             NULL };
 static const char *const attn_kernels[] = { "cv_attn_rows", NULL };
+static const char *const moe_kernels[] = { "cv_moe_route", NULL };
 static const char *const mm_kernels[] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",   "cv_mm_dense_1x8",
                                           "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", NULL };
 
 /* The programs every stream loads, and mm.cu for every weight type (only:
  * those of the list, ended by -1), for sm as a cubin or as PTX; PTX must
  * define every kernel cuda.c launches. */
-static const char *const base_programs[] = { "act.cu", "rows.cu", "attn.cu" };
-static const char *const *const base_kernels[] = { act_kernels, rows_kernels, attn_kernels };
-enum { N_BASE = 3 };
+static const char *const base_programs[] = { "act.cu", "rows.cu", "attn.cu", "moe.cu" };
+static const char *const *const base_kernels[] = { act_kernels, rows_kernels, attn_kernels, moe_kernels };
+enum { N_BASE = 4 };
 
 static void compile_for(int sm, bool ptx, const int *only)
 {

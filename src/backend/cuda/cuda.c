@@ -12,7 +12,8 @@
  * tests).
  *
  * Kernel modules are compiled on first use (cuda_rtc.c, cached on disk):
- * act.cu, rows.cu and attn.cu when the first stream is created, mm.cu once per
+ * act.cu, rows.cu, attn.cu and moe.cu when the first stream is created,
+ * mm.cu once per
  * weight type when the first matrix of that type is. A launch that fails
  * is logged and recorded on its stream (the table's operations return
  * nothing), which then skips its work until cv_cuda_stream_error reads it.
@@ -40,11 +41,12 @@
 #define ROUTES_DIRECT_MAX 16
 #define ACT_BLOCK_BYTES 48 /* cv_act_q8: 32 levels, scale, two half sums */
 
-/* The kernels every stream needs (act.cu's, rows.cu's and attn.cu's),
- * loaded when the first stream is created. */
-enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_ATTN_ROWS, K_COUNT };
-#define N_BASE 3
-static const char *const base_sources[N_BASE] = { "act.cu", "rows.cu", "attn.cu" };
+/* The kernels every stream needs (those of the base programs), loaded when
+ * the first stream is created. */
+enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_ATTN_ROWS,
+       K_MOE_ROUTE, K_COUNT };
+#define N_BASE 4
+static const char *const base_sources[N_BASE] = { "act.cu", "rows.cu", "attn.cu", "moe.cu" };
 static const struct {
     int source; /* into base_sources */
     const char *name;
@@ -53,7 +55,7 @@ static const struct {
     [K_RMSNORM] = { 1, "cv_rmsnorm" },      [K_ADD] = { 1, "cv_add" },
     [K_SCALE] = { 1, "cv_scale" },          [K_SOFTCAP] = { 1, "cv_softcap" },
     [K_GLU] = { 1, "cv_glu" },              [K_SIGMOID_MUL] = { 1, "cv_sigmoid_mul" },
-    [K_ATTN_ROWS] = { 2, "cv_attn_rows" },
+    [K_ATTN_ROWS] = { 2, "cv_attn_rows" },  [K_MOE_ROUTE] = { 3, "cv_moe_route" },
 };
 
 typedef struct mm_module {
@@ -850,6 +852,38 @@ static void attn_rows(cv_bstream *s, const cv_batt_rows *a)
     launch(st, dev_of(s->be)->k[K_ATTN_ROWS], (unsigned)a->n_rows, 1, 256, 0, params, "attention rows");
 }
 
+/* moe.cu's cv_moe_args, field for field. */
+typedef struct moe_args {
+    cu_dptr logits, bias, sel_bias, exp_scale, expert, src, weight;
+    int64_t ld_logits;
+    int32_t n_expert, k, kind, n_group, n_group_used, norm;
+    float scale;
+    int32_t pad;
+} moe_args;
+_Static_assert(sizeof(moe_args) == 96, "moe.cu's argument layout");
+
+/* A block a row (moe.cu); logits and the routes are device memory. */
+static void moe_route(cv_bstream *s, const cv_bmoe_route *r)
+{
+    cuda_stream *st = stream_of(s);
+    if (st->err_code || r->n_rows < 1)
+        return;
+    assert(r->k >= 1 && r->k <= r->n_expert && r->n_expert <= CV_MAX_EXPERTS && r->k <= CV_MAX_EXPERTS_USED);
+    ctx_enter(dev_of(s->be));
+    const void *src[3] = { r->bias, r->sel_bias, r->exp_scale };
+    const size_t n = (size_t)r->n_expert * sizeof(float), bytes[3] = { n, n, n };
+    cu_dptr in[3];
+    if (!host_inputs(st, 3, src, bytes, in))
+        return;
+    moe_args p = { .logits = (cu_dptr)(uintptr_t)r->logits, .bias = in[0], .sel_bias = in[1], .exp_scale = in[2],
+                   .expert = (cu_dptr)(uintptr_t)r->expert, .src = (cu_dptr)(uintptr_t)r->src,
+                   .weight = (cu_dptr)(uintptr_t)r->weight, .ld_logits = r->ld_logits, .n_expert = r->n_expert,
+                   .k = r->k, .kind = (int32_t)r->kind, .n_group = r->n_group, .n_group_used = r->n_group_used,
+                   .norm = r->norm, .scale = r->scale };
+    void *params[] = { &p };
+    launch(st, dev_of(s->be)->k[K_MOE_ROUTE], (unsigned)r->n_rows, 1, 256, 0, params, "routing experts");
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -876,6 +910,7 @@ static const cv_backend_ops cuda_ops = {
     .sigmoid_mul = sigmoid_mul,
     .softcap = softcap,
     .attn_rows = attn_rows,
+    .moe_route = moe_route,
 };
 
 /* ---- opening a device ---- */
