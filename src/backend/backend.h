@@ -34,7 +34,7 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 5
+#define CV_BACKEND_ABI 6
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -225,6 +225,13 @@ typedef struct cv_backend_ops {
     /* The MoE router's choice of experts and their weights (cv_bmoe_route
      * above). */
     void (*moe_route)(cv_bstream *s, const cv_bmoe_route *r);
+    /* y[t] = row tokens[t] (< n_vocab) of a table of n_vocab rows of n
+     * values of GGUF type `type`, dequantized (kernels.h,
+     * cv_dequantize_row), times scale (1: as it is). The table and tokens
+     * are host memory: a model keeps its token embedding in RAM, and a
+     * device backend copies in the rows a call names. */
+    void (*embed_rows)(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
+                       const int32_t *tokens, float scale, float *y, int64_t ldy);
 } cv_backend_ops;
 
 struct cv_backend {
@@ -332,6 +339,11 @@ static inline void cv_be_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float
 }
 static inline void cv_be_attn_rows(cv_bstream *s, const cv_batt_rows *a) { s->be->ops->attn_rows(s, a); }
 static inline void cv_be_moe_route(cv_bstream *s, const cv_bmoe_route *r) { s->be->ops->moe_route(s, r); }
+static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab,
+                                    int32_t n_rows, const int32_t *tokens, float scale, float *y, int64_t ldy)
+{
+    s->be->ops->embed_rows(s, type, n, table, n_vocab, n_rows, tokens, scale, y, ldy);
+}
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
  * have not moved behind the table yet (row ops, attention, the DeltaNet

@@ -130,6 +130,7 @@ static const cv_backend_ops cpu_ops = {
     .softcap = cpu_softcap,
     .attn_rows = cpu_attn_rows,
     .moe_route = cpu_moe_route,
+    .embed_rows = cpu_embed_rows,
 };
 
 static cv_backend cpu_backend = { .ops = &cpu_ops };

@@ -39,5 +39,7 @@ void cpu_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx
 /* The layer passes (cpu_layer.c). */
 void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a);
 void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r);
+void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
+                    const int32_t *tokens, float scale, float *y, int64_t ldy);
 
 #endif

@@ -1,11 +1,12 @@
 /* cpu_layer.c — the CPU backend's layer passes: the per-row work of a
  * layer kind between its matmuls, one table operation each (the attention
  * mixer's Q/K/V preparation and K/V store, the MoE router's choice of
- * experts). Each is the loop the engine
+ * experts, the token embedding's rows). Each is the loop the engine
  * ran before it moved behind the table, over the kernels layer's vector
  * loops of the process's level, so a row's bits are the same as they
  * were, alone or in a batch, on one thread or several (rows split whole,
  * cpu_run_rows). */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -191,4 +192,47 @@ void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r)
     route_job j = { .vec = cpu_stream_of(s)->vec, .r = r };
     if (r->n_rows > 0)
         cpu_run_rows(s, r->n_rows, route_part, &j);
+}
+
+/* ---- the token embedding ---- */
+
+typedef struct embed_job {
+    const cv_vec_ops *vec;
+    uint32_t type;
+    int64_t n;
+    const char *table;
+    size_t row_bytes;
+    int32_t n_rows;
+    const int32_t *tokens;
+    float scale;
+    float *y;
+    int64_t ldy;
+} embed_job;
+
+static void embed_part(void *ctx, int ith, int nth)
+{
+    const embed_job *j = ctx;
+    int64_t lo, hi;
+    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        float *y = j->y + t * j->ldy;
+        cv_dequantize_row(j->type, j->table + (size_t)j->tokens[t] * j->row_bytes, y, j->n, NULL);
+        if (j->scale != 1.0f)
+            j->vec->scale(y, j->scale, j->n);
+    }
+}
+
+void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
+                    const int32_t *tokens, float scale, float *y, int64_t ldy)
+{
+    const cv_dtype *dt = cv_dtype_get(type);
+    assert(dt && n % dt->block_elems == 0);
+    for (int32_t t = 0; t < n_rows; t++)
+        assert(tokens[t] >= 0 && tokens[t] < n_vocab);
+    (void)n_vocab;
+    embed_job j = { .vec = cpu_stream_of(s)->vec, .type = type, .n = n, .table = table,
+                    .row_bytes = (size_t)(n / dt->block_elems) * dt->block_bytes, .n_rows = n_rows, .tokens = tokens,
+                    .scale = scale, .y = y, .ldy = ldy };
+    if (n_rows > 0)
+        cpu_run_rows(s, n_rows, embed_part, &j);
 }

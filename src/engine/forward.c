@@ -9,7 +9,7 @@
  * (mix_attn.c, mix_deltanet.c, ffn_dense.c, ffn_moe.c):
  *
  * X [T][n_embd] starts as the rows' token embeddings (times the model's
- * embedding scale), then per layer:
+ * embedding scale: the backend's embed_rows), then per layer:
  *   X += post_norm(mixer(rmsnorm(X) * attn_norm))
  *   X += post_norm(ffn(rmsnorm(X) * ffn_norm))
  *   X += the layer's per-layer input (gemma4 E2B/E4B: per_layer_in.c)
@@ -147,10 +147,8 @@ int cv_engine_forward(cv_engine *e, const cv_batch *b, const float **logits, int
     e->prof_bytes = 0;
     e->prof_experts = 0;
 
-    for (int32_t t = 0; t < T; t++)
-        cv_model_embed(m, b->token[t], e->x + (int64_t)t * e->ld_x);
-    if (m->hp.embd_scale != 1.0f)
-        cv_be_scale(e->st, T, e->ld_x, e->x, e->ld_x, m->hp.embd_scale);
+    const cv_gguf_tensor *te = m->tok_embd;
+    cv_be_embed_rows(e->st, te->type, te->ne[0], te->data, te->ne[1], T, b->token, m->hp.embd_scale, e->x, e->ld_x);
     cv_engine_att_plan(e, b);
     if (e->pl)
         eng_pl_prepare(e, b);

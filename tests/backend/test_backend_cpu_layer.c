@@ -29,6 +29,12 @@
  * chooses (tokens whose scores the two levels' rounding could order
  * differently aside), with weights within rounding of its.
  *
+ * The token embedding's rows (embed_rows): every weight type, 1 to 33
+ * tokens (repeats, the table's first and last row), with and without a
+ * scale, one thread and two: each row the bits of its GGUF row dequantized
+ * (cv_dequantize_row) times the scale, at the process level's loop and the
+ * scalar one alike (both multiply each value once), gaps untouched.
+ *
  * tests/backend/CMakeLists.txt runs it once more under CORVID_ISA=scalar. */
 #include <math.h>
 #include <stdlib.h>
@@ -48,6 +54,7 @@ typedef struct shape {
 
 static float g_ff[MAX_HD / 2];
 static shape g_shapes[2];
+static cv_bstream *g_streams[2]; /* of one thread and of two */
 
 /* Rows, weights and places of one case. */
 typedef struct fixture {
@@ -244,17 +251,12 @@ TEST(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count)
     static const uint32_t types[] = { CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0 };
     static const int32_t rows[] = { 1, 3, 4, 7, MAX_ROWS };
     for (int threads = 1; threads <= 2; threads++) {
-        cv_bstream *s;
-        cv_err err = { 0 };
-        CHECK_EQ_INT(cv_bstream_create(cv_backend_cpu(), threads, &s, &err), 0);
-        if (!s)
-            return;
+        cv_bstream *s = g_streams[threads - 1];
         for (size_t si = 0; si < CV_ARRAY_LEN(g_shapes); si++)
             for (int flags = 0; flags < N_FLAGS; flags++)
                 for (size_t ti = 0; ti < CV_ARRAY_LEN(types); ti++)
                     for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
                         run_case(s, threads, &g_shapes[si], flags, types[ti], rows[ri]);
-        cv_bstream_destroy(s);
     }
 }
 
@@ -417,17 +419,76 @@ TEST(moe_routes_give_the_references_bits_for_every_kind_option_and_shape)
                                           { 128, 8, 1, 1 } };
     static const int32_t rows[] = { 1, 3, 4, R_MAX_ROWS };
     for (int threads = 1; threads <= 2; threads++) {
-        cv_bstream *s;
-        cv_err err = { 0 };
-        CHECK_EQ_INT(cv_bstream_create(cv_backend_cpu(), threads, &s, &err), 0);
-        if (!s)
-            return;
+        cv_bstream *s = g_streams[threads - 1];
         for (size_t si = 0; si < CV_ARRAY_LEN(shapes); si++)
             for (int kind = 0; kind < 3; kind++)
                 for (int flags = 0; flags < R_FLAGS; flags++)
                     for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
                         route_case(s, threads, &shapes[si], (cv_broute)kind, flags, rows[ri]);
-        cv_bstream_destroy(s);
+    }
+}
+
+/* ---- the token embedding ---- */
+
+enum { E_VOCAB = 37, E_N = 512, E_GAP = 3 };
+
+static void embed_case(cv_bstream *s, int threads, uint32_t type, const uint8_t *table, int32_t n_rows, float scale)
+{
+    const cv_dtype *dt = cv_dtype_get(type);
+    const size_t row_bytes = (size_t)(E_N / dt->block_elems) * dt->block_bytes;
+    const int64_t ld = E_N + E_GAP;
+    int32_t tokens[R_MAX_ROWS];
+    for (int32_t t = 0; t < n_rows; t++) /* 0, the last, repeats */
+        tokens[t] = t == 1 ? E_VOCAB - 1 : (t * 7) % 11;
+    float *y = cv_be_rows_alloc(cv_backend_cpu(), (size_t)(n_rows * ld) * sizeof(float));
+    for (int64_t i = 0; i < n_rows * ld; i++)
+        y[i] = -5.0f;
+    cv_be_embed_rows(s, type, E_N, table, E_VOCAB, n_rows, tokens, scale, y, ld);
+    float want[E_N], ref[E_N];
+    int bad = 0;
+    for (int32_t t = 0; t < n_rows; t++) {
+        CHECK_EQ_INT(cv_dequantize_row(type, table + (size_t)tokens[t] * row_bytes, want, E_N, NULL), 0);
+        memcpy(ref, want, sizeof want);
+        if (scale != 1.0f) {
+            cv_vec_ops_for(cv_isa_active())->scale(want, scale, E_N);
+            cv_vec_ops_for(CV_ISA_SCALAR)->scale(ref, scale, E_N);
+        }
+        bad += memcmp(y + t * ld, want, sizeof want) != 0 || memcmp(want, ref, sizeof want) != 0;
+        for (int g = 0; g < E_GAP; g++)
+            bad += y[t * ld + E_N + g] != -5.0f;
+    }
+    CHECK_MSG(bad == 0, "%s, %d rows, scale %g, %d threads: %d rows differ from the dequantized table's", dt->name,
+              n_rows, scale, threads, bad);
+    cv_be_rows_free(cv_backend_cpu(), y);
+}
+
+TEST(embedding_rows_give_the_tables_bits_for_every_type)
+{
+    static const int32_t rows[] = { 1, 3, 4, 9, R_MAX_ROWS };
+    cv_rng rng;
+    cv_rng_seed(&rng, 35);
+    float src[E_N];
+    cv_err err = { 0 };
+    for (int threads = 1; threads <= 2; threads++) {
+        cv_bstream *s = g_streams[threads - 1];
+        for (uint32_t type = 0; type < CV_GGML_TYPE_COUNT; type++) {
+            const cv_dtype *dt = cv_dtype_get(type);
+            if (!dt || !dt->is_weight)
+                continue;
+            const size_t row_bytes = (size_t)(E_N / dt->block_elems) * dt->block_bytes;
+            uint8_t *table = cv_xmalloc(row_bytes * E_VOCAB);
+            for (int32_t v = 0; v < E_VOCAB; v++) {
+                for (int i = 0; i < E_N; i++)
+                    src[i] = cv_rng_normal(&rng) * 0.05f;
+                CHECK_MSG(cv_quantize_row(type, src, table + (size_t)v * row_bytes, E_N, &err) == 0, "%s: %s",
+                          dt->name, err.msg);
+            }
+            for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++) {
+                embed_case(s, threads, type, table, rows[ri], 1.0f);
+                embed_case(s, threads, type, table, rows[ri], 39.19f);
+            }
+            free(table);
+        }
     }
 }
 
@@ -438,7 +499,16 @@ int main(void)
     g_shapes[0] = (shape){ 64, { .style = CV_ROPE_NEOX, .n_rot = 64, .theta = 1e6f, .freq_scale = 1.0f,
                                  .freq_factors = g_ff, .mscale = 1.2f } };
     g_shapes[1] = (shape){ 40, { .style = CV_ROPE_NORM, .n_rot = 32, .theta = 10000.0f, .freq_scale = 0.5f } };
+    cv_err err = { 0 };
+    for (int i = 0; i < 2; i++)
+        if (cv_bstream_create(cv_backend_cpu(), i + 1, &g_streams[i], &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
     RUN(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count);
     RUN(moe_routes_give_the_references_bits_for_every_kind_option_and_shape);
+    RUN(embedding_rows_give_the_tables_bits_for_every_type);
+    for (int i = 0; i < 2; i++)
+        cv_bstream_destroy(g_streams[i]);
     return test_report();
 }

@@ -12,7 +12,9 @@
  * is checked exactly. The row operations are held to the CPU backend's
  * within a few float roundings, and so is the attention mixer's row pass,
  * with every option and K/V type, on a cache in device memory; the MoE
- * router chooses the CPU's experts (near ties aside) with its weights.
+ * router chooses the CPU's experts (near ties aside) with its weights;
+ * the token embedding's rows of every weight type are the CPU's values
+ * within rounding.
  *
  * `test_cuda_kernels --bench` instead times the matmuls of the llama3.1-8b
  * shape in Q4_K (Q6_K ffn_down, as Q4_K_M has it) and the device's copy
@@ -589,6 +591,53 @@ TEST(moe_routes_match_the_cpu)
     printf("  %d routing cases, %d rows with near ties left out\n", cases, fragile);
 }
 
+/* ---- the token embedding ---- */
+
+/* Every weight type: 1 to 40 rows of a 67-row table (repeats, its first
+ * and last row), with and without a scale, within a rounding of the
+ * row's largest value of the CPU's (a quantized type's x = d q - m may
+ * round in two steps on one side and one on the other). */
+TEST(embedding_rows_match_the_cpu)
+{
+    uint32_t types[CV_GGML_TYPE_COUNT];
+    const int n_types = weight_types(types);
+    static const int32_t rows[] = { 1, 5, MAX_TOK };
+    int32_t tokens[MAX_TOK];
+    for (int32_t t = 0; t < MAX_TOK; t++)
+        tokens[t] = t == 1 ? N_OUT - 1 : (int32_t)cv_rng_below(&g_rng, 13);
+    const int64_t ld = N_IN + 3;
+    float *yc = cv_xmalloc((size_t)(MAX_TOK * ld) * sizeof(float)), *yg = cv_xmalloc((size_t)(MAX_TOK * ld) * sizeof(float));
+    float *dy = cv_be_rows_alloc(g_gpu, (size_t)(MAX_TOK * ld) * sizeof(float));
+    CHECK(dy != NULL);
+    for (int ti = 0; ti < n_types && dy; ti++) {
+        rmat m;
+        if (!rmat_make(types[ti], N_IN, N_OUT, &m))
+            continue;
+        for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
+            for (int sc = 0; sc < 2; sc++) {
+                const float scale = sc ? 39.19f : 1.0f;
+                cv_be_embed_rows(g_cst, m.type, N_IN, m.bytes, N_OUT, rows[ri], tokens, scale, yc, ld);
+                cv_be_embed_rows(g_gst, m.type, N_IN, m.bytes, N_OUT, rows[ri], tokens, scale, dy, ld);
+                if (!from_device(yg, dy, (size_t)(rows[ri] * ld) * sizeof(float)))
+                    break;
+                int bad = 0;
+                for (int32_t t = 0; t < rows[ri]; t++) {
+                    float mx = 0;
+                    for (int64_t i = 0; i < N_IN; i++)
+                        mx = fmaxf(mx, fabsf(yc[t * ld + i]));
+                    for (int64_t i = 0; i < N_IN; i++)
+                        bad += !(fabsf(yg[t * ld + i] - yc[t * ld + i]) <= 1e-6f * mx);
+                }
+                CHECK_MSG(bad == 0, "%s, %d rows, scale %g: %d values differ from the CPU's", cv_dtype_get(m.type)->name,
+                          rows[ri], scale, bad);
+            }
+        rmat_free(&m);
+    }
+    cv_be_rows_free(g_gpu, dy);
+    free(yc);
+    free(yg);
+}
+
 /* ---- --bench ---- */
 
 /* Seconds a call of fn takes on the GPU stream, the median of `reps`
@@ -748,6 +797,7 @@ int main(int argc, char **argv)
     RUN(row_operations_match_the_cpu);
     RUN(attention_rows_match_the_cpu);
     RUN(moe_routes_match_the_cpu);
+    RUN(embedding_rows_match_the_cpu);
     cv_bstream_destroy(g_gst);
     cv_bstream_destroy(g_cst);
     return test_report();

@@ -35,7 +35,8 @@ static const char *const rows_kernels[] = { "cv_rmsnorm", "cv_add", "cv_scale", 
 static const char *const attn_kernels[] = { "cv_attn_rows", NULL };
 static const char *const moe_kernels[] = { "cv_moe_route", NULL };
 static const char *const mm_kernels[] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",   "cv_mm_dense_1x8",
-                                          "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", NULL };
+                                          "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", "cv_dequant_rows",
+                                          NULL };
 
 /* The programs every stream loads, and mm.cu for every weight type (only:
  * those of the list, ended by -1), for sm as a cubin or as PTX; PTX must

@@ -66,6 +66,7 @@ typedef struct mm_module {
     cu_module mod;
     cu_function dense[5];  /* 1x1, 1x2, 1x4, 1x8, 4x8 */
     cu_function routes, grouped;
+    cu_function dequant;   /* cv_dequant_rows */
 } mm_module;
 
 typedef struct cuda_dev {
@@ -101,6 +102,8 @@ typedef struct cuda_stream {
     size_t act_bytes;
     cu_dptr aux;           /* a row operation's host inputs, copied in */
     size_t aux_bytes;
+    uint8_t *stage;        /* host memory gathering what embed_rows copies in */
+    size_t stage_bytes;
     int err_code;          /* the first failure, CV_E*; 0 none */
     char err_msg[512];
 } cuda_stream;
@@ -222,6 +225,8 @@ static int mm_module_get(cuda_dev *d, uint32_t type, const mm_module **out, cv_e
             m->rc = get_fn(d, m->mod, "cv_mm_routes_1", &m->routes, m->msg, sizeof m->msg);
         if (m->rc == 0)
             m->rc = get_fn(d, m->mod, "cv_mm_grouped_4x8", &m->grouped, m->msg, sizeof m->msg);
+        if (m->rc == 0)
+            m->rc = get_fn(d, m->mod, "cv_dequant_rows", &m->dequant, m->msg, sizeof m->msg);
     }
     const int rc = m->rc;
     pthread_mutex_unlock(&m->mu);
@@ -315,6 +320,16 @@ static void stream_fail(cuda_stream *st, int code, const char *what, cu_result r
     cv_error("%s (the stream's later work is skipped)", st->err_msg);
 }
 
+/* The same, for a failure err already says in full. */
+static void stream_fail_err(cuda_stream *st, const cv_err *err)
+{
+    if (st->err_code)
+        return;
+    snprintf(st->err_msg, sizeof st->err_msg, "%s", err->msg);
+    st->err_code = err->code;
+    cv_error("%s (the stream's later work is skipped)", err->msg);
+}
+
 int cv_cuda_stream_error(cv_bstream *s, cv_err *err)
 {
     cuda_stream *st = stream_of(s);
@@ -352,9 +367,7 @@ static bool scratch(cuda_stream *st, cu_dptr *buf, size_t *cap, size_t n, const 
     *cap = 0;
     cv_err err = { 0 };
     if (dev_alloc(d, n + n / 4, buf, what, &err)) {
-        snprintf(st->err_msg, sizeof st->err_msg, "%s", err.msg);
-        st->err_code = err.code;
-        cv_error("%s", err.msg);
+        stream_fail_err(st, &err);
         return false;
     }
     *cap = n + n / 4;
@@ -401,6 +414,7 @@ static void stream_destroy(cv_bstream *s)
         d->drv.cuMemFree(st->act);
     if (st->aux)
         d->drv.cuMemFree(st->aux);
+    free(st->stage);
     d->drv.cuStreamDestroy(st->s);
     free(st);
 }
@@ -852,6 +866,51 @@ static void attn_rows(cv_bstream *s, const cv_batt_rows *a)
     launch(st, dev_of(s->be)->k[K_ATTN_ROWS], (unsigned)a->n_rows, 1, 256, 0, params, "attention rows");
 }
 
+/* The rows a call names gathered on the host, each padded to 256 bytes
+ * (the alignment dtypes.cuh's loads assume of a row's start), copied into
+ * the aux buffer in one copy, and dequantized there by the type's
+ * program (mm.cu, compiled with the type's first matrix or here). */
+static void embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
+                       const int32_t *tokens, float scale, float *y, int64_t ldy)
+{
+    cuda_stream *st = stream_of(s);
+    cuda_dev *d = dev_of(s->be);
+    if (!rows_ok(st, n_rows, n, "embedding more than 65535 rows"))
+        return;
+    const cv_dtype *dt = cv_dtype_get(type);
+    bool int8 = false;
+    if (!dt || !gpu_type(type, &int8) || n % dt->block_elems || (int8 && n % 32)) {
+        stream_fail(st, CV_EUNSUPPORTED, "no kernel reads this token embedding's type", 0);
+        return;
+    }
+    const mm_module *mm;
+    cv_err err = { 0 };
+    if (mm_module_get(d, type, &mm, &err)) {
+        stream_fail_err(st, &err);
+        return;
+    }
+    const size_t row_bytes = (size_t)(n / dt->block_elems) * dt->block_bytes, pad = (row_bytes + 255) & ~(size_t)255;
+    const size_t total = pad * (size_t)n_rows;
+    if (total > st->stage_bytes) {
+        free(st->stage);
+        st->stage = cv_xmalloc(total);
+        st->stage_bytes = total;
+    }
+    for (int32_t t = 0; t < n_rows; t++) {
+        assert(tokens[t] >= 0 && tokens[t] < n_vocab);
+        memcpy(st->stage + (size_t)t * pad, (const char *)table + (size_t)tokens[t] * row_bytes, row_bytes);
+    }
+    (void)n_vocab;
+    const void *src[1] = { st->stage };
+    cu_dptr rows;
+    if (!host_inputs(st, 1, src, &total, &rows))
+        return;
+    cu_dptr yp = (cu_dptr)(uintptr_t)y;
+    long long rb = (long long)pad, nn = n, ly = ldy;
+    void *params[] = { &rows, &rb, &nn, &scale, &yp, &ly };
+    launch(st, mm->dequant, (unsigned)((n + 255) / 256), (unsigned)n_rows, 256, 0, params, "embedding rows");
+}
+
 /* moe.cu's cv_moe_args, field for field. */
 typedef struct moe_args {
     cu_dptr logits, bias, sel_bias, exp_scale, expert, src, weight;
@@ -911,6 +970,7 @@ static const cv_backend_ops cuda_ops = {
     .softcap = softcap,
     .attn_rows = attn_rows,
     .moe_route = moe_route,
+    .embed_rows = embed_rows,
 };
 
 /* ---- opening a device ---- */

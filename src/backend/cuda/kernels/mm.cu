@@ -1,6 +1,7 @@
 /* mm.cu — the matrix products of one weight type (compiled once per type,
  * -DCV_WTYPE=id): the dense matmul Y[t] = W X[t] and the expert-routed one
- * Y[r] = W[expert[r]] X[src[r]], both the backend table's operations.
+ * Y[r] = W[expert[r]] X[src[r]], both the backend table's operations; and
+ * rows of the type dequantized (a token embedding's, embed_rows).
  *
  * One warp computes a tile of R weight rows x NT activation rows. Its 32
  * lanes split the row's values: for a quantized type lane l takes the
@@ -192,4 +193,35 @@ extern "C" __global__ void __launch_bounds__(CV_MM_WARPS * CV_WARP)
                       const int *order, const int4 *tiles, const int *n_tiles, float *y, i64 ldy)
 {
     cv_mm_grouped<4, 8>(wp, row_bytes, n_in, n_out, act, act_ld, src, order, tiles, n_tiles, y, ldy);
+}
+
+/* Value i of a row of type T: x = dm[h] q - dm[2 + h] for a quantized
+ * type (its levels and affine map, dtypes.cuh), else the value itself. */
+template <class T>
+__device__ __forceinline__ float cv_value(const u8 *row, i64 i)
+{
+    if constexpr (T::INT8) {
+        const i64 g = i / 32;
+        const int l = (int)(i % 32);
+        int q[8];
+        float dm[4];
+        T::load(row + (g * 32 / T::QK) * T::BB, (int)(g % (T::QK / 32)), q, dm);
+        const float level = (float)(i8)(q[l / 4] >> (8 * (l % 4)));
+        return __fsub_rn(__fmul_rn(dm[l / 16], level), dm[2 + l / 16]);
+    } else {
+        return T::at(row, i);
+    }
+}
+
+/* Rows of the type as f32 times scale: y[t] = row t of w (row_bytes apart,
+ * each 256-aligned). Grid (ceil(n / 256), n_rows), 256 threads, a value a
+ * thread. */
+extern "C" __global__ void __launch_bounds__(256) cv_dequant_rows(const u8 *w, i64 row_bytes, i64 n, float scale,
+                                                                   float *y, i64 ldy)
+{
+    const i64 i = (i64)blockIdx.x * 256 + threadIdx.x, t = blockIdx.y;
+    if (i >= n)
+        return;
+    const float x = cv_value<cv_wt>(w + t * row_bytes, i);
+    y[t * ldy + i] = scale == 1.0f ? x : __fmul_rn(x, scale);
 }
