@@ -203,6 +203,13 @@ int cv_pool_size(const cv_pool *p);
  * them this way. Call from the thread that runs the pool, between runs. */
 void cv_pool_set_threads(cv_pool *p, int n);
 void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx);
+/* Items 0..n_items-1 as a work queue: each of the run's threads takes the
+ * next item nobody has taken, fn(ctx, item, ith), until none is left, so a
+ * thread that loses its core for a while delays the run by one item, not
+ * by a fixed share (attention tiles, DeltaNet heads: items of uneven
+ * cost). One item, or a pool of one thread, runs on the caller alone. */
+typedef void (*cv_pool_item_fn)(void *ctx, int64_t item, int ith);
+void cv_pool_run_items(cv_pool *p, int64_t n_items, cv_pool_item_fn fn, void *ctx);
 /* Number of online CPUs (>= 1). */
 int cv_cpu_count(void);
 /* Splits [0, n) into nth nearly equal parts (aligned to `align` elements) and

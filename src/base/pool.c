@@ -203,3 +203,32 @@ void cv_split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int
     *lo = CV_MIN(u0 * align, n);
     *hi = CV_MIN(u1 * align, n);
 }
+
+typedef struct item_run {
+    cv_pool_item_fn fn;
+    void *ctx;
+    int64_t n_items;
+    _Atomic int64_t next; /* the first item nobody has taken */
+} item_run;
+
+static void item_worker(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    item_run *r = ctx;
+    for (;;) {
+        const int64_t i = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (i >= r->n_items)
+            break;
+        r->fn(r->ctx, i, ith);
+    }
+}
+
+void cv_pool_run_items(cv_pool *p, int64_t n_items, cv_pool_item_fn fn, void *ctx)
+{
+    item_run r = { .fn = fn, .ctx = ctx, .n_items = n_items };
+    atomic_init(&r.next, 0);
+    if (n_items <= 1 || cv_pool_size(p) == 1)
+        item_worker(&r, 0, 1);
+    else
+        cv_pool_run(p, item_worker, &r);
+}

@@ -2,12 +2,11 @@
  * engine's threads: the batch cut into tiles (up to att_tile_tokens
  * consecutive tokens of one sequence) once per call (cv_engine_att_plan),
  * each tile x kv head a work item handed out longest first through an
- * atomic counter, because later positions cost more; when a step has few
+ * work queue (cv_pool_run_items), because later positions cost more; when a step has few
  * tiles (a few sequences decoding), their deep contexts' chunks become
  * work items of their own, so a deep context's attention spreads over every
  * thread with the bits it gets in one (the tiles and their chunking are
  * the kernels layer's: kernels/attention.h). */
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -152,41 +151,30 @@ typedef struct att_job {
     cv_engine *e;
     int32_t il;
     const att_plan *pl;
-    _Atomic int32_t next;
 } att_job;
 
-static void att_worker(void *ctx, int ith, int nth)
+static void tile_item(void *ctx, int64_t i, int ith)
 {
-    (void)nth;
-    att_job *j = ctx;
+    const att_job *j = ctx;
     cv_engine *e = j->e;
     float *scr = e->att_scratch + (size_t)ith * e->att_scratch_floats;
-    for (;;) {
-        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->pl->n_items)
-            break;
-        const att_item *it = &j->pl->items[i];
-        att_tile a = tile_of(e, j->il, it->tile, it->g);
-        if (it->chunk < 0) {
-            cv_att_tile_run(e->att_tile, &a, scr);
-            continue;
-        }
-        a.blk0 = it->chunk * CV_ATT_CHUNK_BLOCKS;
-        a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
-        e->att_tile(&a, scr);
-        memcpy(slot(e, it->slot), scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
+    const att_item *it = &j->pl->items[i];
+    att_tile a = tile_of(e, j->il, it->tile, it->g);
+    if (it->chunk < 0) {
+        cv_att_tile_run(e->att_tile, &a, scr);
+        return;
     }
+    a.blk0 = it->chunk * CV_ATT_CHUNK_BLOCKS;
+    a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
+    e->att_tile(&a, scr);
+    memcpy(slot(e, it->slot), scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
 }
 
 void cv_engine_attention(cv_engine *e, int32_t il)
 {
     const att_plan *pl = &e->att_plans[e->att_plan_of[il]];
     att_job j = { .e = e, .il = il, .pl = pl };
-    atomic_init(&j.next, 0);
-    if (pl->n_items == 1 || e->n_threads == 1)
-        att_worker(&j, 0, 1);
-    else
-        cv_pool_run(e->pool, att_worker, &j);
+    cv_pool_run_items(e->pool, pl->n_items, tile_item, &j);
     for (int32_t i = 0; i < pl->n_split; i++) {
         const att_split_pair *sp = &pl->split[i];
         const att_tile a = tile_of(e, il, sp->tile, sp->g);

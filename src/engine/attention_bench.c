@@ -2,13 +2,12 @@
  * --case attention` measures it (engine.h): a real KV block pool filled
  * with random keys and values through kv_store, one decoding token's
  * query, and the engine's own tile runner over every (layer, KV head)
- * pair, handed out to the pool's threads through an atomic counter. The
+ * pair, handed out to the pool's threads as a work queue (cv_pool_run_items). The
  * blocks are a sequence's first ones in order, as a sequence that grew
  * alone holds them. And multi-head latent attention (`--case mla`): its
  * tile over a latent pool, decode at depth and prefill, beside the
  * decompression the other form of it would pay. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -16,26 +15,17 @@
 typedef struct ab_job {
     att_tile proto; /* layer and head set per item */
     att_tile_fn fn;
-    int32_t n_items;
     float *scratch;
     size_t scratch_floats;
-    _Atomic int32_t next;
 } ab_job;
 
-static void ab_worker(void *ctx, int ith, int nth)
+static void ab_item(void *ctx, int64_t i, int ith)
 {
-    (void)nth;
-    ab_job *j = ctx;
-    float *scr = j->scratch + (size_t)ith * j->scratch_floats;
-    for (;;) {
-        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->n_items)
-            break;
-        att_tile a = j->proto;
-        a.layer = i / a.kv->n_head_kv;
-        a.g = i % a.kv->n_head_kv;
-        cv_att_tile_run(j->fn, &a, scr);
-    }
+    const ab_job *j = ctx;
+    att_tile a = j->proto;
+    a.layer = (int32_t)i / a.kv->n_head_kv;
+    a.g = (int32_t)i % a.kv->n_head_kv;
+    cv_att_tile_run(j->fn, &a, j->scratch + (size_t)ith * j->scratch_floats);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -84,16 +74,14 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
                    .ld_qkv = n_q, .out = out, .ld_out = n_q, .n_rep = b->n_rep, .hd = hd, .hd_v = hd,
                    .scale = 1.0f / sqrtf((float)hd) },
         .fn = fn,
-        .n_items = b->n_layer * b->n_head_kv,
         .scratch = cv_aligned_alloc(sf * sizeof(float) * (size_t)nth),
         .scratch_floats = sf,
     };
     const int repeats = CV_MAX(1, b->repeats);
     double *t = cv_xmalloc((size_t)repeats * sizeof *t);
     for (int rep = 0; rep < repeats; rep++) {
-        atomic_store(&j.next, 0);
         const double t0 = cv_now_s();
-        cv_pool_run(pool, ab_worker, &j);
+        cv_pool_run_items(pool, (int64_t)b->n_layer * b->n_head_kv, ab_item, &j);
         t[rep] = cv_now_s() - t0;
     }
     qsort(t, (size_t)repeats, sizeof *t, cmp_double);
@@ -122,32 +110,24 @@ typedef struct mb_job {
     bool chunks;
     float *scratch, *slots;
     size_t scratch_floats, slot_floats;
-    _Atomic int32_t next;
 } mb_job;
 
-static void mb_worker(void *ctx, int ith, int nth)
+static void mb_item(void *ctx, int64_t i, int ith)
 {
-    (void)nth;
-    mb_job *j = ctx;
+    const mb_job *j = ctx;
     float *scr = j->scratch + (size_t)ith * j->scratch_floats;
-    for (;;) {
-        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->n_items)
-            break;
-        att_tile a = j->proto;
-        if (!j->chunks) {
-            a.pos0 += i * a.n_tok;
-            a.rows += i * a.n_tok;
-            a.n_tok = CV_MIN(a.n_tok, j->n_tok - i * a.n_tok);
-            cv_att_tile_run(j->fn, &a, scr);
-            continue;
-        }
-        a.blk0 = i * CV_ATT_CHUNK_BLOCKS;
-        a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
-        j->fn(&a, scr);
-        memcpy(j->slots + (size_t)i * j->slot_floats, scr,
-               cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
+    att_tile a = j->proto;
+    if (!j->chunks) {
+        a.pos0 += (int32_t)i * a.n_tok;
+        a.rows += i * a.n_tok;
+        a.n_tok = CV_MIN(a.n_tok, j->n_tok - (int32_t)i * a.n_tok);
+        cv_att_tile_run(j->fn, &a, scr);
+        return;
     }
+    a.blk0 = (int32_t)i * CV_ATT_CHUNK_BLOCKS;
+    a.blk1 = a.blk0 + CV_ATT_CHUNK_BLOCKS;
+    j->fn(&a, scr);
+    memcpy(j->slots + (size_t)i * j->slot_floats, scr, cv_att_state_floats(a.n_tok * a.n_rep, a.hd_v) * sizeof(float));
 }
 
 static double median_of(double *t, int n)
@@ -225,9 +205,8 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     double *ta = cv_xmalloc((size_t)repeats * sizeof *ta), *td = cv_xmalloc((size_t)repeats * sizeof *td);
     double (*now)(void) = b->clock ? b->clock : cv_now_s;
     for (int rep = 0; rep < repeats; rep++) {
-        atomic_store(&j.next, 0);
         double t0 = now();
-        cv_pool_run(pool, mb_worker, &j);
+        cv_pool_run_items(pool, j.n_items, mb_item, &j);
         if (chunks) {
             att_tile a = j.proto;
             for (int32_t c = 1; c < n_chunks; c++)

@@ -42,7 +42,6 @@
  * Zero is the state of an empty sequence; the engine opens, copies,
  * checkpoints and snapshots whole slots and never looks inside. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
@@ -70,7 +69,6 @@ typedef struct dn_job {
     const cv_batch *b;
     int32_t layer;
     int32_t n_rows;
-    _Atomic int32_t next;
 } dn_job;
 
 static inline int32_t run_begin(const cv_engine *e, int32_t s) { return s ? e->att_seq_start[s - 1] : 0; }
@@ -199,19 +197,10 @@ static void run_head(cv_engine *e, int32_t il, int32_t item, float *work)
     }
 }
 
-static void heads_worker(void *ctx, int ith, int nth)
+static void head_item(void *ctx, int64_t i, int ith)
 {
-    (void)nth;
-    dn_job *j = ctx;
-    dn_scratch *dn = j->e->dn;
-    float *work = dn->work + (size_t)ith * dn->work_floats;
-    const int32_t n_items = dn->n_seqs * dn->H_v;
-    for (;;) {
-        const int32_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= n_items)
-            break;
-        run_head(j->e, j->layer, i, work);
-    }
+    const dn_job *j = ctx;
+    run_head(j->e, j->layer, (int32_t)i, j->e->dn->work + (size_t)ith * j->e->dn->work_floats);
 }
 
 /* Per row and value head: y = rmsnorm(o) * ssm_norm * silu(z). */
@@ -251,11 +240,7 @@ static void deltanet_forward(cv_engine *e, const cv_batch *b, int32_t il)
     update_conv_state(e, il);
 
     const uint64_t t0 = eng_tick(e);
-    atomic_init(&j.next, 0);
-    if (dn->n_seqs * dn->H_v == 1 || e->n_threads == 1)
-        heads_worker(&j, 0, 1);
-    else
-        cv_pool_run(e->pool, heads_worker, &j);
+    cv_pool_run_items(e->pool, (int64_t)dn->n_seqs * dn->H_v, head_item, &j);
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
 

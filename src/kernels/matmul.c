@@ -7,7 +7,6 @@
  * tokens of the tile). The generic implementation here is the scalar reference and
  * the fallback: one vec_dot per (row, token), tokens in chunks small enough
  * that their activations stay in cache while a row is reused across them. */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -214,8 +213,7 @@ typedef struct mm_run {
     cv_mm_job job;
     const float *x;
     int64_t ldx;
-    int64_t n_groups, chunk;    /* row groups, and how many a thread takes at a time */
-    _Atomic int64_t next_group; /* the first group nobody has taken */
+    int64_t n_groups, chunk; /* row groups, and how many an item (a take of a thread) holds */
 } mm_run;
 
 static void quant_job(void *ctx, int ith, int nth)
@@ -227,23 +225,18 @@ static void quant_job(void *ctx, int ith, int nth)
         r->job.w->impl->quant_act(r->job.w, r->x + t * r->ldx, (void *)(r->job.act + (size_t)t * r->job.act_row_bytes));
 }
 
-/* Threads take row groups in chunks from a shared counter rather than a
- * fixed share each: a thread that loses its core for a while (another
- * process, an SMT sibling, a slower core) then delays the matmul by one
- * chunk instead of by its whole share while the others wait at the end.
- * Chunks stay long (CV_MM_CHUNKS_PER_THREAD per thread's share) so that
- * each thread still reads the weights as a few long forward streams. */
-static void compute_job(void *ctx, int ith, int nth)
+/* Threads take row groups in chunks from a work queue rather than a fixed
+ * share each: a thread that loses its core for a while (another process,
+ * an SMT sibling, a slower core) then delays the matmul by one chunk
+ * instead of by its whole share while the others wait at the end. Chunks
+ * stay long (CV_MM_CHUNKS_PER_THREAD per thread's share) so that each
+ * thread still reads the weights as a few long forward streams. */
+static void compute_item(void *ctx, int64_t i, int ith)
 {
     (void)ith;
-    (void)nth;
-    mm_run *r = ctx;
-    for (;;) {
-        int64_t g0 = atomic_fetch_add_explicit(&r->next_group, r->chunk, memory_order_relaxed);
-        if (g0 >= r->n_groups)
-            break;
-        r->job.w->impl->run(&r->job, g0, CV_MIN(g0 + r->chunk, r->n_groups), 0, r->job.n_tok);
-    }
+    const mm_run *r = ctx;
+    const int64_t g0 = i * r->chunk;
+    r->job.w->impl->run(&r->job, g0, CV_MIN(g0 + r->chunk, r->n_groups), 0, r->job.n_tok);
 }
 
 void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
@@ -271,8 +264,7 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     const int rpg = w->impl->rows_per_group, nth = cv_pool_size(pool);
     r.n_groups = (w->n_out + rpg - 1) / rpg;
     r.chunk = CV_MAX(1, r.n_groups / (CV_MM_CHUNKS_PER_THREAD * (int64_t)nth));
-    atomic_init(&r.next_group, 0);
-    cv_pool_run(pool, compute_job, &r);
+    cv_pool_run_items(pool, (r.n_groups + r.chunk - 1) / r.chunk, compute_item, &r);
     cv_aligned_free(act);
 }
 

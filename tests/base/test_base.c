@@ -107,6 +107,48 @@ TEST(pool_runs_every_share_exactly_once)
     cv_pool_destroy(p);
 }
 
+typedef struct items_seen {
+    _Atomic int32_t count[257];
+    _Atomic int32_t bad_ith;
+    int nth;
+} items_seen;
+
+static void count_item(void *ctx, int64_t i, int ith)
+{
+    items_seen *s = ctx;
+    atomic_fetch_add(&s->count[i], 1);
+    if (ith < 0 || ith >= s->nth)
+        atomic_fetch_add(&s->bad_ith, 1);
+}
+
+/* Every item once, on a thread index the run has, whatever the count
+ * (none, one: on the caller, more than the threads) and after the pool
+ * was narrowed to fewer threads. */
+TEST(pool_run_items_takes_every_item_exactly_once)
+{
+    cv_pool *p = cv_pool_create(4, NULL);
+    CHECK(p != NULL);
+    static const int64_t counts[] = { 0, 1, 2, 3, 4, 5, 17, 257 };
+    for (int narrow = 0; narrow < 2; narrow++) {
+        cv_pool_set_threads(p, narrow ? 2 : 4);
+        for (int r = 0; r < 200; r++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                static items_seen s;
+                memset(&s, 0, sizeof s);
+                s.nth = cv_pool_size(p);
+                cv_pool_run_items(p, counts[c], count_item, &s);
+                int wrong = s.bad_ith;
+                for (int64_t i = 0; i < 257; i++)
+                    wrong += s.count[i] != (i < counts[c]);
+                CHECK_EQ_INT(wrong, 0);
+                if (wrong)
+                    goto out;
+            }
+    }
+out:
+    cv_pool_destroy(p);
+}
+
 TEST(split_range_covers_and_aligns)
 {
     int64_t prev = 0;
@@ -158,6 +200,7 @@ int main(void)
     RUN(utf8_complete_prefix_holds_only_a_cut_sequence);
     RUN(rng_is_deterministic_for_a_seed);
     RUN(pool_runs_every_share_exactly_once);
+    RUN(pool_run_items_takes_every_item_exactly_once);
     RUN(split_range_covers_and_aligns);
     RUN(err_prefix_keeps_the_original_message);
     RUN(json_parse_reports_position_and_rejects_nan);
