@@ -225,7 +225,9 @@ static void quant_job(void *ctx, int ith, int nth)
 }
 
 /* Items in expert order, so a thread's items only move forward and its
- * cursor over the used experts walks each once. */
+ * cursor over the used experts walks each once (the cursor is why this
+ * queue is its own loop and not cv_pool_run_items, whose items keep no
+ * state of the thread between them). */
 static void compute_job(void *ctx, int ith, int nth)
 {
     (void)ith;
