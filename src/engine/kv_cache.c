@@ -46,13 +46,15 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts,
     p->elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4;
     p->head_bytes = kv_head_bytes(head_dim, type);
     p->block_bytes = kv_block_bytes(n_layer, n_parts, n_head_kv, head_dim, type);
+    p->run_shift = CV_KV_RUN_SHIFT;
     /* Sizes are bounded by the limits the engine checked, so this product
      * fits; the OS may still refuse it. Anonymous pages are committed on
      * first touch, so a large cache costs only what sequences use (freed
      * blocks are reused first, so it stays at what they used at most),
-     * rounded up to a huge page (2 MiB) per layer, half and head, the
-     * pieces' regions. A pool of no layer has ids and references only. */
-    size_t total = p->block_bytes * (size_t)n_blocks;
+     * rounded up to whole huge pages (2 MiB) over the runs they touch
+     * (attention.h: the layout). A pool of no layer has ids and references
+     * only. */
+    const size_t total = kv_pool_bytes(p);
     if (total > 0) {
         void *d = eng_map(total);
         if (!d)
@@ -72,7 +74,7 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts,
 void kv_pool_fini(kv_pool *p)
 {
     if (p->data)
-        munmap(p->data, p->block_bytes * (size_t)p->n_blocks);
+        munmap(p->data, kv_pool_bytes(p));
     free(p->refs);
     free(p->free_ids);
     memset(p, 0, sizeof *p);

@@ -18,18 +18,27 @@
  * dimension of the block's 16 positions is one contiguous row, so the
  * scores of a block are a small GEMM read straight from the cache), values
  * as [n_head_kv][CV_KV_BLOCK][head_dim] (one position's values contiguous,
- * as the weighted sum reads them). The pool is head-major: one region per
- * (layer, keys or values, head), holding that head's half of every block
- * in block order:
- *   data + (((layer * 2 + kv) * n_head_kv + head) * n_blocks + b) * head_bytes
+ * as the weighted sum reads them). The pool is head-major in runs of
+ * RUN = 2^run_shift blocks: run u holds, for each region r = (layer * 2 +
+ * kv) * n_head_kv + head in turn, that head's half of the run's blocks in
+ * block order:
+ *   data + (b / RUN) * RUN * block_bytes + (r * RUN + b % RUN) * head_bytes
+ * kv_pool_init makes runs of CV_KV_RUN_BLOCKS; run_shift 0 means one run
+ * over the whole pool (RUN = n_blocks), as the pools the backends' tests
+ * build by hand, and the CUDA backend's kv.cuh, still have it.
  * A sequence's blocks come from the pool's start in order, so a decode
- * step's tile reads one head's consecutive blocks as one forward stream
- * (block-major, with a head's 2 KB of a block 196 KB from the next one,
- * ran decode attention at depth 1.8x slower), which the tiles prefetch
- * ahead of themselves (cv_att_prefetch_l2). A block's bytes for saving or
- * sharing are its pieces in (layer, kv, head) order
- * (cv_engine_kv_block_read / _write). refs[b]
- * counts the block tables that hold b; 0 means free.
+ * step's tile reads one head's consecutive blocks as a forward stream, a
+ * run at a time (block-major, with a head's 2 KB of a block 196 KB
+ * from the next one, ran decode attention at depth 1.8x slower), which the
+ * tiles prefetch ahead of themselves (cv_att_prefetch_l2). Runs rather
+ * than one region over the whole pool because the pool is committed on
+ * first touch in 2 MiB huge pages: a fresh sequence then commits what its
+ * runs take, not a huge page in every region (a 24-layer, 2-KV-head model's
+ * first token committed 96 of them, 192 MiB, and its first forward call
+ * paid for zeroing them; docs/PERF.md "Several models in one server"). A
+ * block's bytes for saving or sharing are its pieces in (layer, kv, head)
+ * order (cv_engine_kv_block_read / _write). refs[b] counts the block tables
+ * that hold b; 0 means free.
  *
  * A latent pool (n_parts 1: multi-head latent attention) keeps one row of
  * head_dim values a position, the key and, in its first n_lora_kv dims, the
@@ -55,7 +64,8 @@ typedef struct kv_pool {
     size_t elt_bytes;     /* 4, 2 or 1 (q8_0's values, factors apart) */
     size_t head_bytes;    /* one head's keys (or values) of a block, q8_0 factors included */
     size_t block_bytes;   /* n_layer * n_parts * n_head_kv * head_bytes */
-    char *data;
+    int32_t run_shift;    /* log2 of the blocks of a run (the layout above); 0: one run of n_blocks */
+    char *data;           /* kv_pool_bytes: whole runs */
     int32_t *refs;
     int32_t *free_ids;    /* stack of free blocks */
     int32_t n_free;
@@ -70,14 +80,32 @@ static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 
  * n_layer layers (what kv_pool_init sizes blocks by). */
 size_t kv_head_bytes(int32_t head_dim, uint32_t type);
 size_t kv_block_bytes(int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim, uint32_t type);
+/* The runs kv_pool_init makes (the layout above): as many blocks as an
+ * attention chunk (CV_ATT_CHUNK_BLOCKS, below), so a sequence whose blocks
+ * came in order reads each head's keys or values 1,024 positions at a time
+ * as one stream (128 KiB of an f16 head of 64 dimensions). */
+#define CV_KV_RUN_SHIFT 6
+#define CV_KV_RUN_BLOCKS (1 << CV_KV_RUN_SHIFT)
 /* Block b's piece in region r = (layer * n_parts + kv) * n_head_kv + head: one
  * head's keys (kv 0) or values (kv 1) in one layer. A block's pieces in
  * region order are its bytes as saved or shared. */
 static inline char *kv_piece(const kv_pool *p, size_t r, int32_t b)
 {
-    return p->data + (r * (size_t)p->n_blocks + (size_t)b) * p->head_bytes;
+    const int s = p->run_shift;
+    if (s == 0) /* one run */
+        return p->data + (r * (size_t)p->n_blocks + (size_t)b) * p->head_bytes;
+    const size_t run = (size_t)b >> s, at = (size_t)b & (((size_t)1 << s) - 1);
+    return p->data + ((run * p->block_bytes) << s) + ((r << s) + at) * p->head_bytes;
 }
 static inline size_t kv_regions(const kv_pool *p) { return p->block_bytes / p->head_bytes; }
+/* Bytes the pool's data spans: whole runs. */
+static inline size_t kv_pool_bytes(const kv_pool *p)
+{
+    const int s = p->run_shift;
+    if (s == 0)
+        return (size_t)p->n_blocks * p->block_bytes;
+    return ((((size_t)p->n_blocks + ((size_t)1 << s) - 1) >> s) * p->block_bytes) << s;
+}
 static inline void *kv_k(const kv_pool *p, int32_t b, int32_t layer, int32_t head)
 {
     return kv_piece(p, (size_t)layer * (size_t)p->n_parts * (size_t)p->n_head_kv + (size_t)head, b);

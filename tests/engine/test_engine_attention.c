@@ -16,6 +16,8 @@
  * rounding: every other check reads the cache through those two. */
 #include <math.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/engine_int.h"
 #include "test.h"
@@ -359,11 +361,80 @@ TEST(each_level_says_why_it_runs_no_tile_for_a_head_size)
     }
 }
 
+static int cmp_size(const void *x, const void *y)
+{
+    const size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The pool is committed on first touch, in 2 MiB huge pages where the
+ * kernel grants them (attention.h, the layout): a fresh sequence's blocks,
+ * the pool's first in order, must lie in the huge pages their own runs
+ * take, not in one per region (24 regions here; a 24-layer, 2-KV-head
+ * model's first forward call zeroed 96, 192 MiB, for a 428-token prompt:
+ * docs/PERF.md "Several models in one server"). Every piece of every block
+ * is its own and inside the mapping. What storing into those blocks
+ * commits (mincore) is their runs' bytes rounded up to huge pages, where
+ * huge pages are granted or not. */
+TEST(a_fresh_sequence_commits_the_huge_pages_of_its_own_runs)
+{
+    const int32_t n_blocks = 1000, n_layer = 6, n_kv = 2, hd = 64, used = 27; /* 428 positions */
+    kv_pool kv;
+    cv_err err = { 0 };
+    if (kv_pool_init(&kv, n_blocks, n_layer, 2, n_kv, hd, CV_GGML_F16, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    const size_t n_reg = kv_regions(&kv), bytes = kv_pool_bytes(&kv), huge = (size_t)2 << 20;
+    CHECK_EQ_INT((int)n_reg, n_layer * 2 * n_kv);
+    size_t *off = malloc(n_reg * (size_t)n_blocks * sizeof *off), n = 0;
+    for (int32_t b = 0; b < n_blocks; b++)
+        for (size_t r = 0; r < n_reg; r++)
+            off[n++] = (size_t)(kv_piece(&kv, r, b) - kv.data);
+    qsort(off, n, sizeof *off, cmp_size);
+    bool apart = off[n - 1] + kv.head_bytes <= bytes;
+    for (size_t i = 1; i < n; i++)
+        apart = apart && off[i] - off[i - 1] >= kv.head_bytes;
+    CHECK_MSG(apart, "pieces overlap or leave the %zu-byte mapping", bytes);
+    free(off);
+
+    const size_t runs_bytes = (size_t)(used + CV_KV_RUN_BLOCKS - 1) / CV_KV_RUN_BLOCKS * CV_KV_RUN_BLOCKS * kv.block_bytes;
+    const size_t bound = (runs_bytes + huge - 1) / huge + 1; /* + 1: the runs need not start on a huge page */
+    uintptr_t pages[64];
+    size_t n_pages = 0;
+    for (int32_t i = 0; i < used; i++) {
+        const int32_t b = kv_pool_alloc(&kv);
+        CHECK_EQ_INT(b, i);
+        for (size_t r = 0; r < n_reg; r++) {
+            const uintptr_t pg = (uintptr_t)kv_piece(&kv, r, b) / huge;
+            size_t k = 0;
+            while (k < n_pages && pages[k] != pg)
+                k++;
+            if (k == n_pages && n_pages < CV_ARRAY_LEN(pages))
+                pages[n_pages++] = pg;
+            memset(kv_piece(&kv, r, b), 0x3c, kv.head_bytes);
+        }
+    }
+    CHECK_MSG(n_pages <= bound, "%d blocks of %zu bytes lie in %zu huge pages; their runs take %zu", used,
+              kv.block_bytes, n_pages, bound);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n_vec = (bytes + page - 1) / page;
+    unsigned char *vec = malloc(n_vec);
+    CHECK(mincore(kv.data, bytes, vec) == 0);
+    size_t resident = 0;
+    for (size_t i = 0; i < n_vec; i++)
+        resident += (vec[i] & 1) * page;
+    CHECK_MSG(resident <= bound * huge, "%d blocks of %zu bytes committed %zu bytes; their runs' huge pages are %zu",
+              used, kv.block_bytes, resident, bound * huge);
+    free(vec);
+    kv_pool_fini(&kv);
+}
+
 int main(void)
 {
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
     RUN(each_level_says_why_it_runs_no_tile_for_a_head_size);
     RUN(every_tile_matches_a_plain_softmax);
     RUN(attention_bench_runs_the_engines_tile_over_every_pair);
+    RUN(a_fresh_sequence_commits_the_huge_pages_of_its_own_runs);
     return test_report();
 }
