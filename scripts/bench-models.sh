@@ -5,9 +5,12 @@
 # synth --pooling 3`). Phases (PHASES, default "decode first embed"):
 #   decode  A alone on a server of THREADS/2 threads, B alone the same, then
 #           A and B in one server of THREADS threads decoding at once (two
-#           `corvid bench --serve --case decode` runs, STREAMS streams each):
+#           `corvid bench --serve --case decode` runs, STREAMS streams each),
+#           and A and B apart, in two servers of THREADS/2 threads decoding at
+#           once (what the machine gives two decodes at once: its memory
+#           bandwidth is shared by both however they are served):
 #           each model's aggregate decode rate and the sum, against the sum
-#           of the two alone; the server process's CPU time per token
+#           of the two alone and the two apart; the server process's CPU time per token
 #           generated (prefills included, the same work in both); and what
 #           the host's other processes took meanwhile (its busy time less the
 #           server's, in CPUs) and its load average, since on a shared host
@@ -48,9 +51,11 @@ port=${PORT:-18700}
 url=http://127.0.0.1:$port
 tmp=$(mktemp -d)
 pid=""
+pid2=""
 stop_server() {
-    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    for p in $pid $pid2; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     pid=""
+    pid2=""
 }
 trap 'stop_server; rm -rf "$tmp"' EXIT
 
@@ -116,16 +121,31 @@ for phase in $phases; do
                     ta=$(cat "$tmp/ta")
                     both_cpu=$(echo "$c5 $c4" | awk '{ print $1 - $2 }')
                     stop_server
+                    serve "$b" --threads "$half" # apart: b on $port, a on the next port
+                    pid2=$pid
+                    port=$((port + 1))
+                    url=http://127.0.0.1:$port
+                    serve "$a" --threads "$half"
+                    decode a >"$tmp/pa" &
+                    da=$!
+                    port=$((port - 1))
+                    url=http://127.0.0.1:$port
+                    pb=$(decode b)
+                    wait $da
+                    pa=$(cat "$tmp/pa")
+                    stop_server
                 fi
             done
-            awk -v ra="$ra" -v rb="$rb" -v ta="$ta" -v tb="$tb" -v h="$half" -v t="$threads" -v r="$round" \
+            awk -v ra="$ra" -v rb="$rb" -v ta="$ta" -v tb="$tb" -v pa="$pa" -v pb="$pb" -v h="$half" -v t="$threads" -v r="$round" \
                 -v alone="$alone_cpu" -v both="$both_cpu" -v n="$tokens" -v oa="$alone_others" -v ob="$both_others" \
                 -v la="$la" -v lb="$lb" 'BEGIN {
                 printf "decode round %d: alone at %d thread(s) a %.1f + b %.1f = %.1f tok/s; together at %d: " \
-                       "a %.1f + b %.1f = %.1f tok/s (%.1f%% of the sum alone); server CPU per token alone " \
+                       "a %.1f + b %.1f = %.1f tok/s (%.1f%% of the sum alone, %.1f%% of the two apart: " \
+                       "a %.1f + b %.1f = %.1f at once in two servers); server CPU per token alone " \
                        "%.1f ms, together %.1f ms (%.1f%%); other processes %.2f CPUs alone, %.2f together; " \
                        "load average %s alone, %s together\n",
                        r, h, ra, rb, ra + rb, t, ta, tb, ta + tb, 100 * (ta + tb) / (ra + rb),
+                       100 * (ta + tb) / (pa + pb), pa, pb, pa + pb,
                        1000 * alone / n, 1000 * both / n, 100 * alone / both, oa, ob, la, lb }'
             round=$((round + 1))
         done

@@ -12,6 +12,14 @@
  * them. The count travels in gen itself, so a worker that sat out one run
  * and is still looking when the next is published never reads the next
  * run's count as the one it woke for.
+ * A part belongs to whoever takes it first: each worker's slot holds the
+ * number of the run whose part it has not taken yet, and a worker takes it
+ * by swapping that number for 0. The caller, its own part done, takes every
+ * part still untaken and computes it itself. A part is a function of
+ * (ith, nth) alone, so its bits are the same on any thread; and a run never
+ * waits for a worker the OS has not scheduled yet (on a host with more
+ * runnable threads than cores, a descheduled worker held every run of its
+ * pool for a time slice: docs/PERF.md "Several models in one server").
  * Invariant: at most one run in flight per pool (the engine thread owns it). */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -31,6 +39,7 @@ typedef struct worker {
     cv_pool *pool;
     int ith;
     pthread_t tid;
+    _Alignas(64) _Atomic uint64_t part; /* the run whose part ith nobody has taken yet; 0: none */
 } worker;
 
 struct cv_pool {
@@ -46,6 +55,9 @@ struct cv_pool {
                                              * run uses more threads than the one before */
     _Atomic int idlers;                     /* workers blocked on resize */
     _Atomic bool quit;
+    _Atomic uint64_t run;                   /* the published run's number (1, 2, ...) */
+    uint64_t n_runs;                        /* runs published (the caller's) */
+    int run_n;                              /* threads of the published run */
     cv_pool_fn fn;
     void *ctx;
 };
@@ -103,7 +115,13 @@ static void *worker_main(void *arg)
             return NULL;
         if ((int)(g & RUN_MASK) <= w->ith && !(seen = g = sit_out(p, w->ith, g)))
             return NULL;
-        p->fn(p->ctx, w->ith, (int)(g & RUN_MASK));
+        /* The newest run, which may be newer than g; its fields were
+         * written before its number. A part the caller took, or of a run
+         * that leaves this worker out, fails the swap: look again. */
+        uint64_t r = atomic_load_explicit(&p->run, memory_order_acquire);
+        if (!atomic_compare_exchange_strong_explicit(&w->part, &r, 0, memory_order_acquire, memory_order_relaxed))
+            continue;
+        p->fn(p->ctx, w->ith, p->run_n);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -117,7 +135,8 @@ cv_pool *cv_pool_create(int n_threads, cv_err *err)
     cv_pool *p = cv_aligned_alloc(sizeof *p);
     memset(p, 0, sizeof *p);
     p->nth = p->n_run = p->last_n = n_threads;
-    p->workers = cv_xcalloc((size_t)n_threads, sizeof(worker));
+    p->workers = cv_aligned_alloc((size_t)n_threads * sizeof(worker));
+    memset(p->workers, 0, (size_t)n_threads * sizeof(worker));
     for (int i = 1; i < n_threads; i++) {
         p->workers[i].pool = p;
         p->workers[i].ith = i;
@@ -142,7 +161,7 @@ void cv_pool_destroy(cv_pool *p)
     futex(&p->resize, FUTEX_WAKE_PRIVATE, INT32_MAX);
     for (int i = 1; i < p->nth; i++)
         pthread_join(p->workers[i].tid, NULL);
-    free(p->workers);
+    cv_aligned_free(p->workers);
     cv_aligned_free(p);
 }
 
@@ -160,9 +179,15 @@ void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx)
         fn(ctx, 0, 1);
         return;
     }
+    const int n = p->n_run;
+    const uint64_t run = ++p->n_runs;
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->n_run - 1, memory_order_relaxed);
+    p->run_n = n;
+    for (int i = 1; i < n; i++)
+        atomic_store_explicit(&p->workers[i].part, run, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, n - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->run, run, memory_order_release);
     /* Only this thread writes gen between create and destroy. seq_cst: the
      * sleepers load must not move above the bump, or a worker that has
      * just decided to sleep could miss this run's wake-up. */
@@ -175,8 +200,17 @@ void cv_pool_run(cv_pool *p, cv_pool_fn fn, void *ctx)
         if (atomic_load(&p->idlers) > 0)
             futex(&p->resize, FUTEX_WAKE_PRIVATE, INT32_MAX);
     }
-    p->last_n = p->n_run;
-    fn(ctx, 0, p->n_run);
+    p->last_n = n;
+    fn(ctx, 0, n);
+    /* The parts no worker has started: computed here rather than waited for. */
+    for (int i = 1; i < n; i++) {
+        uint64_t r = run;
+        if (atomic_compare_exchange_strong_explicit(&p->workers[i].part, &r, 0, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            fn(ctx, i, n);
+            atomic_fetch_sub_explicit(&p->pending, 1, memory_order_relaxed);
+        }
+    }
     /* Spin first (the others are nearly done), then yield: when the machine
      * has more runnable threads than cores, a worker may be waiting for
      * this very core, and spinning would hold it for a whole time slice. */

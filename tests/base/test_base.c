@@ -1,7 +1,11 @@
 /* test_base.c — the base layer: buffers, JSON string escaping, UTF-8 edge
  * cases, the streaming boundary helper, the RNG's determinism, the thread
  * pool and range splitting, and errors. */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "test.h"
@@ -107,6 +111,99 @@ TEST(pool_runs_every_share_exactly_once)
     cv_pool_destroy(p);
 }
 
+/* Which thread computed each part of a run, and how often. */
+typedef struct parts_seen {
+    pthread_t on[4];
+    _Atomic int32_t count[4];
+} parts_seen;
+
+static void note_part(void *ctx, int ith, int nth)
+{
+    parts_seen *s = ctx;
+    (void)nth;
+    s->on[ith] = pthread_self();
+    atomic_fetch_add(&s->count[ith], 1);
+}
+
+/* A worker held in a signal handler stands for one the OS has not
+ * scheduled: the handler runs on that thread until released. */
+static _Atomic int hold_worker, worker_held;
+
+static void hold_here(int sig)
+{
+    (void)sig;
+    atomic_store(&worker_held, 1);
+    const struct timespec nap = { 0, 100000 };
+    while (atomic_load(&hold_worker))
+        nanosleep(&nap, NULL);
+}
+
+typedef struct held_runs {
+    cv_pool *p;
+    int wrong; /* runs where a part ran twice, never, or on the held worker */
+} held_runs;
+
+static void *runs_while_held(void *arg)
+{
+    held_runs *h = arg;
+    const pthread_t me = pthread_self();
+    for (int r = 0; r < 100; r++) {
+        parts_seen s = { 0 };
+        cv_pool_run(h->p, note_part, &s);
+        h->wrong += s.count[0] != 1 || s.count[1] != 1 || !pthread_equal(s.on[1], me);
+    }
+    return NULL;
+}
+
+/* A run never waits for a worker that has not started its part: the caller
+ * computes that part itself, once, and the pool goes on using the worker
+ * when it is back. Without it these runs would wait for the handler to end. */
+TEST(pool_run_computes_the_parts_of_workers_that_have_not_started)
+{
+    cv_pool *p = cv_pool_create(2, NULL);
+    CHECK(p != NULL);
+    const pthread_t me = pthread_self();
+    parts_seen s = { 0 };
+    int tries = 0;
+    do /* a run whose part 1 the worker computed: its thread */
+        memset(&s, 0, sizeof s), cv_pool_run(p, note_part, &s);
+    while (pthread_equal(s.on[1], me) && ++tries < 100000);
+    CHECK(!pthread_equal(s.on[1], me));
+    const pthread_t worker = s.on[1];
+    struct sigaction sa = { .sa_handler = hold_here }, old;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, &old) == 0);
+    atomic_store(&hold_worker, 1);
+    CHECK(pthread_kill(worker, SIGUSR1) == 0);
+    while (!atomic_load(&worker_held))
+        sched_yield();
+    /* The runs go on another thread, so that a pool that does wait fails
+     * here in seconds (and then finishes once the worker is let go). */
+    held_runs h = { .p = p };
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, runs_while_held, &h) == 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    const int waited = pthread_timedjoin_np(t, NULL, &until);
+    CHECK_EQ_INT(waited, 0);
+    atomic_store(&hold_worker, 0);
+    if (waited)
+        pthread_join(t, NULL);
+    CHECK_EQ_INT(h.wrong, 0);
+    int wrong = 0;
+    tries = 0;
+    do {
+        memset(&s, 0, sizeof s);
+        cv_pool_run(p, note_part, &s);
+        wrong += s.count[0] != 1 || s.count[1] != 1;
+    } while (pthread_equal(s.on[1], me) && ++tries < 100000);
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(pthread_equal(s.on[1], worker));
+    cv_pool_destroy(p);
+    sigaction(SIGUSR1, &old, NULL);
+}
+
 typedef struct items_seen {
     _Atomic int32_t count[257];
     _Atomic int32_t bad_ith;
@@ -200,6 +297,7 @@ int main(void)
     RUN(utf8_complete_prefix_holds_only_a_cut_sequence);
     RUN(rng_is_deterministic_for_a_seed);
     RUN(pool_runs_every_share_exactly_once);
+    RUN(pool_run_computes_the_parts_of_workers_that_have_not_started);
     RUN(pool_run_items_takes_every_item_exactly_once);
     RUN(split_range_covers_and_aligns);
     RUN(err_prefix_keeps_the_original_message);
