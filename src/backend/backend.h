@@ -34,7 +34,7 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 6
+#define CV_BACKEND_ABI 7
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -128,6 +128,52 @@ typedef struct cv_bmoe_route {
     int32_t *expert, *src;            /* [n_rows k] */
     float *weight;                    /* [n_rows k] */
 } cv_bmoe_route;
+
+/* The MoE layer's rows around its expert matmuls, over moe_route's
+ * routes (route r = t k + j: row t's j-th choice, expert[r], weight[r]):
+ *   moe_glu, per route r: its expert's gate and up biases (where the
+ *     layer has them) added to gu[r]'s halves (the gate's n_ff values, then
+ *     the up's), then h[r] = act(gate) * up;
+ *   moe_sum, per row t: out[t] = the sum over j, in order of choice, of
+ *     weight[r] (y[r] + its expert's down bias; the bias is added into y[r]),
+ *     RMSNorm'd with post_norm where there is one (the routed sum's
+ *     post-norm, gemma4); then, where the layer has a shared expert
+ *     (shared: its output row of n values per row t), that row RMSNorm'd
+ *     with sh_post_norm where there is one and added to out[t], times
+ *     sigmoid(sh_gate . x[t]) where there is a gate (qwen35moe), as it is
+ *     otherwise.
+ * Each op reads only its own fields. gu, h, y, out, shared, x, expert and
+ * weight are the backend's memory; the biases, norm weights and the gate
+ * row are host memory. */
+typedef struct cv_bmoe_rows {
+    int32_t n_rows, k;                 /* rows (tokens), routes a row */
+    int32_t n_expert;                  /* the rows of the bias tables */
+    const int32_t *expert;             /* [n_rows k] */
+    const float *weight;               /* [n_rows k] */
+    /* moe_glu */
+    const cv_bact *act;
+    int64_t n_ff;                      /* an expert's hidden width */
+    float *gu;                         /* [n_rows k][ld_gu]: gate (n_ff) | up (n_ff) */
+    int64_t ld_gu;
+    const float *gate_bias, *up_bias;  /* [n_expert][n_ff] or NULL */
+    float *h;                          /* [n_rows k][ld_h] */
+    int64_t ld_h;
+    /* moe_sum */
+    int64_t n;                         /* values of an output row (n_embd) */
+    float *y;                          /* [n_rows k][ldy] each route's expert output */
+    int64_t ldy;
+    const float *down_bias;            /* [n_expert][n] or NULL */
+    const float *post_norm;            /* [n] or NULL */
+    float eps;
+    float *shared;                     /* [n_rows][ld_shared] or NULL: no shared expert */
+    int64_t ld_shared;
+    const float *sh_post_norm;         /* [n] or NULL */
+    const float *sh_gate;              /* [n] or NULL */
+    const float *x;                    /* [n_rows][ldx] where sh_gate: what the gate reads */
+    int64_t ldx;
+    float *out;                        /* [n_rows][ld_out] */
+    int64_t ld_out;
+} cv_bmoe_rows;
 
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
@@ -225,6 +271,11 @@ typedef struct cv_backend_ops {
     /* The MoE router's choice of experts and their weights (cv_bmoe_route
      * above). */
     void (*moe_route)(cv_bstream *s, const cv_bmoe_route *r);
+    /* The MoE layer's per-route biases and activation between its expert
+     * matmuls, and the weighted sum of each row's experts after them, with
+     * the shared expert (cv_bmoe_rows above). */
+    void (*moe_glu)(cv_bstream *s, const cv_bmoe_rows *m);
+    void (*moe_sum)(cv_bstream *s, const cv_bmoe_rows *m);
     /* y[t] = row tokens[t] (< n_vocab) of a table of n_vocab rows of n
      * values of GGUF type `type`, dequantized (kernels.h,
      * cv_dequantize_row), times scale (1: as it is). The table and tokens
@@ -339,6 +390,8 @@ static inline void cv_be_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float
 }
 static inline void cv_be_attn_rows(cv_bstream *s, const cv_batt_rows *a) { s->be->ops->attn_rows(s, a); }
 static inline void cv_be_moe_route(cv_bstream *s, const cv_bmoe_route *r) { s->be->ops->moe_route(s, r); }
+static inline void cv_be_moe_glu(cv_bstream *s, const cv_bmoe_rows *m) { s->be->ops->moe_glu(s, m); }
+static inline void cv_be_moe_sum(cv_bstream *s, const cv_bmoe_rows *m) { s->be->ops->moe_sum(s, m); }
 static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab,
                                     int32_t n_rows, const int32_t *tokens, float scale, float *y, int64_t ldy)
 {

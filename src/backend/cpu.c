@@ -130,6 +130,8 @@ static const cv_backend_ops cpu_ops = {
     .softcap = cpu_softcap,
     .attn_rows = cpu_attn_rows,
     .moe_route = cpu_moe_route,
+    .moe_glu = cpu_moe_glu,
+    .moe_sum = cpu_moe_sum,
     .embed_rows = cpu_embed_rows,
 };
 

@@ -36,9 +36,13 @@ void cpu_glu(cv_bstream *s, const cv_bact *act, int32_t n_rows, int64_t n, float
 void cpu_sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int64_t ldy, const float *x, int64_t ldx,
                      const float *g, int64_t ldg);
 void cpu_softcap(cv_bstream *s, int32_t n_rows, int64_t n, float *x, int64_t ldx, float cap);
+/* y = act(g) * u over n values with the level's loop: one row of glu. */
+void cpu_glu_row(const cv_vec_ops *vec, const cv_bact *act, float *y, const float *g, const float *u, int64_t n);
 /* The layer passes (cpu_layer.c). */
 void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a);
 void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r);
+void cpu_moe_glu(cv_bstream *s, const cv_bmoe_rows *m);
+void cpu_moe_sum(cv_bstream *s, const cv_bmoe_rows *m);
 void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
                     const int32_t *tokens, float scale, float *y, int64_t ldy);
 

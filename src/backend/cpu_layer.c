@@ -1,7 +1,8 @@
 /* cpu_layer.c — the CPU backend's layer passes: the per-row work of a
  * layer kind between its matmuls, one table operation each (the attention
  * mixer's Q/K/V preparation and K/V store, the MoE router's choice of
- * experts, the token embedding's rows). Each is the loop the engine
+ * experts, the MoE layer's per-route activation and weighted sum, the
+ * token embedding's rows). Each is the loop the engine
  * ran before it moved behind the table, over the kernels layer's vector
  * loops of the process's level, so a row's bits are the same as they
  * were, alone or in a batch, on one thread or several (rows split whole,
@@ -192,6 +193,83 @@ void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r)
     route_job j = { .vec = cpu_stream_of(s)->vec, .r = r };
     if (r->n_rows > 0)
         cpu_run_rows(s, r->n_rows, route_part, &j);
+}
+
+/* ---- the MoE layer's rows ---- */
+
+typedef struct moe_rows_job {
+    const cv_vec_ops *vec;
+    const cv_bmoe_rows *m;
+} moe_rows_job;
+
+/* Per route: its expert's gate and up biases, then the activation. */
+static void moe_glu_part(void *ctx, int ith, int nth)
+{
+    const moe_rows_job *j = ctx;
+    const cv_bmoe_rows *m = j->m;
+    const int64_t ff = m->n_ff;
+    int64_t lo, hi;
+    cv_split_range((int64_t)m->n_rows * m->k, ith, nth, 1, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        float *g = m->gu + r * m->ld_gu;
+        const int64_t x = m->expert[r];
+        if (m->gate_bias)
+            j->vec->add(g, g, m->gate_bias + x * ff, ff);
+        if (m->up_bias)
+            j->vec->add(g + ff, g + ff, m->up_bias + x * ff, ff);
+        cpu_glu_row(j->vec, m->act, m->h + r * m->ld_h, g, g + ff, ff);
+    }
+}
+
+void cpu_moe_glu(cv_bstream *s, const cv_bmoe_rows *m)
+{
+    moe_rows_job j = { .vec = cpu_stream_of(s)->vec, .m = m };
+    const int64_t n_routes = (int64_t)m->n_rows * m->k;
+    assert(n_routes <= INT32_MAX);
+    if (n_routes > 0)
+        cpu_run_rows(s, (int32_t)n_routes, moe_glu_part, &j);
+}
+
+/* out[t] = sum_j weight[t][j] (y[t k + j] + its expert's down bias), in
+ * the row's order of choice, post-normed; then the shared expert's row,
+ * post-normed, gated or as it is. */
+static void moe_sum_part(void *ctx, int ith, int nth)
+{
+    const moe_rows_job *j = ctx;
+    const cv_bmoe_rows *m = j->m;
+    const cv_vec_ops *vec = j->vec;
+    const int64_t n = m->n;
+    int64_t lo, hi;
+    cv_split_range(m->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        float *out = m->out + t * m->ld_out;
+        memset(out, 0, (size_t)n * sizeof *out);
+        for (int32_t i = 0; i < m->k; i++) {
+            const int64_t r = t * m->k + i;
+            float *y = m->y + r * m->ldy;
+            if (m->down_bias)
+                vec->add(y, y, m->down_bias + (int64_t)m->expert[r] * n, n);
+            vec->axpy(out, m->weight[r], y, n);
+        }
+        if (m->post_norm)
+            vec->rmsnorm(out, out, m->post_norm, n, m->eps);
+        if (!m->shared)
+            continue;
+        float *y = m->shared + t * m->ld_shared;
+        if (m->sh_post_norm)
+            vec->rmsnorm(y, y, m->sh_post_norm, n, m->eps);
+        if (m->sh_gate)
+            vec->axpy(out, 1.0f / (1.0f + expf(-vec->dot_f32(m->sh_gate, m->x + t * m->ldx, n))), y, n);
+        else
+            vec->add(out, out, y, n);
+    }
+}
+
+void cpu_moe_sum(cv_bstream *s, const cv_bmoe_rows *m)
+{
+    moe_rows_job j = { .vec = cpu_stream_of(s)->vec, .m = m };
+    if (m->n_rows > 0)
+        cpu_run_rows(s, m->n_rows, moe_sum_part, &j);
 }
 
 /* ---- the token embedding ---- */

@@ -59,6 +59,15 @@ typedef struct rows_job {
     const cv_bact *act;
 } rows_job;
 
+void cpu_glu_row(const cv_vec_ops *vec, const cv_bact *act, float *y, const float *g, const float *u, int64_t n)
+{
+    switch (act->kind) {
+    case CV_BGLU_SILU: vec->swiglu(y, g, u, n); break;
+    case CV_BGLU_GELU_TANH: vec->geglu(y, g, u, n); break;
+    case CV_BGLU_SILU_CLAMPED: vec->swiglu_clamped(y, g, u, n, act->alpha, act->limit); break;
+    }
+}
+
 /* Values c0..c1 of row t. */
 static void run_stretch(const rows_job *j, int64_t t, int64_t c0, int64_t c1)
 {
@@ -77,15 +86,7 @@ static void run_stretch(const rows_job *j, int64_t t, int64_t c0, int64_t c1)
         j->vec->rmsnorm(y, j->a + (j->gather ? j->gather[t] : t) * j->lda, j->b, n, j->f);
         break;
     case OP_SIGMOID_MUL: j->vec->sigmoid_mul(y, j->a + t * j->lda, j->b + t * j->ldb, n); break;
-    case OP_GLU: {
-        const float *g = j->a + t * j->lda, *u = j->b + t * j->ldb;
-        switch (j->act->kind) {
-        case CV_BGLU_SILU: j->vec->swiglu(y, g, u, n); break;
-        case CV_BGLU_GELU_TANH: j->vec->geglu(y, g, u, n); break;
-        case CV_BGLU_SILU_CLAMPED: j->vec->swiglu_clamped(y, g, u, n, j->act->alpha, j->act->limit); break;
-        }
-        break;
-    }
+    case OP_GLU: cpu_glu_row(j->vec, j->act, y, j->a + t * j->lda, j->b + t * j->ldb, n); break;
     }
 }
 

@@ -203,10 +203,6 @@ extern const eng_kind eng_ffn_moe;
 extern const eng_kind *const eng_mixers[CV_MIXER_COUNT];
 extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
 
-/* The model's gated activation (cv_glu) of n gate values g and up values u
- * into y, on the calling thread (the kinds not behind the table yet; the
- * others call cv_be_glu with e->act). */
-void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n);
 /* rows[t] += bias for t < n_rows, rows ld apart, n values each. */
 void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n);
 /* n_rows rows of ld floats in the backend's activation memory, and back;

@@ -21,7 +21,11 @@
  * sqrt(n_embd) times a learned scale; an RMSNorm with the experts' weight),
  * each expert's output has a scale (folded into its weight), and the routed
  * sum and the shared expert (its dense FFN) are each post-normed before
- * they add up. The step's (token, expert) routes go through
+ * they add up. Between the matmuls, the rows are the backend's too: each
+ * route's biases and activation (moe_glu), and each token's weighted sum
+ * with its post-norm and the shared expert's output added (moe_sum, after
+ * the shared expert's matmuls; cv_bmoe_rows). The step's (token, expert)
+ * routes go through
  * expert-routed matmuls, so each expert's weights are read once per step
  * for every token routed to it and an expert no token chose is not read: a
  * decode batch reads the union of its tokens' experts.
@@ -63,80 +67,6 @@ struct ffn_moe_scratch {
     float *x_in;         /* [n_batch][n_embd] */
 };
 
-typedef struct moe_job {
-    cv_engine *e;
-    int32_t n_rows;
-    int32_t layer;
-} moe_job;
-
-/* gemma4's inputs of its own for the router (RMSNorm(x) times the router
- * scale, / sqrt(n_embd)) and the experts (RMSNorm(x; exp_norm)), from the
- * residual stream x, per row. */
-static void rows_inputs(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_layer *L = &e->m->layers[j->layer];
-    ffn_moe_scratch *s = e->moe;
-    const float eps = e->m->hp.rms_eps, inv = 1.0f / sqrtf((float)e->ld_x);
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        const float *x = e->x + t * e->ld_x;
-        if (L->router_scale) {
-            e->vec->rmsnorm(s->r_in + t * e->ld_x, x, L->router_scale, e->ld_x, eps);
-            e->vec->scale(s->r_in + t * e->ld_x, inv, e->ld_x);
-        }
-        if (L->exp_norm)
-            e->vec->rmsnorm(s->x_in + t * e->ld_x, x, L->exp_norm, e->ld_x, eps);
-    }
-}
-
-/* Per route: its expert's gate and up biases, then the activation. */
-static void rows_glu(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    const cv_engine *e = j->e;
-    const cv_layer *L = &e->m->layers[j->layer];
-    ffn_moe_scratch *s = e->moe;
-    const int64_t ff = s->ld_gu / 2;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) {
-        float *g = s->gu + r * s->ld_gu;
-        const int64_t x = s->expert[r];
-        if (L->exp_gate_bias)
-            e->vec->add(g, g, L->exp_gate_bias + x * ff, ff);
-        if (L->exp_up_bias)
-            e->vec->add(g + ff, g + ff, L->exp_up_bias + x * ff, ff);
-        eng_glu(e, s->h + r * ff, g, g + ff, ff);
-    }
-}
-
-/* tmp[t] = sum_j weight[t][j] (y[t * k + j] + down bias of its expert), in
- * the token's order of choice. */
-static void rows_combine(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_layer *L = &e->m->layers[j->layer];
-    ffn_moe_scratch *s = e->moe;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *out = e->tmp + t * e->ld_x;
-        memset(out, 0, (size_t)e->ld_x * sizeof *out);
-        for (int32_t r = 0; r < s->k; r++) {
-            float *y = s->y + (t * s->k + r) * e->ld_x;
-            if (L->exp_down_bias)
-                e->vec->add(y, y, L->exp_down_bias + (int64_t)s->expert[t * s->k + r] * e->ld_x, e->ld_x);
-            e->vec->axpy(out, s->weight[t * s->k + r], y, e->ld_x);
-        }
-        if (L->exp_post_norm)
-            e->vec->rmsnorm(out, out, L->exp_post_norm, e->ld_x, e->m->hp.rms_eps);
-    }
-}
-
 /* The experts the routes name, counted into the call's statistics with
  * the bytes their matrices take. */
 static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
@@ -154,43 +84,6 @@ static void count_experts(cv_engine *e, const cv_layer *L, int64_t n_routes)
     e->prof_bytes += (double)n * (double)per;
 }
 
-static void rows_shared_glu(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    ffn_moe_scratch *s = j->e->moe;
-    const int64_t ff = j->e->m->layers[j->layer].shexp_down->n_in, ld = s->ld_sh_gu / 2;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        const float *g = s->sh_gu + t * s->ld_sh_gu;
-        eng_glu(j->e, s->sh_h + t * ld, g, g + ff, ff);
-    }
-}
-
-/* tmp[t] += sigmoid(shexp_gate . xn[t]) sh_y[t], after the routed sum; a
- * shared expert without a gate (gemma4's dense branch) is added as is,
- * after its post-norm when it has one. */
-static void rows_shared_add(void *ctx, int ith, int nth)
-{
-    moe_job *j = ctx;
-    cv_engine *e = j->e;
-    ffn_moe_scratch *s = e->moe;
-    const cv_layer *L = &e->m->layers[j->layer];
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *y = s->sh_y + t * e->ld_x;
-        if (L->shexp_post_norm)
-            e->vec->rmsnorm(y, y, L->shexp_post_norm, e->ld_x, e->m->hp.rms_eps);
-        const float gate =
-            L->shexp_gate ? 1.0f / (1.0f + expf(-e->vec->dot_f32(L->shexp_gate, e->xn + t * e->ld_x, e->ld_x))) : 1.0f;
-        if (L->shexp_gate)
-            e->vec->axpy(e->tmp + t * e->ld_x, gate, y, e->ld_x);
-        else
-            e->vec->add(e->tmp + t * e->ld_x, e->tmp + t * e->ld_x, y, e->ld_x);
-    }
-}
-
 static void routed_matmul(cv_engine *e, cv_bmat *const *w, int64_t n_x, const float *x, int64_t ldx, int64_t n_rows,
                           const int32_t *src, float *y, int64_t ldy)
 {
@@ -201,15 +94,18 @@ static void routed_matmul(cv_engine *e, cv_bmat *const *w, int64_t n_x, const fl
 static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
 {
     const cv_layer *L = &e->m->layers[il];
+    const cv_hparams *hp = &e->m->hp;
     ffn_moe_scratch *s = e->moe;
     const int32_t T = b->n_tokens;
     const int64_t R = (int64_t)T * s->k;
-    moe_job j = { .e = e, .n_rows = T, .layer = il };
-    if (L->router_scale || L->exp_norm)
-        eng_run_rows(e, T, rows_inputs, &j);
+    if (L->router_scale) { /* RMSNorm(x) times the router scale, / sqrt(n_embd) */
+        cv_be_rmsnorm(e->st, T, e->ld_x, e->x, e->ld_x, NULL, L->router_scale, hp->rms_eps, s->r_in, e->ld_x);
+        cv_be_scale(e->st, T, e->ld_x, s->r_in, e->ld_x, 1.0f / sqrtf((float)e->ld_x));
+    }
+    if (L->exp_norm)
+        cv_be_rmsnorm(e->st, T, e->ld_x, e->x, e->ld_x, NULL, L->exp_norm, hp->rms_eps, s->x_in, e->ld_x);
     const float *r_in = L->router_scale ? s->r_in : e->xn, *x_in = L->exp_norm ? s->x_in : e->xn;
     eng_matmul(e, L->router, T, r_in, e->ld_x, s->logits, s->n_exp);
-    const cv_hparams *hp = &e->m->hp;
     const cv_bmoe_route route = {
         .n_rows = T,
         .n_expert = s->n_exp,
@@ -230,41 +126,59 @@ static void moe_forward(cv_engine *e, const cv_batch *b, int32_t il)
     };
     cv_be_moe_route(e->st, &route);
     count_experts(e, L, R);
+    const cv_bmoe_rows rows = {
+        .n_rows = T,
+        .k = s->k,
+        .n_expert = s->n_exp,
+        .expert = s->expert,
+        .weight = s->weight,
+        .act = &e->act,
+        .n_ff = s->ld_gu / 2,
+        .gu = s->gu,
+        .ld_gu = s->ld_gu,
+        .gate_bias = L->exp_gate_bias,
+        .up_bias = L->exp_up_bias,
+        .h = s->h,
+        .ld_h = s->ld_gu / 2,
+        .n = e->ld_x,
+        .y = s->y,
+        .ldy = e->ld_x,
+        .down_bias = L->exp_down_bias,
+        .post_norm = L->exp_post_norm,
+        .eps = hp->rms_eps,
+        .shared = L->shexp_down ? s->sh_y : NULL,
+        .ld_shared = e->ld_x,
+        .sh_post_norm = L->shexp_post_norm,
+        .sh_gate = L->shexp_gate,
+        .x = e->xn,
+        .ldx = e->ld_x,
+        .out = e->tmp,
+        .ld_out = e->ld_x,
+    };
     for (int32_t i = 0; i < L->n_exp_gate_up; i++)
         routed_matmul(e, L->exp_gate_up[i].w, T, x_in, e->ld_x, R, s->src, s->gu + L->exp_gate_up[i].col,
                       s->ld_gu);
-    j.n_rows = (int32_t)R;
-    eng_run_rows(e, (int32_t)R, rows_glu, &j);
+    cv_be_moe_glu(e->st, &rows);
     routed_matmul(e, L->exp_down, R, s->h, s->ld_gu / 2, R, NULL, s->y, e->ld_x);
-    j.n_rows = T;
-    eng_run_rows(e, T, rows_combine, &j);
-    if (L->shexp_down) {
+    if (L->shexp_down) { /* its output before the sum, which adds it in */
+        const int64_t ff = L->shexp_down->n_in;
         for (int32_t i = 0; i < L->n_shexp_gate_up; i++)
             eng_matmul(e, L->shexp_gate_up[i].w, T, e->xn, e->ld_x, s->sh_gu + L->shexp_gate_up[i].col, s->ld_sh_gu);
-        eng_run_rows(e, T, rows_shared_glu, &j);
+        cv_be_glu(e->st, &e->act, T, ff, s->sh_h, s->ld_sh_gu / 2, s->sh_gu, s->ld_sh_gu, s->sh_gu + ff, s->ld_sh_gu);
         eng_matmul(e, L->shexp_down, T, s->sh_h, s->ld_sh_gu / 2, s->sh_y, e->ld_x);
-        eng_run_rows(e, T, rows_shared_add, &j);
     }
+    cv_be_moe_sum(e->st, &rows);
 }
 
 static int moe_init(cv_engine *e, cv_err *err)
 {
-    (void)err;
     const cv_hparams *hp = &e->m->hp;
     ffn_moe_scratch *s = e->moe = cv_xcalloc(1, sizeof *s);
-    const size_t T = (size_t)e->p.n_batch, R = T * (size_t)hp->n_expert_used;
+    const int64_t T = e->p.n_batch, R = T * hp->n_expert_used;
     s->n_exp = hp->n_expert;
     s->k = hp->n_expert_used;
     s->ld_gu = 2 * (int64_t)hp->n_ff_exp;
-    s->logits = cv_aligned_alloc(T * (size_t)s->n_exp * sizeof(float));
-    s->expert = cv_xmalloc(R * sizeof *s->expert);
-    s->src = cv_xmalloc(R * sizeof *s->src);
-    s->weight = cv_xmalloc(R * sizeof *s->weight);
-    s->gu = cv_aligned_alloc(R * (size_t)s->ld_gu * sizeof(float));
-    s->h = cv_aligned_alloc(R * (size_t)hp->n_ff_exp * sizeof(float));
-    s->y = cv_aligned_alloc(R * (size_t)e->ld_x * sizeof(float));
     s->seen = cv_xmalloc((size_t)s->n_exp);
-    s->ws = cv_be_experts_ws_create(e->st, (int64_t)R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
     bool own_inputs = false;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const cv_layer *L = &e->m->layers[il];
@@ -272,15 +186,19 @@ static int moe_init(cv_engine *e, cv_err *err)
             s->ld_sh_gu = CV_MAX(s->ld_sh_gu, 2 * L->shexp_down->n_in);
         own_inputs |= L->router_scale || L->exp_norm;
     }
-    if (s->ld_sh_gu > 0) {
-        s->sh_gu = cv_aligned_alloc(T * (size_t)s->ld_sh_gu * sizeof(float));
-        s->sh_h = cv_aligned_alloc(T * (size_t)(s->ld_sh_gu / 2) * sizeof(float));
-        s->sh_y = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
-    }
-    if (own_inputs) {
-        s->r_in = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
-        s->x_in = cv_aligned_alloc(T * (size_t)e->ld_x * sizeof(float));
-    }
+    /* the routes as floats' rows of one value: int32 and float alike */
+    if (!(s->logits = eng_rows_alloc(e, T, s->n_exp, err)) || !(s->expert = (int32_t *)eng_rows_alloc(e, R, 1, err)) ||
+        !(s->src = (int32_t *)eng_rows_alloc(e, R, 1, err)) || !(s->weight = eng_rows_alloc(e, R, 1, err)) ||
+        !(s->gu = eng_rows_alloc(e, R, s->ld_gu, err)) || !(s->h = eng_rows_alloc(e, R, hp->n_ff_exp, err)) ||
+        !(s->y = eng_rows_alloc(e, R, e->ld_x, err)))
+        return CV_ENOMEM;
+    if (s->ld_sh_gu > 0 &&
+        (!(s->sh_gu = eng_rows_alloc(e, T, s->ld_sh_gu, err)) || !(s->sh_h = eng_rows_alloc(e, T, s->ld_sh_gu / 2, err)) ||
+         !(s->sh_y = eng_rows_alloc(e, T, e->ld_x, err))))
+        return CV_ENOMEM;
+    if (own_inputs && (!(s->r_in = eng_rows_alloc(e, T, e->ld_x, err)) || !(s->x_in = eng_rows_alloc(e, T, e->ld_x, err))))
+        return CV_ENOMEM;
+    s->ws = cv_be_experts_ws_create(e->st, R, CV_MAX(hp->n_embd, hp->n_ff_exp), CV_MAX(s->ld_gu, hp->n_embd), s->n_exp);
     return 0;
 }
 
@@ -289,20 +207,12 @@ static void moe_fini(cv_engine *e)
     ffn_moe_scratch *s = e->moe;
     if (!s)
         return;
-    cv_aligned_free(s->logits);
-    free(s->expert);
-    free(s->src);
-    free(s->weight);
-    cv_aligned_free(s->gu);
-    cv_aligned_free(s->h);
-    cv_aligned_free(s->y);
+    float *rows[] = { s->logits, (float *)s->expert, (float *)s->src, s->weight, s->gu, s->h, s->y,
+                      s->sh_gu, s->sh_h, s->sh_y, s->r_in, s->x_in };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++)
+        eng_rows_free(e, rows[i]);
     free(s->seen);
     cv_be_experts_ws_destroy(e->st, s->ws);
-    cv_aligned_free(s->sh_gu);
-    cv_aligned_free(s->sh_h);
-    cv_aligned_free(s->sh_y);
-    cv_aligned_free(s->r_in);
-    cv_aligned_free(s->x_in);
     free(s);
     e->moe = NULL;
 }

@@ -69,16 +69,6 @@ void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const f
     cv_be_add(e->st, n_rows, n, rows, ld, rows, ld, bias, 0);
 }
 
-void eng_glu(const cv_engine *e, float *y, const float *g, const float *u, int64_t n)
-{
-    const cv_hparams *hp = &e->m->hp;
-    switch (hp->glu) {
-    case CV_GLU_SILU: e->vec->swiglu(y, g, u, n); break;
-    case CV_GLU_GELU_TANH: e->vec->geglu(y, g, u, n); break;
-    case CV_GLU_SILU_CLAMPED: e->vec->swiglu_clamped(y, g, u, n, hp->glu_alpha, hp->glu_limit); break;
-    }
-}
-
 /* ---- validation ---- */
 
 /* Checks the whole batch before anything changes; fills e->new_len for

@@ -29,6 +29,16 @@
  * chooses (tokens whose scores the two levels' rounding could order
  * differently aside), with weights within rounding of its.
  *
+ * The MoE layer's rows (moe_glu, moe_sum): each activation (SwiGLU, GeGLU,
+ * gpt-oss's clamped SwiGLU), 1, 2 and 4 routes a row naming every expert
+ * (some twice in a step), with and without the experts' gate/up and down
+ * biases, the routed sum's post-norm, a shared expert, its gate and its
+ * post-norm, 1 to 33 rows, one thread and two: each route's biased
+ * gate|up and activation, each routed output with its bias, each row's sum
+ * and shared row have the bits of the engine's loops at the process level
+ * (recomputed here route by route and row by row), within rounding of the
+ * scalar reference's, and the rows' stride gaps stay.
+ *
  * The token embedding's rows (embed_rows): every weight type, 1 to 33
  * tokens (repeats, the table's first and last row), with and without a
  * scale, one thread and two: each row the bits of its GGUF row dequantized
@@ -428,6 +438,186 @@ TEST(moe_routes_give_the_references_bits_for_every_kind_option_and_shape)
     }
 }
 
+/* ---- the MoE layer's rows ---- */
+
+enum { M_EXPERTS = 8, M_FF = 72, M_N = 100, M_GAP = 3, M_MAX_K = 4 };
+enum { M_GU_BIAS = 1, M_DOWN_BIAS = 2, M_POST_NORM = 4, M_SHARED = 8, M_SH_GATE = 16, M_SH_NORM = 32,
+       M_FLAGS = 64 };
+
+/* One case's inputs: the routes, gate|up rows, expert outputs, the shared
+ * expert's rows and x, and the layer's vectors. */
+typedef struct moe_fixture {
+    cv_bmoe_rows m;
+    cv_bact act;
+    int32_t expert[R_MAX_ROWS * M_MAX_K];
+    float weight[R_MAX_ROWS * M_MAX_K];
+    float *gu, *y, *sh, *x;  /* as given */
+    float gate_bias[M_EXPERTS * M_FF], up_bias[M_EXPERTS * M_FF], down_bias[M_EXPERTS * M_N];
+    float post_norm[M_N], sh_norm[M_N], sh_gate[M_N];
+} moe_fixture;
+
+static void moe_fixture_make(moe_fixture *f, const cv_bact *act, int32_t k, int flags, int32_t n_rows)
+{
+    cv_rng r;
+    cv_rng_seed(&r, (uint64_t)(flags * 977 + k * 31 + n_rows + (int)act->kind * 7));
+    memset(f, 0, sizeof *f);
+    f->act = *act;
+    const int64_t n_routes = (int64_t)n_rows * k, ld_gu = 2 * M_FF + M_GAP, ld = M_N + M_GAP;
+    for (int64_t i = 0; i < n_routes; i++) /* every expert, some twice in a step */
+        f->expert[i] = (int32_t)((i * 5 + i / 3) % M_EXPERTS), f->weight[i] = 0.1f + cv_rng_f32(&r);
+    f->gu = cv_xmalloc((size_t)(n_routes * ld_gu) * sizeof(float));
+    f->y = cv_xmalloc((size_t)(n_routes * ld) * sizeof(float));
+    f->sh = cv_xmalloc((size_t)(n_rows * ld) * sizeof(float));
+    f->x = cv_xmalloc((size_t)(n_rows * ld) * sizeof(float));
+    fill(f->gu, n_routes * ld_gu, &r, -6, 6); /* past gpt-oss's clamp of 7 once biased */
+    fill(f->y, n_routes * ld, &r, -2, 2);
+    fill(f->sh, n_rows * ld, &r, -2, 2);
+    fill(f->x, n_rows * ld, &r, -1, 1);
+    fill(f->gate_bias, M_EXPERTS * M_FF, &r, -1.5f, 1.5f);
+    fill(f->up_bias, M_EXPERTS * M_FF, &r, -1.5f, 1.5f);
+    fill(f->down_bias, M_EXPERTS * M_N, &r, -0.5f, 0.5f);
+    fill(f->post_norm, M_N, &r, 0.5f, 1.5f);
+    fill(f->sh_norm, M_N, &r, 0.5f, 1.5f);
+    fill(f->sh_gate, M_N, &r, -0.3f, 0.3f);
+    f->m = (cv_bmoe_rows){
+        .n_rows = n_rows, .k = k, .n_expert = M_EXPERTS, .expert = f->expert, .weight = f->weight, .act = &f->act,
+        .n_ff = M_FF, .ld_gu = ld_gu, .gate_bias = (flags & M_GU_BIAS) ? f->gate_bias : NULL,
+        .up_bias = (flags & M_GU_BIAS) ? f->up_bias : NULL, .ld_h = M_FF + M_GAP, .n = M_N, .ldy = ld,
+        .down_bias = (flags & M_DOWN_BIAS) ? f->down_bias : NULL,
+        .post_norm = (flags & M_POST_NORM) ? f->post_norm : NULL, .eps = 1e-6f, .ld_shared = ld,
+        .sh_post_norm = (flags & M_SH_NORM) ? f->sh_norm : NULL, .sh_gate = (flags & M_SH_GATE) ? f->sh_gate : NULL,
+        .x = f->x, .ldx = ld, .ld_out = ld,
+    };
+}
+
+static void moe_fixture_free(moe_fixture *f)
+{
+    free(f->gu), free(f->y), free(f->sh), free(f->x);
+}
+
+/* Route r's h [M_FF] and biased gate|up g [2 M_FF] with one level's loops,
+ * as the engine's per-route loop made them. */
+static void glu_reference(const cv_vec_ops *vec, const moe_fixture *f, int64_t r, float *g, float *h)
+{
+    const cv_bmoe_rows *m = &f->m;
+    const int64_t e = m->expert[r];
+    memcpy(g, f->gu + r * m->ld_gu, 2 * M_FF * sizeof(float));
+    if (m->gate_bias)
+        vec->add(g, g, m->gate_bias + e * M_FF, M_FF);
+    if (m->up_bias)
+        vec->add(g + M_FF, g + M_FF, m->up_bias + e * M_FF, M_FF);
+    switch (m->act->kind) {
+    case CV_BGLU_SILU: vec->swiglu(h, g, g + M_FF, M_FF); break;
+    case CV_BGLU_GELU_TANH: vec->geglu(h, g, g + M_FF, M_FF); break;
+    case CV_BGLU_SILU_CLAMPED: vec->swiglu_clamped(h, g, g + M_FF, M_FF, m->act->alpha, m->act->limit); break;
+    }
+}
+
+/* Row t's sum out [M_N], its routes' biased outputs y [k][M_N] and its
+ * shared row sh [M_N] with one level's loops, as the engine's combine and
+ * shared-expert loops made them. */
+static void sum_reference(const cv_vec_ops *vec, const moe_fixture *f, int32_t t, float *out, float *y, float *sh)
+{
+    const cv_bmoe_rows *m = &f->m;
+    memset(out, 0, M_N * sizeof(float));
+    for (int32_t j = 0; j < m->k; j++) {
+        const int64_t r = (int64_t)t * m->k + j;
+        float *yr = y + j * M_N;
+        memcpy(yr, f->y + r * m->ldy, M_N * sizeof(float));
+        if (m->down_bias)
+            vec->add(yr, yr, m->down_bias + (int64_t)m->expert[r] * M_N, M_N);
+        vec->axpy(out, m->weight[r], yr, M_N);
+    }
+    if (m->post_norm)
+        vec->rmsnorm(out, out, m->post_norm, M_N, m->eps);
+    memcpy(sh, f->sh + t * m->ld_shared, M_N * sizeof(float));
+    if (!m->shared)
+        return;
+    if (m->sh_post_norm)
+        vec->rmsnorm(sh, sh, m->sh_post_norm, M_N, m->eps);
+    if (m->sh_gate)
+        vec->axpy(out, 1.0f / (1.0f + expf(-vec->dot_f32(m->sh_gate, f->x + t * m->ldx, M_N))), sh, M_N);
+    else
+        vec->add(out, out, sh, M_N);
+}
+
+static int count_off(const float *got, const float *want, int64_t n, float tol)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !(fabsf(got[i] - want[i]) <= tol * (1 + fabsf(want[i])));
+    return bad;
+}
+
+static void moe_rows_case(cv_bstream *s, int threads, const cv_bact *act, int32_t k, int flags, int32_t n_rows)
+{
+    moe_fixture f;
+    moe_fixture_make(&f, act, k, flags, n_rows);
+    cv_bmoe_rows *m = &f.m;
+    const int64_t n_routes = (int64_t)n_rows * k, ld = m->ldy;
+    const size_t gu_bytes = (size_t)(n_routes * m->ld_gu) * sizeof(float), y_bytes = (size_t)(n_routes * ld) * 4;
+    const size_t h_bytes = (size_t)(n_routes * m->ld_h) * sizeof(float), row_bytes = (size_t)(n_rows * ld) * 4;
+    cv_backend *be = cv_backend_cpu();
+    float *gu = cv_be_rows_alloc(be, gu_bytes), *h = cv_be_rows_alloc(be, h_bytes), *y = cv_be_rows_alloc(be, y_bytes);
+    float *sh = cv_be_rows_alloc(be, row_bytes), *out = cv_be_rows_alloc(be, row_bytes);
+    memcpy(gu, f.gu, gu_bytes);
+    memcpy(y, f.y, y_bytes);
+    memcpy(sh, f.sh, row_bytes);
+    for (int64_t i = 0; i < n_routes * m->ld_h; i++)
+        h[i] = -9.0f;
+    for (int64_t i = 0; i < n_rows * ld; i++)
+        out[i] = -9.0f;
+    m->gu = gu, m->h = h, m->y = y, m->out = out, m->shared = (flags & M_SHARED) ? sh : NULL;
+    cv_be_moe_glu(s, m);
+    cv_be_moe_sum(s, m);
+
+    const cv_vec_ops *level = cv_vec_ops_for(cv_isa_active()), *scalar = cv_vec_ops_for(CV_ISA_SCALAR);
+    float g[2 * M_FF], hr[M_FF], o[M_N], yr[M_MAX_K * M_N], shr[M_N];
+    int bad_bits = 0, bad_ref = 0, bad_gap = 0;
+    for (int64_t r = 0; r < n_routes; r++) {
+        const float *gr = gu + r * m->ld_gu, *hh = h + r * m->ld_h;
+        glu_reference(level, &f, r, g, hr);
+        bad_bits += memcmp(gr, g, sizeof g) != 0 || memcmp(hh, hr, sizeof hr) != 0;
+        glu_reference(scalar, &f, r, g, hr);
+        bad_ref += count_off(hh, hr, M_FF, 2e-5f) + count_off(gr, g, 2 * M_FF, 2e-6f);
+        for (int i = 0; i < M_GAP; i++)
+            bad_gap += memcmp(&gr[2 * M_FF + i], &f.gu[r * m->ld_gu + 2 * M_FF + i], 4) != 0 || hh[M_FF + i] != -9.0f;
+    }
+    for (int32_t t = 0; t < n_rows; t++) {
+        const float *ot = out + t * ld, *st = sh + t * ld;
+        sum_reference(level, &f, t, o, yr, shr);
+        bad_bits += memcmp(ot, o, sizeof o) != 0 || memcmp(st, shr, sizeof shr) != 0;
+        for (int32_t j = 0; j < k; j++)
+            bad_bits += memcmp(y + ((int64_t)t * k + j) * ld, yr + j * M_N, M_N * sizeof(float)) != 0;
+        sum_reference(scalar, &f, t, o, yr, shr);
+        bad_ref += count_off(ot, o, M_N, 2e-5f) + count_off(st, shr, M_N, 2e-5f);
+        for (int i = 0; i < M_GAP; i++)
+            bad_gap += ot[M_N + i] != -9.0f || memcmp(&st[M_N + i], &f.sh[t * ld + M_N + i], 4) != 0;
+    }
+    CHECK_MSG(bad_bits == 0 && bad_gap == 0,
+              "activation %d, k %d, options %#x, %d rows, %d threads: %d routes or rows differ from the loops' bits, "
+              "%d gap values changed", (int)act->kind, k, flags, n_rows, threads, bad_bits, bad_gap);
+    CHECK_MSG(bad_ref == 0, "activation %d, k %d, options %#x, %d rows: %d values off the scalar reference",
+              (int)act->kind, k, flags, n_rows, bad_ref);
+    float *rows[] = { gu, h, y, sh, out };
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++)
+        cv_be_rows_free(be, rows[i]);
+    moe_fixture_free(&f);
+}
+
+TEST(moe_rows_give_the_loops_bits_for_every_activation_option_and_row_count)
+{
+    static const cv_bact acts[] = { { .kind = CV_BGLU_SILU }, { .kind = CV_BGLU_GELU_TANH },
+                                    { .kind = CV_BGLU_SILU_CLAMPED, .alpha = 1.702f, .limit = 7.0f } };
+    static const int32_t ks[] = { 1, 2, M_MAX_K }, rows[] = { 1, 3, 4, 9, R_MAX_ROWS };
+    for (int threads = 1; threads <= 2; threads++)
+        for (size_t ai = 0; ai < CV_ARRAY_LEN(acts); ai++)
+            for (size_t ki = 0; ki < CV_ARRAY_LEN(ks); ki++)
+                for (int flags = 0; flags < M_FLAGS; flags++)
+                    for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++)
+                        moe_rows_case(g_streams[threads - 1], threads, &acts[ai], ks[ki], flags, rows[ri]);
+}
+
 /* ---- the token embedding ---- */
 
 enum { E_VOCAB = 37, E_N = 512, E_GAP = 3 };
@@ -507,6 +697,7 @@ int main(void)
         }
     RUN(attention_rows_give_the_loops_bits_for_every_option_type_and_row_count);
     RUN(moe_routes_give_the_references_bits_for_every_kind_option_and_shape);
+    RUN(moe_rows_give_the_loops_bits_for_every_activation_option_and_row_count);
     RUN(embedding_rows_give_the_tables_bits_for_every_type);
     for (int i = 0; i < 2; i++)
         cv_bstream_destroy(g_streams[i]);

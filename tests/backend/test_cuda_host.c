@@ -421,7 +421,7 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
           ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
           ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
           ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
-          ops->attn_rows && ops->moe_route && ops->embed_rows);
+          ops->attn_rows && ops->moe_route && ops->moe_glu && ops->moe_sum && ops->embed_rows);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -628,24 +628,34 @@ TEST(row_operations_launch_once_each)
                                   .n_group_used = 2, .norm = true, .scale = 2.5f, .exp_scale = w, .expert = ids,
                                   .src = ids + ROWS, .weight = y };
     cv_be_moe_route(st, &route);
+    /* the rows around the expert matmuls: each route's activation with its
+     * bias tables, each row's sum with the shared expert (a launch each) */
+    const cv_bact silu = { .kind = CV_BGLU_SILU };
+    const cv_bmoe_rows mr = { .n_rows = ROWS, .k = 2, .n_expert = 1, .expert = ids, .weight = y, .act = &silu,
+                              .n_ff = N / 2, .gu = x, .ld_gu = N, .gate_bias = w, .up_bias = w, .h = y, .ld_h = N,
+                              .n = N, .y = x, .ldy = N, .down_bias = w, .post_norm = w, .eps = 1e-6f, .shared = y,
+                              .ld_shared = N, .sh_post_norm = w, .sh_gate = w, .x = x, .ldx = N, .out = y,
+                              .ld_out = N };
+    cv_be_moe_glu(st, &mr);
+    cv_be_moe_sum(st, &mr);
     /* embedding rows: the named rows of a host table copied in, one
      * launch of the type's program */
     uint8_t table[4 * 2 * 34] = { 0 };
     cv_be_embed_rows(st, CV_GGML_Q8_0, 64, table, 4, ROWS, blk, 2.0f, y, N);
-    CHECK_EQ_INT(fake_launches() - before, 13);
+    CHECK_EQ_INT(fake_launches() - before, 15);
     cv_bstream_sync(st);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
     cv_be_rows_free(be, kv.data);
     cv_be_rows_free(be, ids);
     /* more rows than a launch takes: the stream fails, saying so */
     cv_be_scale(st, 70000, 1, y, 1, 2.0f);
-    CHECK_EQ_INT(fake_launches() - before, 13);
+    CHECK_EQ_INT(fake_launches() - before, 15);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_ELIMIT);
     CHECK_MSG(strstr(err.msg, "scale over more than 65535 rows"), "%s", err.msg);
     /* a table of a type no kernel reads */
     uint8_t q8_k[292] = { 0 };
     cv_be_embed_rows(st, CV_GGML_Q8_K, 256, q8_k, 1, 1, blk, 1.0f, y, N);
-    CHECK_EQ_INT(fake_launches() - before, 13);
+    CHECK_EQ_INT(fake_launches() - before, 15);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "no kernel reads this token embedding's type"), "%s", err.msg);
     setenv("FAKE_CUDA_MEM", "1048576", 1);

@@ -12,7 +12,10 @@
  * is checked exactly. The row operations are held to the CPU backend's
  * within a few float roundings, and so is the attention mixer's row pass,
  * with every option and K/V type, on a cache in device memory; the MoE
- * router chooses the CPU's experts (near ties aside) with its weights;
+ * router chooses the CPU's experts (near ties aside) with its weights,
+ * and the rows around the expert matmuls (each route's biases and
+ * activation, each row's weighted sum with the shared expert) are the
+ * CPU's within a few roundings;
  * the token embedding's rows of every weight type are the CPU's values
  * within rounding.
  *
@@ -597,6 +600,98 @@ TEST(moe_routes_match_the_cpu)
  * and last row), with and without a scale, within a rounding of the
  * row's largest value of the CPU's (a quantized type's x = d q - m may
  * round in two steps on one side and one on the other). */
+/* ---- the MoE layer's rows ---- */
+
+/* Values of got within tol (relative, plus tol absolute) of want's. */
+static int moe_off(const float *got, const float *want, int64_t n_rows, int64_t n, int64_t ld, double tol)
+{
+    int bad = 0;
+    for (int64_t t = 0; t < n_rows; t++)
+        for (int64_t i = 0; i < n; i++) {
+            const double c = want[t * ld + i];
+            bad += !(fabs(got[t * ld + i] - c) <= tol * (fabs(c) + 1));
+        }
+    return bad;
+}
+
+/* Each activation, 1 to 8 routes a row, with and without every bias, the
+ * post-norms and a gated or ungated shared expert, 1 to 33 rows: the GPU's
+ * biased gate|up, activations, biased expert outputs, shared rows and sums
+ * within a few roundings of the CPU backend's. */
+TEST(moe_rows_match_the_cpu)
+{
+    enum { E = 8, FF = 264, N = 520, LD = N + 4, LDG = 2 * FF + 4 };
+    static const cv_bact acts[] = { { .kind = CV_BGLU_SILU }, { .kind = CV_BGLU_GELU_TANH },
+                                    { .kind = CV_BGLU_SILU_CLAMPED, .alpha = 1.702f, .limit = 7.0f } };
+    static const int32_t ks[] = { 1, 8 }, rows[] = { 1, 4, 33 };
+    float *gb = random_rows(E, FF), *ub = random_rows(E, FF), *db = random_rows(E, N), *w = random_rows(3, N);
+    for (int i = 0; i < 3 * N; i++)
+        w[i] = 1.0f + 0.2f * w[i];
+    for (int i = 0; i < N; i++)
+        w[2 * N + i] *= 0.05f; /* the shared expert's gate: a moderate dot product */
+    int bad = 0, cases = 0;
+    for (size_t ai = 0; ai < CV_ARRAY_LEN(acts); ai++)
+        for (size_t ki = 0; ki < CV_ARRAY_LEN(ks); ki++)
+            for (int flags = 0; flags < 16; flags++)
+                for (size_t ri = 0; ri < CV_ARRAY_LEN(rows); ri++) {
+                    const int32_t k = ks[ki], R = rows[ri], nr = R * k;
+                    int32_t *expert = cv_xmalloc((size_t)nr * sizeof(int32_t));
+                    float *weight = cv_xmalloc((size_t)nr * sizeof(float));
+                    for (int32_t r = 0; r < nr; r++)
+                        expert[r] = (r * 3 + r / 5) % E, weight[r] = 0.1f + cv_rng_f32(&g_rng);
+                    const size_t gub = (size_t)nr * LDG * 4, hb = (size_t)nr * FF * 4, yb = (size_t)nr * LD * 4,
+                                 rb = (size_t)R * LD * 4;
+                    float *gu = random_rows(nr, LDG), *y = random_rows(nr, LD), *sh = random_rows(R, LD);
+                    float *x = random_rows(R, LD), *hc = cv_xmalloc(hb), *oc = cv_xmalloc(rb);
+                    float *gg = cv_xmalloc(gub), *hg = cv_xmalloc(hb), *yg = cv_xmalloc(yb), *sg = cv_xmalloc(rb),
+                          *og = cv_xmalloc(rb);
+                    float *dgu = to_device(gu, gub), *dy = to_device(y, yb), *dsh = to_device(sh, rb),
+                          *dx = to_device(x, rb), *dh = cv_be_rows_alloc(g_gpu, hb), *dout = cv_be_rows_alloc(g_gpu, rb);
+                    int32_t *de = to_device(expert, (size_t)nr * 4);
+                    float *dw = to_device(weight, (size_t)nr * 4);
+                    bool ok = dgu && dy && dsh && dx && dh && dout && de && dw;
+                    CHECK(ok);
+                    cv_bmoe_rows m = { .n_rows = R, .k = k, .n_expert = E, .expert = expert, .weight = weight,
+                                       .act = &acts[ai], .n_ff = FF, .gu = gu, .ld_gu = LDG,
+                                       .gate_bias = (flags & 1) ? gb : NULL, .up_bias = (flags & 1) ? ub : NULL,
+                                       .h = hc, .ld_h = FF, .n = N, .y = y, .ldy = LD,
+                                       .down_bias = (flags & 1) ? db : NULL, .post_norm = (flags & 2) ? w : NULL,
+                                       .eps = 1e-6f, .shared = (flags & 4) ? sh : NULL, .ld_shared = LD,
+                                       .sh_post_norm = (flags & 2) ? w + N : NULL,
+                                       .sh_gate = (flags & 8) ? w + 2 * N : NULL, .x = x, .ldx = LD, .out = oc,
+                                       .ld_out = LD };
+                    if (ok) {
+                        cv_be_moe_glu(g_cst, &m);
+                        cv_be_moe_sum(g_cst, &m);
+                        m.expert = de, m.weight = dw, m.gu = dgu, m.h = dh, m.y = dy, m.x = dx, m.out = dout;
+                        m.shared = (flags & 4) ? dsh : NULL;
+                        cv_be_moe_glu(g_gst, &m);
+                        cv_be_moe_sum(g_gst, &m);
+                        ok = from_device(gg, dgu, gub) && from_device(hg, dh, hb) && from_device(yg, dy, yb) &&
+                             from_device(sg, dsh, rb) && from_device(og, dout, rb);
+                    }
+                    if (ok)
+                        bad += moe_off(gg, gu, nr, 2 * FF, LDG, 1e-6) + moe_off(hg, hc, nr, FF, FF, 4e-6) +
+                               moe_off(yg, y, nr, N, LD, 1e-6) + moe_off(sg, sh, R, N, LD, 4e-6) +
+                               moe_off(og, oc, R, N, LD, 1e-5);
+                    cases++;
+                    void *dev[] = { dgu, dy, dsh, dx, de, dw };
+                    for (size_t i = 0; i < CV_ARRAY_LEN(dev); i++)
+                        cv_cuda_free(g_gpu, dev[i]);
+                    cv_be_rows_free(g_gpu, dh);
+                    cv_be_rows_free(g_gpu, dout);
+                    void *host[] = { expert, weight, gu, y, sh, x, hc, oc, gg, hg, yg, sg, og };
+                    for (size_t i = 0; i < CV_ARRAY_LEN(host); i++)
+                        free(host[i]);
+                    if (!ok)
+                        goto done;
+                }
+done:
+    CHECK_MSG(bad == 0, "%d values of %d MoE row cases differ from the CPU's", bad, cases);
+    printf("  %d MoE row cases\n", cases);
+    free(gb), free(ub), free(db), free(w);
+}
+
 TEST(embedding_rows_match_the_cpu)
 {
     uint32_t types[CV_GGML_TYPE_COUNT];
@@ -797,6 +892,7 @@ int main(int argc, char **argv)
     RUN(row_operations_match_the_cpu);
     RUN(attention_rows_match_the_cpu);
     RUN(moe_routes_match_the_cpu);
+    RUN(moe_rows_match_the_cpu);
     RUN(embedding_rows_match_the_cpu);
     cv_bstream_destroy(g_gst);
     cv_bstream_destroy(g_cst);

@@ -33,7 +33,7 @@ static const char *const act_kernels[] = { "cv_quantize_q8", "cv_route_group", N
 static const char *const rows_kernels[] = { "cv_rmsnorm", "cv_add", "cv_scale", "cv_softcap", "cv_glu", "cv_sigmoid_mul",
                                             NULL };
 static const char *const attn_kernels[] = { "cv_attn_rows", NULL };
-static const char *const moe_kernels[] = { "cv_moe_route", NULL };
+static const char *const moe_kernels[] = { "cv_moe_route", "cv_moe_glu", "cv_moe_sum", NULL };
 static const char *const mm_kernels[] = { "cv_mm_dense_1x1", "cv_mm_dense_1x2", "cv_mm_dense_1x4",   "cv_mm_dense_1x8",
                                           "cv_mm_dense_4x8", "cv_mm_routes_1",  "cv_mm_grouped_4x8", "cv_dequant_rows",
                                           NULL };

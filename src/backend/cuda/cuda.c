@@ -44,7 +44,7 @@
 /* The kernels every stream needs (those of the base programs), loaded when
  * the first stream is created. */
 enum { K_QUANTIZE, K_ROUTE_GROUP, K_RMSNORM, K_ADD, K_SCALE, K_SOFTCAP, K_GLU, K_SIGMOID_MUL, K_ATTN_ROWS,
-       K_MOE_ROUTE, K_COUNT };
+       K_MOE_ROUTE, K_MOE_GLU, K_MOE_SUM, K_COUNT };
 #define N_BASE 4
 static const char *const base_sources[N_BASE] = { "act.cu", "rows.cu", "attn.cu", "moe.cu" };
 static const struct {
@@ -56,6 +56,7 @@ static const struct {
     [K_SCALE] = { 1, "cv_scale" },          [K_SOFTCAP] = { 1, "cv_softcap" },
     [K_GLU] = { 1, "cv_glu" },              [K_SIGMOID_MUL] = { 1, "cv_sigmoid_mul" },
     [K_ATTN_ROWS] = { 2, "cv_attn_rows" },  [K_MOE_ROUTE] = { 3, "cv_moe_route" },
+    [K_MOE_GLU] = { 3, "cv_moe_glu" },      [K_MOE_SUM] = { 3, "cv_moe_sum" },
 };
 
 typedef struct mm_module {
@@ -943,6 +944,53 @@ static void moe_route(cv_bstream *s, const cv_bmoe_route *r)
     launch(st, dev_of(s->be)->k[K_MOE_ROUTE], (unsigned)r->n_rows, 1, 256, 0, params, "routing experts");
 }
 
+/* Each route's biases and activation, a value a thread (moe.cu); the bias
+ * tables are host memory, copied in whole. */
+static void moe_glu(cv_bstream *s, const cv_bmoe_rows *m)
+{
+    cuda_stream *st = stream_of(s);
+    const int64_t n_routes = (int64_t)m->n_rows * m->k;
+    if (!rows_ok(st, (int32_t)CV_MIN(n_routes, INT32_MAX), m->n_ff, "the experts' activation over more than 65535 routes"))
+        return;
+    const size_t tb = (size_t)m->n_expert * (size_t)m->n_ff * sizeof(float);
+    const void *src[2] = { m->gate_bias, m->up_bias };
+    const size_t bytes[2] = { tb, tb };
+    cu_dptr in[2];
+    if (!host_inputs(st, 2, src, bytes, in))
+        return;
+    /* moe.cu's CV_GLU_* are cv_bglu's numbers */
+    int kind = (int)m->act->kind;
+    float alpha = m->act->alpha, limit = m->act->limit;
+    cu_dptr ep = (cu_dptr)(uintptr_t)m->expert, gp = (cu_dptr)(uintptr_t)m->gu, hp = (cu_dptr)(uintptr_t)m->h;
+    long long lg = m->ld_gu, lh = m->ld_h, ff = m->n_ff;
+    void *params[] = { &kind, &alpha, &limit, &ep, &gp, &lg, &in[0], &in[1], &hp, &lh, &ff };
+    launch(st, dev_of(s->be)->k[K_MOE_GLU], (unsigned)((m->n_ff + 255) / 256), (unsigned)n_routes, 256, 0, params,
+           "the experts' activation");
+}
+
+/* Each row's weighted sum, a block a row (moe.cu); the down bias table,
+ * the norms' weights and the shared expert's gate are host memory. */
+static void moe_sum(cv_bstream *s, const cv_bmoe_rows *m)
+{
+    cuda_stream *st = stream_of(s);
+    if (!rows_ok(st, m->n_rows, m->n, "the experts' sum over more than 65535 rows"))
+        return;
+    const size_t row = (size_t)m->n * sizeof(float);
+    const void *src[4] = { m->down_bias, m->post_norm, m->shared ? m->sh_post_norm : NULL,
+                           m->shared ? m->sh_gate : NULL };
+    const size_t bytes[4] = { (size_t)m->n_expert * row, row, row, row };
+    cu_dptr in[4];
+    if (!host_inputs(st, 4, src, bytes, in))
+        return;
+    int k = m->k;
+    float eps = m->eps;
+    cu_dptr ep = (cu_dptr)(uintptr_t)m->expert, wp = (cu_dptr)(uintptr_t)m->weight, yp = (cu_dptr)(uintptr_t)m->y;
+    cu_dptr sp = (cu_dptr)(uintptr_t)m->shared, xp = (cu_dptr)(uintptr_t)m->x, op = (cu_dptr)(uintptr_t)m->out;
+    long long ly = m->ldy, ls = m->ld_shared, lx = m->ldx, lo = m->ld_out, n = m->n;
+    void *params[] = { &k, &ep, &wp, &yp, &ly, &in[0], &in[1], &eps, &sp, &ls, &in[2], &in[3], &xp, &lx, &op, &lo, &n };
+    launch(st, dev_of(s->be)->k[K_MOE_SUM], (unsigned)m->n_rows, 1, 256, 0, params, "the experts' sum");
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -970,6 +1018,8 @@ static const cv_backend_ops cuda_ops = {
     .softcap = softcap,
     .attn_rows = attn_rows,
     .moe_route = moe_route,
+    .moe_glu = moe_glu,
+    .moe_sum = moe_sum,
     .embed_rows = embed_rows,
 };
 

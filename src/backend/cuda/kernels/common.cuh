@@ -99,6 +99,44 @@ __device__ __forceinline__ float cv_warp_sum(float v)
     return v;
 }
 
+/* The sum of v over a block of 256 threads by a fixed tree (part: 256
+ * floats of shared memory), returned to every thread: a row's sum does not
+ * depend on anything but its values. Every thread of the block calls it. */
+__device__ __forceinline__ float cv_block_sum256(float v, float *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+#pragma unroll
+    for (int half = 128; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half)
+            part[threadIdx.x] = __fadd_rn(part[threadIdx.x], part[threadIdx.x + half]);
+        __syncthreads();
+    }
+    const float s = part[0];
+    __syncthreads(); /* part is free again */
+    return s;
+}
+
+/* ---- gated activations ---- */
+
+/* backend.h's cv_bglu, by the same number */
+#define CV_GLU_SILU 0
+#define CV_GLU_GELU_TANH 1
+#define CV_GLU_SILU_CLAMPED 2
+/* 2 sqrt(2 / pi): the tanh GELU as x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) */
+#define CV_GELU_2C 1.5957691216057308f
+
+/* act(x) * v with the CPU's scalar reference's formulas (kernels/vec.c). */
+__device__ __forceinline__ float cv_glu_value(int kind, float alpha, float limit, float x, float v)
+{
+    if (kind == CV_GLU_SILU)
+        return x / (1.0f + expf(-x)) * v;
+    if (kind == CV_GLU_GELU_TANH)
+        return x / (1.0f + expf(-CV_GELU_2C * (x + 0.044715f * x * x * x))) * v;
+    const float xc = fminf(x, limit), vc = fmaxf(fminf(v, limit), -limit);
+    return xc / (1.0f + expf(-alpha * xc)) * (vc + 1.0f);
+}
+
 /* Routes of one expert a grouped matmul tile takes (mm.cu's 4 x 8 tiles;
  * act.cu's cv_route_group cuts the lists by it). */
 #define CV_ROUTE_TILE 8

@@ -1,5 +1,9 @@
-/* moe.cu — the MoE router on the device (backend.h's cv_bmoe_route,
- * moe_route): a row's logits to its k experts and their weights, chosen
+/* moe.cu — the MoE layer's row work on the device: the router (backend.h's
+ * cv_bmoe_route, moe_route), and the rows around the expert matmuls
+ * (cv_bmoe_rows: moe_glu, each route's biases and activation, a value a
+ * thread; moe_sum, each row's weighted sum of its experts, in order of
+ * choice, with the post-norms and the shared expert, a block a row). The
+ * router takes a row's logits to its k experts and their weights, chosen
  * as the CPU's loop chooses them (the router's bias; a softmax with its
  * sum in double as kernels/vec.c's reference, or each logit's sigmoid; the
  * selection bias and group-limited choice; the k best by descending score,
@@ -226,4 +230,81 @@ extern "C" __global__ void __launch_bounds__(CV_MOE_THREADS) cv_moe_route(const 
             a.src[t * k + j] = (int)t;
             a.weight[t * k + j] = a.exp_scale ? __fmul_rn(w[j], a.exp_scale[idx[j]]) : w[j];
         }
+}
+
+/* ---- the rows around the expert matmuls (cv_bmoe_rows) ---- */
+
+/* Route blockIdx.y's biases (added into gu, as the CPU's loop leaves them)
+ * and activation, a value a thread. Grid (ceil(n_ff / 256), n_routes),
+ * 256 threads. */
+extern "C" __global__ void __launch_bounds__(256)
+    cv_moe_glu(int kind, float alpha, float limit, const int *expert, float *gu, i64 ld_gu, const float *gate_bias,
+               const float *up_bias, float *h, i64 ld_h, i64 n_ff)
+{
+    const i64 i = (i64)blockIdx.x * 256 + threadIdx.x, r = blockIdx.y;
+    if (i >= n_ff)
+        return;
+    const i64 e = expert[r];
+    float *g = gu + r * ld_gu;
+    float x = g[i], v = g[n_ff + i];
+    if (gate_bias)
+        g[i] = x = __fadd_rn(x, gate_bias[e * n_ff + i]);
+    if (up_bias)
+        g[n_ff + i] = v = __fadd_rn(v, up_bias[e * n_ff + i]);
+    h[r * ld_h + i] = cv_glu_value(kind, alpha, limit, x, v);
+}
+
+/* x [n] (a thread's values: i = tid, tid + 256, ...) times the RMSNorm
+ * factor of the whole row and w, with rows.cu's cv_rmsnorm's formula. Each
+ * thread rescales what it wrote. */
+__device__ void cv_moe_rmsnorm(float *x, const float *w, i64 n, float eps, float *part)
+{
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += 256)
+        ss = __fmaf_rn(x[i], x[i], ss);
+    const float r = rsqrtf(cv_block_sum256(ss, part) / (float)n + eps);
+    for (i64 i = threadIdx.x; i < n; i += 256)
+        x[i] = x[i] * r * w[i];
+}
+
+/* Row blockIdx.x's weighted sum of its k experts' outputs (their down
+ * biases added into y, in order of choice), post-normed, and the shared
+ * expert's row added, post-normed and gated. Grid (n_rows), 256 threads. */
+extern "C" __global__ void __launch_bounds__(256)
+    cv_moe_sum(int k, const int *expert, const float *weight, float *y, i64 ldy, const float *down_bias,
+               const float *post_norm, float eps, float *shared, i64 ld_shared, const float *sh_post_norm,
+               const float *sh_gate, const float *x, i64 ldx, float *out, i64 ld_out, i64 n)
+{
+    __shared__ float part[256];
+    const i64 t = blockIdx.x;
+    float *o = out + t * ld_out;
+    for (i64 i = threadIdx.x; i < n; i += 256) {
+        float acc = 0.0f;
+        for (int j = 0; j < k; j++) {
+            const i64 r = t * k + j;
+            float *yr = y + r * ldy;
+            float v = yr[i];
+            if (down_bias)
+                yr[i] = v = __fadd_rn(v, down_bias[(i64)expert[r] * n + i]);
+            acc = __fmaf_rn(weight[r], v, acc);
+        }
+        o[i] = acc;
+    }
+    if (post_norm)
+        cv_moe_rmsnorm(o, post_norm, n, eps, part);
+    if (!shared)
+        return;
+    float *sy = shared + t * ld_shared;
+    if (sh_post_norm)
+        cv_moe_rmsnorm(sy, sh_post_norm, n, eps, part);
+    float g = 1.0f;
+    if (sh_gate) {
+        const float *xr = x + t * ldx;
+        float d = 0.0f;
+        for (i64 i = threadIdx.x; i < n; i += 256)
+            d = __fmaf_rn(sh_gate[i], xr[i], d);
+        g = 1.0f / (1.0f + expf(-cv_block_sum256(d, part)));
+    }
+    for (i64 i = threadIdx.x; i < n; i += 256)
+        o[i] = sh_gate ? __fmaf_rn(g, sy[i], o[i]) : __fadd_rn(o[i], sy[i]);
 }

@@ -6,9 +6,6 @@
  * row's result does not depend on the others. */
 #include "common.cuh"
 
-/* 2 sqrt(2 / pi): the tanh GELU as x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) */
-#define CV_GELU_2C 1.5957691216057308f
-
 /* y[t] = x[gather[t]] / sqrt(mean(x^2) + eps) (* w); gather NULL: row t,
  * w NULL: no weight. Grid (n_rows), 256 threads. */
 extern "C" __global__ void __launch_bounds__(256)
@@ -20,15 +17,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float ss = 0.0f;
     for (i64 i = threadIdx.x; i < n; i += 256)
         ss = __fmaf_rn(xr[i], xr[i], ss);
-    part[threadIdx.x] = ss;
-    __syncthreads();
-#pragma unroll
-    for (int half = 128; half > 0; half >>= 1) {
-        if ((int)threadIdx.x < half)
-            part[threadIdx.x] = __fadd_rn(part[threadIdx.x], part[threadIdx.x + half]);
-        __syncthreads();
-    }
-    const float r = rsqrtf(part[0] / (float)n + eps);
+    const float r = rsqrtf(cv_block_sum256(ss, part) / (float)n + eps);
     float *yr = y + t * ldy;
     /* x is read before y is written only within a thread: y may be x */
     for (i64 i = threadIdx.x; i < n; i += 256)
@@ -68,30 +57,14 @@ extern "C" __global__ void __launch_bounds__(256) cv_softcap(float *x, i64 ldx, 
         x[t * ldx + i] = cap * tanhf(x[t * ldx + i] * (1.0f / cap));
 }
 
-/* The gated activations of backend.h's cv_bglu, by the same number. */
-#define CV_GLU_SILU 0
-#define CV_GLU_GELU_TANH 1
-#define CV_GLU_SILU_CLAMPED 2
-
-/* y[t] = act(g[t]) * u[t] */
+/* y[t] = act(g[t]) * u[t] (common.cuh's cv_glu_value) */
 extern "C" __global__ void __launch_bounds__(256)
     cv_glu(int kind, float alpha, float limit, float *y, i64 ldy, const float *g, i64 ldg, const float *u, i64 ldu,
            i64 n)
 {
     i64 i, t;
-    if (!cv_elem(n, &i, &t))
-        return;
-    const float x = g[t * ldg + i], v = u[t * ldu + i];
-    float r;
-    if (kind == CV_GLU_SILU) {
-        r = x / (1.0f + expf(-x)) * v;
-    } else if (kind == CV_GLU_GELU_TANH) {
-        r = x / (1.0f + expf(-CV_GELU_2C * (x + 0.044715f * x * x * x))) * v;
-    } else {
-        const float xc = fminf(x, limit), vc = fmaxf(fminf(v, limit), -limit);
-        r = xc / (1.0f + expf(-alpha * xc)) * (vc + 1.0f);
-    }
-    y[t * ldy + i] = r;
+    if (cv_elem(n, &i, &t))
+        y[t * ldy + i] = cv_glu_value(kind, alpha, limit, g[t * ldg + i], u[t * ldu + i]);
 }
 
 /* y[t] = x[t] * sigmoid(g[t]) */
