@@ -24,8 +24,8 @@
  * block order:
  *   data + (b / RUN) * RUN * block_bytes + (r * RUN + b % RUN) * head_bytes
  * kv_pool_init makes runs of CV_KV_RUN_BLOCKS; run_shift 0 means one run
- * over the whole pool (RUN = n_blocks), as the pools the backends' tests
- * build by hand, and the CUDA backend's kv.cuh, still have it.
+ * over the whole pool (RUN = n_blocks), as most pools the backends' tests
+ * build by hand have it (the CUDA backend's kv_addr.cuh addresses both).
  * A sequence's blocks come from the pool's start in order, so a decode
  * step's tile reads one head's consecutive blocks as a forward stream, a
  * run at a time (block-major, with a head's 2 KB of a block 196 KB

@@ -4,6 +4,9 @@
  * loader's errors, the device checks, the weight uploads, out-of-memory and
  * failed launches are exercised on a machine without a GPU.
  *
+ * A test may ask it to keep the start of each launch's first parameter
+ * (fake_cuda_keep), to see what a kernel would be given.
+ *
  * $FAKE_CUDA_MODE picks what it plays: ok (one sm_90 device, the default),
  * stub (the toolkit's stub: cuInit 34), nodev (cuInit 100), zero (no device
  * counted), old (one sm_50 device), launchfail (launches fail with 719).
@@ -32,6 +35,8 @@ static size_t mem_cap(void)
 
 static size_t used;
 static int launches;
+static unsigned char kept[256]; /* the first bytes of the last launch's first parameter */
+static size_t keep_n;
 
 cu_result cuInit(unsigned flags)
 {
@@ -164,6 +169,8 @@ cu_result cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
     if (!strcmp(mode(), "launchfail"))
         return 719;
     launches++;
+    if (keep_n && params)
+        memcpy(kept, params[0], keep_n);
     return 0;
 }
 #endif
@@ -180,3 +187,7 @@ cu_result cuGetErrorName(cu_result r, const char **name)
 
 /* For the tests: launches so far. */
 int fake_cuda_launches(void) { return launches; }
+/* From now on each launch keeps the first n (<= 256) bytes of its first
+ * parameter (a kernel's argument struct), which fake_cuda_kept returns. */
+void fake_cuda_keep(size_t n) { keep_n = n < sizeof kept ? n : sizeof kept; }
+const void *fake_cuda_kept(void) { return kept; }

@@ -7,7 +7,9 @@
  * a compile cache key changes with everything that decides the image, and
  * the cache misses, hits and prunes; and the backend itself, over fake
  * libraries, opens a device, takes every weight type, launches what each
- * operation needs, and reports out-of-memory and failed launches.
+ * operation needs, addresses a K/V pool's blocks as the CPU lays them out
+ * (one run or several: the kernels' kv_addr.cuh, compiled here as C), and
+ * reports out-of-memory and failed launches.
  *
  * The fakes are tests/backend/fake_cuda.c (libcuda.so.1: memory in host
  * RAM, launches counted; FAKE_CUDA_LIB, and FAKE_CUDA_NOLAUNCH_LIB without
@@ -22,6 +24,14 @@
 #include "cuda_test.h"
 #include "model/synth.h"
 #include "test.h"
+
+/* kv_addr.cuh read as C, with what its header asks of its includer (the
+ * kernels' types and function qualifiers): the device's K/V addressing. */
+typedef int32_t i32;
+typedef int64_t i64;
+typedef uint8_t u8;
+#define CV_KV_FN static inline
+#include "kv_addr.cuh"
 
 static char g_tmp[64]; /* mkdtemp's /tmp/cv_cuda_host_XXXXXX */
 
@@ -245,7 +255,7 @@ TEST(kernel_sources_are_embedded_as_they_are_on_disk)
     }
     closedir(dir);
     CHECK_EQ_INT(on_disk, cv_cuda_n_sources);
-    CHECK(on_disk >= 8); /* common.cuh, dtypes.cuh, kv.cuh, act.cu, rows.cu, attn.cu, moe.cu, mm.cu */
+    CHECK(on_disk >= 9); /* common.cuh, dtypes.cuh, kv.cuh, kv_addr.cuh, act.cu, rows.cu, attn.cu, moe.cu, mm.cu */
 }
 
 TEST(cache_key_changes_with_what_decides_the_image)
@@ -666,6 +676,74 @@ TEST(row_operations_launch_once_each)
     cv_bstream_destroy(st);
 }
 
+/* The K/V store's addresses on the device (kv_addr.cuh, given the pool
+ * as attn_rows passes it to the kernel) are the CPU pool's (kv_k, kv_v)
+ * at every block, layer and head, for each cache type: a pool of one run
+ * (run_shift 0), one in runs of 4 blocks, the last partly used, and one in
+ * kv_pool_init's runs of CV_KV_RUN_BLOCKS; so a block holds the same bytes
+ * whoever wrote it. */
+TEST(kv_store_addresses_the_cpus_pool_layout)
+{
+    cv_backend *be = fake_backend();
+    if (!be)
+        return;
+    void *h = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
+    void (*keep)(size_t) = h ? (void (*)(size_t))dlsym(h, "fake_cuda_keep") : NULL;
+    const void *(*kept)(void) = h ? (const void *(*)(void))dlsym(h, "fake_cuda_kept") : NULL;
+    CHECK(keep && kept);
+    cv_bstream *st;
+    cv_err err = { 0 };
+    if (!keep || !kept || cv_bstream_create(be, 0, &st, &err)) {
+        CHECK_MSG(false, "%s", err.msg);
+        return;
+    }
+    enum { ROWS = 2, HEADS = 2, KV_HEADS = 2, HD = 32, LAYERS = 3, LD = (HEADS + 2 * KV_HEADS) * HD };
+    static const struct { int32_t n_blocks, run_shift; } shapes[] = { { 10, 0 }, { 10, 2 }, { 130, CV_KV_RUN_SHIFT } };
+    static const uint32_t types[] = { CV_GGML_F32, CV_GGML_F16, CV_GGML_Q8_0 };
+    const cv_rope_params rope = { .style = CV_ROPE_NEOX, .n_rot = HD, .theta = 1e4f };
+    float *x = cv_be_rows_alloc(be, ROWS * LD * sizeof(float));
+    CHECK(x != NULL);
+    for (size_t si = 0; si < CV_ARRAY_LEN(shapes) && x; si++)
+        for (size_t ti = 0; ti < CV_ARRAY_LEN(types); ti++) {
+            const uint32_t type = types[ti];
+            kv_pool p = { .n_blocks = shapes[si].n_blocks, .n_layer = LAYERS, .n_head_kv = KV_HEADS, .head_dim = HD,
+                          .n_parts = 2, .type = type, .qgroup = kv_q8_group(HD),
+                          .elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4,
+                          .head_bytes = kv_head_bytes(HD, type),
+                          .block_bytes = kv_block_bytes(LAYERS, 2, KV_HEADS, HD, type),
+                          .run_shift = shapes[si].run_shift };
+            const size_t bytes = kv_pool_bytes(&p);
+            p.data = cv_be_rows_alloc(be, bytes);
+            CHECK(p.data != NULL);
+            if (!p.data)
+                break;
+            int32_t pos[ROWS] = { 5, 40 }, blk[ROWS] = { 0, p.n_blocks - 1 };
+            const cv_batt_rows a = { .n_rows = ROWS, .qkv = x, .ld_qkv = LD, .n_head = HEADS, .n_head_kv = KV_HEADS,
+                                     .head_dim = HD, .store_kv = true, .eps = 1e-6f, .rope = &rope, .pos = pos,
+                                     .kv = &p, .kv_layer = 1, .kv_block = blk };
+            keep(sizeof(cv_kv));
+            cv_be_attn_rows(st, &a);
+            keep(0);
+            cv_kv d;
+            memcpy(&d, kept(), sizeof d);
+            CHECK_EQ_INT(cv_cuda_stream_error(st, &err), 0);
+            int bad = 0;
+            for (int32_t b = 0; b < p.n_blocks; b++)
+                for (int32_t l = 0; l < LAYERS; l++)
+                    for (int32_t g = 0; g < KV_HEADS; g++) {
+                        const i64 k = cv_kv_k_at_block(&d, b, l, g), v = cv_kv_v_at_block(&d, b, l, g);
+                        bad += (char *)d.data + k != (char *)kv_k(&p, b, l, g) ||
+                               (char *)d.data + v != (char *)kv_v(&p, b, l, g);
+                        bad += k < 0 || v < 0 || (size_t)k + p.head_bytes > bytes || (size_t)v + p.head_bytes > bytes;
+                    }
+            CHECK_MSG(bad == 0, "%s pool of %d blocks in runs of 2^%d: %d pieces the device addresses elsewhere than "
+                      "the CPU", cv_dtype_get(type)->name, p.n_blocks, p.run_shift, bad);
+            cv_be_rows_free(be, p.data);
+        }
+    cv_be_rows_free(be, x);
+    cv_bstream_destroy(st);
+}
+
 TEST(device_memory_round_trips)
 {
     cv_backend *be = fake_backend();
@@ -769,6 +847,7 @@ int main(void)
     RUN(failed_launch_is_recorded_and_stops_the_stream);
     RUN(expert_matmul_groups_many_routes);
     RUN(row_operations_launch_once_each);
+    RUN(kv_store_addresses_the_cpus_pool_layout);
     RUN(device_memory_round_trips);
     RUN(device_memory_runs_out_clearly);
     RUN(describe_names_a_usable_device);

@@ -420,12 +420,14 @@ static bool attn_case(const cv_rope_params *rope, int32_t hd, int flags, uint32_
         norm[0][i] = 1.0f + 0.25f * par[i], norm[1][i] = 1.0f - 0.25f * par[n_q + i];
     for (int32_t t = 0; t < n_rows; t++)
         pos[t] = 13 + 3 * t, blk[t] = 1 + 2 * (pos[t] / CV_KV_BLOCK);
+    /* one run, or runs of 4 blocks (the rows' blocks in three of them) */
     kv_pool kc = { .n_blocks = blk[n_rows - 1] + 2, .n_layer = AT_LAYERS, .n_head_kv = AT_KV_HEADS, .head_dim = hd,
                    .n_parts = 2, .type = type, .qgroup = kv_q8_group(hd),
                    .elt_bytes = type == CV_GGML_Q8_0 ? 1 : type == CV_GGML_F16 ? 2 : 4,
-                   .head_bytes = kv_head_bytes(hd, type), .block_bytes = kv_block_bytes(AT_LAYERS, 2, AT_KV_HEADS, hd, type) };
+                   .head_bytes = kv_head_bytes(hd, type), .block_bytes = kv_block_bytes(AT_LAYERS, 2, AT_KV_HEADS, hd, type),
+                   .run_shift = n_rows > 1 ? 2 : 0 };
     kv_pool kg = kc, kback = kc;
-    const size_t pool_bytes = kc.block_bytes * (size_t)kc.n_blocks, row_bytes = (size_t)(n_rows * ld) * sizeof(float);
+    const size_t pool_bytes = kv_pool_bytes(&kc), row_bytes = (size_t)(n_rows * ld) * sizeof(float);
     kc.data = cv_xcalloc(1, pool_bytes);
     kback.data = cv_xmalloc(pool_bytes);
     kg.data = to_device(kc.data, pool_bytes);
@@ -489,7 +491,7 @@ static bool attn_case(const cv_rope_params *rope, int32_t hd, int flags, uint32_
 
 /* Every option (gated, V from K, V norm, K/V stored, biases, norms,
  * temperature: the bits of `flags`), each K/V type, 1 to 21 rows across
- * block edges; 64-dimension heads rotated whole in NEOX pairs with
+ * block edges (a pool of one run for 1 row, in runs of 4 blocks for more); 64-dimension heads rotated whole in NEOX pairs with
  * frequency factors and a YaRN factor, 40-dimension heads with 32
  * dimensions in adjacent pairs. */
 TEST(attention_rows_match_the_cpu)

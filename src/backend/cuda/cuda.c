@@ -810,23 +810,33 @@ static void sigmoid_mul(cv_bstream *s, int32_t n_rows, int64_t n, float *y, int6
 
 /* ---- layer passes ---- */
 
-/* kv.cuh's cv_kv and attn.cu's cv_attn_args, field for field (the kernel
- * takes the struct by value). */
+/* kv_addr.cuh's cv_kv and attn.cu's cv_attn_args, field for field (the
+ * kernel takes the struct by value). */
 typedef struct kv_dev {
     cu_dptr data;
-    int64_t head_bytes;
-    int32_t n_blocks, n_head_kv, head_dim, n_parts, type, qgroup;
+    int64_t head_bytes, block_bytes;
+    int32_t n_blocks, n_head_kv, head_dim, n_parts, type, qgroup, run_shift, pad;
 } kv_dev;
 typedef struct attn_args {
+    kv_dev kv;
     cu_dptr qkv, gate, q_bias, k_bias, v_bias, q_norm, k_norm, freq_factors, pos, kv_block;
     int64_t ld_qkv, ld_gate;
-    kv_dev kv;
     int32_t n_head, n_head_kv, head_dim, kv_layer;
     int32_t gated, v_from_k, v_norm, store_kv;
     int32_t rope_style, n_rot, temp_len;
     float eps, theta, freq_scale, mscale, temp_scale;
 } attn_args;
-_Static_assert(sizeof(kv_dev) == 40 && sizeof(attn_args) == 200, "attn.cu's argument layout");
+_Static_assert(sizeof(kv_dev) == 56 && sizeof(attn_args) == 216, "attn.cu's argument layout");
+
+/* A pool as the kernels address it: its blocks device memory, laid out as
+ * the CPU's (kv_pool_init's runs, or one run). */
+static kv_dev kv_dev_of(const kv_pool *kv)
+{
+    return (kv_dev){ .data = (cu_dptr)(uintptr_t)kv->data, .head_bytes = (int64_t)kv->head_bytes,
+                     .block_bytes = (int64_t)kv->block_bytes, .n_blocks = kv->n_blocks, .n_head_kv = kv->n_head_kv,
+                     .head_dim = kv->head_dim, .n_parts = kv->n_parts, .type = (int32_t)kv->type,
+                     .qgroup = kv->qgroup, .run_shift = kv->run_shift };
+}
 
 /* A block a row (attn.cu); the cache's blocks are device memory (kv->data,
  * rows_alloc), its other fields host memory as the engine keeps them. */
@@ -857,12 +867,8 @@ static void attn_rows(cv_bstream *s, const cv_batt_rows *a)
         .temp_len = a->temp_len, .eps = a->eps, .theta = rope->theta, .freq_scale = rope->freq_scale,
         .mscale = rope->mscale, .temp_scale = a->temp_scale,
     };
-    if (a->store_kv) {
-        const kv_pool *kv = a->kv;
-        p.kv = (kv_dev){ .data = (cu_dptr)(uintptr_t)kv->data, .head_bytes = (int64_t)kv->head_bytes,
-                         .n_blocks = kv->n_blocks, .n_head_kv = kv->n_head_kv, .head_dim = kv->head_dim,
-                         .n_parts = kv->n_parts, .type = (int32_t)kv->type, .qgroup = kv->qgroup };
-    }
+    if (a->store_kv)
+        p.kv = kv_dev_of(a->kv);
     void *params[] = { &p };
     launch(st, dev_of(s->be)->k[K_ATTN_ROWS], (unsigned)a->n_rows, 1, 256, 0, params, "attention rows");
 }

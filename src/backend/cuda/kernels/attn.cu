@@ -17,14 +17,15 @@
 #define CV_ROPE_NEOX 1
 
 /* The pass's inputs as cuda.c passes them (its attn_args, field for
- * field): device rows, the host inputs already copied in (NULL: none),
- * then the shapes and options of cv_batt_rows, flags as ints. */
+ * field): the pool first (kv_addr.cuh), device rows, the host inputs
+ * already copied in (NULL: none), then the shapes and options of
+ * cv_batt_rows, flags as ints. */
 struct cv_attn_args {
+    cv_kv kv;
     float *qkv, *gate;
     const float *q_bias, *k_bias, *v_bias, *q_norm, *k_norm, *freq_factors;
     const int *pos, *kv_block;
     i64 ld_qkv, ld_gate;
-    cv_kv kv;
     i32 n_head, n_head_kv, head_dim, kv_layer;
     i32 gated, v_from_k, v_norm, store_kv;
     i32 rope_style, n_rot, temp_len;

@@ -2,10 +2,11 @@
  * (kernels/attention.h is the spec; the engine saves, shares and reloads
  * blocks byte for byte, so a block must not depend on who wrote it).
  *
- * A pool is head-major: region r = (layer * n_parts + kv) * n_head_kv +
- * head holds that head's keys (kv 0) or values (kv 1) of every block in
- * block order, head_bytes a block ("a half"). In a half of CV_KV_BLOCK
- * positions: f32 and f16 keys are transposed ([head_dim][16]: one
+ * A pool is head-major in runs of blocks: within a run, region r =
+ * (layer * n_parts + kv) * n_head_kv + head holds that head's keys (kv 0)
+ * or values (kv 1) of the run's blocks in block order, head_bytes a block
+ * ("a half"); runs follow one another (kv_addr.cuh, which the host's tests
+ * read too). In a half of CV_KV_BLOCK positions: f32 and f16 keys are transposed ([head_dim][16]: one
  * dimension's 16 positions together), values by position ([16][head_dim]);
  * q8_0 keys are int8 levels offset by 128, in rows of 16 positions x 4
  * dimensions (a position's 4 bytes together: cv_kv_k8_at), values int8 by
@@ -14,6 +15,8 @@
  * position (qgroup 32, or head_dim when 32 does not divide it). */
 #pragma once
 #include "common.cuh"
+#define CV_KV_FN __device__ __forceinline__
+#include "kv_addr.cuh"
 
 #define CV_KV_BLOCK 16
 /* the pool's element types (ggml type ids) */
@@ -23,24 +26,13 @@
 /* f16's largest finite value: a factor above it is infinite */
 #define CV_F16_MAX 65504.0f
 
-/* A pool as cuda.c passes it (its kv_dev, field for field). */
-struct cv_kv {
-    u8 *data;
-    i64 head_bytes;
-    i32 n_blocks, n_head_kv, head_dim, n_parts, type, qgroup;
-};
-
-__device__ __forceinline__ u8 *cv_kv_piece(const cv_kv &p, i64 region, int b)
-{
-    return p.data + (region * p.n_blocks + b) * p.head_bytes;
-}
 __device__ __forceinline__ u8 *cv_kv_k(const cv_kv &p, int b, int layer, int head)
 {
-    return cv_kv_piece(p, (i64)layer * p.n_parts * p.n_head_kv + head, b);
+    return p.data + cv_kv_k_at_block(&p, b, layer, head);
 }
 __device__ __forceinline__ u8 *cv_kv_v(const cv_kv &p, int b, int layer, int head)
 {
-    return cv_kv_piece(p, ((i64)layer * 2 + 1) * p.n_head_kv + head, b);
+    return p.data + cv_kv_v_at_block(&p, b, layer, head);
 }
 /* Element offsets in a half of dimension i at position j. */
 __device__ __forceinline__ i64 cv_kv_k_at(int j, int i) { return (i64)i * CV_KV_BLOCK + j; }
