@@ -20,7 +20,7 @@
 void *cpu_rows_alloc(cv_backend *be, size_t n_bytes)
 {
     (void)be;
-    return cv_aligned_alloc(n_bytes);
+    return cv_aligned_alloc_committed(n_bytes);
 }
 
 void cpu_rows_free(cv_backend *be, void *p)

@@ -90,6 +90,12 @@ char *cv_xstrdup(const char *s);
 char *cv_xstrndup(const char *s, size_t n);
 /* 64-byte aligned (cache line and AVX); free with cv_aligned_free. */
 void *cv_aligned_alloc(size_t n);
+/* The same, its pages committed now: a buffer every forward pass writes
+ * (activation rows, scratch) pays its first touch (a fault and a zeroed
+ * page each, ~5 ms a MiB on a VM whose host backs pages on first use) when
+ * the model loads, not in its first request (docs/PERF.md "Several models
+ * in one server"). Its bytes are unspecified, as cv_aligned_alloc's. */
+void *cv_aligned_alloc_committed(size_t n);
 void cv_aligned_free(void *p);
 
 /* ---- strings and buffers ---- */

@@ -1,7 +1,10 @@
 /* mem.c — allocation wrappers: abort-on-OOM forms for sizes corvid chose
- * itself, and 64-byte aligned blocks for kernels. */
+ * itself, and 64-byte aligned blocks for kernels (their pages committed
+ * at once where a caller asks). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -46,6 +49,20 @@ void *cv_aligned_alloc(size_t n)
 {
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) oom(n);
+    return p;
+}
+
+void *cv_aligned_alloc_committed(size_t n)
+{
+    char *p = cv_aligned_alloc(n);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1),
+                    hi = ((uintptr_t)p + n) & ~(page - 1);
+    /* The kernel fills the page tables (Linux 5.14 and later); else one
+     * write a page does it. The pages at the block's ends, shared with
+     * other blocks, are in use already. */
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        for (uintptr_t a = lo; a < hi; a += page)
+            *(volatile char *)a = 0;
     return p;
 }
 

@@ -170,10 +170,10 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
     e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
     e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
-    e->att_scratch = cv_aligned_alloc(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
+    e->att_scratch = cv_aligned_alloc_committed(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
     e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
     e->att_slot_floats = (e->att_slot_floats + 15) & ~(size_t)15;
-    e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
+    e->att_slots = cv_aligned_alloc_committed(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
     cv_engine_att_plans_init(e);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         e->kinds_used[0] |= 1u << m->layers[il].mixer;

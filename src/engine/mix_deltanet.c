@@ -263,14 +263,14 @@ static int deltanet_init(cv_engine *e, cv_err *err)
     dn->ld_in = dn->C + dn->inner + 2 * (int64_t)dn->H_v;
     dn->kn = cv_dn_kernels_for(dn->d);
     const size_t T = (size_t)e->p.n_batch;
-    dn->in = cv_aligned_alloc(T * (size_t)dn->ld_in * sizeof(float));
-    dn->u = cv_aligned_alloc(T * (size_t)dn->C * sizeof(float));
-    dn->o = cv_aligned_alloc(T * (size_t)dn->inner * sizeof(float));
+    dn->in = cv_aligned_alloc_committed(T * (size_t)dn->ld_in * sizeof(float));
+    dn->u = cv_aligned_alloc_committed(T * (size_t)dn->C * sizeof(float));
+    dn->o = cv_aligned_alloc_committed(T * (size_t)dn->inner * sizeof(float));
     /* Q, K, V, O [CV_DN_CHUNK][d], beta and g [CV_DN_CHUNK], then the chunk
      * kernel's scratch (which also covers the step's d floats). */
     dn->work_floats = ((4 * (size_t)CV_DN_CHUNK * dn->d + 2 * CV_DN_CHUNK + cv_dn_chunk_floats(dn->d)) + 15) &
                       ~(size_t)15;
-    dn->work = cv_aligned_alloc(dn->work_floats * (size_t)e->n_threads * sizeof(float));
+    dn->work = cv_aligned_alloc_committed(dn->work_floats * (size_t)e->n_threads * sizeof(float));
     dn->seqs = cv_xmalloc((size_t)e->p.n_seq_max * sizeof *dn->seqs);
     return 0;
 }

@@ -28,9 +28,9 @@ int eng_pl_init(cv_engine *e)
     eng_pl_scratch *s = e->pl = cv_xcalloc(1, sizeof *s);
     const size_t T = (size_t)e->p.n_batch;
     s->ld = (int64_t)hp->n_layer * hp->n_pl;
-    s->in = cv_aligned_alloc(T * (size_t)s->ld * sizeof(float));
-    s->proj = cv_aligned_alloc(T * (size_t)s->ld * sizeof(float));
-    s->gate = cv_aligned_alloc(T * (size_t)hp->n_pl * sizeof(float));
+    s->in = cv_aligned_alloc_committed(T * (size_t)s->ld * sizeof(float));
+    s->proj = cv_aligned_alloc_committed(T * (size_t)s->ld * sizeof(float));
+    s->gate = cv_aligned_alloc_committed(T * (size_t)hp->n_pl * sizeof(float));
     return 0;
 }
 
