@@ -55,6 +55,15 @@ void cv_act32_quantize_isum_avx2(const float *x, int64_t n_in, uint8_t *row, int
     act32_quantize(x, n_in, row, 0, true, k_sum);
 }
 
+/* The sums of 16 levels of four consecutive chunks of 32, in order, from
+ * each chunk's h = hadd(v0 + v1, v2 + v3) (its int32 levels, 8 a vector):
+ * h holds per 128-bit lane pair sums of the chunk's two sums of 16. */
+static inline __m256i act256_sums8(__m256i h0, __m256i h1, __m256i h2, __m256i h3)
+{
+    const __m256i g0 = _mm256_hadd_epi32(h0, h1), g1 = _mm256_hadd_epi32(h2, h3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
 void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
 {
     const int64_t nsb = n_in / 256;
@@ -76,27 +85,38 @@ void cv_act256_quantize_avx2(const float *x, int64_t n_in, uint8_t *row)
             memset(bs32 + 8 * b, 0, 16);
             continue;
         }
+        /* the first value (in order) whose magnitude is amax, 8 at a time */
         float max = 0;
-        for (int i = 0; i < 256; i++)
-            if (fabsf(xb[i]) == amax) {
-                max = xb[i];
+        const __m256 vamax = _mm256_set1_ps(amax);
+        for (int i = 0; i < 256; i += 8) {
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)), vamax, _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[i + __builtin_ctz((unsigned)hit)];
                 break;
             }
+        }
         const float iscale = -127.f / max;
         const __m256 vis = _mm256_set1_ps(iscale);
         const __m256i lim = _mm256_set1_epi32(127);
+        __m256i h[8]; /* per 32 values: their two sums of 16, as pair sums (act256_sums8) */
         for (int i = 0; i < 256; i += 32) {
             __m256i v[4];
             for (int k = 0; k < 4; k++) {
                 v[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * k), vis), RND));
                 v[k] = _mm256_min_epi32(v[k], lim);
             }
-            /* Sums of each 16: two dwords vectors per 16 values. */
-            bs16[16 * b + i / 16] = (int16_t)hsum_epi32(_mm256_add_epi32(v[0], v[1]));
-            bs16[16 * b + i / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(v[2], v[3]));
-            bs32[8 * b + i / 32] = (int16_t)(bs16[16 * b + i / 16] + bs16[16 * b + i / 16 + 1]);
+            h[i / 32] = _mm256_hadd_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
             _mm256_storeu_si256((__m256i *)(q + i), pack_epi32_to_epi8(v[0], v[1], v[2], v[3]));
         }
+        /* Sums of each 16 (at most 16 x 127: int16), and of each 32 from them. */
+        const __m256i r0 = act256_sums8(h[0], h[1], h[2], h[3]), r1 = act256_sums8(h[4], h[5], h[6], h[7]);
+        _mm256_storeu_si256((__m256i *)(bs16 + 16 * b), _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8));
+        /* hadd gives bs32 0, 1, 4, 5 | 2, 3, 6, 7 */
+        const __m256i p =
+            _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(r0, r1), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+        _mm_storeu_si128((__m128i *)(bs32 + 8 * b),
+                         _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(p, p), 0xD8)));
         d[b] = 1 / iscale;
     }
 }

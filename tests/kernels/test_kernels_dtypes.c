@@ -328,6 +328,45 @@ TEST(every_isa_quantizes_like_the_reference_up_to_rounding_ties)
     }
 }
 
+TEST(q8_K_rows_are_the_references_bytes_at_every_isa)
+{
+    /* q8_K (the K-quants' activation rows, act256 in the tiles) has no
+     * tie slack: levels, scale and sums of each 16 are the reference's
+     * bytes. Super-blocks: random with outliers; all zero; +-amax both
+     * present, the negative first (its sign is d's); amax at the last
+     * value; exact rounding ties (scale 1: x.5 rounds to even). */
+    const cv_dtype *dt = cv_dtype_get(CV_GGML_Q8_K);
+    const int64_t n = 6 * QK_K;
+    float *x = malloc(n * sizeof *x);
+    block_q8_K *q0 = malloc(6 * sizeof *q0), *q1 = malloc(6 * sizeof *q1);
+    fill(x, n, 909);
+    memset(x + QK_K, 0, QK_K * sizeof *x);
+    x[2 * QK_K + 37] = -500;
+    x[2 * QK_K + 100] = 500;
+    x[3 * QK_K + QK_K - 1] = -400;
+    for (int i = 0; i < QK_K; i++)
+        x[4 * QK_K + i] = (float)(i % 64) - 31.5f;
+    x[4 * QK_K + 3] = -127;
+    int isas = 0;
+    for (int isa = 1; isa < CV_ISA_COUNT; isa++) {
+        if (!cv_isa_supported(isa)) {
+            printf("  %s: not on this CPU (%s)\n", cv_isa_name(isa), cv_isa_missing(isa));
+            continue;
+        }
+        isas++;
+        dt->ops[CV_ISA_SCALAR].from_f32(x, q0, n);
+        cv_dtype_ops_for(dt, isa).from_f32(x, q1, n);
+        for (int b = 0; b < 6; b++)
+            CHECK_MSG(!memcmp(&q0[b], &q1[b], sizeof q0[b]), "%s: super-block %d differs from the reference",
+                      cv_isa_name(isa), b);
+    }
+    CHECK(!cv_isa_supported(CV_ISA_AVX2) || isas > 0);
+    CHECK(q0[2].d > 0 && q0[3].d > 0); /* the negative extreme went to +127 */
+    free(x);
+    free(q0);
+    free(q1);
+}
+
 TEST(half_floats_round_trip_exactly_for_every_bit_pattern)
 {
     int bad = 0;
@@ -412,6 +451,7 @@ int main(void)
     RUN(every_isa_dequantizes_bit_for_bit_like_the_reference);
     RUN(every_isa_dequantizes_and_dots_random_blocks_like_the_reference);
     RUN(every_isa_quantizes_like_the_reference_up_to_rounding_ties);
+    RUN(q8_K_rows_are_the_references_bytes_at_every_isa);
     RUN(half_floats_round_trip_exactly_for_every_bit_pattern);
     RUN(bfloat16_rounds_to_nearest_even_and_keeps_nans);
     RUN(dequantize_row_accepts_misaligned_rows);
