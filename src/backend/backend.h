@@ -34,11 +34,12 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 7
+#define CV_BACKEND_ABI 8
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
 typedef struct cv_experts_ws cv_experts_ws;
+typedef struct cv_dn_ws cv_dn_ws;
 
 /* A gated activation act(g) * u (the row operation glu). */
 typedef enum cv_bglu {
@@ -175,6 +176,52 @@ typedef struct cv_bmoe_rows {
     int64_t ld_out;
 } cv_bmoe_rows;
 
+/* The Gated DeltaNet mixer's pass between its projections and its output
+ * projection (deltanet), over one forward call's rows grouped by sequence:
+ * sequence i's rows are rows[begin[i] .. begin[i + 1]) in position order,
+ * from its length before the call, p0[i]; row t is of sequence row_seq[t]
+ * at position pos[t]. With C = 2 H_k d + H_v d conv channels and inner =
+ * H_v d, row t of `in` holds the conv's input (C values), z (inner), beta
+ * (H_v) and alpha (H_v). In order:
+ *   per row: the causal conv (K taps, conv [C][K]) over its sequence's K
+ *     inputs up to its own (rows of this call, else the sequence's conv
+ *     state), SiLU, each key head's q and k L2-normalised (eps bounds the
+ *     norm below) and q also / sqrt(d); beta becomes sigmoid(beta) and
+ *     alpha g = softplus(alpha + dt_bias) a, in place in `in`;
+ *   per sequence: its conv state becomes the inputs of its last K - 1
+ *     positions;
+ *   per sequence and value head j (reading key head j / (H_v / H_k) where
+ *     grouped, j mod H_k otherwise): the recurrence over the sequence's rows
+ *     in order (kernels/deltanet.h) through its state S_j, in chunks of
+ *     positions aligned to CV_DN_CHUNK, a piece of at most step_run tokens
+ *     token by token (the step form), a longer one by the chunked form;
+ *   per row and value head: out = rmsnorm(o_j; norm, eps) * silu(z_j).
+ * A sequence's state (state[i]) is its conv part [K - 1][C], oldest input
+ * first, then the heads' S [H_v][d][d]; zero for an empty sequence. in, out
+ * and the states are the backend's memory; the layer's vectors and the
+ * plan's arrays host memory. */
+typedef struct cv_bdeltanet {
+    int32_t n_rows;
+    float *in;                   /* [n_rows][ld_in] */
+    int64_t ld_in;
+    float *out;                  /* [n_rows][ld_out]: inner values */
+    int64_t ld_out;
+    int32_t H_k, H_v, d, K;      /* K <= CV_MAX_SSM_CONV */
+    bool grouped;
+    const float *conv;           /* [C][K] */
+    const float *dt_bias, *a;    /* [H_v] */
+    const float *norm;           /* [d] */
+    float eps;
+    int32_t step_run;
+    int32_t n_seqs;
+    const int32_t *rows;         /* [n_rows] */
+    const int32_t *begin;        /* [n_seqs + 1] */
+    const int32_t *p0;           /* [n_seqs] */
+    float *const *state;         /* [n_seqs] */
+    const int32_t *row_seq;      /* [n_rows] */
+    const int32_t *pos;          /* [n_rows] */
+} cv_bdeltanet;
+
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
  * Immutable after creation: any number of streams may read it. */
@@ -276,6 +323,13 @@ typedef struct cv_backend_ops {
      * the shared expert (cv_bmoe_rows above). */
     void (*moe_glu)(cv_bstream *s, const cv_bmoe_rows *m);
     void (*moe_sum)(cv_bstream *s, const cv_bmoe_rows *m);
+    /* A workspace for deltanet calls of up to max_rows rows of a layer of
+     * those head counts and size (NULL: no memory); one call at a time. */
+    cv_dn_ws *(*deltanet_ws_create)(cv_bstream *s, int64_t max_rows, int32_t H_k, int32_t H_v, int32_t d);
+    void (*deltanet_ws_destroy)(cv_bstream *s, cv_dn_ws *ws);
+    /* The Gated DeltaNet mixer's conv, recurrence and gated norm
+     * (cv_bdeltanet above). */
+    void (*deltanet)(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws);
     /* y[t] = row tokens[t] (< n_vocab) of a table of n_vocab rows of n
      * values of GGUF type `type`, dequantized (kernels.h,
      * cv_dequantize_row), times scale (1: as it is). The table and tokens
@@ -392,6 +446,20 @@ static inline void cv_be_attn_rows(cv_bstream *s, const cv_batt_rows *a) { s->be
 static inline void cv_be_moe_route(cv_bstream *s, const cv_bmoe_route *r) { s->be->ops->moe_route(s, r); }
 static inline void cv_be_moe_glu(cv_bstream *s, const cv_bmoe_rows *m) { s->be->ops->moe_glu(s, m); }
 static inline void cv_be_moe_sum(cv_bstream *s, const cv_bmoe_rows *m) { s->be->ops->moe_sum(s, m); }
+static inline cv_dn_ws *cv_be_deltanet_ws_create(cv_bstream *s, int64_t max_rows, int32_t H_k, int32_t H_v,
+                                                  int32_t d)
+{
+    return s->be->ops->deltanet_ws_create(s, max_rows, H_k, H_v, d);
+}
+static inline void cv_be_deltanet_ws_destroy(cv_bstream *s, cv_dn_ws *ws)
+{
+    if (ws)
+        s->be->ops->deltanet_ws_destroy(s, ws);
+}
+static inline void cv_be_deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws)
+{
+    s->be->ops->deltanet(s, a, ws);
+}
 static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab,
                                     int32_t n_rows, const int32_t *tokens, float scale, float *y, int64_t ldy)
 {
@@ -399,9 +467,9 @@ static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, con
 }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
- * have not moved behind the table yet (row ops, attention, the DeltaNet
- * mixer: docs/BACKEND.md, "What is behind the table"); NULL for a stream
- * of another backend. */
+ * have not moved behind the table yet (attention, the latent attention
+ * kind, Gemma 4's per-layer inputs: docs/BACKEND.md, "What is not behind the
+ * table yet"); NULL for a stream of another backend. */
 cv_pool *cv_bstream_cpu_pool(cv_bstream *s);
 
 #endif

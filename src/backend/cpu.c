@@ -3,7 +3,8 @@
  * place), and streams that are a thread pool each. Every operation is the
  * kernels layer's, which picks its ISA level at run time; this file maps
  * the table onto it (the row operations and activation memory:
- * cpu_rows.c; the layer passes: cpu_layer.c). */
+ * cpu_rows.c; the layer passes: cpu_layer.c; the Gated DeltaNet mixer's:
+ * cpu_deltanet.c). */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -132,6 +133,9 @@ static const cv_backend_ops cpu_ops = {
     .moe_route = cpu_moe_route,
     .moe_glu = cpu_moe_glu,
     .moe_sum = cpu_moe_sum,
+    .deltanet_ws_create = cpu_deltanet_ws_create,
+    .deltanet_ws_destroy = cpu_deltanet_ws_destroy,
+    .deltanet = cpu_deltanet,
     .embed_rows = cpu_embed_rows,
 };
 

@@ -43,6 +43,10 @@ void cpu_attn_rows(cv_bstream *s, const cv_batt_rows *a);
 void cpu_moe_route(cv_bstream *s, const cv_bmoe_route *r);
 void cpu_moe_glu(cv_bstream *s, const cv_bmoe_rows *m);
 void cpu_moe_sum(cv_bstream *s, const cv_bmoe_rows *m);
+/* The Gated DeltaNet pass (cpu_deltanet.c). */
+cv_dn_ws *cpu_deltanet_ws_create(cv_bstream *s, int64_t max_rows, int32_t H_k, int32_t H_v, int32_t d);
+void cpu_deltanet_ws_destroy(cv_bstream *s, cv_dn_ws *ws);
+void cpu_deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws);
 void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
                     const int32_t *tokens, float scale, float *y, int64_t ldy);
 

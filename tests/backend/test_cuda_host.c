@@ -431,7 +431,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
           ops->stream_threads && ops->stream_set_threads && ops->sync && ops->matmul && ops->experts_ws_create &&
           ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
           ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
-          ops->attn_rows && ops->moe_route && ops->moe_glu && ops->moe_sum && ops->embed_rows);
+          ops->attn_rows && ops->moe_route && ops->moe_glu && ops->moe_sum && ops->deltanet_ws_create &&
+          ops->deltanet_ws_destroy && ops->deltanet && ops->embed_rows);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -668,6 +669,14 @@ TEST(row_operations_launch_once_each)
     CHECK_EQ_INT(fake_launches() - before, 15);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "no kernel reads this token embedding's type"), "%s", err.msg);
+    /* the Gated DeltaNet mixer, which has no kernels yet: no workspace, and
+     * the pass fails the stream saying so */
+    CHECK(cv_be_deltanet_ws_create(st, ROWS, 2, 4, 16) == NULL);
+    const cv_bdeltanet dn = { .n_rows = ROWS };
+    cv_be_deltanet(st, &dn, NULL);
+    CHECK_EQ_INT(fake_launches() - before, 15);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "Gated DeltaNet mixer has no CUDA kernels yet"), "%s", err.msg);
     setenv("FAKE_CUDA_MEM", "1048576", 1);
     CHECK(cv_be_rows_alloc(be, (size_t)64 << 20) == NULL);
     unsetenv("FAKE_CUDA_MEM");

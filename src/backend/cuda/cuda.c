@@ -997,6 +997,25 @@ static void moe_sum(cv_bstream *s, const cv_bmoe_rows *m)
     launch(st, dev_of(s->be)->k[K_MOE_SUM], (unsigned)m->n_rows, 1, 256, 0, params, "the experts' sum");
 }
 
+/* ---- the Gated DeltaNet mixer ----
+ * No kernels yet (docs/CUDA.md, "Not done"): no workspace is made, and the
+ * pass fails its stream saying so rather than leave its rows unwritten. */
+
+static cv_dn_ws *deltanet_ws_create(cv_bstream *s, int64_t max_rows, int32_t H_k, int32_t H_v, int32_t d)
+{
+    (void)max_rows, (void)H_k, (void)H_v, (void)d;
+    cv_error("cuda:%d: the Gated DeltaNet mixer has no CUDA kernels yet", dev_of(s->be)->ordinal);
+    return NULL;
+}
+
+static void deltanet_ws_destroy(cv_bstream *s, cv_dn_ws *ws) { (void)s, (void)ws; }
+
+static void deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws)
+{
+    (void)a, (void)ws;
+    stream_fail(stream_of(s), CV_EUNSUPPORTED, "the Gated DeltaNet mixer has no CUDA kernels yet", 0);
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -1026,6 +1045,9 @@ static const cv_backend_ops cuda_ops = {
     .moe_route = moe_route,
     .moe_glu = moe_glu,
     .moe_sum = moe_sum,
+    .deltanet_ws_create = deltanet_ws_create,
+    .deltanet_ws_destroy = deltanet_ws_destroy,
+    .deltanet = deltanet,
     .embed_rows = embed_rows,
 };
 
