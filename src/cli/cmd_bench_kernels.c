@@ -25,11 +25,10 @@
  *            bandwidth (cv_engine_bench_attention).
  *   mla      multi-head latent attention alone, one layer of the latent
  *            shapes (glm-4.7-flash, deepseek-v2-lite, kimi-k2) over f16
- *            latent rows: a decode step at 16,384 positions and a
- *            512-token prefill from position 0, multiply-adds / time;
- *            beside each, the Q4_K matmul that decompressing the context
- *            into per-head keys and values would cost before attending
- *            (cv_engine_bench_mla).
+ *            latent rows, both forms: a decode step at 16,384 positions
+ *            (absorbed) and prefill chunks of 64..512 tokens from position
+ *            0 and at 4,096, multiply-adds / time, with Q4_K
+ *            up-projections (cv_engine_bench_mla).
  *   deltanet the Gated DeltaNet kernels of the qwen3.5-4b shape on the
  *            calling thread, at each level this CPU runs: a decode step
  *            (one token through every layer's and head's 128 x 128 state,
@@ -536,17 +535,21 @@ static int bench_attention(cv_pool *pool, const char *models, int repeats, const
     return 0;
 }
 
-/* Latent attention, one layer of each latent shape: the absorbed form the
- * engine runs, decode at depth and a prefill, against the decompression
- * the other form would add. */
+/* Latent attention, one layer of each latent shape, in both forms: decode
+ * at depth (absorbed only, as the engine runs it), prefill chunks from
+ * position 0 and at depth (where the decompressed form's decompression
+ * serves fewer queries a position). */
 static int bench_mla(cv_pool *pool, const char *models, int repeats, cv_err *err)
 {
     static const struct { const char *case_name; int32_t depth, n_tok; } cases[] = {
-        { "decode@16k", 16384, 1 }, { "prefill512", 512, 512 },
+        { "decode@16k", 16384, 1 }, { "prefill64", 64, 64 },     { "prefill128", 128, 128 },
+        { "prefill256", 256, 256 }, { "prefill512", 512, 512 }, { "chunk64@4k", 4096, 64 },
+        { "chunk128@4k", 4096, 128 }, { "chunk512@4k", 4096, 512 },
     };
-    printf("\nlatent attention alone, one layer (f16 latent rows), and the Q4_K matmul decompressing the context "
-           "into per-head keys and values (the other form's first step)\n");
-    printf("%-17s %-11s %11s %11s %14s %14s\n", "model", "case", "absorbed ms", "GMAC/s", "decompress ms", "GMAC/s");
+    printf("\nlatent attention alone, one layer (f16 latent rows, Q4_K up-projections): absorbed (the tile and the "
+           "per-token up-projections) and decompressed (per-head keys and values from the context, then attention)\n");
+    printf("%-17s %-12s %11s %8s %14s %8s %7s\n", "model", "case", "absorbed ms", "GMAC/s", "decompressed ms",
+           "GMAC/s", "ratio");
     for (int i = 0; i < cv_n_model_shapes; i++) {
         const cv_model_shape *s = &cv_model_shapes[i];
         if (s->n_lora_kv == 0 || !strcmp(s->name, "tiny") || !in_list(models, s->name))
@@ -560,9 +563,13 @@ static int bench_mla(cv_pool *pool, const char *models, int repeats, cv_err *err
             const int rc = cv_engine_bench_mla(&b, pool, &r, err);
             if (rc)
                 return rc;
-            printf("%-17s %-11s %11.2f %11.1f %14.2f %14.1f\n", s->name, cases[c].case_name, r.absorbed_s * 1e3,
-                   r.absorbed_macs / r.absorbed_s / 1e9, r.decompress_s * 1e3,
-                   r.decompress_macs / r.decompress_s / 1e9);
+            printf("%-17s %-12s %11.2f %8.1f", s->name, cases[c].case_name, r.absorbed_s * 1e3,
+                   r.absorbed_macs / r.absorbed_s / 1e9);
+            if (r.decompressed_s > 0)
+                printf(" %14.2f %8.1f %6.2fx\n", r.decompressed_s * 1e3, r.decompressed_macs / r.decompressed_s / 1e9,
+                       r.absorbed_s / r.decompressed_s);
+            else
+                printf(" %14s %8s %7s\n", "-", "-", "-");
             fflush(stdout);
         }
     }

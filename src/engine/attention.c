@@ -119,7 +119,7 @@ void cv_engine_att_plan(cv_engine *e, const cv_batch *b)
 
 /* ---- running the tiles of one layer ---- */
 
-static att_tile tile_of(cv_engine *e, int32_t il, int32_t t, int32_t g)
+att_tile eng_att_tile(cv_engine *e, int32_t il, int32_t t, int32_t g)
 {
     const cv_hparams *hp = &e->m->hp;
     const cv_layer *L = &e->m->layers[il];
@@ -159,7 +159,7 @@ static void tile_item(void *ctx, int64_t i, int ith)
     cv_engine *e = j->e;
     float *scr = e->att_scratch + (size_t)ith * e->att_scratch_floats;
     const att_item *it = &j->pl->items[i];
-    att_tile a = tile_of(e, j->il, it->tile, it->g);
+    att_tile a = eng_att_tile(e, j->il, it->tile, it->g);
     if (it->chunk < 0) {
         cv_att_tile_run(e->att_tile, &a, scr);
         return;
@@ -177,7 +177,7 @@ void cv_engine_attention(cv_engine *e, int32_t il)
     cv_pool_run_items(e->pool, pl->n_items, tile_item, &j);
     for (int32_t i = 0; i < pl->n_split; i++) {
         const att_split_pair *sp = &pl->split[i];
-        const att_tile a = tile_of(e, il, sp->tile, sp->g);
+        const att_tile a = eng_att_tile(e, il, sp->tile, sp->g);
         float *st = slot(e, sp->slot0);
         for (int32_t c = 1; c < sp->n_chunks; c++)
             cv_att_state_merge(st, slot(e, sp->slot0 + c), a.n_tok * a.n_rep, a.hd_v);

@@ -4,9 +4,8 @@
  * query, and the engine's own tile runner over every (layer, KV head)
  * pair, handed out to the pool's threads as a work queue (cv_pool_run_items). The
  * blocks are a sequence's first ones in order, as a sequence that grew
- * alone holds them. And multi-head latent attention (`--case mla`): its
- * tile over a latent pool, decode at depth and prefill, beside the
- * decompression the other form of it would pay. */
+ * alone holds them. And multi-head latent attention (`--case mla`): both
+ * of its forms over a latent pool, decode at depth and prefill chunks. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -136,14 +135,39 @@ static double median_of(double *t, int n)
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+/* The decompressed form's items: head h over a chunk of n positions from
+ * base, whose keys and values (all heads') are in kv [n][H (nope + v)]. */
+typedef struct mbd_job {
+    mla_dec_head *heads;
+    int32_t H, up, base, n;
+    float *kv;
+    const float *pe; /* [depth][rope] */
+    float *scratch;
+    size_t scratch_floats;
+} mbd_job;
+
+static void mbd_item(void *ctx, int64_t h, int ith)
+{
+    const mbd_job *j = ctx;
+    mla_dec_head *hd = &j->heads[h];
+    const int64_t ld = (int64_t)j->H * j->up;
+    for (int32_t at = 0; at < j->n; at += CV_MLA_PIECE) {
+        const mla_dec_piece p = { .base = j->base + at, .n = CV_MIN(CV_MLA_PIECE, j->n - at),
+                                  .k = j->kv + at * ld + h * j->up, .ld_k = ld,
+                                  .pe = j->pe + (size_t)(j->base + at) * hd->rot, .ld_pe = hd->rot,
+                                  .val = j->kv + at * ld + h * j->up + hd->nope, .ld_v = ld };
+        eng_mla_dec_piece(cv_dn_kernels_for(16), hd, &p, j->scratch + (size_t)ith * j->scratch_floats);
+    }
+}
+
 int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_result *res, cv_err *err)
 {
-    const int32_t H = b->n_head, C = b->kv_lora, D = C + b->rope, up = b->nope + b->v;
+    const int32_t H = b->n_head, C = b->kv_lora, D = C + b->rope, up = b->nope + b->v, K = b->nope + b->rope;
     if (H < 1 || C < 1 || b->rope < 0 || b->nope < 1 || b->v < 1 || b->n_tok < 1 || b->depth < b->n_tok ||
         (int64_t)H * D > CV_MAX_MODEL_DIM)
         return cv_err_set(err, CV_EINVAL, "mla bench: a shape with nothing to attend");
     /* a decode step cuts its context into chunks, a prefill its tokens into tiles */
-    const bool chunks = b->n_tok == 1;
+    const bool chunks = b->n_tok == 1, dec = b->n_tok >= CV_MLA_GROUP;
     const int32_t tt = chunks ? 1 : eng_mla_tile_tokens(H);
     const int32_t n_blocks = (b->depth + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     kv_pool kv;
@@ -156,7 +180,8 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
     cv_rng r;
     cv_rng_seed(&r, 1);
-    /* the latent rows, also as the f32 rows the other form decompresses */
+    /* the latent rows; the last n_tok also as the tokens' rows the
+     * absorbed form's up-projections take (their shape, not their values) */
     float *lat = cv_aligned_alloc((size_t)b->depth * C * sizeof(float)), row[CV_MAX_HEAD_DIM];
     for (int32_t p = 0; p < b->depth; p++) {
         for (int32_t i = 0; i < D; i++)
@@ -175,10 +200,10 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     const att_tile_fn fn = eng_mla_tile_for();
     const int nth = cv_pool_size(pool);
     const int32_t n_chunks = cv_att_chunks(b->depth - 1);
+    const float scale = 1.0f / sqrtf((float)K);
     mb_job j = {
         .proto = { .kv = &kv, .blocks = blocks, .n_tok = tt, .pos0 = b->depth - b->n_tok, .rows = rows, .qkv = q,
-                   .ld_qkv = ld_q, .out = out, .ld_out = ld_o, .n_rep = H, .hd = D, .hd_v = C,
-                   .scale = 1.0f / sqrtf((float)(b->nope + b->rope)) },
+                   .ld_qkv = ld_q, .out = out, .ld_out = ld_o, .n_rep = H, .hd = D, .hd_v = C, .scale = scale },
         .fn = fn,
         .n_items = chunks ? n_chunks : (b->n_tok + tt - 1) / tt,
         .n_tok = b->n_tok,
@@ -200,7 +225,22 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     cv_wmat *w = NULL;
     if ((rc = cv_wmat_create(b->up_type, C, (int64_t)H * up, w_data, rb * (size_t)H * up, &w, err)))
         goto out;
-    float *dec = cv_aligned_alloc((size_t)b->depth * H * up * sizeof(float));
+    float *absorb = cv_aligned_alloc((size_t)b->n_tok * H * up * sizeof(float));
+    /* the decompressed form: chunks of 256 positions' keys and values (the
+     * engine's DEC_CHUNK), each head's state over its queries (the same
+     * rows, read as [H][nope + rope]), the RoPE part of every position */
+    enum { CHUNK = 256 };
+    const size_t sf = (eng_mla_dec_state_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15;
+    mla_dec_head *heads = cv_xcalloc((size_t)H, sizeof *heads);
+    float *state = dec ? cv_aligned_alloc(sf * H * sizeof(float)) : NULL;
+    float *pe = cv_aligned_alloc(((size_t)b->depth * b->rope + 1) * sizeof(float));
+    for (int64_t i = 0; i < (int64_t)b->depth * b->rope; i++)
+        pe[i] = cv_rng_f32(&r) * 2 - 1;
+    float *dout = cv_aligned_alloc((size_t)b->n_tok * H * b->v * sizeof(float));
+    mbd_job dj = { .heads = heads, .H = H, .up = up, .pe = pe,
+                   .kv = dec ? cv_aligned_alloc((size_t)CHUNK * H * up * sizeof(float)) : NULL,
+                   .scratch_floats = (eng_mla_dec_scratch_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15 };
+    dj.scratch = dec ? cv_aligned_alloc(dj.scratch_floats * sizeof(float) * (size_t)nth) : NULL;
     const int repeats = CV_MAX(1, b->repeats);
     double *ta = cv_xmalloc((size_t)repeats * sizeof *ta), *td = cv_xmalloc((size_t)repeats * sizeof *td);
     double (*now)(void) = b->clock ? b->clock : cv_now_s;
@@ -213,24 +253,45 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
                 cv_att_state_merge(j.slots, j.slots + (size_t)c * j.slot_floats, H, C);
             cv_att_state_write(&a, j.slots);
         }
+        cv_matmul(pool, w, b->n_tok, lat + (size_t)(b->depth - b->n_tok) * C, absorb);
         ta[rep] = now() - t0;
+        td[rep] = 0;
+        if (!dec)
+            continue;
         t0 = now();
-        cv_matmul(pool, w, b->depth, lat, dec);
+        for (int32_t h = 0; h < H; h++) {
+            heads[h] = (mla_dec_head){ .nope = b->nope, .rot = b->rope, .v = b->v, .n_q = b->n_tok,
+                                       .pos0 = b->depth - b->n_tok, .scale = scale };
+            eng_mla_dec_start(&heads[h], state + (size_t)h * sf, q + (int64_t)h * K, (int64_t)H * K, rows);
+        }
+        for (dj.base = 0; dj.base < b->depth; dj.base += CHUNK) {
+            dj.n = CV_MIN(CHUNK, b->depth - dj.base);
+            cv_matmul(pool, w, dj.n, lat + (size_t)dj.base * C, dj.kv);
+            cv_pool_run_items(pool, H, mbd_item, &dj);
+        }
+        for (int32_t h = 0; h < H; h++)
+            eng_mla_dec_finish(&heads[h], rows, dout + (int64_t)h * b->v, (int64_t)H * b->v);
         td[rep] = now() - t0;
     }
-    double macs = 0;
+    double pairs = 0;
     for (int32_t t = 0; t < b->n_tok; t++)
-        macs += (double)(b->depth - b->n_tok + t + 1) * H * (D + C);
+        pairs += b->depth - b->n_tok + t + 1;
     *res = (cv_mla_bench_result){
         .absorbed_s = median_of(ta, repeats),
-        .decompress_s = median_of(td, repeats),
-        .absorbed_macs = macs,
-        .decompress_macs = (double)b->depth * H * up * C,
+        .decompressed_s = median_of(td, repeats),
+        .absorbed_macs = pairs * H * (D + C) + (double)b->n_tok * H * up * C,
+        .decompressed_macs = pairs * H * (K + b->v) + (double)b->depth * H * up * C,
         .tile = fn == eng_mla_tile_avx512 ? "avx512 gemm" : fn == eng_mla_tile_avx2 ? "avx2 gemm" : "scalar gemm",
     };
     free(ta);
     free(td);
-    cv_aligned_free(dec);
+    cv_aligned_free(absorb);
+    cv_aligned_free(state);
+    free(heads);
+    cv_aligned_free(pe);
+    cv_aligned_free(dout);
+    cv_aligned_free(dj.kv);
+    cv_aligned_free(dj.scratch);
     cv_wmat_destroy(w);
 out:
     cv_aligned_free(w_data);

@@ -33,13 +33,15 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
 /* Multi-head latent attention alone (`corvid bench-kernels --case mla`),
  * one layer of a shape: n_tok query tokens, the last of depth positions
  * (1: a decode step, its context cut into chunks over the pool's threads
- * as the engine cuts it; depth: a prefill from position 0), each of n_head
- * heads over latent rows of kv_lora + rope values (f32, f16 or q8_0), with
- * the engine's latent tile; and, beside it, what the other form of
- * attention (decompressing the context into per-head keys and values)
- * pays before it attends at all: the one matmul of the depth positions'
- * latent rows by the heads' stacked up-projections, n_head (nope + v) x
- * kv_lora weights of up_type. */
+ * as the engine cuts it; more: a prefill chunk), each of n_head heads over
+ * latent rows of kv_lora + rope values (f32, f16 or q8_0), in both forms
+ * as the engine runs them: absorbed (the latent tile, plus the per-token
+ * up-projections into and out of the latent space, one matmul of the
+ * tokens' rows by the heads' stacked n_head (nope + v) x kv_lora weights of
+ * up_type), and decompressed (the same matmul over the depth positions'
+ * latent rows, 256 at a time, giving every head's keys and values, and
+ * each head's attention over them, eng_mla_dec_piece; only for n_tok >=
+ * CV_MLA_GROUP, as the engine takes it). */
 typedef struct cv_mla_bench {
     int32_t n_head, kv_lora, rope, nope, v;
     int32_t depth, n_tok;
@@ -49,8 +51,8 @@ typedef struct cv_mla_bench {
 } cv_mla_bench;
 
 typedef struct cv_mla_bench_result {
-    double absorbed_s, decompress_s;       /* medians */
-    double absorbed_macs, decompress_macs; /* multiply-adds of each */
+    double absorbed_s, decompressed_s;       /* medians; decompressed 0: not run */
+    double absorbed_macs, decompressed_macs; /* multiply-adds of each */
     const char *tile;
 } cv_mla_bench_result;
 

@@ -161,6 +161,51 @@ int32_t eng_mla_tile_tokens(int32_t n_head);
  * its end), then the tile's own temporaries. */
 size_t eng_mla_scratch_floats(int32_t R, int32_t D);
 
+/* The decompressed form (mix_mla.c, "the decompressed form") takes, per
+ * sequence in a call, the tokens of the whole groups of CV_MLA_GROUP
+ * positions (from position 0) the call holds; the others, and every
+ * decode step, take the absorbed one. Below a group's tokens the form
+ * loses (docs/PERF.md, "Latent attention in prefill, both forms"), and by
+ * groups a sequence's bits depend on how its positions are split into
+ * calls only off the grid (the kind's split_align). */
+#define CV_MLA_GROUP 128
+/* Context positions the decompressed form's attention takes at a time:
+ * whole blocks from position 0, so that a query meets the same pieces in
+ * any call. */
+#define CV_MLA_PIECE 64
+/* One head of the decompressed form over the n_q consecutive positions
+ * pos0.. of one sequence: its queries [q_nope, q_pe] (q, [n_q][nope +
+ * rot]) and each query's online-softmax state (acc [n_q][v], not yet
+ * divided by sum; mx, sum [n_q]), in the caller's memory
+ * (eng_mla_dec_state_floats). */
+typedef struct mla_dec_head {
+    int32_t nope, rot, v;
+    int32_t n_q, pos0;
+    float scale;
+    float *q, *acc, *mx, *sum;
+} mla_dec_head;
+/* A piece of the context decompressed for that head: positions
+ * base..base + n - 1 (base a multiple of CV_MLA_PIECE, n <= CV_MLA_PIECE),
+ * position base + j's key [W_UK c, k_pe] at k + j ld_k (nope) and
+ * pe + j ld_pe (rot), its value W_UV c at val + j ld_v (v). */
+typedef struct mla_dec_piece {
+    int32_t base, n;
+    const float *k, *pe, *val;
+    int64_t ld_k, ld_pe, ld_v;
+} mla_dec_piece;
+size_t eng_mla_dec_state_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v);
+/* Lays the head's state out at mem (q, acc, mx, sum), its queries (query
+ * t at q + rows[t] ld_q) copied in and the softmax fresh. */
+void eng_mla_dec_start(mla_dec_head *h, float *mem, const float *q, int64_t ld_q, const int32_t *rows);
+/* The queries that see piece p attend to it (scores, online softmax,
+ * values by the GEMMs of kn); scratch holds eng_mla_dec_scratch_floats.
+ * Pieces go in position order; a query's bits depend on its position and
+ * the pieces only, not on the other queries. */
+void eng_mla_dec_piece(const dn_kernels *kn, mla_dec_head *h, const mla_dec_piece *p, float *scratch);
+size_t eng_mla_dec_scratch_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v);
+/* Each query's output (acc / sum, v floats) to out + rows[t] ld_out. */
+void eng_mla_dec_finish(const mla_dec_head *h, const int32_t *rows, float *out, int64_t ld_out);
+
 /* ---- Gated DeltaNet (mix_deltanet.c; its kernels: kernels/deltanet.h) ---- */
 
 /* Pieces of a call of at most this many tokens (within one chunk) take the
@@ -344,6 +389,9 @@ void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
  * (already holding this batch's positions), writes e->attn. Runs on the
  * pool. */
 void cv_engine_attention(cv_engine *e, int32_t il);
+/* Tile t of the call's plan against kv head g at model layer il, as the
+ * attention runs it (a kind that runs some of the tiles itself: mix_mla.c). */
+att_tile eng_att_tile(cv_engine *e, int32_t il, int32_t t, int32_t g);
 /* Allocates the per-window plans (engine creation). */
 void cv_engine_att_plans_init(cv_engine *e);
 void cv_engine_att_plans_fini(cv_engine *e);

@@ -17,31 +17,53 @@
  * query heads over one D-wide KV head whose value is the key's first C
  * dims). That is what makes the cache small (576 values a position and
  * layer for DeepSeek-V3's 128 heads, which per-head K/V would store as
- * 128 x 320), and it is the form used for every call: prefill could
- * instead decompress the context into per-head keys and values and attend
- * with head size nope + r and value v_mla, fewer multiply-adds per pair of
- * positions at long prompts but H (nope + v_mla) C more per context position
- * and call, which a 512-token prefill chunk does not win back
- * (docs/PERF.md, "Multi-head latent attention").
+ * 128 x 320).
+ *
+ * Prefill has a second form: decompress the context into each head's keys
+ * [W_UK_h c_j, k_pe_j] and values W_UV_h c_j and attend with head size
+ * nope + r and value v_mla. It pays H (nope + v_mla) C multiply-adds per
+ * context position and call, but per pair of positions H (nope + r +
+ * v_mla) instead of H (D + C), and none of the absorbed form's per-token
+ * up-projections (k_b into the query, v_b out of it): with many query
+ * tokens in one call it is the faster one (docs/PERF.md, "Latent attention
+ * in prefill, both forms"). A call's tokens take it where they fill whole
+ * groups of CV_MLA_GROUP positions of their sequence (engine_int.h); the
+ * rest, and every decode step, take the absorbed form. The two forms round
+ * differently, so a sequence's bits depend on how its positions were split
+ * into calls, but only off that grid: the kind says so (split_align), and
+ * the scheduler cuts prefill chunks on it.
  *
  * The latent cache is a KV pool of one part (engine_int.h, "a latent
  * pool"): a block's rows position by position, f32, f16, or q8_0 with a
- * factor per 32 dims (per row when D is not a multiple of 32). The
- * attention itself is the engine's plan (attention.c: tiles of a
- * sequence's tokens, chunks of CV_ATT_CHUNK_BLOCKS blocks merged in order,
- * deep contexts cut across threads) with this file's tile: per block of 16
+ * factor per 32 dims (per row when D is not a multiple of 32); both forms
+ * read it, neither keeps anything per head past a call. The absorbed
+ * attention is the engine's plan (attention.c: tiles of a sequence's
+ * tokens, chunks of CV_ATT_CHUNK_BLOCKS blocks merged in order, deep
+ * contexts cut across threads) with this file's tile: per block of 16
  * positions, the rows as f32, the scores of every query row by one small
  * GEMM (rows x transposed queries), an online softmax per query row, and
  * the values by a second (probabilities x rows' first C dims), both through
- * the Gated DeltaNet kind's GEMM kernels (scalar, AVX2). Every element of
- * both products sums its terms in the same order whatever else the tile
- * holds, so a token's bits are the same alone, batched or chunked. The
- * up-projections of all heads run as one expert-routed matmul each (a
- * route per token and head), so each head's matrix is read once a call. */
+ * the Gated DeltaNet kind's GEMM kernels (scalar, AVX2, AVX-512). The
+ * decompressed form is one work item per (sequence, head): the head's
+ * up-projections as f32 (dequantized from the file once a call), then per
+ * piece of 64 positions from position 0 the piece's keys and values by two
+ * GEMMs, the scores of every query that sees the piece by a third, an
+ * online softmax, the values by a fourth. In both, every element of every
+ * product sums its terms in one order whatever else the tile or the call
+ * holds, so a token's bits are the same alone or batched, and chunked on
+ * the grid. The absorbed form's up-projections of all heads run as one
+ * expert-routed matmul each (a route per token and head), so each head's
+ * matrix is read once a call. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
+
+/* This call's tokens of one sequence that take the decompressed form:
+ * batch rows att_rows[first..first + n_q), positions pos0.. */
+typedef struct mla_run {
+    int32_t seq, first, n_q, pos0;
+} mla_run;
 
 struct mla_scratch {
     int32_t H, C, D, rot, nope, k_mla, v_mla, q_lora;
@@ -51,6 +73,30 @@ struct mla_scratch {
     float *o;        /* [n_batch][H * v_mla] the heads' outputs */
     int32_t *head;   /* [n_batch * H] route r's head: r mod H */
     cv_experts_ws *ws; /* the up-projections' routed matmuls */
+
+    /* The decompressed form (none when n_batch < CV_MLA_GROUP). */
+    cv_bmat **wuk;   /* [n_layer] the heads' key up-projections W_UK stacked, [H * nope][C]
+                        (attn_k_b's slices transposed; NULL for other layers) */
+    void **wuk_data; /* [n_layer] their bytes, which the matrices may read */
+    int32_t *jsrc;   /* [DEC_CHUNK * H] route r's latent row: r / H */
+    cv_experts_ws *dws; /* the values' routed matmul */
+    float *lat;      /* [DEC_CHUNK][D] a chunk of the context's latent rows as f32 */
+    float *kd;       /* [DEC_CHUNK][H * nope] their keys' W_UK c */
+    float *vd;       /* [DEC_CHUNK * H][v_mla] their values */
+    float *state;    /* [H][state floats] the heads' queries and softmax state */
+    size_t state_floats;
+    mla_dec_head *heads; /* [H] */
+    const dn_kernels *kn; /* the GEMMs of the process's level */
+    float *dec_scratch; /* per thread */
+    size_t dec_floats;
+    /* This call's split between the forms (plan_forms). */
+    mla_run *runs;   /* [n_seq_max] */
+    int32_t n_runs;
+    bool *dec;       /* [n_batch] the row takes the decompressed form */
+    int32_t *abs_rows, n_abs;  /* [n_batch] the rows that take the absorbed one */
+    int32_t *tiles, n_tiles;   /* [n_batch] the plan's tiles holding one of them */
+    int32_t *src;    /* [n_batch * H] their routes' rows: abs_rows[k] H + h */
+    float *y;        /* [n_batch * H][max(C, v_mla)] their routes' outputs */
 };
 
 /* ---- the latent cache ---- */
@@ -190,6 +236,102 @@ size_t eng_mla_scratch_floats(int32_t R, int32_t D)
     return round16(cv_att_scratch_floats(R, D) + tile_tmp_floats(R, D));
 }
 
+/* ---- the decompressed form ---- */
+
+/* Context positions a layer up-projects at a time (a multiple of
+ * CV_MLA_PIECE): their keys and values for every head, 5 MiB at GLM-4.7-
+ * Flash's sizes, however deep the context. */
+#define DEC_CHUNK 256
+
+size_t eng_mla_dec_state_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v)
+{
+    const size_t nq = (size_t)n_q;
+    return round16((size_t)(nope + rot) * nq) + round16(nq * (size_t)v) + 2 * round16(nq);
+}
+
+size_t eng_mla_dec_scratch_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v)
+{
+    const size_t P = CV_MLA_PIECE;
+    return round16(P * (size_t)(nope + rot)) + round16(P * (size_t)v) + round16((size_t)n_q * P);
+}
+
+void eng_mla_dec_start(mla_dec_head *h, float *mem, const float *q, int64_t ld_q, const int32_t *rows)
+{
+    const int32_t K = h->nope + h->rot, nq = h->n_q;
+    h->q = mem;
+    h->acc = h->q + round16((size_t)K * nq);
+    h->mx = h->acc + round16((size_t)nq * h->v);
+    h->sum = h->mx + round16((size_t)nq);
+    for (int32_t t = 0; t < nq; t++)
+        memcpy(h->q + (size_t)t * K, q + (int64_t)rows[t] * ld_q, (size_t)K * sizeof(float));
+    memset(h->acc, 0, (size_t)nq * h->v * sizeof(float));
+    for (int32_t t = 0; t < nq; t++)
+        h->mx[t] = -INFINITY, h->sum[t] = 0;
+}
+
+void eng_mla_dec_piece(const dn_kernels *kn, mla_dec_head *h, const mla_dec_piece *p, float *scratch)
+{
+    const int32_t P = CV_MLA_PIECE, K = h->nope + h->rot, V = h->v, nq = h->n_q;
+    float *kt = scratch, *vh = kt + round16((size_t)P * K), *s = vh + round16((size_t)P * V);
+    /* the queries from position base on see the piece */
+    const int32_t t0 = CV_MAX(0, p->base - h->pos0), nt = nq - t0;
+    if (nt <= 0)
+        return;
+    /* the piece's keys transposed ([K][P]: the score GEMM's columns are
+     * its positions, one whole block of them) and its values, zero past
+     * its positions. Every product runs with alpha 1 (a score is scaled
+     * after it), and the value GEMM always sums P terms, the positions a
+     * query does not see adding exact zeros: an element's bits depend on
+     * its query and the piece only. */
+    for (int32_t j = 0; j < P; j++) {
+        const bool in = j < p->n;
+        for (int32_t i = 0; i < h->nope; i++)
+            kt[(size_t)i * P + j] = in ? p->k[j * p->ld_k + i] : 0.0f;
+        for (int32_t i = 0; i < h->rot; i++)
+            kt[(size_t)(h->nope + i) * P + j] = in ? p->pe[j * p->ld_pe + i] : 0.0f;
+        if (in)
+            memcpy(vh + (size_t)j * V, p->val + j * p->ld_v, (size_t)V * sizeof(float));
+        else
+            memset(vh + (size_t)j * V, 0, (size_t)V * sizeof(float));
+    }
+    /* s [nt][P] = q [nt][K] kt [K][P], then each row's online softmax in
+     * place: its probabilities */
+    kn->gemm(nt, P, K, 1.0f, h->q + (size_t)t0 * K, K, kt, P, s, P, false);
+    for (int32_t c = 0; c < nt; c++) {
+        const int32_t t = t0 + c, nv = CV_MIN(p->n, h->pos0 + t + 1 - p->base);
+        float *pr = s + (size_t)c * P, bm = -INFINITY;
+        for (int32_t j = 0; j < nv; j++) {
+            pr[j] *= h->scale;
+            bm = pr[j] > bm ? pr[j] : bm;
+        }
+        if (bm > h->mx[t]) {
+            const float f = expf(h->mx[t] - bm); /* 0 on the first piece */
+            h->sum[t] *= f;
+            cv_scale(h->acc + (size_t)t * V, f, V);
+            h->mx[t] = bm;
+        }
+        for (int32_t j = 0; j < nv; j++)
+            pr[j] -= h->mx[t];
+        cv_exp(pr, pr, nv);
+        for (int32_t j = 0; j < nv; j++)
+            h->sum[t] += pr[j];
+        for (int32_t j = nv; j < P; j++)
+            pr[j] = 0;
+    }
+    /* acc [nt][V] += s [nt][P] vh [P][V] */
+    kn->gemm(nt, V, P, 1.0f, s, P, vh, V, h->acc + (size_t)t0 * V, V, true);
+}
+
+void eng_mla_dec_finish(const mla_dec_head *h, const int32_t *rows, float *out, int64_t ld_out)
+{
+    for (int32_t t = 0; t < h->n_q; t++) {
+        float *o = out + (int64_t)rows[t] * ld_out;
+        const float inv = 1.0f / h->sum[t];
+        for (int32_t i = 0; i < h->v; i++)
+            o[i] = h->acc[(size_t)t * h->v + i] * inv;
+    }
+}
+
 /* ---- the layer ---- */
 
 typedef struct mla_job {
@@ -197,6 +339,7 @@ typedef struct mla_job {
     const cv_batch *b;
     int32_t layer;
     int32_t n_rows;
+    int32_t run, base, n_ctx; /* the decompressed form's run and chunk */
 } mla_job;
 
 static void rows_q_norm(void *ctx, int ith, int nth)
@@ -240,13 +383,149 @@ static void rows_latent(void *ctx, int ith, int nth)
     }
 }
 
-/* Every head's matrix of an up-projection, counted into the call's bytes. */
+/* Which of the call's tokens take which form: per sequence (its rows in
+ * the attention plan's order, by position), those in the whole groups of
+ * CV_MLA_GROUP positions it holds the decompressed one. Every layer asks
+ * again (a pass over the batch, against a layer's matmuls). */
+static void plan_forms(cv_engine *e, const cv_batch *b)
+{
+    mla_scratch *M = e->mla;
+    const int32_t G = CV_MLA_GROUP, T = b->n_tokens, *start = e->att_seq_start, *rows = e->att_rows;
+    M->n_runs = 0;
+    if (!M->wuk)
+        return;
+    memset(M->dec, 0, (size_t)T * sizeof *M->dec);
+    for (int32_t s = 0, at = 0; s < e->p.n_seq_max; at = start[s++]) {
+        if (start[s] - at < G)
+            continue;
+        const int32_t p0 = b->pos[rows[at]], g0 = (p0 + G - 1) / G * G, g1 = (p0 + start[s] - at) / G * G;
+        if (g1 <= g0)
+            continue;
+        M->runs[M->n_runs++] = (mla_run){ s, at + g0 - p0, g1 - g0, g0 };
+        for (int32_t k = at + g0 - p0; k < at + g1 - p0; k++)
+            M->dec[rows[k]] = true;
+    }
+    if (M->n_runs == 0)
+        return;
+    M->n_abs = M->n_tiles = 0;
+    for (int32_t t = 0; t < T; t++)
+        if (!M->dec[t]) {
+            for (int32_t h = 0; h < M->H; h++)
+                M->src[M->n_abs * M->H + h] = t * M->H + h;
+            M->abs_rows[M->n_abs++] = t;
+        }
+    for (int32_t t = 0; t < e->att_n_tiles; t++) {
+        const att_plan_tile *pt = &e->att_tiles[t];
+        bool any = false;
+        for (int32_t k = pt->first; k < pt->first + pt->n_tok; k++)
+            any |= !M->dec[rows[k]];
+        if (any)
+            M->tiles[M->n_tiles++] = t;
+    }
+}
+
+/* Every head's matrix of an up-projection, counted into the call's bytes:
+ * x's rows t H + h (n_out values each into y's) for every token, or, when
+ * some take the decompressed form, for the others only (their outputs
+ * then pass through M->y). */
 static void heads_matmul(cv_engine *e, cv_bmat *const *w, int32_t T, const float *x, int64_t ldx, float *y,
                          int64_t ldy)
 {
     mla_scratch *M = e->mla;
-    eng_matmul_experts(e, w, M->H, (int64_t)T * M->H, x, ldx, (int64_t)T * M->H, M->head, NULL, y, ldy, M->ws);
+    const int64_t n_out = w[0]->n_out;
     e->prof_bytes += (double)M->H * (double)w[0]->bytes;
+    if (M->n_runs == 0) {
+        eng_matmul_experts(e, w, M->H, (int64_t)T * M->H, x, ldx, (int64_t)T * M->H, M->head, NULL, y, ldy, M->ws);
+        return;
+    }
+    if (M->n_abs == 0)
+        return;
+    eng_matmul_experts(e, w, M->H, (int64_t)T * M->H, x, ldx, (int64_t)M->n_abs * M->H, M->head, M->src, M->y, n_out,
+                       M->ws);
+    for (int64_t r = 0; r < (int64_t)M->n_abs * M->H; r++)
+        memcpy(y + M->src[r] * ldy, M->y + r * n_out, (size_t)n_out * sizeof(float));
+}
+
+static void absorbed_tile(void *ctx, int64_t i, int ith)
+{
+    const mla_job *j = ctx;
+    cv_engine *e = j->e;
+    att_tile a = eng_att_tile(e, j->layer, e->mla->tiles[i], 0);
+    cv_att_tile_run(e->att_tile, &a, e->att_scratch + (size_t)ith * e->att_scratch_floats);
+}
+
+/* ---- the decompressed form, per layer ---- */
+
+/* Head h's queries and state for run r's tokens. */
+static void dec_start(void *ctx, int64_t h, int ith)
+{
+    (void)ith;
+    const mla_job *j = ctx;
+    cv_engine *e = j->e;
+    mla_scratch *M = e->mla;
+    const mla_run *r = &M->runs[j->run];
+    M->heads[h] = (mla_dec_head){ .nope = M->nope, .rot = M->rot, .v = M->v_mla, .n_q = r->n_q, .pos0 = r->pos0,
+                                  .scale = e->m->hp.attn_scale };
+    eng_mla_dec_start(&M->heads[h], M->state + (size_t)h * M->state_floats, M->q + h * M->k_mla,
+                      (int64_t)M->H * M->k_mla, e->att_rows + r->first);
+}
+
+/* Head h over the chunk of j->n_ctx positions from j->base, a piece of
+ * CV_MLA_PIECE at a time; after the run's last chunk, its outputs. */
+static void dec_chunk(void *ctx, int64_t h, int ith)
+{
+    const mla_job *j = ctx;
+    mla_scratch *M = j->e->mla;
+    const int64_t Hn = (int64_t)M->H * M->nope, Hv = (int64_t)M->H * M->v_mla;
+    for (int32_t at = 0; at < j->n_ctx; at += CV_MLA_PIECE) {
+        const mla_dec_piece p = {
+            .base = j->base + at,
+            .n = CV_MIN(CV_MLA_PIECE, j->n_ctx - at),
+            .k = M->kd + at * Hn + h * M->nope,
+            .ld_k = Hn,
+            .pe = M->lat + (size_t)at * M->D + M->C,
+            .ld_pe = M->D,
+            .val = M->vd + at * Hv + h * M->v_mla,
+            .ld_v = Hv,
+        };
+        eng_mla_dec_piece(M->kn, &M->heads[h], &p, M->dec_scratch + (size_t)ith * M->dec_floats);
+    }
+    const mla_run *r = &M->runs[j->run];
+    if (j->base + j->n_ctx == r->pos0 + r->n_q)
+        eng_mla_dec_finish(&M->heads[h], j->e->att_rows + r->first, M->o + h * M->v_mla, Hv);
+}
+
+/* Each run's tokens through the decompressed form, outputs into M->o: the
+ * context up to the run's last token DEC_CHUNK positions at a time, its
+ * latent rows as f32, every head's keys by one matmul (the stacked W_UK)
+ * and values by one routed matmul (attn_v_b, a route per position and
+ * head), then each head's attention over them. */
+static void dec_forward(cv_engine *e, mla_job *j)
+{
+    mla_scratch *M = e->mla;
+    const cv_layer *L = &e->m->layers[j->layer];
+    const kv_pool *kv = eng_layer_pool(e, j->layer);
+    const int32_t kl = e->kv_layer[j->layer];
+    for (j->run = 0; j->run < M->n_runs; j->run++) {
+        const mla_run *r = &M->runs[j->run];
+        const int32_t *table = eng_layer_table(e, j->layer, &e->seqs[r->seq]), end = r->pos0 + r->n_q;
+        cv_pool_run_items(e->pool, M->H, dec_start, j);
+        for (j->base = 0; j->base < end; j->base += DEC_CHUNK) {
+            j->n_ctx = CV_MIN(DEC_CHUNK, end - j->base);
+            for (int32_t b = 0; b < j->n_ctx; b += CV_KV_BLOCK) {
+                const int32_t n = CV_MIN(CV_KV_BLOCK, j->n_ctx - b);
+                float *dst = M->lat + (size_t)b * M->D;
+                const float *rows = latent_rows(kv, kv_k(kv, table[(j->base + b) / CV_KV_BLOCK], kl, 0), n, dst);
+                if (rows != dst)
+                    memcpy(dst, rows, (size_t)n * M->D * sizeof(float));
+            }
+            eng_matmul(e, M->wuk[j->layer], j->n_ctx, M->lat, M->D, M->kd, (int64_t)M->H * M->nope);
+            eng_matmul_experts(e, L->mla_v_b, M->H, j->n_ctx, M->lat, M->D, (int64_t)j->n_ctx * M->H, M->head, M->jsrc,
+                               M->vd, M->v_mla, M->dws);
+            cv_pool_run_items(e->pool, M->H, dec_chunk, j);
+        }
+    }
+    e->prof_bytes += (double)M->wuk[j->layer]->bytes + (double)M->H * (double)L->mla_v_b[0]->bytes;
 }
 
 static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
@@ -265,17 +544,91 @@ static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
     }
     eng_matmul(e, L->mla_kv, T, e->xn, e->ld_x, M->kv, M->D);
     eng_run_rows(e, T, rows_latent, &j);
+    plan_forms(e, b);
     /* route r = t H + h: q_nope of token t, head h (the first nope values of
      * its k_mla) into the first C dims of its absorbed query */
     heads_matmul(e, L->mla_k_b, T, M->q, M->k_mla, e->qkv, M->D);
 
     const uint64_t t0 = eng_tick(e);
-    cv_engine_attention(e, il);
+    if (M->n_runs == 0)
+        cv_engine_attention(e, il);
+    else
+        cv_pool_run_items(e->pool, M->n_tiles, absorbed_tile, &j);
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
+    if (M->n_runs > 0)
+        dec_forward(e, &j);
 
     heads_matmul(e, L->mla_v_b, T, e->attn, M->C, M->o, M->v_mla);
     eng_matmul(e, L->wo, T, M->o, (int64_t)M->H * M->v_mla, e->tmp, e->ld_x);
+}
+
+/* The decompressed form's key up-projections: each latent layer's
+ * attn_k_b slices ([C] rows of nope) transposed into W_UK rows of C, all
+ * heads stacked, in q8_0 (f32 when the file's are f32 or the model was
+ * dequantized: the reference path stays exact), prepared on the model's
+ * backend; its value up-projections are attn_v_b's own matrices. And the
+ * scratch of its chunks. */
+static int dec_init(cv_engine *e, cv_err *err)
+{
+    const cv_model *m = e->m;
+    mla_scratch *M = e->mla;
+    const int32_t H = M->H, C = M->C, nope = M->nope, n_layer = m->hp.n_layer;
+    M->wuk = cv_xcalloc((size_t)n_layer, sizeof *M->wuk);
+    M->wuk_data = cv_xcalloc((size_t)n_layer, sizeof *M->wuk_data);
+    float *kb = cv_xmalloc((size_t)C * nope * sizeof *kb), *row = cv_xmalloc((size_t)C * sizeof *row);
+    int rc = 0;
+    for (int32_t il = 0; il < n_layer && rc == 0; il++) {
+        if (m->layers[il].mixer != CV_MIXER_MLA)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_k_b.weight", (int)il);
+        const cv_gguf_tensor *t = cv_gguf_find_tensor(m->gguf, name);
+        if (!t) {
+            rc = cv_err_set(err, CV_EINVAL, "engine: latent layer %d has no tensor '%s'", (int)il, name);
+            break;
+        }
+        const uint32_t type = t->type == CV_GGML_F32 || m->dequantized ? CV_GGML_F32 : CV_GGML_Q8_0;
+        const size_t in_rb = cv_ggml_row_bytes(t->type, nope), rb = cv_ggml_row_bytes(type, C);
+        char *data = M->wuk_data[il] = cv_aligned_alloc(rb * (size_t)H * nope);
+        for (int32_t h = 0; h < H && rc == 0; h++) {
+            for (int32_t c = 0; c < C && rc == 0; c++)
+                rc = cv_dequantize_row(t->type, (const char *)t->data + ((size_t)h * C + c) * in_rb, kb + (size_t)c * nope,
+                                       nope, err);
+            for (int32_t i = 0; i < nope && rc == 0; i++) {
+                for (int32_t c = 0; c < C; c++)
+                    row[c] = kb[(size_t)c * nope + i];
+                rc = cv_quantize_row(type, row, data + ((size_t)h * nope + i) * rb, C, err);
+            }
+        }
+        if (rc == 0)
+            rc = cv_bmat_create(m->be, type, C, (int64_t)H * nope, data, rb * (size_t)H * nope, &M->wuk[il], err);
+    }
+    free(kb);
+    free(row);
+    if (rc)
+        return rc;
+    M->kn = cv_dn_kernels_for(16);
+    M->jsrc = cv_xmalloc((size_t)DEC_CHUNK * H * sizeof *M->jsrc);
+    for (int32_t r = 0; r < DEC_CHUNK * H; r++)
+        M->jsrc[r] = r / H;
+    M->dws = cv_be_experts_ws_create(e->st, (int64_t)DEC_CHUNK * H, C, M->v_mla, H);
+    M->lat = cv_aligned_alloc((size_t)DEC_CHUNK * M->D * sizeof(float));
+    M->kd = cv_aligned_alloc((size_t)DEC_CHUNK * H * nope * sizeof(float));
+    M->vd = cv_aligned_alloc((size_t)DEC_CHUNK * H * M->v_mla * sizeof(float));
+    M->state_floats = eng_mla_dec_state_floats(e->p.n_batch, nope, M->rot, M->v_mla);
+    M->state = cv_aligned_alloc(M->state_floats * (size_t)H * sizeof(float));
+    M->heads = cv_xcalloc((size_t)H, sizeof *M->heads);
+    M->dec_floats = round16(eng_mla_dec_scratch_floats(e->p.n_batch, nope, M->rot, M->v_mla));
+    M->dec_scratch = cv_aligned_alloc(M->dec_floats * sizeof(float) * (size_t)e->n_threads);
+    const size_t T = (size_t)e->p.n_batch, TH = T * (size_t)H;
+    M->runs = cv_xmalloc((size_t)e->p.n_seq_max * sizeof *M->runs);
+    M->dec = cv_xmalloc(T * sizeof *M->dec);
+    M->abs_rows = cv_xmalloc(T * sizeof *M->abs_rows);
+    M->tiles = cv_xmalloc(T * sizeof *M->tiles);
+    M->src = cv_xmalloc(TH * sizeof *M->src);
+    M->y = cv_aligned_alloc(TH * (size_t)CV_MAX(C, M->v_mla) * sizeof(float));
+    return 0;
 }
 
 static int mla_init(cv_engine *e, cv_err *err)
@@ -298,8 +651,10 @@ static int mla_init(cv_engine *e, cv_err *err)
     M->q = cv_aligned_alloc(TH * (size_t)M->k_mla * sizeof(float));
     M->kv = cv_aligned_alloc(T * (size_t)M->D * sizeof(float));
     M->o = cv_aligned_alloc(TH * (size_t)M->v_mla * sizeof(float));
-    M->head = cv_xmalloc(TH * sizeof *M->head);
-    for (size_t r = 0; r < TH; r++)
+    /* (the decompressed form routes a chunk's positions by it too) */
+    const size_t n_routes = CV_MAX(T, (size_t)DEC_CHUNK) * (size_t)M->H;
+    M->head = cv_xmalloc(n_routes * sizeof *M->head);
+    for (size_t r = 0; r < n_routes; r++)
         M->head[r] = (int32_t)(r % (size_t)M->H);
     M->ws = cv_be_experts_ws_create(e->st, (int64_t)TH, CV_MAX(M->nope, M->C), CV_MAX(M->C, M->v_mla), M->H);
     /* The attention reads the absorbed queries and writes the heads'
@@ -308,6 +663,11 @@ static int mla_init(cv_engine *e, cv_err *err)
     e->ld_q = (int64_t)M->H * M->C;
     e->qkv = cv_aligned_alloc(T * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc(T * (size_t)e->ld_q * sizeof(float));
+    if (e->p.n_batch >= CV_MLA_GROUP) {
+        const int rc = dec_init(e, err);
+        if (rc)
+            return rc;
+    }
     e->att_tile = eng_mla_tile_for();
     /* The tile's size is the kind's: its scratch and the cut pairs' state
      * slots follow it (the engine sized them for plain attention's). */
@@ -338,6 +698,27 @@ static void mla_fini(cv_engine *e)
     cv_aligned_free(M->o);
     free(M->head);
     cv_be_experts_ws_destroy(e->st, M->ws);
+    for (int32_t il = 0; M->wuk && il < e->m->hp.n_layer; il++) {
+        cv_bmat_destroy(e->m->be, M->wuk[il]);
+        cv_aligned_free(M->wuk_data[il]);
+    }
+    free(M->wuk);
+    free(M->wuk_data);
+    free(M->jsrc);
+    if (M->dws)
+        cv_be_experts_ws_destroy(e->st, M->dws);
+    cv_aligned_free(M->lat);
+    cv_aligned_free(M->kd);
+    cv_aligned_free(M->vd);
+    cv_aligned_free(M->state);
+    free(M->heads);
+    cv_aligned_free(M->dec_scratch);
+    free(M->runs);
+    free(M->dec);
+    free(M->abs_rows);
+    free(M->tiles);
+    free(M->src);
+    cv_aligned_free(M->y);
     cv_aligned_free(e->qkv);
     cv_aligned_free(e->attn);
     free(M);
@@ -349,4 +730,8 @@ const eng_kind eng_mix_mla = {
     .init = mla_init,
     .fini = mla_fini,
     .forward = mla_forward,
+    /* on the grid of the decompressed form's groups; a run shorter than a
+     * group is all absorbed, as decode steps are */
+    .split_align = CV_MLA_GROUP,
+    .step_run = CV_MLA_GROUP - 1,
 };

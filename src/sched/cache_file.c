@@ -448,19 +448,25 @@ out:
 
 /* Recomputes what the file holds for a few prefixes and compares it byte
  * for byte: the same model, format and kernels give the same bytes (the
- * forward pass is row-for-row exact), anything else does not. Without
- * recurrent state, the first block of up to two first-level nodes. With
- * it, the first chunk of the split grid (cv_mem_info.split_align, 64
- * positions) of a path that leads to a snapshot, and that chunk's
- * snapshot if it has one: a snapshot lies inside a prompt, whose prefill
- * chunks end on the grid, so that chunk was computed as one, as the check
- * computes it (a block of another path was perhaps decoded, or a short
- * prompt's one call, and would not match). snaps[i]: node i's snapshot
- * data, NULL if none; depth[i] its depth in blocks. */
+ * forward pass is row-for-row exact), anything else does not. On a model
+ * whose bits do not depend on how a sequence was split into calls, the
+ * first block of up to two first-level nodes. Otherwise the first chunk
+ * of the split grid (cv_mem_info.split_align: 64 positions for a hybrid
+ * and for latent attention) of a path that leads to a snapshot (with
+ * recurrent state) or of any path that deep, and that chunk's snapshot if
+ * it has one: the tree holds only a prompt's whole grid chunks, and a
+ * snapshot lies inside a prompt, whose prefill chunks end on the grid, so
+ * that chunk was computed as one, as the check computes it (a block of
+ * another path was perhaps decoded, or a short prompt's one call, and
+ * would not match). snaps[i]: node i's snapshot data, NULL if none;
+ * depth[i] its depth in blocks. */
 static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *node_tab, const char *blocks,
                           const char *const *snaps, const uint32_t *depth, size_t state_bytes, cv_err *err)
 {
-    if (state_bytes == 0) {
+    cv_mem_info mi;
+    cv_engine_mem_info(e, &mi);
+    const uint32_t d = (uint32_t)CV_MAX(1, mi.split_align / CV_KV_BLOCK);
+    if (state_bytes == 0 && d == 1) {
         int checked = 0;
         for (uint32_t i = 0; i < fh->n_nodes && checked < 2; i++) {
             const uint32_t *row = node_tab + (size_t)i * (NODE_BYTES / 4);
@@ -473,15 +479,12 @@ static int numerics_check(cv_engine *e, const file_header *fh, const uint32_t *n
         }
         return 0;
     }
-    cv_mem_info mi;
-    cv_engine_mem_info(e, &mi);
-    const uint32_t d = (uint32_t)CV_MAX(1, mi.split_align / CV_KV_BLOCK);
     uint32_t at = UINT32_MAX;
     for (uint32_t i = 0; i < fh->n_nodes && at == UINT32_MAX; i++)
-        if (snaps[i] && depth[i] >= d)
+        if ((state_bytes == 0 || snaps[i]) && depth[i] >= d)
             at = i;
     if (at == UINT32_MAX)
-        return 0; /* no snapshot: nothing in the file can be resumed from, so nothing to trust */
+        return 0; /* no snapshot (or no whole chunk): nothing in the file can be resumed from, so nothing to trust */
     while (depth[at] > d)
         at = node_tab[(size_t)at * (NODE_BYTES / 4)];
     int32_t tok[CHECK_BLOCKS * CV_KV_BLOCK];

@@ -200,11 +200,16 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
     check_interleaved(REF2 "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
     check_interleaved(REF2 "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32);
     check_interleaved(REF3 "tiny-qwen3next-gpt2-F32", 2e-4, CV_GGML_F32);
-    /* Latent attention: a token's tile rows and its GEMMs' sums do not
-     * depend on the other tokens (mix_mla.c), with every latent type. */
-    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 0, CV_GGML_F16);
-    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_Q8_0);
+    /* Latent attention: alone is one call (positions 0..127, a whole
+     * group of CV_MLA_GROUP, in the decompressed form), interleaved runs
+     * 0..89 and 90..199, all absorbed: the two forms agree to rounding
+     * (measured 1.8e-4 and 1.2e-4 on logits of ~20). As for the hybrids an
+     * f16 or q8_0 cache would round those differences into a cache step now
+     * and then (an f16 one measured 7e-3), so these run an f32 one; batched
+     * vs alone with the same pieces is exact with every latent type (the
+     * next test). */
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 5e-4, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4, CV_GGML_F32);
 }
 
 /* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
@@ -341,16 +346,18 @@ TEST(moe_step_where_no_two_tokens_share_an_expert_equals_each_alone)
  * tokens, then 110/23/4, then single steps of all three), and each alone
  * with the very same calls. A sequence's recurrent state sees only its own
  * tokens, in the same pieces, so every row matches exactly. */
-static void check_hybrid_bits(const char *model, int n_threads)
+static void check_hybrid_bits(const char *model, int n_threads, uint32_t kv_type, int32_t a_first)
 {
-    cv_engine_params ep = { .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256 };
+    cv_engine_params ep = {
+        .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256, .kv_type = kv_type
+    };
     fixture f;
     if (!open_fixture(&f, model, &ep))
         return;
     int32_t n200;
     int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200);
     const int32_t lens[3] = { 206, 46, 11 }, offs[3] = { 0, 50, 120 };
-    const int32_t stops[3][2] = { { 90, 200 }, { 17, 40 }, { 1, 5 } };
+    const int32_t stops[3][2] = { { a_first, 200 }, { 17, 40 }, { 1, 5 } };
     enum { CALLS = 8 };
     /* rows[call][s]: the logits of sequence s's tokens in that call */
     float *mine[CALLS][3] = { { 0 } }, *together[CALLS][3] = { { 0 } };
@@ -420,9 +427,15 @@ static void check_hybrid_bits(const char *model, int n_threads)
 
 TEST(hybrid_sequences_batched_get_the_bits_each_gets_alone)
 {
-    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-F32", 2);
-    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-Q4_K_M", 2);
-    check_hybrid_bits(REF2 "tiny-qwen35moe-gpt2-Q4_K_M", 1);
+    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-F32", 2, CV_GGML_F32, 90);
+    check_hybrid_bits(REF2 "tiny-qwen35-gpt2-Q4_K_M", 2, CV_GGML_F32, 90);
+    check_hybrid_bits(REF2 "tiny-qwen35moe-gpt2-Q4_K_M", 1, CV_GGML_F32, 90);
+    /* Latent attention's two forms: the first sequence's first call holds
+     * a whole group (0..127) in the decompressed form beside the others'
+     * absorbed tokens; every latent type. */
+    check_hybrid_bits(REF3 "tiny-deepseek2-gpt2-F32", 2, CV_GGML_F32, 150);
+    check_hybrid_bits(REF3 "tiny-deepseek2lite-gpt2-F32", 2, CV_GGML_F16, 150);
+    check_hybrid_bits(REF3 "tiny-deepseek2-gpt2-F32", 1, CV_GGML_Q8_0, 150);
 }
 
 /* Two 48-id sequences sharing their first 40 ids (2.5 blocks), a from
@@ -750,8 +763,10 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
 }
 
 /* Prefill in chunks whose edges fall before, on and past the 32-position
- * window (and inside blocks) gives every position the bits of one call. */
-static void check_chunks_across_window(const char *model)
+ * window (and inside blocks) gives every position the bits of one call
+ * (tol 0), or, on a model whose bits depend on how its positions are split
+ * off its grid (cv_mem_info.split_align), logits within tol. */
+static void check_chunks_across_window(const char *model, double tol)
 {
     cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256, .n_logits = 256 };
     fixture f;
@@ -780,7 +795,7 @@ static void check_chunks_across_window(const char *model)
     CHECK_EQ_INT(at, n);
     const double d = max_diff(one, lg_all, (int64_t)n * f.V);
     printf("  %s: prefill in chunks across the window vs one call, every position: max|Δ| %.3g\n", model, d);
-    CHECK_MSG(d == 0, "%s: chunked prefill differs by %g", model, d);
+    CHECK_MSG(d <= tol, "%s: chunked prefill differs by %g > %g", model, d, tol);
     free(one);
     free(lg_all);
     free(ids);
@@ -889,14 +904,73 @@ TEST(hidden_states_times_the_output_matrix_are_the_logits)
 
 TEST(prefill_in_chunks_across_the_window_equals_one_call)
 {
-    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32");
-    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0");
+    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32", 0);
+    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0", 0);
     /* No window, but its temperature steps at 64, 128 and 192 */
-    check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32");
-    /* Latent attention (no window: every chunking is one call's bits) */
-    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32");
-    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32");
-    check_chunks_across_window(REF3 "tiny-gemma4-gpt2-Q4_K_M");
+    check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32", 0);
+    /* Latent attention: these chunks hold no whole group of CV_MLA_GROUP,
+     * so positions 0..127 take the absorbed form where one call takes the
+     * decompressed one (measured 1.8e-4 and 1.2e-4, f32 cache); on its grid
+     * the next test holds it to the bit */
+    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32", 5e-4);
+    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4);
+    check_chunks_across_window(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0);
+}
+
+/* Latent attention's split grid (cv_mem_info.split_align = CV_MLA_GROUP):
+ * prefill in chunks cut only at multiples of it gives every position the
+ * bits of one call, the tail past the last whole group included, and so
+ * does a run of fewer tokens than a group, which computes what one call
+ * per token does (step_run). */
+TEST(latent_prefill_cut_on_its_grid_equals_one_call)
+{
+    static const char *const models[] = { REF3 "tiny-deepseek2-gpt2-F32", REF3 "tiny-deepseek2lite-gpt2-F32" };
+    /* 300 positions: one call takes 0..255 decompressed, 256..299 absorbed */
+    enum { N = 300 };
+    static const int32_t ways[][4] = { { 128, 128, 44, 0 }, { 256, 44, 0, 0 }, { 128, 172, 0, 0 }, { 256, 1, 43, 0 } };
+    for (size_t m = 0; m < CV_ARRAY_LEN(models); m++) {
+        cv_engine_params ep = { .n_threads = 2, .n_ctx = 512, .n_batch = 512, .n_logits = 512,
+                                .kv_type = CV_GGML_F16 };
+        fixture f;
+        if (!open_fixture(&f, models[m], &ep))
+            continue;
+        cv_mem_info mi;
+        cv_engine_mem_info(f.e, &mi);
+        CHECK(mi.split_align == CV_MLA_GROUP && mi.step_run == CV_MLA_GROUP - 1);
+        int32_t n200, n = N;
+        int32_t *src = ref_seq(g_seqs, "gpt2", "len200", &n200), ids[N];
+        for (int32_t i = 0; i < N; i++)
+            ids[i] = src[(i * 7) % n200];
+        float *one = alone(&f, ids, n), *lg_all = malloc((size_t)n * f.V * sizeof(float));
+        for (size_t w = 0; w < CV_ARRAY_LEN(ways); w++) {
+            int32_t seq, at = 0;
+            cv_err err = { 0 };
+            CHECK(cv_engine_seq_open(f.e, &seq, &err) == 0);
+            /* the way's chunks (N positions in all) */
+            for (size_t c = 0; at < n; c++) {
+                const int32_t k = c < 4 && ways[w][c] ? ways[w][c] : 1;
+                int32_t pos[N], sq[N], nl;
+                bool want[N];
+                for (int32_t i = 0; i < k; i++)
+                    pos[i] = at + i, sq[i] = seq, want[i] = true;
+                const float *lg;
+                if (cv_engine_forward(f.e, &(cv_batch){ k, ids + at, sq, pos, want }, &lg, &nl, &err)) {
+                    CHECK_MSG(0, "%s", err.msg);
+                    break;
+                }
+                memcpy(lg_all + (size_t)at * f.V, lg, (size_t)k * f.V * sizeof(float));
+                at += k;
+            }
+            cv_engine_seq_close(f.e, seq);
+            CHECK_MSG(at == n && memcmp(one, lg_all, (size_t)n * f.V * sizeof(float)) == 0,
+                      "%s: prefill cut on the grid (way %zu) differs from one call by %g", models[m], w,
+                      max_diff(one, lg_all, (int64_t)n * f.V));
+        }
+        free(one);
+        free(lg_all);
+        free(src);
+        close_fixture(&f);
+    }
 }
 
 TEST(truncated_sequence_continues_as_if_the_tail_never_happened)
@@ -1030,6 +1104,7 @@ int main(void)
     RUN(fewer_threads_give_the_same_bits);
     RUN(hidden_states_times_the_output_matrix_are_the_logits);
     RUN(prefill_in_chunks_across_the_window_equals_one_call);
+    RUN(latent_prefill_cut_on_its_grid_equals_one_call);
     RUN(truncated_sequence_continues_as_if_the_tail_never_happened);
     RUN(malformed_batches_fail_and_change_nothing);
     RUN(engine_parameters_out_of_range_are_refused);
