@@ -49,7 +49,7 @@ typedef struct bench_opts {
     int32_t n_prompt, n_gen, threads, repeats, depth;
     int32_t batches[MAX_BATCHES];
     int n_batches;
-    bool json, exact, no_probe, shared;
+    bool json, exact, no_probe, shared, mla_decompress;
     uint32_t kv_type; /* CV_GGML_F32 (default), CV_GGML_F16 or CV_GGML_Q8_0 */
 } bench_opts;
 
@@ -299,6 +299,7 @@ static int bench(const bench_opts *o)
         .n_batch = CV_MAX(o->n_prompt, max_b),
         .n_logits = max_b,
         .kv_type = o->kv_type,
+        .mla_decompress = o->mla_decompress,
     };
     if ((rc = cv_engine_create(m, &ep, &e, &err)))
         goto fail;
@@ -545,6 +546,8 @@ static const cv_flag flags[] = {
     CV_FLAG_ROW("--repeats", "-r", CV_FLAG_I32, O(repeats), 1, 100, "R", "repeats of each case (default 3)"),
     CV_FLAG_ROW("--json", NULL, CV_FLAG_BOOL, O(json), 0, 0, NULL, "one JSON document instead of the table"),
     CV_FLAG_ROW("--exact", NULL, CV_FLAG_BOOL, O(exact), 0, 0, NULL, "dequantize every weight to f32 at load"),
+    CV_FLAG_ROW("--mla-decompress", NULL, CV_FLAG_BOOL, O(mla_decompress), 0, 0, NULL,
+      "latent attention: prefill's whole groups of 128 positions in the decompressed form"),
     CV_FLAG_ROW("--no-probe", NULL, CV_FLAG_BOOL, O(no_probe), 0, 0, NULL,
       "skip the bandwidth and int8 probes (and the fractions of them)"),
 

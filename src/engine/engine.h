@@ -45,6 +45,12 @@ typedef struct cv_engine_params {
                             sizes 32-128) */
     bool kv_keep_window; /* keep the K/V of window layers' positions their window has passed, as if
                             they were full layers (to compare against: the outputs are the same) */
+    bool mla_decompress; /* multi-head latent attention: a prefill's whole groups of CV_MLA_GROUP (128)
+                            positions in the decompressed form (docs/ENGINE.md, "Latent attention"),
+                            faster from about that many tokens a call; a sequence's bits then depend on
+                            how its positions are split off that grid (cv_mem_info.split_align), so the
+                            prefix cache keeps only prompts' whole groups, not replies. false: the
+                            absorbed form everywhere, any split exact */
 } cv_engine_params;
 
 /* Bytes one block of CV_KV_BLOCK positions takes over every layer group

@@ -161,14 +161,18 @@ int32_t eng_mla_tile_tokens(int32_t n_head);
  * its end), then the tile's own temporaries. */
 size_t eng_mla_scratch_floats(int32_t R, int32_t D);
 
-/* The decompressed form (mix_mla.c, "the decompressed form") takes, per
- * sequence in a call, the tokens of the whole groups of CV_MLA_GROUP
- * positions (from position 0) the call holds; the others, and every
- * decode step, take the absorbed one. Below a group's tokens the form
- * loses (docs/PERF.md, "Latent attention in prefill, both forms"), and by
- * groups a sequence's bits depend on how its positions are split into
- * calls only off the grid (the kind's split_align). */
+/* The decompressed form (mix_mla.c, "the decompressed form"), when the
+ * engine takes it, takes per sequence in a call the tokens of the whole
+ * groups of CV_MLA_GROUP positions (from position 0) the call holds; the
+ * others, and every decode step, take the absorbed one. Below a group's
+ * tokens a call at depth loses (docs/PERF.md, "Latent attention in
+ * prefill, both forms"), and by groups a sequence's bits depend on how its
+ * positions are split into calls only off the grid. */
 #define CV_MLA_GROUP 128
+/* Whether this engine takes the decompressed form (cv_engine_params.
+ * mla_decompress): its sequences' bits then depend on their splits off the
+ * grid of CV_MLA_GROUP (cv_engine_mem_info). */
+bool eng_mla_decompresses(const cv_engine *e);
 /* Context positions the decompressed form's attention takes at a time:
  * whole blocks from position 0, so that a query meets the same pieces in
  * any call. */

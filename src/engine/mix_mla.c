@@ -30,8 +30,11 @@
  * groups of CV_MLA_GROUP positions of their sequence (engine_int.h); the
  * rest, and every decode step, take the absorbed form. The two forms round
  * differently, so a sequence's bits depend on how its positions were split
- * into calls, but only off that grid: the kind says so (split_align), and
- * the scheduler cuts prefill chunks on it.
+ * into calls, but only off that grid: the engine says so (split_align,
+ * step_run), the scheduler cuts prefill chunks on it, and its prefix cache
+ * keeps only prompts' whole groups. That costs an agent's replies their
+ * place in the cache, so the form is the engine's choice
+ * (cv_engine_params.mla_decompress), off unless asked for.
  *
  * The latent cache is a KV pool of one part (engine_int.h, "a latent
  * pool"): a block's rows position by position, f32, f16, or q8_0 with a
@@ -74,7 +77,8 @@ struct mla_scratch {
     int32_t *head;   /* [n_batch * H] route r's head: r mod H */
     cv_experts_ws *ws; /* the up-projections' routed matmuls */
 
-    /* The decompressed form (none when n_batch < CV_MLA_GROUP). */
+    /* The decompressed form (none unless the engine's mla_decompress, with
+     * n_batch >= CV_MLA_GROUP). */
     cv_bmat **wuk;   /* [n_layer] the heads' key up-projections W_UK stacked, [H * nope][C]
                         (attn_k_b's slices transposed; NULL for other layers) */
     void **wuk_data; /* [n_layer] their bytes, which the matrices may read */
@@ -663,7 +667,7 @@ static int mla_init(cv_engine *e, cv_err *err)
     e->ld_q = (int64_t)M->H * M->C;
     e->qkv = cv_aligned_alloc(T * (size_t)e->ld_qkv * sizeof(float));
     e->attn = cv_aligned_alloc(T * (size_t)e->ld_q * sizeof(float));
-    if (e->p.n_batch >= CV_MLA_GROUP) {
+    if (e->p.mla_decompress && e->p.n_batch >= CV_MLA_GROUP) {
         const int rc = dec_init(e, err);
         if (rc)
             return rc;
@@ -730,8 +734,6 @@ const eng_kind eng_mix_mla = {
     .init = mla_init,
     .fini = mla_fini,
     .forward = mla_forward,
-    /* on the grid of the decompressed form's groups; a run shorter than a
-     * group is all absorbed, as decode steps are */
-    .split_align = CV_MLA_GROUP,
-    .step_run = CV_MLA_GROUP - 1,
 };
+
+bool eng_mla_decompresses(const cv_engine *e) { return e->mla && e->mla->wuk; }

@@ -475,4 +475,10 @@ void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
         if (kind->step_run > 0)
             out->step_run = CV_MIN(out->step_run, kind->step_run);
     }
+    /* latent attention's decompressed prefill, where the engine takes it:
+     * exact on its grid, and a run shorter than a group is all absorbed */
+    if (eng_mla_decompresses(e)) {
+        out->split_align = CV_MAX(out->split_align, CV_MLA_GROUP);
+        out->step_run = CV_MIN(out->step_run, CV_MLA_GROUP - 1);
+    }
 }

@@ -86,11 +86,10 @@ static double max_diff(const float *a, const float *b, int64_t n)
  * with B[0..17) and C[0..1); call 2 = A[90..200), B[17..40), C[1..5)
  * interleaved; then 6 single-token steps of all three at once. Every row's
  * logits are compared with the sequence run alone. */
-static void check_interleaved(const char *model, double tol, uint32_t kv_type)
+static void check_interleaved(const char *model, double tol, uint32_t kv_type, bool mla_decompress)
 {
-    cv_engine_params ep = {
-        .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256, .kv_type = kv_type
-    };
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256,
+                            .kv_type = kv_type, .mla_decompress = mla_decompress };
     fixture f;
     if (!open_fixture(&f, model, &ep))
         return;
@@ -170,46 +169,51 @@ TEST(interleaved_sequences_give_the_logits_each_gets_alone)
      * order whatever the tile's other tokens), attention reads each
      * sequence's own blocks, and an MoE token's routed experts give it the
      * same result whoever else was routed there. */
-    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F32);
-    check_interleaved("tiny-llama-spm-Q8_0", 0, CV_GGML_F32);
-    check_interleaved(REF2 "tiny-qwen3moe-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF2 "tiny-qwen3moe-gpt2-Q4_K_M", 0, CV_GGML_F32);
+    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F32, false);
+    check_interleaved("tiny-llama-spm-Q8_0", 0, CV_GGML_F32, false);
+    check_interleaved(REF2 "tiny-qwen3moe-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF2 "tiny-qwen3moe-gpt2-Q4_K_M", 0, CV_GGML_F32, false);
     /* Quantized caches too: a position's key and value are converted alone,
      * so sharing a call with other sequences changes none of their bytes. */
-    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F16);
-    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_Q8_0);
+    check_interleaved("tiny-qwen2-gpt2-Q4_K_M", 0, CV_GGML_F16, false);
+    check_interleaved("tiny-qwen3-gpt2-F32", 0, CV_GGML_Q8_0, false);
     /* Sliding windows, sinks and routed experts (gpt-oss), 5:1 windows and
      * post-norms (gemma3): the 206 positions cross every window. */
-    check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16);
+    check_interleaved(REF2 "tiny-gptoss-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF2 "tiny-gemma3-gpt2-Q4_K_M", 0, CV_GGML_F16, false);
     /* The query temperature scales each row by its own position (mistral3);
      * per-layer inputs, heads of two sizes and shared K/V (gemma4); a dense
      * FFN beside routed experts (gemma4moe). */
-    check_interleaved(REF3 "tiny-mistral3-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF3 "tiny-gemma4-gpt2-F32", 0, CV_GGML_F32);
-    check_interleaved(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0, CV_GGML_F16);
-    check_interleaved(REF3 "tiny-gemma4moe-gpt2-F32", 0, CV_GGML_F32);
+    check_interleaved(REF3 "tiny-mistral3-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF3 "tiny-gemma4-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0, CV_GGML_F16, false);
+    check_interleaved(REF3 "tiny-gemma4moe-gpt2-F32", 0, CV_GGML_F32, false);
     /* A hybrid: alone is one call (chunked DeltaNet), interleaved runs
      * other pieces (and single steps), which agree to rounding: measured
      * 3.9e-5 and 2.7e-5 on logits of magnitude ~20. An f16 cache would
      * round those differences into an f16 step now and then (measured up to
      * 8e-4), so these run an f32 one; batched vs alone with the same pieces
      * is exact whatever the cache (the next test). */
-    check_interleaved(REF2 "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32);
-    check_interleaved(REF2 "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32);
-    check_interleaved(REF3 "tiny-qwen3next-gpt2-F32", 2e-4, CV_GGML_F32);
-    /* Latent attention: alone is one call (positions 0..127, a whole
-     * group of CV_MLA_GROUP, in the decompressed form), interleaved runs
-     * 0..89 and 90..199, all absorbed: the two forms agree to rounding
-     * (measured 1.8e-4 and 1.2e-4 on logits of ~20). As for the hybrids an
-     * f16 or q8_0 cache would round those differences into a cache step now
-     * and then (an f16 one measured 7e-3), so these run an f32 one; batched
-     * vs alone with the same pieces is exact with every latent type (the
-     * next test). */
-    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 5e-4, CV_GGML_F32);
-    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4, CV_GGML_F32);
+    check_interleaved(REF2 "tiny-qwen35-gpt2-F32", 2e-4, CV_GGML_F32, false);
+    check_interleaved(REF2 "tiny-qwen35moe-gpt2-F32", 2e-4, CV_GGML_F32, false);
+    check_interleaved(REF3 "tiny-qwen3next-gpt2-F32", 2e-4, CV_GGML_F32, false);
+    /* Latent attention: a token's tile rows and its GEMMs' sums do not
+     * depend on the other tokens (mix_mla.c), with every latent type. */
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_F32, false);
+    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 0, CV_GGML_F16, false);
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 0, CV_GGML_Q8_0, false);
+    /* With the decompressed prefill (mla_decompress), alone is one call
+     * (positions 0..127, a whole group of CV_MLA_GROUP, decompressed),
+     * interleaved runs 0..89 and 90..199, all absorbed: the two forms agree
+     * to rounding (measured 1.8e-4 and 1.2e-4 on logits of ~20). As for the
+     * hybrids an f16 or q8_0 cache would round those differences into a
+     * cache step now and then (an f16 one measured 7e-3), so these run an
+     * f32 one; batched vs alone with the same pieces is exact with every
+     * latent type (the next test). */
+    check_interleaved(REF3 "tiny-deepseek2-gpt2-F32", 5e-4, CV_GGML_F32, true);
+    check_interleaved(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4, CV_GGML_F32, true);
 }
 
 /* A copy of a GGUF file with every router matrix (blk.N.ffn_gate_inp)
@@ -348,9 +352,9 @@ TEST(moe_step_where_no_two_tokens_share_an_expert_equals_each_alone)
  * tokens, in the same pieces, so every row matches exactly. */
 static void check_hybrid_bits(const char *model, int n_threads, uint32_t kv_type, int32_t a_first)
 {
-    cv_engine_params ep = {
-        .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256, .kv_type = kv_type
-    };
+    /* (mla_decompress: a latent model's first sequence then takes both forms) */
+    cv_engine_params ep = { .n_threads = n_threads, .n_ctx = 256, .n_seq_max = 4, .n_batch = 256, .n_logits = 256,
+                            .kv_type = kv_type, .mla_decompress = true };
     fixture f;
     if (!open_fixture(&f, model, &ep))
         return;
@@ -430,9 +434,9 @@ TEST(hybrid_sequences_batched_get_the_bits_each_gets_alone)
     check_hybrid_bits(REF2 "tiny-qwen35-gpt2-F32", 2, CV_GGML_F32, 90);
     check_hybrid_bits(REF2 "tiny-qwen35-gpt2-Q4_K_M", 2, CV_GGML_F32, 90);
     check_hybrid_bits(REF2 "tiny-qwen35moe-gpt2-Q4_K_M", 1, CV_GGML_F32, 90);
-    /* Latent attention's two forms: the first sequence's first call holds
-     * a whole group (0..127) in the decompressed form beside the others'
-     * absorbed tokens; every latent type. */
+    /* Latent attention's two forms (mla_decompress): the first sequence's
+     * first call holds a whole group (0..127) in the decompressed form
+     * beside the others' absorbed tokens; every latent type. */
     check_hybrid_bits(REF3 "tiny-deepseek2-gpt2-F32", 2, CV_GGML_F32, 150);
     check_hybrid_bits(REF3 "tiny-deepseek2lite-gpt2-F32", 2, CV_GGML_F16, 150);
     check_hybrid_bits(REF3 "tiny-deepseek2-gpt2-F32", 1, CV_GGML_Q8_0, 150);
@@ -764,11 +768,12 @@ TEST(attention_cut_across_threads_gives_the_bits_of_one_thread)
 
 /* Prefill in chunks whose edges fall before, on and past the 32-position
  * window (and inside blocks) gives every position the bits of one call
- * (tol 0), or, on a model whose bits depend on how its positions are split
- * off its grid (cv_mem_info.split_align), logits within tol. */
-static void check_chunks_across_window(const char *model, double tol)
+ * (tol 0), or, on an engine whose bits depend on how its positions are
+ * split off its grid (cv_mem_info.split_align), logits within tol. */
+static void check_chunks_across_window(const char *model, double tol, bool mla_decompress)
 {
-    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256, .n_logits = 256 };
+    cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256, .n_logits = 256,
+                            .mla_decompress = mla_decompress };
     fixture f;
     if (!open_fixture(&f, model, &ep))
         return;
@@ -904,20 +909,24 @@ TEST(hidden_states_times_the_output_matrix_are_the_logits)
 
 TEST(prefill_in_chunks_across_the_window_equals_one_call)
 {
-    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32", 0);
-    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0", 0);
+    check_chunks_across_window(REF2 "tiny-gptoss-gpt2-F32", 0, false);
+    check_chunks_across_window(REF2 "tiny-gemma3-gpt2-Q8_0", 0, false);
     /* No window, but its temperature steps at 64, 128 and 192 */
-    check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32", 0);
-    /* Latent attention: these chunks hold no whole group of CV_MLA_GROUP,
-     * so positions 0..127 take the absorbed form where one call takes the
-     * decompressed one (measured 1.8e-4 and 1.2e-4, f32 cache); on its grid
-     * the next test holds it to the bit */
-    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32", 5e-4);
-    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4);
-    check_chunks_across_window(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0);
+    check_chunks_across_window(REF3 "tiny-mistral3-gpt2-F32", 0, false);
+    /* Latent attention (no window: every chunking is one call's bits) */
+    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32", 0, false);
+    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32", 0, false);
+    /* and with its decompressed prefill: these chunks hold no whole group
+     * of CV_MLA_GROUP, so positions 0..127 take the absorbed form where one
+     * call takes the decompressed one (measured 1.8e-4 and 1.2e-4, f32
+     * cache); on its grid the next test holds it to the bit */
+    check_chunks_across_window(REF3 "tiny-deepseek2-gpt2-F32", 5e-4, true);
+    check_chunks_across_window(REF3 "tiny-deepseek2lite-gpt2-F32", 5e-4, true);
+    check_chunks_across_window(REF3 "tiny-gemma4-gpt2-Q4_K_M", 0, false);
 }
 
-/* Latent attention's split grid (cv_mem_info.split_align = CV_MLA_GROUP):
+/* Latent attention's split grid with its decompressed prefill
+ * (mla_decompress; cv_mem_info.split_align = CV_MLA_GROUP, 1 without):
  * prefill in chunks cut only at multiples of it gives every position the
  * bits of one call, the tail past the last whole group included, and so
  * does a run of fewer tokens than a group, which computes what one call
@@ -935,6 +944,12 @@ TEST(latent_prefill_cut_on_its_grid_equals_one_call)
         if (!open_fixture(&f, models[m], &ep))
             continue;
         cv_mem_info mi;
+        cv_engine_mem_info(f.e, &mi); /* the absorbed form alone: any split exact */
+        CHECK(mi.split_align == 1 && mi.step_run == INT32_MAX);
+        close_fixture(&f);
+        ep.mla_decompress = true;
+        if (!open_fixture(&f, models[m], &ep))
+            continue;
         cv_engine_mem_info(f.e, &mi);
         CHECK(mi.split_align == CV_MLA_GROUP && mi.step_run == CV_MLA_GROUP - 1);
         int32_t n200, n = N;

@@ -82,29 +82,42 @@ static int tiles(att_tile_fn *fns, const char **names)
     return n;
 }
 
-static void run_case(const mla_case *c)
+/* A latent pool of 2 layers holding random rows of D (each value in
+ * [-1, 1)) at positions 0..last of layer `layer`, through eng_mla_store;
+ * its table's blocks in reverse order of position (a table need not be
+ * sorted). NULL (a failed check) when the pool cannot be made. */
+static int32_t *random_rows(kv_pool *kv, int32_t D, uint32_t type, int32_t layer, int32_t last, cv_rng *rng)
 {
-    const int32_t D = c->C + c->rot, last = c->pos0 + c->n_tok - 1, n_blocks = last / CV_KV_BLOCK + 1;
-    const int32_t layer = 1;
-    kv_pool kv;
+    const int32_t n_blocks = last / CV_KV_BLOCK + 1;
     cv_err err = { 0 };
-    /* 2 layers, blocks in reverse order of position (a table need not be sorted) */
-    if (kv_pool_init(&kv, n_blocks + 2, 2, 1, 1, D, c->kv_type, &err)) {
+    if (kv_pool_init(kv, n_blocks + 2, 2, 1, 1, D, type, &err)) {
         CHECK_MSG(0, "%s", err.msg);
-        return;
+        return NULL;
     }
     int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
     for (int32_t b = 0; b < n_blocks; b++)
         blocks[b] = n_blocks + 1 - b;
-    cv_rng rng;
-    cv_rng_seed(&rng, (uint64_t)(c->pos0 * 131 + c->n_tok * 7 + c->H * 3 + D + c->kv_type));
     const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
     float *row = malloc((size_t)D * sizeof *row);
     for (int32_t p = 0; p <= last; p++) {
         for (int32_t i = 0; i < D; i++)
-            row[i] = cv_rng_f32(&rng) * 2 - 1;
-        eng_mla_store(&kv, vec, kv_k(&kv, blocks[p / CV_KV_BLOCK], layer, 0), p % CV_KV_BLOCK, row);
+            row[i] = cv_rng_f32(rng) * 2 - 1;
+        eng_mla_store(kv, vec, kv_k(kv, blocks[p / CV_KV_BLOCK], layer, 0), p % CV_KV_BLOCK, row);
     }
+    free(row);
+    return blocks;
+}
+
+static void run_case(const mla_case *c)
+{
+    const int32_t D = c->C + c->rot, last = c->pos0 + c->n_tok - 1;
+    const int32_t layer = 1;
+    kv_pool kv;
+    cv_rng rng;
+    cv_rng_seed(&rng, (uint64_t)(c->pos0 * 131 + c->n_tok * 7 + c->H * 3 + D + c->kv_type));
+    int32_t *blocks = random_rows(&kv, D, c->kv_type, layer, last, &rng);
+    if (!blocks)
+        return;
     const int32_t R = c->n_tok * c->H;
     /* query rows 3 apart in the batch (rows[k] = 3k), each H x D wide */
     const int64_t ld = (int64_t)c->H * D;
@@ -153,7 +166,6 @@ static void run_case(const mla_case *c)
     free(ref);
     free(rows);
     free(q);
-    free(row);
     free(blocks);
     kv_pool_fini(&kv);
 }
@@ -250,25 +262,13 @@ static void run_dec(const dec_run *d, int32_t n_q, int32_t pos0, const float *q,
 static void run_dec_case(const dec_case *c)
 {
     const int32_t H = c->H, C = c->C, D = C + c->rot, K = c->nope + c->rot, V = c->v, nq = c->n_q;
-    const int32_t last = c->pos0 + nq - 1, n_blocks = last / CV_KV_BLOCK + 1, layer = 1;
+    const int32_t last = c->pos0 + nq - 1, layer = 1;
     kv_pool kv;
-    cv_err err = { 0 };
-    if (kv_pool_init(&kv, n_blocks + 2, 2, 1, 1, D, c->kv_type, &err)) {
-        CHECK_MSG(0, "%s", err.msg);
-        return;
-    }
-    int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
-    for (int32_t b = 0; b < n_blocks; b++)
-        blocks[b] = n_blocks + 1 - b;
     cv_rng rng;
     cv_rng_seed(&rng, (uint64_t)(c->pos0 * 31 + nq * 5 + H + D + c->kv_type));
-    const cv_vec_ops *vec = cv_vec_ops_for(cv_isa_active());
-    float *row = malloc((size_t)D * sizeof *row);
-    for (int32_t p = 0; p <= last; p++) {
-        for (int32_t i = 0; i < D; i++)
-            row[i] = cv_rng_f32(&rng) * 2 - 1;
-        eng_mla_store(&kv, vec, kv_k(&kv, blocks[p / CV_KV_BLOCK], layer, 0), p % CV_KV_BLOCK, row);
-    }
+    int32_t *blocks = random_rows(&kv, D, c->kv_type, layer, last, &rng);
+    if (!blocks)
+        return;
     const size_t HC = (size_t)H * C;
     float *wk = malloc(HC * c->nope * sizeof *wk), *wv = malloc(HC * V * sizeof *wv);
     for (size_t i = 0; i < HC * c->nope; i++)
@@ -416,7 +416,7 @@ static void run_dec_case(const dec_case *c)
     cv_aligned_free(scratch);
     cv_aligned_free(state);
     free(out), free(part), free(kd), free(vd), free(kf), free(vf), free(ref), free(sc);
-    free(q), free(rows), free(wk), free(wv), free(row), free(blocks);
+    free(q), free(rows), free(wk), free(wv), free(blocks);
     kv_pool_fini(&kv);
 }
 

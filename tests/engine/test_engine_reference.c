@@ -596,6 +596,46 @@ TEST(f32_model_with_f16_kv_cache_stays_within_loosened_tolerance)
     check_kv_type(REF3, "tiny-deepseek2lite-gpt2-F32", CV_GGML_F16, 0.07, 3e-4);
 }
 
+/* Latent attention's decompressed prefill (cv_engine_params.
+ * mla_decompress) against llama.cpp: len200 in one call takes positions
+ * 0..127 in it (a whole group of CV_MLA_GROUP) and the rest absorbed, so
+ * its last logits see both forms; README item 1's 1e-3 (measured 9.3e-5
+ * and 4.3e-5). In the sanitizer build too: one call of 200 tokens. */
+TEST(latent_attention_decompressed_prefill_matches_llamacpp_logits)
+{
+    static const char *const names[] = { "tiny-deepseek2-gpt2-F32", "tiny-deepseek2lite-gpt2-F32" };
+    for (size_t i = 0; i < CV_ARRAY_LEN(names); i++) {
+        cv_model *m;
+        cv_err err = { 0 };
+        char rel[160];
+        snprintf(rel, sizeof rel, "%smodels/%s.gguf", REF3, names[i]);
+        if (cv_model_open(test_data(rel), NULL, &m, &err)) {
+            CHECK_MSG(0, "%s", err.msg);
+            continue;
+        }
+        cv_engine_params ep = { .n_threads = 2, .n_ctx = 256, .n_batch = 256, .mla_decompress = true };
+        cv_engine *e = NULL;
+        CHECK(cv_engine_create(m, &ep, &e, &err) == 0);
+        const int32_t V = m->hp.n_vocab;
+        float *ours = malloc((size_t)V * sizeof(float));
+        int32_t n;
+        int32_t *ids = ref_seq(g_seqs, "gpt2", "len200", &n);
+        snprintf(rel, sizeof rel, "%slogits/%s.len200.bin", REF3, names[i]);
+        float *ref = ref_f32(test_data(rel), V);
+        if (e && ref && ref_run(e, ids, n, NULL, ours) == 0) {
+            ref_metrics mt = ref_compare(ref, ours, V);
+            printf("  %s, decompressed prefill: max|Δ| %.3g, KL %.3g\n", names[i], mt.max_abs, mt.kl);
+            CHECK_MSG(mt.max_abs <= 1e-3, "%s decompressed prefill: max|Δ| %g", names[i], mt.max_abs);
+            CHECK_EQ_INT(cv_argmax(ref, V), cv_argmax(ours, V));
+        }
+        free(ref);
+        free(ids);
+        free(ours);
+        cv_engine_destroy(e);
+        cv_model_close(m);
+    }
+}
+
 TEST(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance)
 {
     /* Measured 0.30 / KL 6.4e-4 in the release build, 0.21 / 2.6e-3 in the
@@ -782,6 +822,7 @@ int main(int argc, char **argv)
     RUN(quantized_models_fast_path_stay_within_llamacpp_native_noise);
     RUN(f32_model_with_f16_kv_cache_stays_within_loosened_tolerance);
     RUN(f32_model_with_q8_0_kv_cache_stays_within_loosened_tolerance);
+    RUN(latent_attention_decompressed_prefill_matches_llamacpp_logits);
     RUN(quantized_kv_caches_keep_every_positions_distribution);
     RUN(qwen3next_split_projections_give_the_fused_files_bits);
     json_decref(g_seqs);
