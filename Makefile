@@ -33,8 +33,9 @@ test-fast: release asan
 # libFuzzer (clang) builds of fuzz/fuzz_*.c in build-fuzz/. `make fuzz` runs
 # each target for FUZZ_SECONDS (60); `make fuzz-long` runs each for
 # FUZZ_RUNS executions (10M), one target at a time, logging the counts to
-# build-fuzz/fuzz-long.log (docs/fuzzing.md records them). The suite runs
-# every target over its seeds either way (fuzz/CMakeLists.txt).
+# build-fuzz/fuzz-long.log (docs/fuzzing.md records them). Debug (asserts
+# kept), the layers optimised but the kernels (CMakeLists.txt, CV_FUZZ). The
+# suite runs every target over its seeds either way (fuzz/CMakeLists.txt).
 fuzz-build:
 	$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 	$(CMAKE) --build build-fuzz -j $(JOBS) --target fuzz_targets
