@@ -185,8 +185,10 @@ static cv_str cap_get(const char **p)
 
 void tc_cap_each(const tc_run *r, cv_chat_event_fn fn, void *ud)
 {
+    if (!r->cap.data) /* nothing captured: no buffer either (NULL + 0 is undefined) */
+        return;
     const char *p = r->cap.data, *end = r->cap.data + r->cap.len;
-    while (p && p < end) {
+    while (p < end) {
         cv_chat_event ev = { 0 };
         ev.type = (cv_chat_event_type)(uint8_t)*p++;
         int32_t idx;
