@@ -37,6 +37,18 @@ static double stored(const kv_pool *kv, const void *piece, int32_t j, int32_t i)
     return (double)cv_fp16_to_fp32(d[(size_t)j * ng + i / kv->qgroup]) * ((const int8_t *)piece)[(size_t)j * D + i];
 }
 
+/* Scores s[0..n) to their softmax weights, in place, in double. */
+static void softmax_d(double *s, int32_t n)
+{
+    double mx = -INFINITY, z = 0;
+    for (int32_t p = 0; p < n; p++)
+        mx = fmax(mx, s[p]);
+    for (int32_t p = 0; p < n; p++)
+        z += s[p] = exp(s[p] - mx);
+    for (int32_t p = 0; p < n; p++)
+        s[p] /= z;
+}
+
 /* out[k][h][C] by the book over positions 0..pos0 + k. */
 static void naive(const att_tile *a, float *out)
 {
@@ -47,22 +59,18 @@ static void naive(const att_tile *a, float *out)
         double *s = malloc((size_t)n * sizeof *s);
         for (int32_t h = 0; h < a->n_rep; h++) {
             const float *q = a->qkv + (int64_t)a->rows[k] * a->ld_qkv + (int64_t)h * D;
-            double mx = -INFINITY, z = 0;
             for (int32_t p = 0; p < n; p++) {
                 const void *piece = kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, 0);
                 double d = 0;
                 for (int32_t i = 0; i < D; i++)
                     d += (double)q[i] * stored(kv, piece, p % CV_KV_BLOCK, i);
                 s[p] = d * a->scale;
-                mx = fmax(mx, s[p]);
             }
-            for (int32_t p = 0; p < n; p++)
-                z += exp(s[p] - mx);
+            softmax_d(s, n);
             for (int32_t i = 0; i < C; i++) {
                 double o = 0;
                 for (int32_t p = 0; p < n; p++)
-                    o += exp(s[p] - mx) / z *
-                         stored(kv, kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, 0), p % CV_KV_BLOCK, i);
+                    o += s[p] * stored(kv, kv_k(kv, a->blocks[p / CV_KV_BLOCK], a->layer, 0), p % CV_KV_BLOCK, i);
                 out[((size_t)k * a->n_rep + h) * C + i] = (float)o;
             }
         }
@@ -319,20 +327,17 @@ static void run_dec_case(const dec_case *c)
         for (int32_t t = 0; t < nq; t++) {
             const float *qt = q + (int64_t)rows[t] * ld_q + (int64_t)h * K;
             const int32_t n = c->pos0 + t + 1;
-            double mx = -INFINITY, z = 0;
             for (int32_t p = 0; p < n; p++) {
                 double a = 0;
                 for (int32_t i = 0; i < K; i++)
                     a += (double)qt[i] * kd[(size_t)p * K + i];
                 sc[p] = a * scale;
-                mx = fmax(mx, sc[p]);
             }
-            for (int32_t p = 0; p < n; p++)
-                z += exp(sc[p] - mx);
+            softmax_d(sc, n);
             for (int32_t i = 0; i < V; i++) {
                 double o = 0;
                 for (int32_t p = 0; p < n; p++)
-                    o += exp(sc[p] - mx) / z * vd[(size_t)p * V + i];
+                    o += sc[p] * vd[(size_t)p * V + i];
                 ref[((size_t)h * nq + t) * V + i] = o;
             }
         }
