@@ -1,12 +1,12 @@
 /* attention.c — the attention of a forward call, planned and run on the
  * engine's threads: the batch cut into tiles (up to att_tile_tokens
  * consecutive tokens of one sequence) once per call (cv_engine_att_plan),
- * each tile x kv head a work item handed out longest first through an
- * work queue (cv_pool_run_items), because later positions cost more; when a step has few
- * tiles (a few sequences decoding), their deep contexts' chunks become
- * work items of their own, so a deep context's attention spreads over every
- * thread with the bits it gets in one (the tiles and their chunking are
- * the kernels layer's: kernels/attention.h). */
+ * each tile x kv head a work item handed out longest first through a
+ * work queue (cv_pool_run_items), because later positions cost more; when
+ * a step has few tiles (a few sequences decoding), their deep contexts'
+ * chunks become work items of their own, so a deep context's attention
+ * spreads over every thread with the bits it gets in one (the tiles and
+ * their chunking are the kernels layer's: kernels/attention.h). */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"

@@ -451,8 +451,8 @@ out:
  * forward pass is row-for-row exact), anything else does not. On a model
  * whose bits do not depend on how a sequence was split into calls, the
  * first block of up to two first-level nodes. Otherwise the first chunk
- * of the split grid (cv_mem_info.split_align: 64 positions for a hybrid
- * and for latent attention) of a path that leads to a snapshot (with
+ * of the split grid (cv_mem_info.split_align: 64 positions for a hybrid,
+ * 128 for latent attention's decompressed prefill) of a path that leads to a snapshot (with
  * recurrent state) or of any path that deep, and that chunk's snapshot if
  * it has one: the tree holds only a prompt's whole grid chunks, and a
  * snapshot lies inside a prompt, whose prefill chunks end on the grid, so
