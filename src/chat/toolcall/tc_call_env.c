@@ -11,7 +11,7 @@
  * content (a missing end marker is repaired, not fatal). */
 #include "chat/toolcall/tc_int.h"
 
-enum { E_ITEM, E_IN, E_NJ_NAME, E_NJ_MID, E_NJ_ID, E_NJ_ARGS };
+enum { E_ITEM, E_IN, E_NJ_NAME, E_NJ_MID, E_NJ_ID, E_NJ_OPEN, E_NJ_ARGS };
 
 const char *const tc_skip_fences[] = { "```json", "```", NULL };
 
@@ -107,6 +107,12 @@ static int namejson_step(tc_run *r, tc_sec *s)
         rc = tc_lit(r, "[ARGS]", true);
         if (rc == TC_MORE)
             return TC_MORE;
+        /* its own state: [ARGS] eaten and the input ending in the
+         * whitespace after it must not read [ARGS] or [CALL_ID] again when
+         * more comes (NAME[ARGS][CALL_ID]..., which is no call whole) */
+        s->st = E_NJ_OPEN;
+        return TC_OK;
+    case E_NJ_OPEN:
         if (tc_ws(r) == TC_MORE)
             return TC_MORE;
         if (!tc_n(r) || *tc_p(r) != '{')

@@ -946,6 +946,9 @@ int cv_chat_parse_create(const cv_chat_parse_opts *opts, cv_chat_event_fn fn, vo
     r->fn = fn;
     r->ud = ud;
     r->fmt = o.format ? o.format : cv_tc_detect(o.template_src, o.model_name);
+    /* readers form tc_p before they look at tc_n: at the end of an empty
+     * response that would be NULL + 0, which is undefined */
+    cv_buf_reserve(&r->in, 0);
     cv_rng_seed(&r->rng, o.id_seed ? o.id_seed : cv_now_ns() ^ (uint64_t)(uintptr_t)r);
     build_marks(r);
     r->mode = r->fmt->stream ? RM_STREAM : RM_CONTENT;

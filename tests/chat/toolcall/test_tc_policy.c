@@ -254,6 +254,14 @@ TEST(ids_are_generated_injected_or_taken_from_the_format)
     parse(&(popt){ .format = "mistral_v11", .tools = TOOLS }, "[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{}", &a);
     CHECK_EQ_STR(a.res.calls[0].id, "a1b2c3d4e");
     tc_coll_fini(&a);
+    /* the id comes before [ARGS], never after: whole or streamed a token at
+     * a time, this is no call (found by fuzzing: streamed, [ARGS] was read
+     * twice and the call taken) */
+    const char *late = "[TOOL_CALLS]get_weather[ARGS] [CALL_ID]a1b2c3d4e[ARGS]{}";
+    parse(&(popt){ .format = "mistral_v11", .tools = TOOLS }, late, &a);
+    CHECK_EQ_INT(a.res.n_calls, 0);
+    CHECK_EQ_STR(content(&a), late);
+    tc_coll_fini(&a);
 }
 
 /* ---- cross-format fallback ---- */
@@ -590,6 +598,18 @@ TEST(feeding_after_finish_is_an_error)
     tc_coll_fini(&c);
 }
 
+TEST(an_empty_response_is_empty_in_every_format)
+{
+    for (int i = 0; i < cv_tc_format_count(); i++)
+        for (int detect = 0; detect < 2; detect++) {
+            tc_coll c;
+            parse(&(popt){ .format = cv_tc_format_name(cv_tc_format_at(i)), .tools = TOOLS, .detect = detect }, "", &c);
+            CHECK_MSG(!c.res.content.len && !c.res.reasoning.len && !c.res.n_calls, "%s",
+                      cv_tc_format_name(cv_tc_format_at(i)));
+            tc_coll_fini(&c);
+        }
+}
+
 TEST(the_non_streaming_result_is_the_stream_assembled)
 {
     const char *text = "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": \"3\"}}"
@@ -645,6 +665,7 @@ int main(void)
     RUN(speculative_text_past_the_hold_bound_is_released_as_text);
     RUN(bad_tools_are_an_error_not_a_crash);
     RUN(feeding_after_finish_is_an_error);
+    RUN(an_empty_response_is_empty_in_every_format);
     RUN(the_non_streaming_result_is_the_stream_assembled);
     return test_report();
 }
