@@ -61,7 +61,7 @@ static int stream_fn(tc_run *r)
             return TC_MORE;
         size_t at;
         const tc_mark *hit;
-        int st = tc_scan(&r->cmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
+        int st = tc_scan(r->cmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
         tc_text(r, K_CONTENT, tc_p(r), at);
         tc_eat(r, at);
         if (st != SCAN_HIT)

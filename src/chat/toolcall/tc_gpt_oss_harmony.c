@@ -137,7 +137,7 @@ static int x_body(tc_run *r)
         return TC_MORE;
     size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->rmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
+    int s = tc_scan(r->rmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     tc_text(r, text_kind(r, r->os_kind), tc_p(r), at);
     tc_eat(r, at);
     if (s != SCAN_HIT)
@@ -210,7 +210,7 @@ static int text_step(tc_run *r)
         return TC_MORE;
     size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
+    int s = tc_scan(r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     /* a lone channel word right after a message (a broken header) is held
      * until we know whether a header token follows it */
     const char *p = tc_p(r);
@@ -261,7 +261,7 @@ static int header_step(tc_run *r)
     }
     size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
+    int s = tc_scan(r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     /* a bare shape's mark is no markup in a header: a byte of it */
     bool shape_byte = s == SCAN_HIT && hit->kind == MK_START;
     at += shape_byte;
@@ -312,7 +312,7 @@ static int body_step(tc_run *r)
         return TC_MORE;
     size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
+    int s = tc_scan(r->cmarks, tc_p(r), n, r->eof, &at, &hit, &r->work);
     if (r->os_kind != BK_DROP)
         tc_text(r, text_kind(r, r->os_kind), tc_p(r), at);
     tc_eat(r, at);

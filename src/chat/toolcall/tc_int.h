@@ -158,7 +158,6 @@ typedef struct tc_markset {
 void tc_markset_add(tc_markset *s, const char *text, int kind, int arg, const struct tc_start *st,
                     const cv_tc_format *fmt);
 void tc_markset_build(tc_markset *s);
-void tc_markset_fini(tc_markset *s);
 
 enum { SCAN_NONE, SCAN_HIT, SCAN_PARTIAL };
 /* Finds the first marker in p[0..n). SCAN_HIT: a marker starts at *at (the
@@ -394,8 +393,8 @@ struct cv_chat_parse {
     bool any_text;             /* some content/reasoning text was seen */
     bool drained;              /* TC_F_DRAIN: content after calls is dropped */
     bool fenced;               /* json_response: inside ```json */
-    tc_markset cmarks;         /* what can start in content */
-    tc_markset rmarks;         /* what can end or interrupt reasoning */
+    const tc_markset *cmarks;  /* what can start in content (shared, tc_stream.c) */
+    const tc_markset *rmarks;  /* what can end or interrupt reasoning */
     /* section */
     tc_sec sec;
     int sec_return;            /* mode to return to after the section */

@@ -70,8 +70,8 @@ static void drop_repeats(tc_markset *s)
 void tc_markset_build(tc_markset *s)
 {
     drop_repeats(s);
-    /* all-ones bytes are -1 in every table: memset, not loops, since
-     * parsers are made per request (and per input when fuzzing) */
+    /* all-ones bytes are -1 in every table (a set is built once per row and
+     * options, tc_stream.c's use_marks) */
     memset(s->first, 0xff, sizeof s->first);
     memset(s->count, 0, sizeof s->count);
     memset(s->pair, 0xff, sizeof s->pair);
@@ -111,13 +111,6 @@ void tc_markset_build(tc_markset *s)
         if (s->m[i].len > s->maxlen)
             s->maxlen = s->m[i].len;
     }
-}
-
-void tc_markset_fini(tc_markset *s)
-{
-    free(s->m);
-    free(s->next);
-    memset(s, 0, sizeof *s);
 }
 
 /* Compares marker mk with p[0..avail): updates best (longest full match)

@@ -25,6 +25,7 @@
  * hands each one it meets to tc_stream_shape, whose section runs here and
  * gives the stream back to the row where it ends. */
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -588,34 +589,35 @@ static bool own_marker(const cv_tc_format *f, const char *m)
     return false;
 }
 
-static void build_marks(tc_run *r)
+/* Builds the marker sets of run r's row and options into c and rs. */
+static void build_marks(const tc_run *r, tc_markset *c, tc_markset *rs)
 {
     const cv_tc_format *f = r->fmt;
     if (f->stream_marks) {
-        f->stream_marks(f, &r->cmarks, &r->rmarks);
+        f->stream_marks(f, c, rs);
         /* the bare shapes its content may hold (Harmony's text form scans
          * its bodies with the reasoning set) */
-        tc_detect_shapes(r, &r->cmarks);
-        tc_detect_shapes(r, &r->rmarks);
-        tc_markset_build(&r->cmarks);
-        tc_markset_build(&r->rmarks);
+        tc_detect_shapes(r, c);
+        tc_detect_shapes(r, rs);
+        tc_markset_build(c);
+        tc_markset_build(rs);
         return;
     }
     /* the first registration of a text wins: stray-markup drops come first */
     for (const char *const *d = f->drops; d && *d; d++)
-        tc_markset_add(&r->cmarks, *d, MK_DROP, 0, NULL, f);
-    tc_reason_marks(f, &r->cmarks, &r->rmarks);
+        tc_markset_add(c, *d, MK_DROP, 0, NULL, f);
+    tc_reason_marks(f, c, rs);
     for (const tc_start *s = f->starts; s && s->marker; s++) {
-        tc_markset_add(&r->cmarks, s->marker, MK_START, 0, s, f);
+        tc_markset_add(c, s->marker, MK_START, 0, s, f);
         if (!s->weak)
-            tc_markset_add(&r->rmarks, s->marker, MK_START, 0, s, f);
+            tc_markset_add(rs, s->marker, MK_START, 0, s, f);
     }
     if (r->o.json_response) {
-        tc_markset_add(&r->cmarks, "```json", MK_FENCE, 0, NULL, f);
-        tc_markset_add(&r->cmarks, "```", MK_FENCE, 0, NULL, f);
+        tc_markset_add(c, "```json", MK_FENCE, 0, NULL, f);
+        tc_markset_add(c, "```", MK_FENCE, 0, NULL, f);
     }
     if (r->o.detect) {
-        tc_detect_marks(r, &r->cmarks, &r->rmarks); /* every other row's markers, which subsume the fallback's */
+        tc_detect_marks(r, c, rs); /* every other row's markers, which subsume the fallback's */
     } else if ((!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none) {
         /* fallback: only when calls are possible (tools unknown, or some declared) */
         for (int i = 0; i < cv_tc_n_formats; i++) {
@@ -624,11 +626,46 @@ static void build_marks(tc_run *r)
                 continue;
             for (const tc_start *s = g->starts; s && s->marker; s++)
                 if (!s->weak && !s->at_start && strlen(s->marker) >= 4 && !own_marker(f, s->marker))
-                    tc_markset_add(&r->cmarks, s->marker, MK_FALLBACK, 0, s, g);
+                    tc_markset_add(c, s->marker, MK_FALLBACK, 0, s, g);
         }
     }
-    tc_markset_build(&r->cmarks);
-    tc_markset_build(&r->rmarks);
+    tc_markset_build(c);
+    tc_markset_build(rs);
+}
+
+/* The marker sets depend on the row and three options only, and building
+ * them (several hundred markers with output detection, sorted and indexed)
+ * costs more than parsing a short reply: each pair is built once per
+ * process, on first use, and shared read-only by every parser. */
+typedef struct marks_pair {
+    tc_markset c, r;
+    bool built;
+} marks_pair;
+
+static pthread_mutex_t marks_mu = PTHREAD_MUTEX_INITIALIZER;
+static marks_pair *marks_cache; /* per row, 8 option combinations each */
+
+static void use_marks(tc_run *r)
+{
+    /* what build_marks reads of the options (shapes_may_call in tc_detect.c
+     * is calls && !json_response) */
+    bool calls = (!r->o.tools || json_array_size(r->o.tools)) && !r->o.tool_choice_none;
+    int f = 0;
+    while (f < cv_tc_n_formats && cv_tc_formats[f] != r->fmt)
+        f++;
+    assert(f < cv_tc_n_formats); /* rows come from the registry (cv_tc_format_find, cv_tc_detect) */
+    size_t k = (size_t)f * 8 + (r->o.json_response ? 4u : 0u) + (r->o.detect ? 2u : 0u) + (calls ? 1u : 0u);
+    pthread_mutex_lock(&marks_mu);
+    if (!marks_cache)
+        marks_cache = cv_xcalloc((size_t)cv_tc_n_formats * 8, sizeof *marks_cache);
+    marks_pair *m = &marks_cache[k];
+    if (!m->built) {
+        build_marks(r, &m->c, &m->r);
+        m->built = true;
+    }
+    pthread_mutex_unlock(&marks_mu);
+    r->cmarks = &m->c;
+    r->rmarks = &m->r;
 }
 
 /* A row that reads the whole stream itself was recognised (TC_SWITCH): it
@@ -651,11 +688,8 @@ static void hand_over(tc_run *r)
     r->os_st = 0;
     r->os_text = false;
     r->mode = RM_STREAM;
-    if (f->stream_marks) {
-        tc_markset_fini(&r->cmarks);
-        tc_markset_fini(&r->rmarks);
-        build_marks(r);
-    }
+    if (f->stream_marks)
+        use_marks(r);
 }
 
 int tc_section_step(tc_run *r)
@@ -740,7 +774,7 @@ static int held_step(tc_run *r)
     (void)w;
     size_t at;
     const tc_mark *hit;
-    int s = tc_scan(&r->rmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
+    int s = tc_scan(r->rmarks, tc_p(r), tc_n(r), r->eof, &at, &hit, &r->work);
     if (at == 0 && s == SCAN_PARTIAL)
         return TC_MORE;
     const tc_start *st = at == 0 && s == SCAN_HIT && r->spec_mode == RM_REASON ? held_start(r, hit) : NULL;
@@ -795,7 +829,7 @@ static int reason_step(tc_run *r)
     if (!tc_n(r))
         return TC_MORE;
     const tc_mark *hit;
-    int s = text_to_mark(r, &r->rmarks, kind, &hit);
+    int s = text_to_mark(r, r->rmarks, kind, &hit);
     if (s != SCAN_HIT)
         return TC_MORE;
     /* the set may hold other rows' markers (output detection): only the
@@ -872,7 +906,7 @@ static int content_step(tc_run *r)
     if (!tc_n(r))
         return TC_MORE;
     const tc_mark *hit;
-    int s = text_to_mark(r, &r->cmarks, K_CONTENT, &hit);
+    int s = text_to_mark(r, r->cmarks, K_CONTENT, &hit);
     if (s == SCAN_NONE)
         return TC_MORE;
     if (s == SCAN_PARTIAL)
@@ -950,7 +984,7 @@ int cv_chat_parse_create(const cv_chat_parse_opts *opts, cv_chat_event_fn fn, vo
      * response that would be NULL + 0, which is undefined */
     cv_buf_reserve(&r->in, 0);
     cv_rng_seed(&r->rng, o.id_seed ? o.id_seed : cv_now_ns() ^ (uint64_t)(uintptr_t)r);
-    build_marks(r);
+    use_marks(r);
     r->mode = r->fmt->stream ? RM_STREAM : RM_CONTENT;
     if (o.reasoning_open.len && !r->fmt->stream) {
         const tc_reason *rs = tc_reasons(r->fmt);
@@ -1013,8 +1047,6 @@ void cv_chat_parse_destroy(cv_chat_parse *p)
     if (!p)
         return;
     sec_reset(&p->sec);
-    tc_markset_fini(&p->cmarks);
-    tc_markset_fini(&p->rmarks);
     cv_buf_free(&p->in);
     cv_buf_free(&p->cap);
     cv_buf_free(&p->ws);
