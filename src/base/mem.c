@@ -55,14 +55,15 @@ void *cv_aligned_alloc(size_t n)
 void *cv_aligned_alloc_committed(size_t n)
 {
     char *p = cv_aligned_alloc(n);
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1),
-                    hi = ((uintptr_t)p + n) & ~(page - 1);
-    /* The kernel fills the page tables (Linux 5.14 and later); else one
-     * write a page does it. The pages at the block's ends, shared with
-     * other blocks, are in use already. */
-    if (hi > lo && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p & ~(page - 1),
+                    hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    /* Every page the block touches, its ends included (they may be fresh
+     * too, and filling a page's table entry leaves what is in it as it
+     * is): the kernel fills the page tables (Linux 5.14 and later); else
+     * one write into the block a page does it. */
+    if (n > 0 && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
         for (uintptr_t a = lo; a < hi; a += page)
-            *(volatile char *)a = 0;
+            *(volatile char *)CV_MAX(a, (uintptr_t)p) = 0;
     return p;
 }
 
