@@ -34,7 +34,7 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 8
+#define CV_BACKEND_ABI 9
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
@@ -262,6 +262,13 @@ typedef struct cv_backend_ops {
     void (*stream_set_threads)(cv_bstream *s, int32_t n);
     /* Returns once everything issued to s has finished. */
     void (*sync)(cv_bstream *s);
+    /* s will multiply the n_mats matrices (matmul, matmul_experts) with
+     * up to max_tok rows a call: the backend sets up the scratch that takes
+     * now (the CPU's quantized activation rows, committed; a device's
+     * activation buffer), so that a model's first request does not pay for
+     * fresh memory (docs/PERF.md, "Several models in one server"). Larger
+     * calls and other matrices still work, growing the scratch. */
+    void (*stream_reserve)(cv_bstream *s, const cv_bmat *const *mats, int32_t n_mats, int64_t max_tok);
 
     /* ---- matrix products ---- */
     /* Y[t][o] = sum_i W[o][i] X[t][i] for t < n_tok (kernels.h,
@@ -378,6 +385,10 @@ static inline void cv_bstream_destroy(cv_bstream *s)
 static inline int cv_bstream_threads(const cv_bstream *s) { return s->be->ops->stream_threads(s); }
 static inline void cv_bstream_set_threads(cv_bstream *s, int32_t n) { s->be->ops->stream_set_threads(s, n); }
 static inline void cv_bstream_sync(cv_bstream *s) { s->be->ops->sync(s); }
+static inline void cv_bstream_reserve(cv_bstream *s, const cv_bmat *const *mats, int32_t n_mats, int64_t max_tok)
+{
+    s->be->ops->stream_reserve(s, mats, n_mats, max_tok);
+}
 static inline void cv_be_matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
                                 int64_t ldy)
 {

@@ -15,7 +15,7 @@ typedef struct cpu_mat {
     cv_wmat *w;
 } cpu_mat;
 
-static const cv_wmat *wmat_of(const cv_bmat *m) { return ((const cpu_mat *)m)->w; }
+const cv_wmat *cpu_wmat(const cv_bmat *m) { return ((const cpu_mat *)m)->w; }
 static cv_pool *pool_of(cv_bstream *s) { return cpu_stream_of(s)->pool; }
 
 static int mat_create(cv_backend *be, uint32_t type, int64_t n_in, int64_t n_out, const void *data, size_t n_bytes,
@@ -42,7 +42,7 @@ static void mat_destroy(cv_backend *be, cv_bmat *m)
     free(m);
 }
 
-static const char *mat_path(const cv_bmat *m) { return cv_matmul_path(m->type, cv_wmat_isa(wmat_of(m))); }
+static const char *mat_path(const cv_bmat *m) { return cv_matmul_path(m->type, cv_wmat_isa(cpu_wmat(m))); }
 
 static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv_err *err)
 {
@@ -61,7 +61,28 @@ static int stream_create(cv_backend *be, int32_t n_threads, cv_bstream **out, cv
 static void stream_destroy(cv_bstream *s)
 {
     cv_pool_destroy(pool_of(s));
+    cv_aligned_free(cpu_stream_of(s)->act);
     free(s);
+}
+
+/* The activation scratch, at least n bytes: grown, and committed when it
+ * grows, since the rows go to every thread of the next matmul at once. */
+static void *act_scratch(cpu_stream *st, size_t n)
+{
+    if (n > st->act_bytes) {
+        cv_aligned_free(st->act);
+        st->act = cv_aligned_alloc_committed(n);
+        st->act_bytes = n;
+    }
+    return st->act;
+}
+
+static void stream_reserve(cv_bstream *s, const cv_bmat *const *mats, int32_t n_mats, int64_t max_tok)
+{
+    cpu_stream *st = cpu_stream_of(s);
+    for (int32_t i = 0; i < n_mats; i++)
+        st->act_row_max = CV_MAX(st->act_row_max, cv_wmat_act_bytes(cpu_wmat(mats[i]), 1));
+    act_scratch(st, st->act_row_max * (size_t)max_tok);
 }
 
 static int stream_threads(const cv_bstream *s) { return cv_pool_size(((const cpu_stream *)s)->pool); }
@@ -75,14 +96,18 @@ static void sync(cv_bstream *s) { (void)s; }
 
 static void matmul(cv_bstream *s, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
 {
-    cv_matmul_strided(pool_of(s), wmat_of(w), n_tok, x, ldx, y, ldy);
+    const cv_wmat *wm = cpu_wmat(w);
+    cv_matmul_strided_act(pool_of(s), wm, n_tok, x, ldx, y, ldy,
+                          act_scratch(cpu_stream_of(s), cv_wmat_act_bytes(wm, n_tok)));
 }
 
 static cv_experts_ws *experts_ws_create(cv_bstream *s, int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
                                         int32_t n_expert)
 {
-    (void)s;
-    return (cv_experts_ws *)cv_mm_ws_create(max_rows, max_n_in, max_n_out, n_expert);
+    cv_mm_ws *ws = cv_mm_ws_create(max_rows, max_n_in, max_n_out, n_expert);
+    if (cpu_stream_of(s)->act_row_max > 0)
+        cv_mm_ws_commit(ws, cpu_stream_of(s)->act_row_max);
+    return (cv_experts_ws *)ws;
 }
 
 static void experts_ws_destroy(cv_bstream *s, cv_experts_ws *ws)
@@ -100,7 +125,7 @@ static void matmul_experts(cv_bstream *s, const cv_bmat *const *w, int32_t n_exp
     const cv_wmat *wm[CV_MAX_EXPERTS];
     assert(n_expert <= CV_MAX_EXPERTS);
     for (int32_t e = 0; e < n_expert; e++)
-        wm[e] = w[e] ? wmat_of(w[e]) : NULL;
+        wm[e] = w[e] ? cpu_wmat(w[e]) : NULL;
     cv_matmul_experts(pool_of(s), wm, n_expert, n_x, x, ldx, n_rows, expert, src, y, ldy, (cv_mm_ws *)ws);
 }
 
@@ -115,6 +140,7 @@ static const cv_backend_ops cpu_ops = {
     .stream_threads = stream_threads,
     .stream_set_threads = stream_set_threads,
     .sync = sync,
+    .stream_reserve = stream_reserve,
     .matmul = matmul,
     .experts_ws_create = experts_ws_create,
     .experts_ws_destroy = experts_ws_destroy,

@@ -10,9 +10,16 @@ typedef struct cpu_stream {
     cv_bstream pub;
     cv_pool *pool;
     const cv_vec_ops *vec;
+    /* matmul's quantized activation rows, committed (stream_reserve), and
+     * the widest row of the matrices reserved for (expert workspaces'
+     * rows are committed for it) */
+    void *act;
+    size_t act_bytes, act_row_max;
 } cpu_stream;
 
 static inline cpu_stream *cpu_stream_of(cv_bstream *s) { return (cpu_stream *)s; }
+/* The kernels' matrix behind one of the CPU backend's. */
+const cv_wmat *cpu_wmat(const cv_bmat *m);
 
 /* Per-row work runs on the calling thread below this many rows (waking
  * the pool costs more than a decode step's few rows take), else on the

@@ -105,6 +105,9 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
         goto fail;
     }
     e->n_threads = cv_bstream_threads(e->st);
+    int32_t n_mats;
+    const cv_bmat *const *mats = cv_model_mats(m, &n_mats);
+    cv_bstream_reserve(e->st, mats, n_mats, p.n_batch);
     /* Every group's pool has the same count of blocks: group 0's holds one
      * for every block of positions held, the window group's no more, and a
      * pool costs only the pages it touches. */
@@ -125,10 +128,12 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     }
     e->n_groups = g.n_layer[1] > 0 ? 2 : 1;
     e->kv_window = g.window;
-    for (int32_t k = 0; k < e->n_groups; k++)
+    for (int32_t k = 0; k < e->n_groups; k++) {
         if ((rc = kv_pool_init(&e->kv[k], (int32_t)n_blocks, g.n_layer[k], cv_kv_parts(hp), g.n_head_kv[k],
                                g.head_dim[k], p.kv_type, err)))
             goto fail;
+        e->kv_committed += kv_pool_commit_first_run(&e->kv[k]);
+    }
     e->max_blocks = (p.n_ctx + CV_KV_BLOCK - 1) / CV_KV_BLOCK;
     e->seqs = cv_xcalloc((size_t)p.n_seq_max, sizeof *e->seqs);
     for (int32_t i = 0; i < p.n_seq_max; i++)

@@ -144,6 +144,8 @@ typedef struct cv_mem_info {
                               * memory budget counts it); 0 when state_bytes is 0 */
     int64_t max_positions;   /* positions one sequence could hold with every block to itself */
     size_t block_bytes;      /* one block of positions over every group (the groups' formats summed) */
+    size_t committed_bytes;  /* KV bytes committed when the engine was made (each pool's first run,
+                              * which a first sequence writes); the rest commits as sequences write it */
     /* How a sequence's bits depend on the way its positions are split into
      * forward calls (the scheduler's exactness rests on these): calls that
      * split it only at multiples of split_align compute the same bits

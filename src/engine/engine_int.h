@@ -28,6 +28,12 @@ void *eng_map(size_t bytes);
 int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts, int32_t n_head_kv, int32_t head_dim,
                  uint32_t type, cv_err *err);
 void kv_pool_fini(kv_pool *p);
+/* Commits the pool's first run now (the blocks a first sequence takes, in
+ * huge pages all of it whatever the sequence's length): fresh memory's
+ * first touch is slow (250-500 MB/s on a VM, docs/PERF.md "A model's first
+ * request"), and done at load it is not in the first request's time.
+ * Returns the bytes committed (0 when the OS declined). */
+size_t kv_pool_commit_first_run(kv_pool *p);
 /* A free block with refs = 1, or -1 when none is left. */
 int32_t kv_pool_alloc(kv_pool *p);
 void kv_pool_ref(kv_pool *p, int32_t b);
@@ -299,6 +305,7 @@ struct cv_engine {
     kv_pool kv[CV_MEM_MAX_GROUPS]; /* per layer group (layer groups above): [0] the full layers (maybe
                                       none: ids and references only), [1] the window layers */
     int32_t n_groups;    /* 1, or 2 with window layers */
+    size_t kv_committed; /* the pools' bytes committed at load (kv_pool_commit_first_run) */
     int32_t kv_window;   /* group 1's window; 0: no group 1 */
     int8_t *kv_group;    /* [n_layer] the layer's group; -1: no K/V */
     int32_t *kv_layer;   /* [n_layer] the layer's index among its group's layers */

@@ -12,6 +12,7 @@
  * seq_mem.c's. Invariant: refs[b] equals the number of holders of b in its
  * group (tables, prefix-cache spans, snapshots), and a block with refs 0 is
  * on its pool's free stack exactly once. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -69,6 +70,19 @@ int kv_pool_init(kv_pool *p, int32_t n_blocks, int32_t n_layer, int32_t n_parts,
         p->free_ids[i] = n_blocks - 1 - i;
     p->n_free = n_blocks;
     return 0;
+}
+
+size_t kv_pool_commit_first_run(kv_pool *p)
+{
+    if (!p->data || !p->run_shift)
+        return 0;
+    const size_t run = CV_MIN(p->block_bytes << p->run_shift, kv_pool_bytes(p));
+    if (madvise(p->data, run, MADV_POPULATE_WRITE) != 0) {
+        cv_debug("KV cache: its first run was not committed at load (%s): the first request commits it",
+                 strerror(errno));
+        return 0;
+    }
+    return run;
 }
 
 void kv_pool_fini(kv_pool *p)

@@ -462,6 +462,7 @@ void cv_engine_mem_info(const cv_engine *e, cv_mem_info *out)
     out->state_bytes = e->state_bytes;
     out->snapshot_blocks = e->snap_blocks;
     out->max_positions = (int64_t)e->kv[0].n_blocks * CV_KV_BLOCK;
+    out->committed_bytes = e->kv_committed;
     /* attention and the FFNs compute every row on its own: any split is
      * exact unless a kind in use says otherwise */
     out->split_align = 1;

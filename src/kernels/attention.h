@@ -74,8 +74,6 @@ typedef struct kv_pool {
 /* q8_0's dimensions per factor: 32 (as the q8_0 weight format), or the
  * whole head when 32 does not divide it. */
 static inline int32_t kv_q8_group(int32_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
-/* Bytes of one block for a type (what kv_pool_init sizes blocks by). */
-
 /* Bytes of one head's keys (or values) of a block, and of one block of
  * n_layer layers (what kv_pool_init sizes blocks by). */
 size_t kv_head_bytes(int32_t head_dim, uint32_t type);

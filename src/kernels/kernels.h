@@ -173,6 +173,13 @@ bool cv_wmat_owns_data(const cv_wmat *w);
  * memory). n_tok == 0 does nothing. X and Y must not overlap. */
 void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
                        int64_t ldy);
+/* The same with the caller's activation scratch: act holds at least
+ * cv_wmat_act_bytes(w, n_tok) bytes, aligned to 64 (a caller that keeps one
+ * buffer, committed once, allocates nothing a call). */
+void cv_matmul_strided_act(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
+                           int64_t ldy, void *act);
+/* Bytes of activation scratch a matmul of n_tok rows with w uses. */
+size_t cv_wmat_act_bytes(const cv_wmat *w, int64_t n_tok);
 /* The same with contiguous rows: X [n_tok][n_in], Y [n_tok][n_out]. */
 void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y);
 /* How a matmul of weight type `type` runs on `isa`, in words (corvid
@@ -200,6 +207,10 @@ const char *cv_matmul_path(uint32_t type, cv_isa isa);
 typedef struct cv_mm_ws cv_mm_ws;
 cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out, int32_t n_expert);
 void cv_mm_ws_destroy(cv_mm_ws *ws);
+/* Commits the workspace's activation rows now for calls whose quantized
+ * rows take at most row_bytes each (cv_wmat_act_bytes(w, 1) of the experts
+ * it will multiply), so that its first call does not touch fresh pages. */
+void cv_mm_ws_commit(cv_mm_ws *ws, size_t row_bytes);
 
 /* Y[r] = W[expert[r]] X[src[r]] for each route r < n_rows: the expert
  * matmul of a mixture-of-experts FFN (ggml's mul_mat_id). w holds n_expert

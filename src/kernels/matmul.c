@@ -239,8 +239,20 @@ static void compute_item(void *ctx, int64_t i, int ith)
     r->job.w->impl->run(&r->job, g0, CV_MIN(g0 + r->chunk, r->n_groups), 0, r->job.n_tok);
 }
 
+size_t cv_wmat_act_bytes(const cv_wmat *w, int64_t n_tok) { return w->impl->act_row_bytes(w) * (size_t)n_tok; }
+
 void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
                        int64_t ldy)
+{
+    if (n_tok == 0)
+        return;
+    void *act = cv_aligned_alloc(cv_wmat_act_bytes(w, n_tok));
+    cv_matmul_strided_act(pool, w, n_tok, x, ldx, y, ldy, act);
+    cv_aligned_free(act);
+}
+
+void cv_matmul_strided_act(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y,
+                           int64_t ldy, void *act)
 {
     assert(ldx >= w->n_in && ldy >= w->n_out && n_tok >= 0);
     if (n_tok == 0)
@@ -255,7 +267,6 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     r.job.act_row_bytes = w->impl->act_row_bytes(w);
     r.x = x;
     r.ldx = ldx;
-    uint8_t *act = cv_aligned_alloc(r.job.act_row_bytes * (size_t)n_tok);
     r.job.act = act;
     if (n_tok * w->n_in <= CV_MM_QUANT_INLINE_VALUES)
         quant_job(&r, 0, 1);
@@ -265,7 +276,6 @@ void cv_matmul_strided(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const flo
     r.n_groups = (w->n_out + rpg - 1) / rpg;
     r.chunk = CV_MAX(1, r.n_groups / (CV_MM_CHUNKS_PER_THREAD * (int64_t)nth));
     cv_pool_run_items(pool, (r.n_groups + r.chunk - 1) / r.chunk, compute_item, &r);
-    cv_aligned_free(act);
 }
 
 void cv_matmul(cv_pool *pool, const cv_wmat *w, int64_t n_tok, const float *x, float *y)

@@ -540,6 +540,9 @@ int cv_model_open(const char *path, const cv_model_params *params, cv_model **ou
  * failure the caller still does. */
 int cv_model_open_gguf(cv_gguf *g, const cv_model_params *params, cv_model **out, cv_err *err);
 void cv_model_close(cv_model *m);
+/* Every matrix the model prepared on its backend, *n of them (a stream
+ * sets up its scratch for them: cv_bstream_reserve). */
+const cv_bmat *const *cv_model_mats(const cv_model *m, int32_t *n);
 
 /* What a model file is, from its metadata and tensor index alone (nothing
  * is prepared: cheap for an 18 GB file), for `corvid info`, `doctor` and

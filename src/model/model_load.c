@@ -64,6 +64,12 @@ static void own_mat(cv_model *m, cv_bmat *w)
     o->mats[o->n_mats++] = w;
 }
 
+const cv_bmat *const *cv_model_mats(const cv_model *m, int32_t *n)
+{
+    *n = m->owned->n_mats;
+    return (const cv_bmat *const *)m->owned->mats;
+}
+
 static void free_model(cv_model *m, bool close_gguf)
 {
     if (!m)
@@ -657,6 +663,20 @@ static void drop_pages(const void *data, size_t n)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Maps a stretch of the file that a matrix reads in place into the page
+ * tables now (reading it from disk where the page cache lacks it): else
+ * the first request pays for it, a fault every 64 KiB of weights, inside
+ * its time to first token (docs/PERF.md, "Several models in one server").
+ * MADV_POPULATE_READ is Linux 5.14's; before it the first request maps
+ * the pages as it reads them, as it always did. */
+static void map_pages(const void *data, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)data & ~(page - 1),
+                    hi = ((uintptr_t)data + n + page - 1) & ~(page - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_READ);
+}
+
 /* Prepares n matrices that share their input as one: rows of the first,
  * then of the next (rows are independent in every GGUF type, so stacking
  * matrices is concatenating their bytes); the dequantized path stacks f32
@@ -706,10 +726,13 @@ static int bind_run(cv_model *m, const piece *ps, int n, cv_bmat **out, cv_err *
         return rc;
     }
     /* Whatever was copied or packed from the mapping is read from there no
-     * more; a matrix read in place keeps its pages (n == 1, not packed). */
+     * more; a matrix read in place keeps its pages (n == 1, not packed),
+     * mapped now. */
     if ((*out)->owns_data || n > 1 || deq)
         for (int i = 0; i < n; i++)
             drop_pages(ps[i].data, ps[i].n_bytes);
+    else
+        map_pages(ps[0].data, ps[0].n_bytes);
     own_mat(m, *out);
     return 0;
 }

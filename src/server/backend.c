@@ -309,10 +309,13 @@ static int open_engine(model_backend *mb, const cv_server_backend_opts *o, cv_er
      * what the process takes: say both (a tiny model's bound of 16M
      * positions is GiBs it never commits). */
     const double per = (double)cv_engine_kv_block_bytes(mb->model, p->kv_type) / CV_KV_BLOCK;
+    cv_mem_info mi;
+    cv_engine_mem_info(mb->engine, &mi);
     cv_info("KV cache (%s): %.1f KiB a position, committed as sequences and the prefix cache write it (%.1f MiB a "
-            "full context of %d); room for %d positions (%.0f MiB mapped, none committed yet), %d sequences at once",
+            "full context of %d); room for %d positions (%.0f MiB mapped, %.1f MiB committed at load: the first "
+            "sequence's), %d sequences at once",
             cv_engine_kv_type_name(p->kv_type), per / 1024.0, per * p->n_ctx / 1048576.0, p->n_ctx, p->n_kv_tokens,
-            per * p->n_kv_tokens / 1048576.0, p->n_seq_max);
+            per * p->n_kv_tokens / 1048576.0, (double)mi.committed_bytes / 1048576.0, p->n_seq_max);
     return 0;
 }
 

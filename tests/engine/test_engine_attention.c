@@ -429,6 +429,36 @@ TEST(a_fresh_sequence_commits_the_huge_pages_of_its_own_runs)
     kv_pool_fini(&kv);
 }
 
+/* The engine commits each pool's first run when it is made (the blocks a
+ * first sequence takes, whatever its length, where huge pages are
+ * granted): every page of that run is resident after it, and no more than
+ * the run's huge pages. */
+TEST(a_pool_commits_its_first_run_and_no_more)
+{
+    kv_pool kv;
+    cv_err err = { 0 };
+    if (kv_pool_init(&kv, 1000, 6, 2, 2, 64, CV_GGML_F16, &err)) {
+        CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    const size_t run = kv.block_bytes * CV_KV_RUN_BLOCKS, bytes = kv_pool_bytes(&kv), huge = (size_t)2 << 20;
+    const size_t got = kv_pool_commit_first_run(&kv);
+    CHECK_MSG(got == run, "committed %zu bytes, the first run is %zu (MADV_POPULATE_WRITE needs Linux 5.14)", got, run);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n_vec = (bytes + page - 1) / page;
+    unsigned char *vec = malloc(n_vec);
+    CHECK(mincore(kv.data, bytes, vec) == 0);
+    size_t in_run = 0, resident = 0;
+    for (size_t i = 0; i < n_vec; i++) {
+        resident += (vec[i] & 1) * page;
+        in_run += i * page < run ? (vec[i] & 1) * page : 0;
+    }
+    CHECK_MSG(in_run >= run, "%zu of the first run's %zu bytes are resident", in_run, run);
+    CHECK_MSG(resident <= ((run + huge - 1) / huge + 1) * huge, "committing the first run of %zu bytes made %zu resident",
+              run, resident);
+    free(vec);
+    kv_pool_fini(&kv);
+}
+
 int main(void)
 {
     RUN(stored_keys_and_values_read_back_within_their_types_rounding);
@@ -436,5 +466,6 @@ int main(void)
     RUN(every_tile_matches_a_plain_softmax);
     RUN(attention_bench_runs_the_engines_tile_over_every_pair);
     RUN(a_fresh_sequence_commits_the_huge_pages_of_its_own_runs);
+    RUN(a_pool_commits_its_first_run_and_no_more);
     return test_report();
 }

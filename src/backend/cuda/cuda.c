@@ -375,6 +375,21 @@ static bool scratch(cuda_stream *st, cu_dptr *buf, size_t *cap, size_t n, const 
     return true;
 }
 
+static void stream_reserve(cv_bstream *s, const cv_bmat *const *mats, int32_t n_mats, int64_t max_tok)
+{
+    size_t row = 0;
+    for (int32_t i = 0; i < n_mats; i++) {
+        bool int8 = false;
+        if (gpu_type(mats[i]->type, &int8) && int8)
+            row = CV_MAX(row, act_row_bytes(mats[i]->type, mats[i]->n_in));
+    }
+    cuda_stream *st = stream_of(s);
+    if (row > 0 && !st->err_code) {
+        ctx_enter(dev_of(s->be));
+        scratch(st, &st->act, &st->act_bytes, row * (size_t)max_tok, "the activation scratch");
+    }
+}
+
 static void quantize_rows(cuda_stream *st, const float *x, int64_t ldx, int64_t n_in, int64_t n_rows, cu_dptr out)
 {
     cuda_dev *d = dev_of(st->pub.be);
@@ -1026,6 +1041,7 @@ static const cv_backend_ops cuda_ops = {
     .stream_destroy = stream_destroy,
     .stream_threads = stream_threads,
     .stream_set_threads = stream_set_threads,
+    .stream_reserve = stream_reserve,
     .sync = stream_sync,
     .matmul = matmul,
     .experts_ws_create = experts_ws_create,
