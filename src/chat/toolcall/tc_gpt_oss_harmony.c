@@ -344,8 +344,6 @@ static int body_step(tc_run *r)
 
 static int harmony(tc_run *r)
 {
-    if (!r->os_buf.cap)
-        cv_buf_reserve(&r->os_buf, 1);
     int rc;
     switch (r->os_st) {
     case H_INIT: return decide(r);

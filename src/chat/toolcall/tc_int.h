@@ -429,7 +429,7 @@ struct cv_chat_parse {
     cv_rng rng;
     /* own-stream formats (Harmony, Functionary 3.2) */
     int os_st;
-    cv_buf os_buf, os_hdr;
+    cv_buf os_hdr;
     int os_kind;
     bool os_flag;
     bool os_text;              /* Harmony: text came since the last message ended */

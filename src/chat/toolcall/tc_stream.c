@@ -1051,7 +1051,6 @@ void cv_chat_parse_destroy(cv_chat_parse *p)
     cv_buf_free(&p->cap);
     cv_buf_free(&p->ws);
     cv_buf_free(&p->scratch);
-    cv_buf_free(&p->os_buf);
     cv_buf_free(&p->os_hdr);
     free(p);
 }
