@@ -161,13 +161,18 @@ static int read_m3(tc_run *r, tc_sec *s)
             const char *p = tc_p(r);
             size_t n = tc_n(r), i = 0;
             char stop = s->st == M_NAME ? '"' : '>';
-            while (i < n && p[i] != stop && p[i] != '\n' && p[i] != '<' && s->tmp.len + i < CV_TC_MAX_NAME)
+            /* the name and the attributes after it share one bound, counted
+             * over every chunk (s->scan: the attribute bytes read so far) */
+            size_t seen = s->tmp.len + (s->st == M_ATTRS ? s->scan : 0);
+            while (i < n && p[i] != stop && p[i] != '\n' && p[i] != '<' && seen + i < CV_TC_MAX_NAME)
                 i++;
             r->work += i + 1;
             if (s->st == M_NAME)
                 cv_buf_append(&s->tmp, p, i);
+            else
+                s->scan += i;
             tc_eat(r, i);
-            if (s->tmp.len >= CV_TC_MAX_NAME)
+            if (seen + i >= CV_TC_MAX_NAME)
                 return TC_FAIL;
             if (i == n)
                 return r->eof ? TC_FAIL : TC_MORE;
@@ -176,6 +181,7 @@ static int read_m3(tc_run *r, tc_sec *s)
             tc_eat(r, 1);
             if (s->st == M_NAME) {
                 s->st = M_ATTRS;
+                s->scan = 0;
                 continue;
             }
             s->aux = tc_call_begin(r, s->tmp.data, s->tmp.len, NULL, 0);

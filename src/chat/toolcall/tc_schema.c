@@ -293,16 +293,17 @@ int tc_coerce_text(const char *p0, size_t n0, tc_type t, bool as_json, cv_buf *o
     if (m & (TT_NUMBER | TT_INTEGER)) {
         size_t mark = out->len;
         if (n && tc_number_canon(p, n, out)) {
-            /* an integer schema accepts 3.0 but not 3.5 */
+            /* an integer schema accepts 3.0 but not 3.5, nor 1e20 (no long
+             * long holds it, and converting it would be undefined) */
             if (!(m & TT_NUMBER)) {
                 double d = strtod(out->data + mark, NULL);
-                if (d != (double)(long long)d) {
+                if (!(d >= -0x1p63 && d < 0x1p63) || d != (double)(long long)d) {
                     out->len = mark;
                     out->data[mark] = 0;
                     goto not_number;
                 }
                 out->len = mark;
-                cv_buf_printf(out, "%lld", (long long)strtod(p[0] == '+' ? p + 1 : p, NULL));
+                cv_buf_printf(out, "%lld", (long long)d);
             }
             return 0;
         }

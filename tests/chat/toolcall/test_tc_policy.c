@@ -610,6 +610,39 @@ TEST(an_empty_response_is_empty_in_every_format)
         }
 }
 
+/* Functionary v3.2's output starts with a recipient line; one too long for
+ * a name is text, every byte of it (found by fuzzing: read whole, the byte
+ * where the name's bound stopped was dropped as if it were the newline). */
+TEST(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text)
+{
+    char text[400];
+    memset(text, 'a', 300);
+    strcpy(text + 300, "bcdef\nmore");
+    tc_coll c;
+    parse(&(popt){ .format = "functionary_v3_2" }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    CHECK_EQ_STR(content(&c), text);
+    tc_coll_fini(&c);
+}
+
+/* A MiniMax-M3 invoke's name and the attributes after it share one bound,
+ * whole or streamed (found by fuzzing: streamed, the attributes' count
+ * started again at each chunk, and an invoke too long whole was a call). */
+TEST(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking)
+{
+    char text[600];
+    char attr[260];
+    memset(attr, 'a', 250);
+    attr[250] = 0;
+    snprintf(text, sizeof text,
+             "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\" x=\"%s\">"
+             "]<]minimax[>[<city>Oslo]<]minimax[>[</city>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>", attr);
+    tc_coll c;
+    parse(&(popt){ .format = "minimax_m3", .tools = TOOLS }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    tc_coll_fini(&c);
+}
+
 TEST(the_non_streaming_result_is_the_stream_assembled)
 {
     const char *text = "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": \"3\"}}"
@@ -666,6 +699,8 @@ int main(void)
     RUN(bad_tools_are_an_error_not_a_crash);
     RUN(feeding_after_finish_is_an_error);
     RUN(an_empty_response_is_empty_in_every_format);
+    RUN(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text);
+    RUN(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking);
     RUN(the_non_streaming_result_is_the_stream_assembled);
     return test_report();
 }

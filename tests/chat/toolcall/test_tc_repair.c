@@ -166,6 +166,10 @@ TEST(values_are_typed_by_the_schema_and_strings_kept_exactly)
           "{\"s\": \"tail\\n\\n\"}" },
         /* a value that does not fit its type is kept, not invented */
         { "qwen3_coder_xml", "<function=f>\n<parameter=n>\nmany\n</parameter>\n</function>", "{\"n\": \"many\"}" },
+        /* a number past every integer type stays the number written (found
+         * by fuzzing: the integer check converted it to long long, which is
+         * undefined) */
+        { "qwen3_coder_xml", "<function=f>\n<parameter=n>\n3.5e20\n</parameter>\n</function>", "{\"n\": 3.5e20}" },
     };
     check_rows("typing", rows, CV_ARRAY_LEN(rows));
 }
