@@ -9,17 +9,21 @@
 
 #include "engine/engine_int.h"
 
-float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err)
+void *eng_mem_alloc(cv_engine *e, size_t n_bytes, cv_err *err)
 {
-    const size_t n = (size_t)n_rows * (size_t)ld * sizeof(float);
-    float *p = cv_be_rows_alloc(e->m->be, n);
+    void *p = cv_be_rows_alloc(e->m->be, n_bytes);
     if (!p)
         cv_err_set(err, CV_ENOMEM, "engine: the %s backend has no room for %zu bytes of activation rows",
-                   cv_backend_name(e->m->be), n);
+                   cv_backend_name(e->m->be), n_bytes);
     return p;
 }
 
-void eng_rows_free(cv_engine *e, float *rows) { cv_be_rows_free(e->m->be, rows); }
+float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err)
+{
+    return eng_mem_alloc(e, (size_t)n_rows * (size_t)ld * sizeof(float), err);
+}
+
+void eng_rows_free(cv_engine *e, void *rows) { cv_be_rows_free(e->m->be, rows); }
 
 static cv_bact act_of(const cv_hparams *hp)
 {

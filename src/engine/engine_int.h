@@ -260,10 +260,13 @@ extern const eng_kind *const eng_ffns[CV_FFN_COUNT];
 
 /* rows[t] += bias for t < n_rows, rows ld apart, n values each. */
 void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const float *bias, int64_t n);
-/* n_rows rows of ld floats in the backend's activation memory, and back;
- * NULL (an error set) when the backend is out of memory. */
+/* n_bytes of the backend's activation memory (what its operations read
+ * and write: an op's int32 ids as well as its rows), n_rows rows of ld
+ * floats of it, and back; NULL (an error set) when the backend is out of
+ * memory. */
+void *eng_mem_alloc(cv_engine *e, size_t n_bytes, cv_err *err);
 float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err);
-void eng_rows_free(cv_engine *e, float *rows);
+void eng_rows_free(cv_engine *e, void *rows);
 /* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
  * inline for a handful of rows (waking the pool costs more). */
 void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);

@@ -186,9 +186,9 @@ static int moe_init(cv_engine *e, cv_err *err)
             s->ld_sh_gu = CV_MAX(s->ld_sh_gu, 2 * L->shexp_down->n_in);
         own_inputs |= L->router_scale || L->exp_norm;
     }
-    /* the routes as floats' rows of one value: int32 and float alike */
-    if (!(s->logits = eng_rows_alloc(e, T, s->n_exp, err)) || !(s->expert = (int32_t *)eng_rows_alloc(e, R, 1, err)) ||
-        !(s->src = (int32_t *)eng_rows_alloc(e, R, 1, err)) || !(s->weight = eng_rows_alloc(e, R, 1, err)) ||
+    if (!(s->logits = eng_rows_alloc(e, T, s->n_exp, err)) ||
+        !(s->expert = eng_mem_alloc(e, (size_t)R * sizeof *s->expert, err)) ||
+        !(s->src = eng_mem_alloc(e, (size_t)R * sizeof *s->src, err)) || !(s->weight = eng_rows_alloc(e, R, 1, err)) ||
         !(s->gu = eng_rows_alloc(e, R, s->ld_gu, err)) || !(s->h = eng_rows_alloc(e, R, hp->n_ff_exp, err)) ||
         !(s->y = eng_rows_alloc(e, R, e->ld_x, err)))
         return CV_ENOMEM;
@@ -207,8 +207,8 @@ static void moe_fini(cv_engine *e)
     ffn_moe_scratch *s = e->moe;
     if (!s)
         return;
-    float *rows[] = { s->logits, (float *)s->expert, (float *)s->src, s->weight, s->gu, s->h, s->y,
-                      s->sh_gu, s->sh_h, s->sh_y, s->r_in, s->x_in };
+    void *rows[] = { s->logits, s->expert, s->src, s->weight, s->gu, s->h, s->y,
+                     s->sh_gu, s->sh_h, s->sh_y, s->r_in, s->x_in };
     for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++)
         eng_rows_free(e, rows[i]);
     free(s->seen);
