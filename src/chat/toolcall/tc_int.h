@@ -407,6 +407,7 @@ struct cv_chat_parse {
     int spec_mode;             /* mode to resume after an abort */
     cv_buf cap;                /* captured events */
     int spec_n_calls;
+    cv_rng spec_rng;           /* the id generator where speculation began: an abort rewinds it */
     bool spec_ws_seg;
     /* output detection (tc_detect.c) */
     const cv_tc_format *spec_prev; /* the format before a speculative switch */

@@ -498,6 +498,7 @@ static void abort_spec(tc_run *r, size_t end)
         end = r->in.len;
     cv_buf_reset(&r->cap);
     r->n_calls = r->spec_n_calls;
+    r->rng = r->spec_rng; /* ids as if the speculative calls had never begun, in any chunking */
     r->call_open = false;
     r->spec = false;
     r->spec_hold = false;
@@ -559,6 +560,7 @@ static void spec_begin(tc_run *r, size_t raw_start, int kind, int mode)
     r->spec_kind = kind;
     r->spec_mode = mode;
     r->spec_n_calls = r->n_calls;
+    r->spec_rng = r->rng;
     r->spec_prev = NULL;
     r->spec_fit = false;
     r->spec_at_start = !r->any_text;
@@ -678,6 +680,7 @@ static void hand_over(tc_run *r)
         r->pos = r->spec_start;
         cv_buf_reset(&r->cap);
         r->n_calls = r->spec_n_calls;
+        r->rng = r->spec_rng;
         r->call_open = false;
         r->spec = r->spec_hold = r->spec_weak = r->spec_fit = false;
         r->spec_prev = NULL;
