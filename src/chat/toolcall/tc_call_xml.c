@@ -318,13 +318,13 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
         if (!c->name.len)
             return TC_FAIL;
         if (x->name_quoted) {
+            cv_buf_reset(&c->attrs); /* here, not in XC_ATTRS: its bound spans chunks */
             c->st = XC_ATTRS;
             return TC_OK;
         }
         start_call(r, c);
         return TC_OK;
     case XC_ATTRS:
-        cv_buf_reset(&c->attrs);
         rc = read_until(r, &c->attrs, ">", NULL, "\n<", 256);
         if (rc != TC_DONE)
             return rc;

@@ -643,6 +643,25 @@ TEST(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking)
     tc_coll_fini(&c);
 }
 
+/* The same for the XML invokes with a quoted name (Step 3, DSML, MiniCPM 5):
+ * the attributes after the name are read against one bound over every
+ * chunk (found by fuzzing: the buffer was reset at each chunk). */
+TEST(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking)
+{
+    char text[800];
+    char attr[400];
+    memset(attr, 'a', 300);
+    attr[300] = 0;
+    snprintf(text, sizeof text,
+             "<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name=\"get_weather\" x=\"%s\">"
+             "<steptml:parameter name=\"city\">Oslo</steptml:parameter></steptml:invoke><｜tool_call_end｜>"
+             "<｜tool_calls_end｜>", attr);
+    tc_coll c;
+    parse(&(popt){ .format = "step3", .tools = TOOLS }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 0);
+    tc_coll_fini(&c);
+}
+
 TEST(the_non_streaming_result_is_the_stream_assembled)
 {
     const char *text = "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": \"3\"}}"
@@ -701,6 +720,7 @@ int main(void)
     RUN(an_empty_response_is_empty_in_every_format);
     RUN(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text);
     RUN(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking);
+    RUN(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking);
     RUN(the_non_streaming_result_is_the_stream_assembled);
     return test_report();
 }
