@@ -9,7 +9,10 @@
  * calls is dropped, as the model's own parsers do. */
 #include "chat/toolcall/tc_int.h"
 
-enum { D_LOOP, D_HEAD, D_NAME, D_PRE, D_ARGS, D_POST };
+/* D_PRE and D_POST read a fence, D_OPEN and D_END what follows it: each
+ * literal is read in a state of its own, so input that ends after one
+ * never reads it twice when more comes */
+enum { D_LOOP, D_HEAD, D_NAME, D_PRE, D_OPEN, D_ARGS, D_POST, D_END };
 
 static const char CALL[] = "<｜tool▁call▁begin｜>";
 static const char SEP[] = "<｜tool▁sep｜>";
@@ -87,6 +90,9 @@ int tc_read_deepseek(tc_run *r, tc_sec *s)
                 return TC_MORE;
             if (rc == TC_FAIL && (rc = tc_lit(r, "```", true)) == TC_MORE)
                 return TC_MORE;
+            s->st = D_OPEN;
+            continue;
+        case D_OPEN:
             if (tc_ws(r) == TC_MORE)
                 return TC_MORE;
             s->aux = 2 + tc_call_begin(r, s->tmp.data, s->tmp.len, NULL, 0);
@@ -122,6 +128,9 @@ int tc_read_deepseek(tc_run *r, tc_sec *s)
                 return TC_MORE;
             if ((rc = tc_lit(r, "```", true)) == TC_MORE)
                 return TC_MORE;
+            s->st = D_END;
+            continue;
+        case D_END:
             if (tc_ws(r) == TC_MORE)
                 return TC_MORE;
             if ((rc = tc_lit(r, CALL_END, true)) == TC_MORE)

@@ -662,6 +662,22 @@ TEST(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking)
     tc_coll_fini(&c);
 }
 
+/* DeepSeek V3's fences around the arguments are read once each, whole or
+ * streamed (found by fuzzing: streamed, input that ended after a fence read
+ * it again when more came, so where the section ended, and what followed,
+ * depended on the chunking). Here a stray second fence ends the section
+ * and the next call starts one of its own. */
+TEST(a_deepseek_fence_is_read_once_in_any_chunking)
+{
+    const char *text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                       "{\"city\": \"Oslo\"}\n``````<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                       "get_weather\n```json\n{\"city\": \"Bergen\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    tc_coll c;
+    parse(&(popt){ .format = "deepseek_v3", .tools = TOOLS }, text, &c);
+    CHECK_EQ_INT(c.res.n_calls, 2);
+    tc_coll_fini(&c);
+}
+
 TEST(the_non_streaming_result_is_the_stream_assembled)
 {
     const char *text = "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": \"3\"}}"
@@ -721,6 +737,7 @@ int main(void)
     RUN(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text);
     RUN(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking);
     RUN(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking);
+    RUN(a_deepseek_fence_is_read_once_in_any_chunking);
     RUN(the_non_streaming_result_is_the_stream_assembled);
     return test_report();
 }
