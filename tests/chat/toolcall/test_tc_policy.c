@@ -625,41 +625,33 @@ TEST(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text)
     tc_coll_fini(&c);
 }
 
-/* A MiniMax-M3 invoke's name and the attributes after it share one bound,
- * whole or streamed (found by fuzzing: streamed, the attributes' count
- * started again at each chunk, and an invoke too long whole was a call). */
-TEST(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking)
+/* An invoke tag's attributes after the name are read against one bound over
+ * every chunk: MiniMax-M3's (which share the name's) and the shared XML
+ * reader's for quoted names (Step 3, DSML, MiniCPM 5). Found by fuzzing:
+ * streamed, the count started again at each chunk, so an invoke too long
+ * whole was a call in pieces. */
+TEST(an_invoke_tag_past_its_bound_is_no_call_in_any_chunking)
 {
-    char text[600];
-    char attr[260];
-    memset(attr, 'a', 250);
-    attr[250] = 0;
-    snprintf(text, sizeof text,
-             "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\" x=\"%s\">"
-             "]<]minimax[>[<city>Oslo]<]minimax[>[</city>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>", attr);
-    tc_coll c;
-    parse(&(popt){ .format = "minimax_m3", .tools = TOOLS }, text, &c);
-    CHECK_EQ_INT(c.res.n_calls, 0);
-    tc_coll_fini(&c);
-}
-
-/* The same for the XML invokes with a quoted name (Step 3, DSML, MiniCPM 5):
- * the attributes after the name are read against one bound over every
- * chunk (found by fuzzing: the buffer was reset at each chunk). */
-TEST(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking)
-{
-    char text[800];
-    char attr[400];
+    static const struct {
+        const char *format, *text; /* the text's %s: 300 bytes of attribute value */
+    } rows[] = {
+        { "minimax_m3", "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\" x=\"%s\">]<]minimax[>["
+                        "<city>Oslo]<]minimax[>[</city>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>" },
+        { "step3", "<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name=\"get_weather\" x=\"%s\">"
+                   "<steptml:parameter name=\"city\">Oslo</steptml:parameter></steptml:invoke><｜tool_call_end｜>"
+                   "<｜tool_calls_end｜>" },
+    };
+    char attr[301];
     memset(attr, 'a', 300);
     attr[300] = 0;
-    snprintf(text, sizeof text,
-             "<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name=\"get_weather\" x=\"%s\">"
-             "<steptml:parameter name=\"city\">Oslo</steptml:parameter></steptml:invoke><｜tool_call_end｜>"
-             "<｜tool_calls_end｜>", attr);
-    tc_coll c;
-    parse(&(popt){ .format = "step3", .tools = TOOLS }, text, &c);
-    CHECK_EQ_INT(c.res.n_calls, 0);
-    tc_coll_fini(&c);
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        char text[800];
+        snprintf(text, sizeof text, rows[i].text, attr);
+        tc_coll c;
+        parse(&(popt){ .format = rows[i].format, .tools = TOOLS }, text, &c);
+        CHECK_MSG(c.res.n_calls == 0, "%s: %d calls", rows[i].format, c.res.n_calls);
+        tc_coll_fini(&c);
+    }
 }
 
 /* DeepSeek V3's fences around the arguments are read once each, whole or
@@ -735,8 +727,7 @@ int main(void)
     RUN(feeding_after_finish_is_an_error);
     RUN(an_empty_response_is_empty_in_every_format);
     RUN(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text);
-    RUN(an_invoke_tag_longer_than_the_name_bound_is_no_call_in_any_chunking);
-    RUN(an_xml_invoke_with_attributes_past_their_bound_is_no_call_in_any_chunking);
+    RUN(an_invoke_tag_past_its_bound_is_no_call_in_any_chunking);
     RUN(a_deepseek_fence_is_read_once_in_any_chunking);
     RUN(the_non_streaming_result_is_the_stream_assembled);
     return test_report();
