@@ -34,12 +34,13 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 9
+#define CV_BACKEND_ABI 10
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
 typedef struct cv_experts_ws cv_experts_ws;
 typedef struct cv_dn_ws cv_dn_ws;
+typedef struct cv_att_ws cv_att_ws;
 
 /* A gated activation act(g) * u (the row operation glu). */
 typedef enum cv_bglu {
@@ -222,6 +223,70 @@ typedef struct cv_bdeltanet {
     const int32_t *pos;          /* [n_rows] */
 } cv_bdeltanet;
 
+/* Attention over the paged KV cache (attention) for one layer of a forward
+ * call, by a plan the caller makes once per call and passes as data: the
+ * call's rows grouped by sequence (rows: batch rows, each sequence's in
+ * position order) and cut into tiles of up to a tile's tokens of one
+ * sequence; work items over tiles x kv heads, longest first; and the
+ * pairs cut into chunks. An item is tile `tile` against kv head g over its
+ * whole context (chunk -1), or chunk `chunk` of it (CV_ATT_CHUNK_BLOCKS
+ * blocks, counted from position 0) whose state goes to the workspace's
+ * slot `slot`; a split pair's n_chunks states, slots slot0.., are merged
+ * in order into its output once every item has run. Either way a row gets
+ * the same bits (kernels/attention.h, cv_att_tile_run).
+ *
+ * Tile t holds rows rows[first .. first + n_tok), positions pos0.. of
+ * sequence seq, whose blocks in kv are tables[seq]. Query head h of kv
+ * head g reads q at (g n_rep + h) hd of its row and writes hd_v values at
+ * (g n_rep + h) hd_v of out. With a window W > 0 a position sees only the
+ * W last; with sinks, query head h's softmax has one more logit sinks[h].
+ * A latent workspace (cv_att_ws_shape.latent: multi-head latent attention)
+ * reads a latent pool, one kv head whose first hd_v dims are the value.
+ *
+ * q, out and the cache's blocks are the backend's memory; the plan, rows,
+ * tables and sinks are host memory. */
+typedef struct cv_batt_tile {
+    int32_t seq, first, n_tok, pos0;
+} cv_batt_tile;
+
+typedef struct cv_batt_item {
+    int32_t tile, g, chunk, slot;
+} cv_batt_item;
+
+typedef struct cv_batt_split {
+    int32_t tile, g, slot0, n_chunks;
+} cv_batt_split;
+
+typedef struct cv_batt {
+    const kv_pool *kv;
+    int32_t kv_layer;                   /* the layer's index among the pool's layers */
+    const int32_t *const *tables;       /* [seq] each sequence's block table */
+    const cv_batt_tile *tiles;
+    const int32_t *rows;
+    const cv_batt_item *items;
+    int32_t n_items;
+    const cv_batt_split *split;
+    int32_t n_split;                    /* their slots within the workspace's n_slots */
+    const float *q;                     /* [rows][ld_q] */
+    int64_t ld_q;
+    float *out;                         /* [rows][ld_out] */
+    int64_t ld_out;
+    int32_t n_rep, hd, hd_v;            /* rows of a tile: n_tok n_rep <= the workspace's max_rows */
+    float scale;
+    int32_t window;                     /* 0: every earlier position */
+    const float *sinks;                 /* [n_rep x kv heads] or NULL */
+} cv_batt;
+
+/* What an attention workspace serves: tiles of up to max_rows query rows
+ * over heads of up to max_hd dims (values max_hd_v), every head size a
+ * multiple of hd_div (the CPU backend runs one tile for all of them), and
+ * n_slots chunk states; K/V pools, or latent ones. */
+typedef struct cv_att_ws_shape {
+    bool latent;
+    int32_t max_rows, max_hd, max_hd_v, hd_div;
+    int32_t n_slots;
+} cv_att_ws_shape;
+
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
  * Immutable after creation: any number of streams may read it. */
@@ -337,6 +402,13 @@ typedef struct cv_backend_ops {
     /* The Gated DeltaNet mixer's conv, recurrence and gated norm
      * (cv_bdeltanet above). */
     void (*deltanet)(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws);
+    /* A workspace for attention calls of that shape (NULL: no memory or
+     * no kernels); one call at a time. */
+    cv_att_ws *(*attention_ws_create)(cv_bstream *s, const cv_att_ws_shape *shape);
+    void (*attention_ws_destroy)(cv_bstream *s, cv_att_ws *ws);
+    /* One layer's attention over the paged cache by the call's plan
+     * (cv_batt above). */
+    void (*attention)(cv_bstream *s, const cv_batt *a, cv_att_ws *ws);
     /* y[t] = row tokens[t] (< n_vocab) of a table of n_vocab rows of n
      * values of GGUF type `type`, dequantized (kernels.h,
      * cv_dequantize_row), times scale (1: as it is). The table and tokens
@@ -471,6 +543,19 @@ static inline void cv_be_deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws
 {
     s->be->ops->deltanet(s, a, ws);
 }
+static inline cv_att_ws *cv_be_attention_ws_create(cv_bstream *s, const cv_att_ws_shape *shape)
+{
+    return s->be->ops->attention_ws_create(s, shape);
+}
+static inline void cv_be_attention_ws_destroy(cv_bstream *s, cv_att_ws *ws)
+{
+    if (ws)
+        s->be->ops->attention_ws_destroy(s, ws);
+}
+static inline void cv_be_attention(cv_bstream *s, const cv_batt *a, cv_att_ws *ws)
+{
+    s->be->ops->attention(s, a, ws);
+}
 static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab,
                                     int32_t n_rows, const int32_t *tokens, float scale, float *y, int64_t ldy)
 {
@@ -478,9 +563,9 @@ static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, con
 }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
- * have not moved behind the table yet (attention, the latent attention
- * kind, Gemma 4's per-layer inputs: docs/BACKEND.md, "What is not behind the
- * table yet"); NULL for a stream of another backend. */
+ * have not moved behind the table yet (the latent attention kind's rows
+ * and decompressed form, Gemma 4's per-layer inputs: docs/BACKEND.md, "What
+ * is not behind the table yet"); NULL for a stream of another backend. */
 cv_pool *cv_bstream_cpu_pool(cv_bstream *s);
 
 #endif

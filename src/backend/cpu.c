@@ -4,7 +4,7 @@
  * kernels layer's, which picks its ISA level at run time; this file maps
  * the table onto it (the row operations and activation memory:
  * cpu_rows.c; the layer passes: cpu_layer.c; the Gated DeltaNet mixer's:
- * cpu_deltanet.c). */
+ * cpu_deltanet.c; attention over the paged cache: cpu_attention.c). */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -162,6 +162,9 @@ static const cv_backend_ops cpu_ops = {
     .deltanet_ws_create = cpu_deltanet_ws_create,
     .deltanet_ws_destroy = cpu_deltanet_ws_destroy,
     .deltanet = cpu_deltanet,
+    .attention_ws_create = cpu_attention_ws_create,
+    .attention_ws_destroy = cpu_attention_ws_destroy,
+    .attention = cpu_attention,
     .embed_rows = cpu_embed_rows,
 };
 

@@ -54,6 +54,10 @@ void cpu_moe_sum(cv_bstream *s, const cv_bmoe_rows *m);
 cv_dn_ws *cpu_deltanet_ws_create(cv_bstream *s, int64_t max_rows, int32_t H_k, int32_t H_v, int32_t d);
 void cpu_deltanet_ws_destroy(cv_bstream *s, cv_dn_ws *ws);
 void cpu_deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws);
+/* Attention over the paged cache (cpu_attention.c). */
+cv_att_ws *cpu_attention_ws_create(cv_bstream *s, const cv_att_ws_shape *shape);
+void cpu_attention_ws_destroy(cv_bstream *s, cv_att_ws *ws);
+void cpu_attention(cv_bstream *s, const cv_batt *a, cv_att_ws *ws);
 void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
                     const int32_t *tokens, float scale, float *y, int64_t ldy);
 

@@ -156,7 +156,7 @@ static void mbd_item(void *ctx, int64_t h, int ith)
                                   .k = j->kv + at * ld + h * j->up, .ld_k = ld,
                                   .pe = j->pe + (size_t)(j->base + at) * hd->rot, .ld_pe = hd->rot,
                                   .val = j->kv + at * ld + h * j->up + hd->nope, .ld_v = ld };
-        eng_mla_dec_piece(cv_dn_kernels_for(16), hd, &p, j->scratch + (size_t)ith * j->scratch_floats);
+        cv_mla_dec_piece(cv_dn_kernels_for(16), hd, &p, j->scratch + (size_t)ith * j->scratch_floats);
     }
 }
 
@@ -187,7 +187,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         for (int32_t i = 0; i < D; i++)
             row[i] = cv_rng_f32(&r) * 2 - 1;
         memcpy(lat + (size_t)p * C, row, (size_t)C * sizeof(float));
-        eng_mla_store(&kv, vec, kv_k(&kv, blocks[p / CV_KV_BLOCK], 0, 0), p % CV_KV_BLOCK, row);
+        cv_mla_store(&kv, vec, kv_k(&kv, blocks[p / CV_KV_BLOCK], 0, 0), p % CV_KV_BLOCK, row);
     }
     const int64_t ld_q = (int64_t)H * D, ld_o = (int64_t)H * C;
     float *q = cv_aligned_alloc((size_t)b->n_tok * ld_q * sizeof(float));
@@ -197,7 +197,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     int32_t *rows = cv_xmalloc((size_t)b->n_tok * sizeof *rows);
     for (int32_t i = 0; i < b->n_tok; i++)
         rows[i] = i;
-    const att_tile_fn fn = eng_mla_tile_for();
+    const att_tile_fn fn = cv_mla_tile_for();
     const int nth = cv_pool_size(pool);
     const int32_t n_chunks = cv_att_chunks(b->depth - 1);
     const float scale = 1.0f / sqrtf((float)K);
@@ -208,7 +208,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         .n_items = chunks ? n_chunks : (b->n_tok + tt - 1) / tt,
         .n_tok = b->n_tok,
         .chunks = chunks,
-        .scratch_floats = eng_mla_scratch_floats(H * tt, D),
+        .scratch_floats = cv_mla_scratch_floats(H * tt, D),
         .slot_floats = (cv_att_state_floats(H, C) + 15) & ~(size_t)15,
     };
     j.scratch = cv_aligned_alloc(j.scratch_floats * sizeof(float) * (size_t)nth);
@@ -230,7 +230,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
      * engine's DEC_CHUNK), each head's state over its queries (the same
      * rows, read as [H][nope + rope]), the RoPE part of every position */
     enum { CHUNK = 256 };
-    const size_t sf = (eng_mla_dec_state_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15;
+    const size_t sf = (cv_mla_dec_state_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15;
     mla_dec_head *heads = cv_xcalloc((size_t)H, sizeof *heads);
     float *state = dec ? cv_aligned_alloc(sf * H * sizeof(float)) : NULL;
     float *pe = cv_aligned_alloc(((size_t)b->depth * b->rope + 1) * sizeof(float));
@@ -239,7 +239,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
     float *dout = cv_aligned_alloc((size_t)b->n_tok * H * b->v * sizeof(float));
     mbd_job dj = { .heads = heads, .H = H, .up = up, .pe = pe,
                    .kv = dec ? cv_aligned_alloc((size_t)CHUNK * H * up * sizeof(float)) : NULL,
-                   .scratch_floats = (eng_mla_dec_scratch_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15 };
+                   .scratch_floats = (cv_mla_dec_scratch_floats(b->n_tok, b->nope, b->rope, b->v) + 15) & ~(size_t)15 };
     dj.scratch = dec ? cv_aligned_alloc(dj.scratch_floats * sizeof(float) * (size_t)nth) : NULL;
     const int repeats = CV_MAX(1, b->repeats);
     double *ta = cv_xmalloc((size_t)repeats * sizeof *ta), *td = cv_xmalloc((size_t)repeats * sizeof *td);
@@ -262,7 +262,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         for (int32_t h = 0; h < H; h++) {
             heads[h] = (mla_dec_head){ .nope = b->nope, .rot = b->rope, .v = b->v, .n_q = b->n_tok,
                                        .pos0 = b->depth - b->n_tok, .scale = scale };
-            eng_mla_dec_start(&heads[h], state + (size_t)h * sf, q + (int64_t)h * K, (int64_t)H * K, rows);
+            cv_mla_dec_start(&heads[h], state + (size_t)h * sf, q + (int64_t)h * K, (int64_t)H * K, rows);
         }
         for (dj.base = 0; dj.base < b->depth; dj.base += CHUNK) {
             dj.n = CV_MIN(CHUNK, b->depth - dj.base);
@@ -270,7 +270,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
             cv_pool_run_items(pool, H, mbd_item, &dj);
         }
         for (int32_t h = 0; h < H; h++)
-            eng_mla_dec_finish(&heads[h], rows, dout + (int64_t)h * b->v, (int64_t)H * b->v);
+            cv_mla_dec_finish(&heads[h], rows, dout + (int64_t)h * b->v, (int64_t)H * b->v);
         td[rep] = now() - t0;
     }
     double pairs = 0;
@@ -281,7 +281,7 @@ int cv_engine_bench_mla(const cv_mla_bench *b, cv_pool *pool, cv_mla_bench_resul
         .decompressed_s = median_of(td, repeats),
         .absorbed_macs = pairs * H * (D + C) + (double)b->n_tok * H * up * C,
         .decompressed_macs = pairs * H * (K + b->v) + (double)b->depth * H * up * C,
-        .tile = fn == eng_mla_tile_avx512 ? "avx512 gemm" : fn == eng_mla_tile_avx2 ? "avx2 gemm" : "scalar gemm",
+        .tile = cv_mla_tile_name(fn),
     };
     free(ta);
     free(td);

@@ -36,15 +36,6 @@ static cv_bact act_of(const cv_hparams *hp)
     return (cv_bact){ .kind = CV_BGLU_SILU };
 }
 
-static int32_t gcd(int32_t a, int32_t b)
-{
-    while (b) {
-        const int32_t t = a % b;
-        a = b, b = t;
-    }
-    return a;
-}
-
 static int resolve_params(const cv_model *m, const cv_engine_params *in, cv_engine_params *p, cv_err *err)
 {
     *p = in ? *in : (cv_engine_params){ 0 };
@@ -156,33 +147,23 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     e->rows = cv_xmalloc((size_t)p.n_logits * sizeof(int32_t));
     /* Attention tiles: as many tokens as keep a tile's accumulators and
      * queries (2 x rows x head_dim floats) within ~16 KiB of L1, for the
-     * widest layer; one tile kernel that every layer's head size takes
-     * (their common divisor's), scratch for the largest. */
-    int32_t rep_hd = 1, hd_gcd = 0;
+     * widest layer (the kinds make the backend's workspace for them). */
+    int32_t rep_hd = 1;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const cv_layer *L = &m->layers[il];
-        if (L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA) {
+        if (L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA)
             rep_hd = CV_MAX(rep_hd, hp->n_head / L->n_head_kv * L->head_dim);
-            hd_gcd = gcd(hd_gcd, L->head_dim);
-        }
     }
     e->att_tile_tokens = CV_MAX(1, CV_MIN(16, 2048 / rep_hd));
-    e->att_tile = cv_att_tile_for(hd_gcd);
-    for (int32_t il = 0; il < hp->n_layer; il++) {
-        const cv_layer *L = &m->layers[il];
-        const int32_t R = e->att_tile_tokens * (hp->n_head / L->n_head_kv);
-        if (L->mixer == CV_MIXER_ATTN || L->mixer == CV_MIXER_MLA) {
-            e->att_scratch_floats = CV_MAX(e->att_scratch_floats, cv_att_scratch_floats(R, L->head_dim));
-            e->att_slot_floats = CV_MAX(e->att_slot_floats, cv_att_state_floats(R, L->head_dim));
-        }
-    }
     e->att_tiles = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_tiles);
     e->att_rows = cv_xmalloc((size_t)p.n_batch * sizeof *e->att_rows);
     e->att_seq_start = cv_xmalloc(((size_t)p.n_seq_max + 1) * sizeof *e->att_seq_start);
-    e->att_scratch = cv_aligned_alloc_committed(e->att_scratch_floats * sizeof(float) * (size_t)e->n_threads);
     e->att_n_slots = e->n_threads > 1 ? 32 * e->n_threads : 0;
-    e->att_slot_floats = (e->att_slot_floats + 15) & ~(size_t)15;
-    e->att_slots = cv_aligned_alloc_committed(CV_MAX(1, (size_t)e->att_n_slots * e->att_slot_floats) * sizeof(float));
+    for (int32_t k = 0; k < e->n_groups; k++) {
+        e->att_tables[k] = cv_xmalloc((size_t)p.n_seq_max * sizeof *e->att_tables[k]);
+        for (int32_t i = 0; i < p.n_seq_max; i++)
+            e->att_tables[k][i] = e->seqs[i].blocks[k];
+    }
     cv_engine_att_plans_init(e);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         e->kinds_used[0] |= 1u << m->layers[il].mixer;
@@ -232,12 +213,12 @@ void cv_engine_destroy(cv_engine *e)
     float *rows[] = { e->x, e->xn, e->tmp, e->xo, e->logits };
     for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++)
         eng_rows_free(e, rows[i]);
-    cv_aligned_free(e->att_scratch);
-    cv_aligned_free(e->att_slots);
     free(e->rows);
     free(e->att_tiles);
     free(e->att_rows);
     free(e->att_seq_start);
+    for (int32_t k = 0; k < CV_MEM_MAX_GROUPS; k++)
+        free(e->att_tables[k]);
     cv_engine_att_plans_fini(e);
     cv_bstream_destroy(e->st);
     free(e);

@@ -40,7 +40,7 @@ int cv_engine_bench_attention(const cv_att_bench *b, cv_pool *pool, cv_att_bench
  * tokens' rows by the heads' stacked n_head (nope + v) x kv_lora weights of
  * up_type), and decompressed (the same matmul over the depth positions'
  * latent rows, 256 at a time, giving every head's keys and values, and
- * each head's attention over them, eng_mla_dec_piece; only for n_tok >=
+ * each head's attention over them, cv_mla_dec_piece; only for n_tok >=
  * CV_MLA_GROUP, as the engine takes it). */
 typedef struct cv_mla_bench {
     int32_t n_head, kv_lora, rope, nope, v;

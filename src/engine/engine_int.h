@@ -2,9 +2,10 @@
  * KV block pools' memory and references (kv_cache.c), the per-sequence
  * block tables and recurrent state slots, snapshots (seq_mem.c), the
  * engine struct with its scratch, the traits row each layer kind
- * implements (mix_*.c, ffn_*.c) and the attention plan (attention.c). The
- * bytes of a K/V block, the attention tiles and the Gated DeltaNet kernels
- * are the kernels layer's (kernels/attention.h, kernels/deltanet.h). */
+ * implements (mix_*.c, ffn_*.c) and the attention plan (attention.c; the
+ * backend runs it). The bytes of a K/V block, the attention tiles, the
+ * latent attention's and the Gated DeltaNet kernels are the kernels
+ * layer's (kernels/attention.h, kernels/mla.h, kernels/deltanet.h). */
 #ifndef CV_ENGINE_INT_H
 #define CV_ENGINE_INT_H
 
@@ -14,6 +15,7 @@
 #include "engine/engine_bench.h"
 #include "kernels/attention.h"
 #include "kernels/deltanet.h"
+#include "kernels/mla.h"
 
 /* ---- KV block pools (kv_cache.c; their layout: kernels/attention.h) ---- */
 
@@ -115,22 +117,8 @@ int32_t kv_win_first(const cv_engine *e, int32_t len);
 /* Group g's kind, window, format and counts (cv_engine_mem_info's rows). */
 void kv_group_info(const cv_engine *e, int32_t g, cv_mem_group_info *out);
 
-/* ---- attention planning (attention.c; the tiles: kernels/attention.h) ---- */
-
-/* One item of a layer's attention work: a tile against kv head g, its
- * whole context (chunk -1), or one chunk of it whose state goes to a slot. */
-typedef struct att_item {
-    int32_t tile, g, chunk, slot;
-} att_item;
-
-/* A tile x kv head cut into chunks: its states in slots slot0.. */
-typedef struct att_split_pair {
-    int32_t tile, g, slot0, n_chunks;
-} att_split_pair;
-
-typedef struct att_plan_tile {
-    int32_t seq, first, n_tok, pos0; /* first: index into att_rows */
-} att_plan_tile;
+/* ---- attention planning (attention.c; the plan's types and its runner:
+ * backend.h's cv_batt) ---- */
 
 /* The work items of one forward call's attention for the layers of one
  * window and kv head count (each distinct pair of the model has its own: a
@@ -139,33 +127,19 @@ typedef struct att_plan_tile {
 typedef struct att_plan {
     int32_t window;             /* 0: full attention */
     int32_t n_head_kv;          /* of its layers (gemma4's window and full layers have their own) */
-    att_item *items;            /* [n_batch * n_head_kv + att_n_slots] */
+    cv_batt_item *items;        /* [n_batch * n_head_kv + att_n_slots] */
     int32_t n_items;
-    att_split_pair *split;      /* [att_n_slots] pairs cut into chunks this call */
+    cv_batt_split *split;       /* [att_n_slots] pairs cut into chunks this call */
     int32_t n_split;
 } att_plan;
-/* ---- multi-head latent attention (mix_mla.c) ---- */
 
-/* Position j's latent row (head_dim floats) into a latent pool's block
- * piece (kv_k of its layer, head 0), converted to the pool's type. */
-void eng_mla_store(const kv_pool *p, const cv_vec_ops *vec, void *piece, int32_t j, const float *row);
-/* The latent attention tile (an att_tile_fn over a latent pool: hd the
- * row, hd_v its value part, n_rep the query heads), its two GEMMs by one
- * level's loops of the Gated DeltaNet kind (kernels/deltanet.h); and the
- * one of the level those loops run at in this process. */
-void eng_mla_tile_scalar(const att_tile *a, float *scratch);
-void eng_mla_tile_avx2(const att_tile *a, float *scratch);
-void eng_mla_tile_avx512(const att_tile *a, float *scratch);
-att_tile_fn eng_mla_tile_for(void);
+/* ---- multi-head latent attention (mix_mla.c; its kernels: kernels/mla.h) ---- */
+
 /* Tokens a latent tile takes (a prefill's tiles; a decode step's is its
  * token): about 48 query rows, so both GEMMs run whole 16-column blocks
  * and a block's rows serve several tokens (at 20 heads 2 tokens ran a
  * 512-token prefill 1.15x faster than 1, 8 slower: docs/PERF.md). */
 int32_t eng_mla_tile_tokens(int32_t n_head);
-/* Floats of scratch one thread needs for those tiles of R query rows over
- * rows of D: the generic tile scratch (cv_att_tile_run's running state at
- * its end), then the tile's own temporaries. */
-size_t eng_mla_scratch_floats(int32_t R, int32_t D);
 
 /* The decompressed form (mix_mla.c, "the decompressed form"), when the
  * engine takes it, takes per sequence in a call the tokens of the whole
@@ -179,42 +153,6 @@ size_t eng_mla_scratch_floats(int32_t R, int32_t D);
  * mla_decompress): its sequences' bits then depend on their splits off the
  * grid of CV_MLA_GROUP (cv_engine_mem_info). */
 bool eng_mla_decompresses(const cv_engine *e);
-/* Context positions the decompressed form's attention takes at a time:
- * whole blocks from position 0, so that a query meets the same pieces in
- * any call. */
-#define CV_MLA_PIECE 64
-/* One head of the decompressed form over the n_q consecutive positions
- * pos0.. of one sequence: its queries [q_nope, q_pe] (q, [n_q][nope +
- * rot]) and each query's online-softmax state (acc [n_q][v], not yet
- * divided by sum; mx, sum [n_q]), in the caller's memory
- * (eng_mla_dec_state_floats). */
-typedef struct mla_dec_head {
-    int32_t nope, rot, v;
-    int32_t n_q, pos0;
-    float scale;
-    float *q, *acc, *mx, *sum;
-} mla_dec_head;
-/* A piece of the context decompressed for that head: positions
- * base..base + n - 1 (base a multiple of CV_MLA_PIECE, n <= CV_MLA_PIECE),
- * position base + j's key [W_UK c, k_pe] at k + j ld_k (nope) and
- * pe + j ld_pe (rot), its value W_UV c at val + j ld_v (v). */
-typedef struct mla_dec_piece {
-    int32_t base, n;
-    const float *k, *pe, *val;
-    int64_t ld_k, ld_pe, ld_v;
-} mla_dec_piece;
-size_t eng_mla_dec_state_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v);
-/* Lays the head's state out at mem (q, acc, mx, sum), its queries (query
- * t at q + rows[t] ld_q) copied in and the softmax fresh. */
-void eng_mla_dec_start(mla_dec_head *h, float *mem, const float *q, int64_t ld_q, const int32_t *rows);
-/* The queries that see piece p attend to it (scores, online softmax,
- * values by the GEMMs of kn); scratch holds eng_mla_dec_scratch_floats.
- * Pieces go in position order; a query's bits depend on its position and
- * the pieces only, not on the other queries. */
-void eng_mla_dec_piece(const dn_kernels *kn, mla_dec_head *h, const mla_dec_piece *p, float *scratch);
-size_t eng_mla_dec_scratch_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v);
-/* Each query's output (acc / sum, v floats) to out + rows[t] ld_out. */
-void eng_mla_dec_finish(const mla_dec_head *h, const int32_t *rows, float *out, int64_t ld_out);
 
 /* ---- Gated DeltaNet (mix_deltanet.c; its kernels: kernels/deltanet.h) ---- */
 
@@ -344,23 +282,21 @@ struct cv_engine {
     float *xo;           /* [n_logits][ld_x] normed rows that want logits */
     float *logits;       /* [n_logits][n_vocab] */
     int32_t *rows;       /* [n_logits] batch index of each logits row */
-    att_tile_fn att_tile;       /* the ISA's tile kernel */
+    cv_att_ws *att_ws;          /* the backend's attention workspace (the attention kind's, or the latent
+                                   one's) */
     int32_t att_tile_tokens;    /* tokens per tile: keeps a tile's rows in L1 */
-    att_plan_tile *att_tiles;   /* [n_batch] this forward call's tiles */
+    cv_batt_tile *att_tiles;    /* [n_batch] this forward call's tiles */
     int32_t att_n_tiles;
     int32_t *att_rows;          /* [n_batch] batch rows grouped by sequence, in position order; the
                                    recurrent mixer reads each sequence's rows through it too */
     int32_t *att_seq_start;     /* [n_seq_max + 1] after planning: [s] ends sequence s's run in att_rows
                                    (it starts at [s - 1], or 0) */
-    float *att_scratch;         /* per thread */
-    size_t att_scratch_floats;
     att_plan *att_plans;        /* [att_n_plans] one per distinct window of the attention layers */
     int32_t att_n_plans;
     int32_t *att_plan_of;       /* [n_layer] the plan of each attention layer */
-    float *att_slots;           /* [att_n_slots][att_slot_floats] cut pairs' chunk states (each layer's
-                                   attention reuses them) */
-    int32_t att_n_slots;        /* 32 per thread (none with one thread) */
-    size_t att_slot_floats;
+    int32_t att_n_slots;        /* the workspace's chunk states for cut pairs: 32 per thread (none with one
+                                   thread) */
+    const int32_t **att_tables[CV_MEM_MAX_GROUPS]; /* [n_seq_max] each sequence's block table of the group */
     int32_t *new_len;    /* [n_seq_max] forward bookkeeping; -1: not in the batch */
     int n_threads;
 
@@ -398,14 +334,14 @@ void eng_state_fini(cv_engine *e);
 
 /* Cuts the batch into attention tiles (once per forward call). */
 void cv_engine_att_plan(cv_engine *e, const cv_batch *b);
-/* Attention for every token of the planned batch at model layer il (its
- * window and sinks): reads q from e->qkv, keys/values from the cache
- * (already holding this batch's positions), writes e->attn. Runs on the
- * pool. */
+/* Layer il's attention by the call's plan, as the backend takes it (its
+ * window, sinks and cache; q from e->qkv, the output to e->attn; a kind
+ * that runs some of the tiles itself changes the items: mix_mla.c). */
+cv_batt eng_att_call(const cv_engine *e, int32_t il);
+/* Attention for every token of the planned batch at model layer il:
+ * reads q from e->qkv, keys/values from the cache (already holding this
+ * batch's positions), writes e->attn. */
 void cv_engine_attention(cv_engine *e, int32_t il);
-/* Tile t of the call's plan against kv head g at model layer il, as the
- * attention runs it (a kind that runs some of the tiles itself: mix_mla.c). */
-att_tile eng_att_tile(cv_engine *e, int32_t il, int32_t t, int32_t g);
 /* Allocates the per-window plans (engine creation). */
 void cv_engine_att_plans_init(cv_engine *e);
 void cv_engine_att_plans_fini(cv_engine *e);

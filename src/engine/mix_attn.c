@@ -19,10 +19,20 @@
  * Everything between the projections and attention (the gate split,
  * biases, norms, RoPE, the query temperature, the K/V store) is one pass of
  * the backend's (cv_batt_rows, attn_rows), fed the layer's data and each
- * row's cache block. */
+ * row's cache block; the attention itself another (cv_batt, attention), fed
+ * the call's plan (attention.c). */
 #include <stdlib.h>
 
 #include "engine/engine_int.h"
+
+static int32_t gcd(int32_t a, int32_t b)
+{
+    while (b) {
+        const int32_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
 
 static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 {
@@ -80,9 +90,12 @@ static void attn_forward(cv_engine *e, const cv_batch *b, int32_t il)
 static int attn_init(cv_engine *e, cv_err *err)
 {
     const cv_hparams *hp = &e->m->hp;
-    /* rows as wide as the widest layer's (gemma4's layers differ) */
+    /* rows as wide as the widest layer's (gemma4's layers differ); the
+     * attention workspace for the tiles of the widest, one tile kernel that
+     * every layer's head size takes (their common divisor's) */
     bool gated = false;
     e->ld_qkv = e->ld_q = 0;
+    cv_att_ws_shape shape = { .n_slots = e->att_n_slots };
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const cv_layer *L = &e->m->layers[il];
         if (L->mixer != CV_MIXER_ATTN)
@@ -91,11 +104,18 @@ static int attn_init(cv_engine *e, cv_err *err)
         gated |= L->attn_gate;
         e->ld_qkv = CV_MAX(e->ld_qkv, (L->attn_gate ? 2 : 1) * n_q + 2 * n_kv);
         e->ld_q = CV_MAX(e->ld_q, n_q);
+        shape.max_rows = CV_MAX(shape.max_rows, e->att_tile_tokens * (hp->n_head / L->n_head_kv));
+        shape.max_hd = CV_MAX(shape.max_hd, L->head_dim);
+        shape.max_hd_v = CV_MAX(shape.max_hd_v, L->head_dim);
+        shape.hd_div = gcd(shape.hd_div, L->head_dim);
     }
     if (!(e->qkv = eng_rows_alloc(e, e->p.n_batch, e->ld_qkv, err)) ||
         !(e->attn = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err)) ||
         (gated && !(e->gate = eng_rows_alloc(e, e->p.n_batch, e->ld_q, err))))
         return CV_ENOMEM;
+    if (!(e->att_ws = cv_be_attention_ws_create(e->st, &shape)))
+        return cv_err_set(err, CV_ENOMEM, "engine: the %s backend made no attention workspace",
+                          cv_backend_name(e->m->be));
     e->att_kv_block = cv_xmalloc((size_t)e->p.n_batch * sizeof *e->att_kv_block);
     return 0;
 }
@@ -106,6 +126,7 @@ static void attn_fini(cv_engine *e)
     eng_rows_free(e, e->attn);
     eng_rows_free(e, e->gate);
     free(e->att_kv_block);
+    cv_be_attention_ws_destroy(e->st, e->att_ws);
 }
 
 const eng_kind eng_mix_attn = {

@@ -36,13 +36,14 @@
  * place in the cache, so the form is the engine's choice
  * (cv_engine_params.mla_decompress), off unless asked for.
  *
- * The latent cache is a KV pool of one part (engine_int.h, "a latent
- * pool"): a block's rows position by position, f32, f16, or q8_0 with a
- * factor per 32 dims (per row when D is not a multiple of 32); both forms
- * read it, neither keeps anything per head past a call. The absorbed
+ * The latent cache is a KV pool of one part (kernels/attention.h, "a
+ * latent pool"): a block's rows position by position, f32, f16, or q8_0
+ * with a factor per 32 dims (per row when D is not a multiple of 32); both
+ * forms read it, neither keeps anything per head past a call. The absorbed
  * attention is the engine's plan (attention.c: tiles of a sequence's
  * tokens, chunks of CV_ATT_CHUNK_BLOCKS blocks merged in order, deep
- * contexts cut across threads) with this file's tile: per block of 16
+ * contexts cut across threads), run by the backend's attention with a
+ * latent workspace, whose tile (kernels/mla.h) takes per block of 16
  * positions, the rows as f32, the scores of every query row by one small
  * GEMM (rows x transposed queries), an online softmax per query row, and
  * the values by a second (probabilities x rows' first C dims), both through
@@ -98,243 +99,20 @@ struct mla_scratch {
     int32_t n_runs;
     bool *dec;       /* [n_batch] the row takes the decompressed form */
     int32_t *abs_rows, n_abs;  /* [n_batch] the rows that take the absorbed one */
-    int32_t *tiles, n_tiles;   /* [n_batch] the plan's tiles holding one of them */
+    cv_batt_item *items;       /* [n_batch] the plan's tiles holding one of them, each over its whole context */
+    int32_t n_items;
     int32_t *src;    /* [n_batch * H] their routes' rows: abs_rows[k] H + h */
     float *y;        /* [n_batch * H][max(C, v_mla)] their routes' outputs */
 };
 
-/* ---- the latent cache ---- */
-
-void eng_mla_store(const kv_pool *p, const cv_vec_ops *vec, void *piece, int32_t j, const float *row)
-{
-    const int32_t D = p->head_dim;
-    switch (p->type) {
-    case CV_GGML_Q8_0: {
-        const int32_t ng = D / p->qgroup;
-        int8_t *q = (int8_t *)piece + (size_t)j * D;
-        uint16_t *d = (uint16_t *)((char *)piece + (size_t)CV_KV_BLOCK * D) + (size_t)j * ng;
-        for (int32_t g = 0; g < ng; g++)
-            d[g] = kv_quantize_q8(row + g * p->qgroup, p->qgroup, q + g * p->qgroup);
-        break;
-    }
-    case CV_GGML_F16: vec->f32_to_f16(row, (uint16_t *)piece + (size_t)j * D, D); break;
-    default: memcpy((float *)piece + (size_t)j * D, row, (size_t)D * sizeof(float));
-    }
-}
-
-/* The first n rows of a block's piece as f32: the piece itself when it is
- * f32, else converted into buf [n][D]. */
-static const float *latent_rows(const kv_pool *p, const void *piece, int32_t n, float *buf)
-{
-    const int32_t D = p->head_dim;
-    if (p->type == CV_GGML_F32)
-        return piece;
-    if (p->type == CV_GGML_F16) {
-        cv_f16_to_f32(piece, buf, (int64_t)n * D);
-        return buf;
-    }
-    const int32_t qg = p->qgroup, ng = D / qg;
-    const int8_t *q = piece;
-    const uint16_t *d = (const uint16_t *)((const char *)piece + (size_t)CV_KV_BLOCK * D);
-    for (int32_t j = 0; j < n; j++)
-        for (int32_t g = 0; g < ng; g++) {
-            const float f = cv_fp16_to_fp32(d[(size_t)j * ng + g]);
-            for (int32_t i = g * qg; i < (g + 1) * qg; i++)
-                buf[(size_t)j * D + i] = f * q[(size_t)j * D + i];
-        }
-    return buf;
-}
-
-/* ---- the tile ---- */
-
-/* Query rows of a tile padded to whole vectors: the score GEMM's columns,
- * so that every score is computed by the same kind of block. */
-static inline int32_t padded_rows(int32_t R) { return (R + 7) & ~7; }
 static inline size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Floats an MLA tile of R query rows keeps past the generic tile scratch
- * (cv_att_scratch_floats, whose end holds cv_att_tile_run's running
- * state): the queries transposed [D][Rp], a block's scores [16][Rp], its
- * probabilities [R][16] and its rows in f32 [16][D]. */
-static size_t tile_tmp_floats(int32_t R, int32_t D)
-{
-    const size_t Rp = (size_t)padded_rows(R);
-    return round16((size_t)D * Rp) + round16(CV_KV_BLOCK * Rp) + round16((size_t)R * CV_KV_BLOCK) +
-           round16((size_t)CV_KV_BLOCK * (size_t)D);
-}
-
-/* Tile a over blocks [blk0, blk1): the state of its R = n_tok x H rows
- * (acc [R][hd_v], max [R], sum [R]) at the start of scratch, as every
- * tile leaves it (engine_int.h, att_tile_fn). */
-static void mla_tile(const dn_kernels *kn, const att_tile *a, float *scratch)
-{
-    const kv_pool *kv = a->kv;
-    const int32_t D = a->hd, C = a->hd_v, H = a->n_rep, R = a->n_tok * H, Rp = padded_rows(R);
-    float *acc = scratch, *mx = acc + (size_t)R * C, *sum = mx + R;
-    float *qt = scratch + cv_att_scratch_floats(R, D), *s = qt + round16((size_t)D * Rp);
-    float *p = s + round16(CV_KV_BLOCK * (size_t)Rp), *rowbuf = p + round16((size_t)R * CV_KV_BLOCK);
-    memset(acc, 0, (size_t)R * C * sizeof(float));
-    for (int32_t r = 0; r < R; r++)
-        mx[r] = -INFINITY, sum[r] = 0;
-    for (int32_t r = 0; r < Rp; r++) {
-        const float *q = r < R ? a->qkv + (int64_t)a->rows[r / H] * a->ld_qkv + (int64_t)(a->g * H + r % H) * D
-                               : NULL;
-        for (int32_t i = 0; i < D; i++)
-            qt[(size_t)i * Rp + r] = q ? q[i] : 0.0f;
-    }
-    const int32_t last = a->pos0 + a->n_tok - 1;
-    const int32_t end = CV_MIN(a->blk1, last / CV_KV_BLOCK + 1);
-    for (int32_t blk = a->blk0; blk < end; blk++) {
-        const int32_t base = blk * CV_KV_BLOCK, n = CV_MIN(CV_KV_BLOCK, last + 1 - base);
-        const float *rows = latent_rows(kv, kv_k(kv, a->blocks[blk], a->layer, a->g), n, rowbuf);
-        /* s [n][Rp] = scale rows [n][D] qt [D][Rp] */
-        kn->gemm(n, Rp, D, a->scale, rows, D, qt, Rp, s, Rp, false);
-        for (int32_t r = 0; r < R; r++) {
-            /* positions 0..nv-1 of the block are causal for this row */
-            const int32_t nv = CV_MIN(n, a->pos0 + r / H + 1 - base);
-            float *pr = p + (size_t)r * CV_KV_BLOCK;
-            if (nv <= 0) {
-                memset(pr, 0, CV_KV_BLOCK * sizeof(float));
-                continue;
-            }
-            float bm = -INFINITY;
-            for (int32_t j = 0; j < nv; j++)
-                bm = s[(size_t)j * Rp + r] > bm ? s[(size_t)j * Rp + r] : bm;
-            if (bm > mx[r]) {
-                const float c = expf(mx[r] - bm); /* 0 on the first block this row sees */
-                sum[r] *= c;
-                cv_scale(acc + (size_t)r * C, c, C);
-                mx[r] = bm;
-            }
-            for (int32_t j = 0; j < nv; j++)
-                pr[j] = s[(size_t)j * Rp + r] - mx[r];
-            cv_exp(pr, pr, nv);
-            for (int32_t j = 0; j < nv; j++)
-                sum[r] += pr[j];
-            for (int32_t j = nv; j < CV_KV_BLOCK; j++)
-                pr[j] = 0;
-        }
-        /* acc [R][C] += p [R][n] rows[:, 0:C] */
-        kn->gemm(R, C, n, 1.0f, p, CV_KV_BLOCK, rows, D, acc, C, true);
-    }
-}
-
-void eng_mla_tile_scalar(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_scalar, a, scratch); }
-void eng_mla_tile_avx2(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_avx2, a, scratch); }
-void eng_mla_tile_avx512(const att_tile *a, float *scratch) { mla_tile(&cv_dn_kernels_avx512, a, scratch); }
-
-att_tile_fn eng_mla_tile_for(void)
-{
-    /* the gemm takes any sizes: a head size every level takes asks only
-     * for the level */
-    const dn_kernels *kn = cv_dn_kernels_for(16);
-    return kn == &cv_dn_kernels_avx512 ? eng_mla_tile_avx512
-           : kn == &cv_dn_kernels_avx2 ? eng_mla_tile_avx2
-                                       : eng_mla_tile_scalar;
-}
-
 int32_t eng_mla_tile_tokens(int32_t n_head) { return CV_MAX(1, CV_MIN(16, 48 / n_head)); }
-
-size_t eng_mla_scratch_floats(int32_t R, int32_t D)
-{
-    return round16(cv_att_scratch_floats(R, D) + tile_tmp_floats(R, D));
-}
-
-/* ---- the decompressed form ---- */
 
 /* Context positions a layer up-projects at a time (a multiple of
  * CV_MLA_PIECE): their keys and values for every head, 5 MiB at GLM-4.7-
  * Flash's sizes, however deep the context. */
 #define DEC_CHUNK 256
-
-size_t eng_mla_dec_state_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v)
-{
-    const size_t nq = (size_t)n_q;
-    return round16((size_t)(nope + rot) * nq) + round16(nq * (size_t)v) + 2 * round16(nq);
-}
-
-size_t eng_mla_dec_scratch_floats(int32_t n_q, int32_t nope, int32_t rot, int32_t v)
-{
-    const size_t P = CV_MLA_PIECE;
-    return round16(P * (size_t)(nope + rot)) + round16(P * (size_t)v) + round16((size_t)n_q * P);
-}
-
-void eng_mla_dec_start(mla_dec_head *h, float *mem, const float *q, int64_t ld_q, const int32_t *rows)
-{
-    const int32_t K = h->nope + h->rot, nq = h->n_q;
-    h->q = mem;
-    h->acc = h->q + round16((size_t)K * nq);
-    h->mx = h->acc + round16((size_t)nq * h->v);
-    h->sum = h->mx + round16((size_t)nq);
-    for (int32_t t = 0; t < nq; t++)
-        memcpy(h->q + (size_t)t * K, q + (int64_t)rows[t] * ld_q, (size_t)K * sizeof(float));
-    memset(h->acc, 0, (size_t)nq * h->v * sizeof(float));
-    for (int32_t t = 0; t < nq; t++)
-        h->mx[t] = -INFINITY, h->sum[t] = 0;
-}
-
-void eng_mla_dec_piece(const dn_kernels *kn, mla_dec_head *h, const mla_dec_piece *p, float *scratch)
-{
-    const int32_t P = CV_MLA_PIECE, K = h->nope + h->rot, V = h->v, nq = h->n_q;
-    float *kt = scratch, *vh = kt + round16((size_t)P * K), *s = vh + round16((size_t)P * V);
-    /* the queries from position base on see the piece */
-    const int32_t t0 = CV_MAX(0, p->base - h->pos0), nt = nq - t0;
-    if (nt <= 0)
-        return;
-    /* the piece's keys transposed ([K][P]: the score GEMM's columns are
-     * its positions, one whole block of them) and its values, zero past
-     * its positions. Every product runs with alpha 1 (a score is scaled
-     * after it), and the value GEMM always sums P terms, the positions a
-     * query does not see adding exact zeros: an element's bits depend on
-     * its query and the piece only. */
-    for (int32_t j = 0; j < P; j++) {
-        const bool in = j < p->n;
-        for (int32_t i = 0; i < h->nope; i++)
-            kt[(size_t)i * P + j] = in ? p->k[j * p->ld_k + i] : 0.0f;
-        for (int32_t i = 0; i < h->rot; i++)
-            kt[(size_t)(h->nope + i) * P + j] = in ? p->pe[j * p->ld_pe + i] : 0.0f;
-        if (in)
-            memcpy(vh + (size_t)j * V, p->val + j * p->ld_v, (size_t)V * sizeof(float));
-        else
-            memset(vh + (size_t)j * V, 0, (size_t)V * sizeof(float));
-    }
-    /* s [nt][P] = q [nt][K] kt [K][P], then each row's online softmax in
-     * place: its probabilities */
-    kn->gemm(nt, P, K, 1.0f, h->q + (size_t)t0 * K, K, kt, P, s, P, false);
-    for (int32_t c = 0; c < nt; c++) {
-        const int32_t t = t0 + c, nv = CV_MIN(p->n, h->pos0 + t + 1 - p->base);
-        float *pr = s + (size_t)c * P, bm = -INFINITY;
-        for (int32_t j = 0; j < nv; j++) {
-            pr[j] *= h->scale;
-            bm = pr[j] > bm ? pr[j] : bm;
-        }
-        if (bm > h->mx[t]) {
-            const float f = expf(h->mx[t] - bm); /* 0 on the first piece */
-            h->sum[t] *= f;
-            cv_scale(h->acc + (size_t)t * V, f, V);
-            h->mx[t] = bm;
-        }
-        for (int32_t j = 0; j < nv; j++)
-            pr[j] -= h->mx[t];
-        cv_exp(pr, pr, nv);
-        for (int32_t j = 0; j < nv; j++)
-            h->sum[t] += pr[j];
-        for (int32_t j = nv; j < P; j++)
-            pr[j] = 0;
-    }
-    /* acc [nt][V] += s [nt][P] vh [P][V] */
-    kn->gemm(nt, V, P, 1.0f, s, P, vh, V, h->acc + (size_t)t0 * V, V, true);
-}
-
-void eng_mla_dec_finish(const mla_dec_head *h, const int32_t *rows, float *out, int64_t ld_out)
-{
-    for (int32_t t = 0; t < h->n_q; t++) {
-        float *o = out + (int64_t)rows[t] * ld_out;
-        const float inv = 1.0f / h->sum[t];
-        for (int32_t i = 0; i < h->v; i++)
-            o[i] = h->acc[(size_t)t * h->v + i] * inv;
-    }
-}
 
 /* ---- the layer ---- */
 
@@ -383,7 +161,7 @@ static void rows_latent(void *ctx, int ith, int nth)
             memcpy(qa + (int64_t)h * M->D + M->C, pe, (size_t)M->rot * sizeof(float));
         }
         const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
-        eng_mla_store(kv, vec, kv_k(kv, blk, e->kv_layer[j->layer], 0), pos % CV_KV_BLOCK, row);
+        cv_mla_store(kv, vec, kv_k(kv, blk, e->kv_layer[j->layer], 0), pos % CV_KV_BLOCK, row);
     }
 }
 
@@ -411,7 +189,7 @@ static void plan_forms(cv_engine *e, const cv_batch *b)
     }
     if (M->n_runs == 0)
         return;
-    M->n_abs = M->n_tiles = 0;
+    M->n_abs = M->n_items = 0;
     for (int32_t t = 0; t < T; t++)
         if (!M->dec[t]) {
             for (int32_t h = 0; h < M->H; h++)
@@ -419,12 +197,12 @@ static void plan_forms(cv_engine *e, const cv_batch *b)
             M->abs_rows[M->n_abs++] = t;
         }
     for (int32_t t = 0; t < e->att_n_tiles; t++) {
-        const att_plan_tile *pt = &e->att_tiles[t];
+        const cv_batt_tile *pt = &e->att_tiles[t];
         bool any = false;
         for (int32_t k = pt->first; k < pt->first + pt->n_tok; k++)
             any |= !M->dec[rows[k]];
         if (any)
-            M->tiles[M->n_tiles++] = t;
+            M->items[M->n_items++] = (cv_batt_item){ t, 0, -1, -1 };
     }
 }
 
@@ -450,14 +228,6 @@ static void heads_matmul(cv_engine *e, cv_bmat *const *w, int32_t T, const float
         memcpy(y + M->src[r] * ldy, M->y + r * n_out, (size_t)n_out * sizeof(float));
 }
 
-static void absorbed_tile(void *ctx, int64_t i, int ith)
-{
-    const mla_job *j = ctx;
-    cv_engine *e = j->e;
-    att_tile a = eng_att_tile(e, j->layer, e->mla->tiles[i], 0);
-    cv_att_tile_run(e->att_tile, &a, e->att_scratch + (size_t)ith * e->att_scratch_floats);
-}
-
 /* ---- the decompressed form, per layer ---- */
 
 /* Head h's queries and state for run r's tokens. */
@@ -470,7 +240,7 @@ static void dec_start(void *ctx, int64_t h, int ith)
     const mla_run *r = &M->runs[j->run];
     M->heads[h] = (mla_dec_head){ .nope = M->nope, .rot = M->rot, .v = M->v_mla, .n_q = r->n_q, .pos0 = r->pos0,
                                   .scale = e->m->hp.attn_scale };
-    eng_mla_dec_start(&M->heads[h], M->state + (size_t)h * M->state_floats, M->q + h * M->k_mla,
+    cv_mla_dec_start(&M->heads[h], M->state + (size_t)h * M->state_floats, M->q + h * M->k_mla,
                       (int64_t)M->H * M->k_mla, e->att_rows + r->first);
 }
 
@@ -492,11 +262,11 @@ static void dec_chunk(void *ctx, int64_t h, int ith)
             .val = M->vd + at * Hv + h * M->v_mla,
             .ld_v = Hv,
         };
-        eng_mla_dec_piece(M->kn, &M->heads[h], &p, M->dec_scratch + (size_t)ith * M->dec_floats);
+        cv_mla_dec_piece(M->kn, &M->heads[h], &p, M->dec_scratch + (size_t)ith * M->dec_floats);
     }
     const mla_run *r = &M->runs[j->run];
     if (j->base + j->n_ctx == r->pos0 + r->n_q)
-        eng_mla_dec_finish(&M->heads[h], j->e->att_rows + r->first, M->o + h * M->v_mla, Hv);
+        cv_mla_dec_finish(&M->heads[h], j->e->att_rows + r->first, M->o + h * M->v_mla, Hv);
 }
 
 /* Each run's tokens through the decompressed form, outputs into M->o: the
@@ -519,7 +289,7 @@ static void dec_forward(cv_engine *e, mla_job *j)
             for (int32_t b = 0; b < j->n_ctx; b += CV_KV_BLOCK) {
                 const int32_t n = CV_MIN(CV_KV_BLOCK, j->n_ctx - b);
                 float *dst = M->lat + (size_t)b * M->D;
-                const float *rows = latent_rows(kv, kv_k(kv, table[(j->base + b) / CV_KV_BLOCK], kl, 0), n, dst);
+                const float *rows = cv_mla_rows(kv, kv_k(kv, table[(j->base + b) / CV_KV_BLOCK], kl, 0), n, dst);
                 if (rows != dst)
                     memcpy(dst, rows, (size_t)n * M->D * sizeof(float));
             }
@@ -554,10 +324,15 @@ static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
     heads_matmul(e, L->mla_k_b, T, M->q, M->k_mla, e->qkv, M->D);
 
     const uint64_t t0 = eng_tick(e);
-    if (M->n_runs == 0)
+    if (M->n_runs == 0) {
         cv_engine_attention(e, il);
-    else
-        cv_pool_run_items(e->pool, M->n_tiles, absorbed_tile, &j);
+    } else { /* only the tiles with a token of the absorbed form */
+        cv_batt a = eng_att_call(e, il);
+        a.items = M->items;
+        a.n_items = M->n_items;
+        a.n_split = 0;
+        cv_be_attention(e->st, &a, e->att_ws);
+    }
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
     if (M->n_runs > 0)
@@ -620,16 +395,16 @@ static int dec_init(cv_engine *e, cv_err *err)
     M->lat = cv_aligned_alloc((size_t)DEC_CHUNK * M->D * sizeof(float));
     M->kd = cv_aligned_alloc((size_t)DEC_CHUNK * H * nope * sizeof(float));
     M->vd = cv_aligned_alloc((size_t)DEC_CHUNK * H * M->v_mla * sizeof(float));
-    M->state_floats = eng_mla_dec_state_floats(e->p.n_batch, nope, M->rot, M->v_mla);
+    M->state_floats = cv_mla_dec_state_floats(e->p.n_batch, nope, M->rot, M->v_mla);
     M->state = cv_aligned_alloc(M->state_floats * (size_t)H * sizeof(float));
     M->heads = cv_xcalloc((size_t)H, sizeof *M->heads);
-    M->dec_floats = round16(eng_mla_dec_scratch_floats(e->p.n_batch, nope, M->rot, M->v_mla));
+    M->dec_floats = round16(cv_mla_dec_scratch_floats(e->p.n_batch, nope, M->rot, M->v_mla));
     M->dec_scratch = cv_aligned_alloc(M->dec_floats * sizeof(float) * (size_t)e->n_threads);
     const size_t T = (size_t)e->p.n_batch, TH = T * (size_t)H;
     M->runs = cv_xmalloc((size_t)e->p.n_seq_max * sizeof *M->runs);
     M->dec = cv_xmalloc(T * sizeof *M->dec);
     M->abs_rows = cv_xmalloc(T * sizeof *M->abs_rows);
-    M->tiles = cv_xmalloc(T * sizeof *M->tiles);
+    M->items = cv_xmalloc(T * sizeof *M->items);
     M->src = cv_xmalloc(TH * sizeof *M->src);
     M->y = cv_aligned_alloc(TH * (size_t)CV_MAX(C, M->v_mla) * sizeof(float));
     return 0;
@@ -672,22 +447,14 @@ static int mla_init(cv_engine *e, cv_err *err)
         if (rc)
             return rc;
     }
-    e->att_tile = eng_mla_tile_for();
-    /* The tile's size is the kind's: its scratch and the cut pairs' state
-     * slots follow it (the engine sized them for plain attention's). */
+    /* The tile's size is the kind's, and the backend's latent workspace
+     * follows it: one kv head of D, its value the first C dims. */
     e->att_tile_tokens = eng_mla_tile_tokens(M->H);
-    const int32_t R = e->att_tile_tokens * M->H;
-    const size_t need = eng_mla_scratch_floats(R, M->D), slot = round16(cv_att_state_floats(R, M->C));
-    if (need > e->att_scratch_floats) {
-        cv_aligned_free(e->att_scratch);
-        e->att_scratch_floats = need;
-        e->att_scratch = cv_aligned_alloc(need * sizeof(float) * (size_t)e->n_threads);
-    }
-    if (slot > e->att_slot_floats) {
-        cv_aligned_free(e->att_slots);
-        e->att_slot_floats = slot;
-        e->att_slots = cv_aligned_alloc(CV_MAX(1, (size_t)e->att_n_slots * slot) * sizeof(float));
-    }
+    const cv_att_ws_shape shape = { .latent = true, .max_rows = e->att_tile_tokens * M->H, .max_hd = M->D,
+                                    .max_hd_v = M->C, .hd_div = M->D, .n_slots = e->att_n_slots };
+    if (!(e->att_ws = cv_be_attention_ws_create(e->st, &shape)))
+        return cv_err_set(err, CV_ENOMEM, "engine: the %s backend made no latent attention workspace",
+                          cv_backend_name(e->m->be));
     return 0;
 }
 
@@ -720,11 +487,12 @@ static void mla_fini(cv_engine *e)
     free(M->runs);
     free(M->dec);
     free(M->abs_rows);
-    free(M->tiles);
+    free(M->items);
     free(M->src);
     cv_aligned_free(M->y);
     cv_aligned_free(e->qkv);
     cv_aligned_free(e->attn);
+    cv_be_attention_ws_destroy(e->st, e->att_ws);
     free(M);
     e->mla = NULL;
 }

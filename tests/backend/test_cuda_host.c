@@ -432,7 +432,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
           ops->experts_ws_destroy && ops->matmul_experts && ops->rows_alloc && ops->rows_free && ops->upload &&
           ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
           ops->attn_rows && ops->moe_route && ops->moe_glu && ops->moe_sum && ops->deltanet_ws_create &&
-          ops->deltanet_ws_destroy && ops->deltanet && ops->embed_rows);
+          ops->deltanet_ws_destroy && ops->deltanet && ops->attention_ws_create && ops->attention_ws_destroy &&
+          ops->attention && ops->embed_rows);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -677,6 +678,13 @@ TEST(row_operations_launch_once_each)
     CHECK_EQ_INT(fake_launches() - before, 15);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "Gated DeltaNet mixer has no CUDA kernels yet"), "%s", err.msg);
+    /* attention over the paged cache, likewise */
+    const cv_att_ws_shape shape = { .max_rows = 4, .max_hd = 64, .max_hd_v = 64, .hd_div = 64 };
+    CHECK(cv_be_attention_ws_create(st, &shape) == NULL);
+    cv_be_attention(st, &(cv_batt){ .n_items = 1 }, NULL);
+    CHECK_EQ_INT(fake_launches() - before, 15);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "attention over the paged cache has no CUDA kernels yet"), "%s", err.msg);
     setenv("FAKE_CUDA_MEM", "1048576", 1);
     CHECK(cv_be_rows_alloc(be, (size_t)64 << 20) == NULL);
     unsetenv("FAKE_CUDA_MEM");

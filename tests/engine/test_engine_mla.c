@@ -1,6 +1,6 @@
 /* test_engine_mla.c — multi-head latent attention's tile and cache against
  * a plain two-pass softmax in double written out here: random latent rows
- * stored through eng_mla_store into a real latent pool (one part, f32, f16
+ * stored through cv_mla_store into a real latent pool (one part, f32, f16
  * and q8_0), random absorbed queries, tiles of 1..5 tokens x 1..20 heads
  * starting anywhere, rows of 80 (the tiny files: 64 latent + 16 RoPE) to
  * 576 (DeepSeek-V3, GLM-4.7-Flash: 512 + 64), contexts that cross chunks of
@@ -82,16 +82,16 @@ static void naive(const att_tile *a, float *out)
 static int tiles(att_tile_fn *fns, const char **names)
 {
     int n = 0;
-    fns[n] = eng_mla_tile_scalar, names[n++] = "scalar";
+    fns[n] = cv_mla_tile_scalar, names[n++] = "scalar";
     if (cv_dn_kernels_at(CV_ISA_AVX2, 16))
-        fns[n] = eng_mla_tile_avx2, names[n++] = "avx2";
+        fns[n] = cv_mla_tile_avx2, names[n++] = "avx2";
     if (cv_dn_kernels_at(CV_ISA_AVX512, 16))
-        fns[n] = eng_mla_tile_avx512, names[n++] = "avx512";
+        fns[n] = cv_mla_tile_avx512, names[n++] = "avx512";
     return n;
 }
 
 /* A latent pool of 2 layers holding random rows of D (each value in
- * [-1, 1)) at positions 0..last of layer `layer`, through eng_mla_store;
+ * [-1, 1)) at positions 0..last of layer `layer`, through cv_mla_store;
  * its table's blocks in reverse order of position (a table need not be
  * sorted). NULL (a failed check) when the pool cannot be made. */
 static int32_t *random_rows(kv_pool *kv, int32_t D, uint32_t type, int32_t layer, int32_t last, cv_rng *rng)
@@ -110,7 +110,7 @@ static int32_t *random_rows(kv_pool *kv, int32_t D, uint32_t type, int32_t layer
     for (int32_t p = 0; p <= last; p++) {
         for (int32_t i = 0; i < D; i++)
             row[i] = cv_rng_f32(rng) * 2 - 1;
-        eng_mla_store(kv, vec, kv_k(kv, blocks[p / CV_KV_BLOCK], layer, 0), p % CV_KV_BLOCK, row);
+        cv_mla_store(kv, vec, kv_k(kv, blocks[p / CV_KV_BLOCK], layer, 0), p % CV_KV_BLOCK, row);
     }
     free(row);
     return blocks;
@@ -137,7 +137,7 @@ static void run_case(const mla_case *c)
         rows[k] = 3 * k;
     const int64_t ld_out = (int64_t)c->H * c->C;
     float *out = calloc((size_t)3 * c->n_tok * ld_out, sizeof *out), *ref = malloc((size_t)R * c->C * sizeof *ref);
-    float *scratch = cv_aligned_alloc(eng_mla_scratch_floats(R, D) * sizeof(float));
+    float *scratch = cv_aligned_alloc(cv_mla_scratch_floats(R, D) * sizeof(float));
     att_tile a = { .kv = &kv, .blocks = blocks, .layer = layer, .g = 0, .n_tok = c->n_tok, .pos0 = c->pos0,
                    .rows = rows, .qkv = q, .ld_qkv = ld, .out = out, .ld_out = ld_out, .n_rep = c->H, .hd = D,
                    .hd_v = c->C, .scale = 1.0f / sqrtf((float)(c->rot + 32)) };
@@ -231,7 +231,7 @@ static double rel_err(const float *got, int64_t ld_got, const double *ref, int32
 }
 
 /* One head's keys and values (kf [n][nope + rot], vf [n][v], position by
- * position) and what eng_mla_dec_* make of them. */
+ * position) and what cv_mla_dec_* make of them. */
 typedef struct dec_run {
     const dn_kernels *kn;
     int32_t nope, rot, v;
@@ -247,15 +247,15 @@ static void run_dec(const dec_run *d, int32_t n_q, int32_t pos0, const float *q,
 {
     const int32_t K = d->nope + d->rot, last = pos0 + n_q - 1;
     mla_dec_head h = { .nope = d->nope, .rot = d->rot, .v = d->v, .n_q = n_q, .pos0 = pos0, .scale = d->scale };
-    eng_mla_dec_start(&h, d->state, q, ld_q, rows);
+    cv_mla_dec_start(&h, d->state, q, ld_q, rows);
     for (int32_t base = 0; base <= last; base += CV_MLA_PIECE) {
         const mla_dec_piece p = { .base = base, .n = CV_MIN(CV_MLA_PIECE, last + 1 - base),
                                   .k = d->kf + (size_t)base * K, .ld_k = K,
                                   .pe = d->kf + (size_t)base * K + d->nope, .ld_pe = K,
                                   .val = d->vf + (size_t)base * d->v, .ld_v = d->v };
-        eng_mla_dec_piece(d->kn, &h, &p, d->scratch);
+        cv_mla_dec_piece(d->kn, &h, &p, d->scratch);
     }
-    eng_mla_dec_finish(&h, rows, out, ld_out);
+    cv_mla_dec_finish(&h, rows, out, ld_out);
 }
 
 /* Random latent rows in a pool, random up-projections (attn_k_b's [H][C]
@@ -347,8 +347,8 @@ static void run_dec_case(const dec_case *c)
     const char *names[3];
     const int n_kn = gemms(kns, names);
     float *out = calloc((size_t)3 * nq * ld_o, sizeof *out), *part = calloc((size_t)3 * nq * ld_o, sizeof *part);
-    float *scratch = cv_aligned_alloc(eng_mla_dec_scratch_floats(nq, c->nope, c->rot, V) * sizeof(float));
-    float *state = cv_aligned_alloc(eng_mla_dec_state_floats(nq, c->nope, c->rot, V) * sizeof(float));
+    float *scratch = cv_aligned_alloc(cv_mla_dec_scratch_floats(nq, c->nope, c->rot, V) * sizeof(float));
+    float *state = cv_aligned_alloc(cv_mla_dec_state_floats(nq, c->nope, c->rot, V) * sizeof(float));
     for (int f = 0; f < n_kn; f++) {
         double worst = 0;
         for (int32_t h = 0; h < H; h++) {
@@ -396,11 +396,11 @@ static void run_dec_case(const dec_case *c)
             }
             memcpy(a + C, qt + c->nope, (size_t)c->rot * sizeof(float));
         }
-    float *tscr = cv_aligned_alloc(eng_mla_scratch_floats(nq * H, D) * sizeof(float));
+    float *tscr = cv_aligned_alloc(cv_mla_scratch_floats(nq * H, D) * sizeof(float));
     att_tile a = { .kv = &kv, .blocks = blocks, .layer = layer, .g = 0, .n_tok = nq, .pos0 = c->pos0,
                    .rows = rows, .qkv = qa, .ld_qkv = ld_a, .out = lat, .ld_out = ld_l, .n_rep = H, .hd = D,
                    .hd_v = C, .scale = scale };
-    cv_att_tile_run(eng_mla_tile_for(), &a, tscr);
+    cv_att_tile_run(cv_mla_tile_for(), &a, tscr);
     double worst = 0, apart = 0;
     for (int32_t t = 0; t < nq; t++)
         for (int32_t h = 0; h < H; h++)

@@ -1031,6 +1031,25 @@ static void deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws)
     stream_fail(stream_of(s), CV_EUNSUPPORTED, "the Gated DeltaNet mixer has no CUDA kernels yet", 0);
 }
 
+/* ---- attention over the paged cache ----
+ * No kernels yet (docs/CUDA.md, "Not done"): no workspace is made, and the
+ * pass fails its stream saying so rather than leave its rows unwritten. */
+
+static cv_att_ws *attention_ws_create(cv_bstream *s, const cv_att_ws_shape *shape)
+{
+    (void)shape;
+    cv_error("cuda:%d: attention over the paged cache has no CUDA kernels yet", dev_of(s->be)->ordinal);
+    return NULL;
+}
+
+static void attention_ws_destroy(cv_bstream *s, cv_att_ws *ws) { (void)s, (void)ws; }
+
+static void attention(cv_bstream *s, const cv_batt *a, cv_att_ws *ws)
+{
+    (void)a, (void)ws;
+    stream_fail(stream_of(s), CV_EUNSUPPORTED, "attention over the paged cache has no CUDA kernels yet", 0);
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -1064,6 +1083,9 @@ static const cv_backend_ops cuda_ops = {
     .deltanet_ws_create = deltanet_ws_create,
     .deltanet_ws_destroy = deltanet_ws_destroy,
     .deltanet = deltanet,
+    .attention_ws_create = attention_ws_create,
+    .attention_ws_destroy = attention_ws_destroy,
+    .attention = attention,
     .embed_rows = embed_rows,
 };
 
