@@ -34,13 +34,14 @@
 
 /* Version of the table below: raised whenever an operation is added,
  * removed or changes meaning. */
-#define CV_BACKEND_ABI 10
+#define CV_BACKEND_ABI 11
 
 typedef struct cv_backend cv_backend;
 typedef struct cv_bstream cv_bstream;
 typedef struct cv_experts_ws cv_experts_ws;
 typedef struct cv_dn_ws cv_dn_ws;
 typedef struct cv_att_ws cv_att_ws;
+typedef struct cv_mla_ws cv_mla_ws;
 
 /* A gated activation act(g) * u (the row operation glu). */
 typedef enum cv_bglu {
@@ -287,6 +288,63 @@ typedef struct cv_att_ws_shape {
     int32_t n_slots;
 } cv_att_ws_shape;
 
+/* Multi-head latent attention's pass between its projections and
+ * attention (mla_rows), per row t at position pos[t], with D = C + rot:
+ * the latent row's first C values RMSNorm'd with kv_norm, its last rot
+ * (k_pe) RoPE'd; per head h, q_pe (the rot values after the nope ones of
+ * the head's k_mla in q) RoPE'd in place and copied to the last rot values
+ * of the head's absorbed query (h D + C in qa, whose first C values the
+ * up-projection writes); and the latent row stored at position
+ * pos[t] % CV_KV_BLOCK of block kv_block[t] of layer kv_layer in the
+ * latent pool kv (kernels/mla.h's cv_mla_store). Rows are independent: no
+ * two rows may name the same place in the cache. latent, q, qa and the
+ * cache's blocks are the backend's memory; kv_norm, the RoPE factors, pos
+ * and kv_block host memory. */
+typedef struct cv_bmla_rows {
+    int32_t n_rows;
+    float *latent;                /* [n_rows][ld_latent]: c (C) | k_pe (rot) */
+    int64_t ld_latent;
+    float *q;                     /* [n_rows][ld_q]: head h's q_nope | q_pe at h k_mla */
+    int64_t ld_q;
+    float *qa;                    /* [n_rows][ld_qa]: head h's absorbed query at h (C + rot) */
+    int64_t ld_qa;
+    int32_t n_head, C, rot, k_mla;
+    const float *kv_norm;         /* [C] */
+    float eps;
+    const cv_rope_params *rope;
+    const int32_t *pos;           /* [n_rows] */
+    const kv_pool *kv;            /* the latent pool (its head_dim C + rot) */
+    int32_t kv_layer;
+    const int32_t *kv_block;      /* [n_rows] */
+} cv_bmla_rows;
+
+/* The latent attention's decompressed form (mla_dec): the n_q queries of
+ * one sequence at positions pos0.. (rows rows[0..n_q) of q: head h's
+ * q_nope | q_pe at h (nope + rot)) attend, every head on its own, to the
+ * chunk of the context's positions base..base + n_ctx - 1, decompressed
+ * by the caller: position base + j's key for head h is kd's row j at h
+ * nope (W_UK c) with pe's row j (k_pe, rot), its value vd's row j at h v.
+ * A query sees the positions up to its own. The chunk at base 0 starts
+ * each head's online softmax from its queries; chunks follow in order of
+ * position (multiples of CV_MLA_PIECE apart from 0), each in pieces of
+ * CV_MLA_PIECE positions (kernels/mla.h); the chunk that ends at the last
+ * query's position writes head h's output (v values) to out at h v of each
+ * query's row. The state between chunks is the workspace's. q, kd, pe, vd
+ * and out are the backend's memory, rows host memory. */
+typedef struct cv_bmla_dec {
+    int32_t n_head, nope, rot, v;
+    int32_t n_q, pos0;
+    const int32_t *rows;          /* [n_q] */
+    float scale;
+    const float *q;
+    int64_t ld_q;
+    int32_t base, n_ctx;
+    const float *kd, *pe, *vd;
+    int64_t ld_kd, ld_pe, ld_vd;
+    float *out;
+    int64_t ld_out;
+} cv_bmla_dec;
+
 /* A weight matrix W [n_out][n_in] of GGUF type `type`, prepared by a
  * backend (a backend allocates a larger struct that starts with this one).
  * Immutable after creation: any number of streams may read it. */
@@ -409,6 +467,22 @@ typedef struct cv_backend_ops {
     /* One layer's attention over the paged cache by the call's plan
      * (cv_batt above). */
     void (*attention)(cv_bstream *s, const cv_batt *a, cv_att_ws *ws);
+    /* The latent attention kind's rows from its projections to attention,
+     * the latent cache write included (cv_bmla_rows above). */
+    void (*mla_rows)(cv_bstream *s, const cv_bmla_rows *a);
+    /* The latent rows positions base..base + n - 1 (base a multiple of
+     * CV_KV_BLOCK) of a sequence hold in a latent pool's layer, as f32 in y
+     * [n][head_dim] (the sequence's blocks are table's, host memory): what
+     * the decompressed form multiplies. */
+    void (*mla_latent)(cv_bstream *s, const kv_pool *kv, int32_t layer, const int32_t *table, int32_t base,
+                       int32_t n, float *y);
+    /* A workspace for mla_dec calls of up to max_q queries of heads of
+     * those sizes (NULL: no memory or no kernels); one run at a time. */
+    cv_mla_ws *(*mla_ws_create)(cv_bstream *s, int32_t max_q, int32_t n_head, int32_t nope, int32_t rot,
+                                int32_t v);
+    void (*mla_ws_destroy)(cv_bstream *s, cv_mla_ws *ws);
+    /* The decompressed form's attention over one chunk (cv_bmla_dec above). */
+    void (*mla_dec)(cv_bstream *s, const cv_bmla_dec *a, cv_mla_ws *ws);
     /* y[t] = row tokens[t] (< n_vocab) of a table of n_vocab rows of n
      * values of GGUF type `type`, dequantized (kernels.h,
      * cv_dequantize_row), times scale (1: as it is). The table and tokens
@@ -556,6 +630,23 @@ static inline void cv_be_attention(cv_bstream *s, const cv_batt *a, cv_att_ws *w
 {
     s->be->ops->attention(s, a, ws);
 }
+static inline void cv_be_mla_rows(cv_bstream *s, const cv_bmla_rows *a) { s->be->ops->mla_rows(s, a); }
+static inline void cv_be_mla_latent(cv_bstream *s, const kv_pool *kv, int32_t layer, const int32_t *table,
+                                    int32_t base, int32_t n, float *y)
+{
+    s->be->ops->mla_latent(s, kv, layer, table, base, n, y);
+}
+static inline cv_mla_ws *cv_be_mla_ws_create(cv_bstream *s, int32_t max_q, int32_t n_head, int32_t nope,
+                                             int32_t rot, int32_t v)
+{
+    return s->be->ops->mla_ws_create(s, max_q, n_head, nope, rot, v);
+}
+static inline void cv_be_mla_ws_destroy(cv_bstream *s, cv_mla_ws *ws)
+{
+    if (ws)
+        s->be->ops->mla_ws_destroy(s, ws);
+}
+static inline void cv_be_mla_dec(cv_bstream *s, const cv_bmla_dec *a, cv_mla_ws *ws) { s->be->ops->mla_dec(s, a, ws); }
 static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab,
                                     int32_t n_rows, const int32_t *tokens, float scale, float *y, int64_t ldy)
 {
@@ -563,9 +654,9 @@ static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, con
 }
 
 /* The CPU stream's thread pool, for the parts of the forward pass that
- * have not moved behind the table yet (the latent attention kind's rows
- * and decompressed form, Gemma 4's per-layer inputs: docs/BACKEND.md, "What
- * is not behind the table yet"); NULL for a stream of another backend. */
+ * have not moved behind the table yet (Gemma 4's per-layer inputs:
+ * docs/BACKEND.md, "What is not behind the table yet"); NULL for a stream
+ * of another backend. */
 cv_pool *cv_bstream_cpu_pool(cv_bstream *s);
 
 #endif

@@ -4,7 +4,8 @@
  * kernels layer's, which picks its ISA level at run time; this file maps
  * the table onto it (the row operations and activation memory:
  * cpu_rows.c; the layer passes: cpu_layer.c; the Gated DeltaNet mixer's:
- * cpu_deltanet.c; attention over the paged cache: cpu_attention.c). */
+ * cpu_deltanet.c; attention over the paged cache: cpu_attention.c; the latent
+ * attention kind's: cpu_mla.c). */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -165,6 +166,11 @@ static const cv_backend_ops cpu_ops = {
     .attention_ws_create = cpu_attention_ws_create,
     .attention_ws_destroy = cpu_attention_ws_destroy,
     .attention = cpu_attention,
+    .mla_rows = cpu_mla_rows,
+    .mla_latent = cpu_mla_latent,
+    .mla_ws_create = cpu_mla_ws_create,
+    .mla_ws_destroy = cpu_mla_ws_destroy,
+    .mla_dec = cpu_mla_dec,
     .embed_rows = cpu_embed_rows,
 };
 

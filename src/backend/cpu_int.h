@@ -58,6 +58,13 @@ void cpu_deltanet(cv_bstream *s, const cv_bdeltanet *a, cv_dn_ws *ws);
 cv_att_ws *cpu_attention_ws_create(cv_bstream *s, const cv_att_ws_shape *shape);
 void cpu_attention_ws_destroy(cv_bstream *s, cv_att_ws *ws);
 void cpu_attention(cv_bstream *s, const cv_batt *a, cv_att_ws *ws);
+/* Multi-head latent attention's passes (cpu_mla.c). */
+void cpu_mla_rows(cv_bstream *s, const cv_bmla_rows *a);
+void cpu_mla_latent(cv_bstream *s, const kv_pool *kv, int32_t layer, const int32_t *table, int32_t base, int32_t n,
+                    float *y);
+cv_mla_ws *cpu_mla_ws_create(cv_bstream *s, int32_t max_q, int32_t n_head, int32_t nope, int32_t rot, int32_t v);
+void cpu_mla_ws_destroy(cv_bstream *s, cv_mla_ws *ws);
+void cpu_mla_dec(cv_bstream *s, const cv_bmla_dec *a, cv_mla_ws *ws);
 void cpu_embed_rows(cv_bstream *s, uint32_t type, int64_t n, const void *table, int64_t n_vocab, int32_t n_rows,
                     const int32_t *tokens, float scale, float *y, int64_t ldy);
 

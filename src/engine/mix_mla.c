@@ -76,6 +76,7 @@ struct mla_scratch {
     float *kv;       /* [n_batch][D] the latent rows of this call */
     float *o;        /* [n_batch][H * v_mla] the heads' outputs */
     int32_t *head;   /* [n_batch * H] route r's head: r mod H */
+    int32_t *kv_block; /* [n_batch] the cache block each row's latent row goes to */
     cv_experts_ws *ws; /* the up-projections' routed matmuls */
 
     /* The decompressed form (none unless the engine's mla_decompress, with
@@ -88,12 +89,7 @@ struct mla_scratch {
     float *lat;      /* [DEC_CHUNK][D] a chunk of the context's latent rows as f32 */
     float *kd;       /* [DEC_CHUNK][H * nope] their keys' W_UK c */
     float *vd;       /* [DEC_CHUNK * H][v_mla] their values */
-    float *state;    /* [H][state floats] the heads' queries and softmax state */
-    size_t state_floats;
-    mla_dec_head *heads; /* [H] */
-    const dn_kernels *kn; /* the GEMMs of the process's level */
-    float *dec_scratch; /* per thread */
-    size_t dec_floats;
+    cv_mla_ws *mws;  /* the heads' attention over a chunk: their queries and softmax states */
     /* This call's split between the forms (plan_forms). */
     mla_run *runs;   /* [n_seq_max] */
     int32_t n_runs;
@@ -105,8 +101,6 @@ struct mla_scratch {
     float *y;        /* [n_batch * H][max(C, v_mla)] their routes' outputs */
 };
 
-static inline size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
-
 int32_t eng_mla_tile_tokens(int32_t n_head) { return CV_MAX(1, CV_MIN(16, 48 / n_head)); }
 
 /* Context positions a layer up-projects at a time (a multiple of
@@ -116,53 +110,37 @@ int32_t eng_mla_tile_tokens(int32_t n_head) { return CV_MAX(1, CV_MIN(16, 48 / n
 
 /* ---- the layer ---- */
 
-typedef struct mla_job {
-    cv_engine *e;
-    const cv_batch *b;
-    int32_t layer;
-    int32_t n_rows;
-    int32_t run, base, n_ctx; /* the decompressed form's run and chunk */
-} mla_job;
-
-static void rows_q_norm(void *ctx, int ith, int nth)
+/* The latent rows' pass (the backend's mla_rows): per row the latent's
+ * norm and k_pe's RoPE, the row into the cache, and each head's RoPE'd
+ * q_pe into its absorbed query (whose first C dims the up-projection
+ * writes). */
+static void latent_rows(cv_engine *e, const cv_batch *b, int32_t il)
 {
-    mla_job *j = ctx;
-    cv_engine *e = j->e;
     mla_scratch *M = e->mla;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *qa = M->qa + t * M->q_lora;
-        e->vec->rmsnorm(qa, qa, e->m->layers[j->layer].mla_q_norm, M->q_lora, e->m->hp.rms_eps);
-    }
-}
-
-/* Per row: the latent's norm and k_pe's RoPE, the row into the cache, and
- * each head's RoPE'd q_pe into its absorbed query (whose first C dims the
- * up-projection writes). */
-static void rows_latent(void *ctx, int ith, int nth)
-{
-    mla_job *j = ctx;
-    cv_engine *e = j->e;
-    mla_scratch *M = e->mla;
-    const cv_layer *L = &e->m->layers[j->layer];
-    const cv_vec_ops *vec = e->vec;
-    const kv_pool *kv = eng_layer_pool(e, j->layer);
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        const int32_t pos = j->b->pos[t];
-        float *row = M->kv + t * M->D, *q = M->q + t * M->H * M->k_mla, *qa = e->qkv + t * e->ld_qkv;
-        vec->rmsnorm(row, row, L->mla_kv_norm, M->C, e->m->hp.rms_eps);
-        vec->rope(&L->rope, row + M->C, 1, M->rot, pos);
-        for (int32_t h = 0; h < M->H; h++) {
-            float *pe = q + (int64_t)h * M->k_mla + M->nope;
-            vec->rope(&L->rope, pe, 1, M->rot, pos);
-            memcpy(qa + (int64_t)h * M->D + M->C, pe, (size_t)M->rot * sizeof(float));
-        }
-        const int32_t blk = eng_layer_table(e, j->layer, &e->seqs[j->b->seq[t]])[pos / CV_KV_BLOCK];
-        cv_mla_store(kv, vec, kv_k(kv, blk, e->kv_layer[j->layer], 0), pos % CV_KV_BLOCK, row);
-    }
+    const cv_layer *L = &e->m->layers[il];
+    for (int32_t t = 0; t < b->n_tokens; t++)
+        M->kv_block[t] = eng_layer_table(e, il, &e->seqs[b->seq[t]])[b->pos[t] / CV_KV_BLOCK];
+    const cv_bmla_rows rows = {
+        .n_rows = b->n_tokens,
+        .latent = M->kv,
+        .ld_latent = M->D,
+        .q = M->q,
+        .ld_q = (int64_t)M->H * M->k_mla,
+        .qa = e->qkv,
+        .ld_qa = e->ld_qkv,
+        .n_head = M->H,
+        .C = M->C,
+        .rot = M->rot,
+        .k_mla = M->k_mla,
+        .kv_norm = L->mla_kv_norm,
+        .eps = e->m->hp.rms_eps,
+        .rope = &L->rope,
+        .pos = b->pos,
+        .kv = eng_layer_pool(e, il),
+        .kv_layer = e->kv_layer[il],
+        .kv_block = M->kv_block,
+    };
+    cv_be_mla_rows(e->st, &rows);
 }
 
 /* Which of the call's tokens take which form: per sequence (its rows in
@@ -230,76 +208,49 @@ static void heads_matmul(cv_engine *e, cv_bmat *const *w, int32_t T, const float
 
 /* ---- the decompressed form, per layer ---- */
 
-/* Head h's queries and state for run r's tokens. */
-static void dec_start(void *ctx, int64_t h, int ith)
-{
-    (void)ith;
-    const mla_job *j = ctx;
-    cv_engine *e = j->e;
-    mla_scratch *M = e->mla;
-    const mla_run *r = &M->runs[j->run];
-    M->heads[h] = (mla_dec_head){ .nope = M->nope, .rot = M->rot, .v = M->v_mla, .n_q = r->n_q, .pos0 = r->pos0,
-                                  .scale = e->m->hp.attn_scale };
-    cv_mla_dec_start(&M->heads[h], M->state + (size_t)h * M->state_floats, M->q + h * M->k_mla,
-                      (int64_t)M->H * M->k_mla, e->att_rows + r->first);
-}
-
-/* Head h over the chunk of j->n_ctx positions from j->base, a piece of
- * CV_MLA_PIECE at a time; after the run's last chunk, its outputs. */
-static void dec_chunk(void *ctx, int64_t h, int ith)
-{
-    const mla_job *j = ctx;
-    mla_scratch *M = j->e->mla;
-    const int64_t Hn = (int64_t)M->H * M->nope, Hv = (int64_t)M->H * M->v_mla;
-    for (int32_t at = 0; at < j->n_ctx; at += CV_MLA_PIECE) {
-        const mla_dec_piece p = {
-            .base = j->base + at,
-            .n = CV_MIN(CV_MLA_PIECE, j->n_ctx - at),
-            .k = M->kd + at * Hn + h * M->nope,
-            .ld_k = Hn,
-            .pe = M->lat + (size_t)at * M->D + M->C,
-            .ld_pe = M->D,
-            .val = M->vd + at * Hv + h * M->v_mla,
-            .ld_v = Hv,
-        };
-        cv_mla_dec_piece(M->kn, &M->heads[h], &p, M->dec_scratch + (size_t)ith * M->dec_floats);
-    }
-    const mla_run *r = &M->runs[j->run];
-    if (j->base + j->n_ctx == r->pos0 + r->n_q)
-        cv_mla_dec_finish(&M->heads[h], j->e->att_rows + r->first, M->o + h * M->v_mla, Hv);
-}
-
 /* Each run's tokens through the decompressed form, outputs into M->o: the
  * context up to the run's last token DEC_CHUNK positions at a time, its
  * latent rows as f32, every head's keys by one matmul (the stacked W_UK)
  * and values by one routed matmul (attn_v_b, a route per position and
  * head), then each head's attention over them. */
-static void dec_forward(cv_engine *e, mla_job *j)
+static void dec_forward(cv_engine *e, int32_t il)
 {
     mla_scratch *M = e->mla;
-    const cv_layer *L = &e->m->layers[j->layer];
-    const kv_pool *kv = eng_layer_pool(e, j->layer);
-    const int32_t kl = e->kv_layer[j->layer];
-    for (j->run = 0; j->run < M->n_runs; j->run++) {
-        const mla_run *r = &M->runs[j->run];
-        const int32_t *table = eng_layer_table(e, j->layer, &e->seqs[r->seq]), end = r->pos0 + r->n_q;
-        cv_pool_run_items(e->pool, M->H, dec_start, j);
-        for (j->base = 0; j->base < end; j->base += DEC_CHUNK) {
-            j->n_ctx = CV_MIN(DEC_CHUNK, end - j->base);
-            for (int32_t b = 0; b < j->n_ctx; b += CV_KV_BLOCK) {
-                const int32_t n = CV_MIN(CV_KV_BLOCK, j->n_ctx - b);
-                float *dst = M->lat + (size_t)b * M->D;
-                const float *rows = cv_mla_rows(kv, kv_k(kv, table[(j->base + b) / CV_KV_BLOCK], kl, 0), n, dst);
-                if (rows != dst)
-                    memcpy(dst, rows, (size_t)n * M->D * sizeof(float));
-            }
-            eng_matmul(e, M->wuk[j->layer], j->n_ctx, M->lat, M->D, M->kd, (int64_t)M->H * M->nope);
-            eng_matmul_experts(e, L->mla_v_b, M->H, j->n_ctx, M->lat, M->D, (int64_t)j->n_ctx * M->H, M->head, M->jsrc,
+    const cv_layer *L = &e->m->layers[il];
+    const kv_pool *kv = eng_layer_pool(e, il);
+    for (int32_t i = 0; i < M->n_runs; i++) {
+        const mla_run *r = &M->runs[i];
+        const int32_t *table = eng_layer_table(e, il, &e->seqs[r->seq]), end = r->pos0 + r->n_q;
+        cv_bmla_dec d = {
+            .n_head = M->H,
+            .nope = M->nope,
+            .rot = M->rot,
+            .v = M->v_mla,
+            .n_q = r->n_q,
+            .pos0 = r->pos0,
+            .rows = e->att_rows + r->first,
+            .scale = e->m->hp.attn_scale,
+            .q = M->q,
+            .ld_q = (int64_t)M->H * M->k_mla,
+            .kd = M->kd,
+            .ld_kd = (int64_t)M->H * M->nope,
+            .pe = M->lat + M->C,
+            .ld_pe = M->D,
+            .vd = M->vd,
+            .ld_vd = (int64_t)M->H * M->v_mla,
+            .out = M->o,
+            .ld_out = (int64_t)M->H * M->v_mla,
+        };
+        for (d.base = 0; d.base < end; d.base += DEC_CHUNK) {
+            d.n_ctx = CV_MIN(DEC_CHUNK, end - d.base);
+            cv_be_mla_latent(e->st, kv, e->kv_layer[il], table, d.base, d.n_ctx, M->lat);
+            eng_matmul(e, M->wuk[il], d.n_ctx, M->lat, M->D, M->kd, (int64_t)M->H * M->nope);
+            eng_matmul_experts(e, L->mla_v_b, M->H, d.n_ctx, M->lat, M->D, (int64_t)d.n_ctx * M->H, M->head, M->jsrc,
                                M->vd, M->v_mla, M->dws);
-            cv_pool_run_items(e->pool, M->H, dec_chunk, j);
+            cv_be_mla_dec(e->st, &d, M->mws);
         }
     }
-    e->prof_bytes += (double)M->wuk[j->layer]->bytes + (double)M->H * (double)L->mla_v_b[0]->bytes;
+    e->prof_bytes += (double)M->wuk[il]->bytes + (double)M->H * (double)L->mla_v_b[0]->bytes;
 }
 
 static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
@@ -308,16 +259,15 @@ static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
     mla_scratch *M = e->mla;
     const int32_t T = b->n_tokens;
     const int64_t ld_q = (int64_t)M->H * M->k_mla;
-    mla_job j = { .e = e, .b = b, .layer = il, .n_rows = T };
     if (L->mla_q_b) {
         eng_matmul(e, L->mla_q, T, e->xn, e->ld_x, M->qa, M->q_lora);
-        eng_run_rows(e, T, rows_q_norm, &j);
+        cv_be_rmsnorm(e->st, T, M->q_lora, M->qa, M->q_lora, NULL, L->mla_q_norm, e->m->hp.rms_eps, M->qa, M->q_lora);
         eng_matmul(e, L->mla_q_b, T, M->qa, M->q_lora, M->q, ld_q);
     } else {
         eng_matmul(e, L->mla_q, T, e->xn, e->ld_x, M->q, ld_q);
     }
     eng_matmul(e, L->mla_kv, T, e->xn, e->ld_x, M->kv, M->D);
-    eng_run_rows(e, T, rows_latent, &j);
+    latent_rows(e, b, il);
     plan_forms(e, b);
     /* route r = t H + h: q_nope of token t, head h (the first nope values of
      * its k_mla) into the first C dims of its absorbed query */
@@ -336,7 +286,7 @@ static void mla_forward(cv_engine *e, const cv_batch *b, int32_t il)
     e->prof_att_ns += eng_tick(e) - t0;
     e->prof_runs++;
     if (M->n_runs > 0)
-        dec_forward(e, &j);
+        dec_forward(e, il);
 
     heads_matmul(e, L->mla_v_b, T, e->attn, M->C, M->o, M->v_mla);
     eng_matmul(e, L->wo, T, M->o, (int64_t)M->H * M->v_mla, e->tmp, e->ld_x);
@@ -387,7 +337,6 @@ static int dec_init(cv_engine *e, cv_err *err)
     free(row);
     if (rc)
         return rc;
-    M->kn = cv_dn_kernels_for(16);
     M->jsrc = cv_xmalloc((size_t)DEC_CHUNK * H * sizeof *M->jsrc);
     for (int32_t r = 0; r < DEC_CHUNK * H; r++)
         M->jsrc[r] = r / H;
@@ -395,11 +344,9 @@ static int dec_init(cv_engine *e, cv_err *err)
     M->lat = cv_aligned_alloc((size_t)DEC_CHUNK * M->D * sizeof(float));
     M->kd = cv_aligned_alloc((size_t)DEC_CHUNK * H * nope * sizeof(float));
     M->vd = cv_aligned_alloc((size_t)DEC_CHUNK * H * M->v_mla * sizeof(float));
-    M->state_floats = cv_mla_dec_state_floats(e->p.n_batch, nope, M->rot, M->v_mla);
-    M->state = cv_aligned_alloc(M->state_floats * (size_t)H * sizeof(float));
-    M->heads = cv_xcalloc((size_t)H, sizeof *M->heads);
-    M->dec_floats = round16(cv_mla_dec_scratch_floats(e->p.n_batch, nope, M->rot, M->v_mla));
-    M->dec_scratch = cv_aligned_alloc(M->dec_floats * sizeof(float) * (size_t)e->n_threads);
+    if (!(M->mws = cv_be_mla_ws_create(e->st, e->p.n_batch, H, nope, M->rot, M->v_mla)))
+        return cv_err_set(err, CV_ENOMEM, "engine: the %s backend made no latent attention workspace",
+                          cv_backend_name(m->be));
     const size_t T = (size_t)e->p.n_batch, TH = T * (size_t)H;
     M->runs = cv_xmalloc((size_t)e->p.n_seq_max * sizeof *M->runs);
     M->dec = cv_xmalloc(T * sizeof *M->dec);
@@ -433,6 +380,7 @@ static int mla_init(cv_engine *e, cv_err *err)
     /* (the decompressed form routes a chunk's positions by it too) */
     const size_t n_routes = CV_MAX(T, (size_t)DEC_CHUNK) * (size_t)M->H;
     M->head = cv_xmalloc(n_routes * sizeof *M->head);
+    M->kv_block = cv_xmalloc(T * sizeof *M->kv_block);
     for (size_t r = 0; r < n_routes; r++)
         M->head[r] = (int32_t)(r % (size_t)M->H);
     M->ws = cv_be_experts_ws_create(e->st, (int64_t)TH, CV_MAX(M->nope, M->C), CV_MAX(M->C, M->v_mla), M->H);
@@ -468,6 +416,7 @@ static void mla_fini(cv_engine *e)
     cv_aligned_free(M->kv);
     cv_aligned_free(M->o);
     free(M->head);
+    free(M->kv_block);
     cv_be_experts_ws_destroy(e->st, M->ws);
     for (int32_t il = 0; M->wuk && il < e->m->hp.n_layer; il++) {
         cv_bmat_destroy(e->m->be, M->wuk[il]);
@@ -481,9 +430,7 @@ static void mla_fini(cv_engine *e)
     cv_aligned_free(M->lat);
     cv_aligned_free(M->kd);
     cv_aligned_free(M->vd);
-    cv_aligned_free(M->state);
-    free(M->heads);
-    cv_aligned_free(M->dec_scratch);
+    cv_be_mla_ws_destroy(e->st, M->mws);
     free(M->runs);
     free(M->dec);
     free(M->abs_rows);

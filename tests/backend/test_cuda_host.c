@@ -433,7 +433,8 @@ TEST(backend_over_fake_driver_takes_every_weight_type)
           ops->download && ops->rmsnorm && ops->add && ops->scale && ops->glu && ops->sigmoid_mul && ops->softcap &&
           ops->attn_rows && ops->moe_route && ops->moe_glu && ops->moe_sum && ops->deltanet_ws_create &&
           ops->deltanet_ws_destroy && ops->deltanet && ops->attention_ws_create && ops->attention_ws_destroy &&
-          ops->attention && ops->embed_rows);
+          ops->attention && ops->mla_rows && ops->mla_latent && ops->mla_ws_create && ops->mla_ws_destroy &&
+          ops->mla_dec && ops->embed_rows);
     cv_cuda_device_info di;
     cv_cuda_device_get(be, &di);
     CHECK_EQ_STR(di.name, "Fake GPU");
@@ -685,6 +686,16 @@ TEST(row_operations_launch_once_each)
     CHECK_EQ_INT(fake_launches() - before, 15);
     CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "attention over the paged cache has no CUDA kernels yet"), "%s", err.msg);
+    /* multi-head latent attention's passes, likewise */
+    CHECK(cv_be_mla_ws_create(st, 4, 2, 16, 16, 16) == NULL);
+    cv_be_mla_rows(st, &(cv_bmla_rows){ .n_rows = 1 });
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "multi-head latent attention has no CUDA kernels yet"), "%s", err.msg);
+    cv_be_mla_latent(st, NULL, 0, NULL, 0, 16, y);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
+    cv_be_mla_dec(st, &(cv_bmla_dec){ .n_q = 1 }, NULL);
+    CHECK_EQ_INT(fake_launches() - before, 15);
+    CHECK_EQ_INT(cv_cuda_stream_error(st, &err), CV_EUNSUPPORTED);
     setenv("FAKE_CUDA_MEM", "1048576", 1);
     CHECK(cv_be_rows_alloc(be, (size_t)64 << 20) == NULL);
     unsetenv("FAKE_CUDA_MEM");

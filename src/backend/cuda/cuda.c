@@ -1050,6 +1050,37 @@ static void attention(cv_bstream *s, const cv_batt *a, cv_att_ws *ws)
     stream_fail(stream_of(s), CV_EUNSUPPORTED, "attention over the paged cache has no CUDA kernels yet", 0);
 }
 
+/* ---- multi-head latent attention ----
+ * No kernels yet, likewise. */
+
+static void mla_rows(cv_bstream *s, const cv_bmla_rows *a)
+{
+    (void)a;
+    stream_fail(stream_of(s), CV_EUNSUPPORTED, "multi-head latent attention has no CUDA kernels yet", 0);
+}
+
+static void mla_latent(cv_bstream *s, const kv_pool *kv, int32_t layer, const int32_t *table, int32_t base,
+                       int32_t n, float *y)
+{
+    (void)kv, (void)layer, (void)table, (void)base, (void)n, (void)y;
+    stream_fail(stream_of(s), CV_EUNSUPPORTED, "multi-head latent attention has no CUDA kernels yet", 0);
+}
+
+static cv_mla_ws *mla_ws_create(cv_bstream *s, int32_t max_q, int32_t n_head, int32_t nope, int32_t rot, int32_t v)
+{
+    (void)max_q, (void)n_head, (void)nope, (void)rot, (void)v;
+    cv_error("cuda:%d: multi-head latent attention has no CUDA kernels yet", dev_of(s->be)->ordinal);
+    return NULL;
+}
+
+static void mla_ws_destroy(cv_bstream *s, cv_mla_ws *ws) { (void)s, (void)ws; }
+
+static void mla_dec(cv_bstream *s, const cv_bmla_dec *a, cv_mla_ws *ws)
+{
+    (void)a, (void)ws;
+    stream_fail(stream_of(s), CV_EUNSUPPORTED, "multi-head latent attention has no CUDA kernels yet", 0);
+}
+
 static const cv_backend_ops cuda_ops = {
     .abi = CV_BACKEND_ABI,
     .name = "cuda",
@@ -1086,6 +1117,11 @@ static const cv_backend_ops cuda_ops = {
     .attention_ws_create = attention_ws_create,
     .attention_ws_destroy = attention_ws_destroy,
     .attention = attention,
+    .mla_rows = mla_rows,
+    .mla_latent = mla_latent,
+    .mla_ws_create = mla_ws_create,
+    .mla_ws_destroy = mla_ws_destroy,
+    .mla_dec = mla_dec,
     .embed_rows = embed_rows,
 };
 
