@@ -268,7 +268,8 @@ static int header_step(tc_run *r)
     if (r->os_hdr.len + at > CV_TC_MAX_HEADER) {
         /* not a header after all: cut at the bound (the same byte in any
          * chunking) and let the rest be text */
-        size_t k = CV_TC_MAX_HEADER - r->os_hdr.len;
+        /* (markers are appended whole, so the header may already be past it) */
+        size_t k = r->os_hdr.len < CV_TC_MAX_HEADER ? CV_TC_MAX_HEADER - r->os_hdr.len : 0;
         cv_buf_append(&r->os_hdr, tc_p(r), k);
         tc_eat(r, k);
         tc_text(r, K_CONTENT, r->os_hdr.data, r->os_hdr.len);
