@@ -87,9 +87,10 @@ cv_mla_ws *cpu_mla_ws_create(cv_bstream *s, int32_t max_q, int32_t n_head, int32
                        .kn = cv_dn_kernels_for(16) };
     ws->heads = cv_xcalloc((size_t)n_head, sizeof *ws->heads);
     ws->state_floats = cv_mla_dec_state_floats(max_q, nope, rot, v);
-    ws->state = cv_aligned_alloc(ws->state_floats * (size_t)n_head * sizeof(float));
+    ws->state = cv_aligned_alloc_committed(ws->state_floats * (size_t)n_head * sizeof(float));
     ws->scratch_floats = round16(cv_mla_dec_scratch_floats(max_q, nope, rot, v));
-    ws->scratch = cv_aligned_alloc(ws->scratch_floats * sizeof(float) * (size_t)cv_pool_size(cpu_stream_of(s)->pool));
+    ws->scratch = cv_aligned_alloc_committed(ws->scratch_floats * sizeof(float) *
+                                             (size_t)cv_pool_size(cpu_stream_of(s)->pool));
     return ws;
 }
 
