@@ -430,7 +430,10 @@ int tc_xcall_step(tc_run *r, tc_xcall *c)
         if (rc == TC_MORE)
             return TC_MORE;
         if (rc != TC_DONE) {
-            /* a key without a value */
+            /* a key without a value: null, after the key a wrapper held back */
+            if (c->wrap)
+                emit_key(r, c);
+            c->wrap = false;
             out(r, c, "null", 4);
             c->n_params++;
             c->st = XC_BODY;

@@ -200,15 +200,12 @@ static void value_sep(tc_json *j)
         elem_sep(j);
 }
 
-static int open_container(tc_json *j, char c)
+static void open_container(tc_json *j, char c)
 {
-    if (j->depth >= CV_MAX_JSON_DEPTH)
-        return -1;
     maybe_hold(j, 'c');
     char s[1] = { c };
     put(j, s, 1);
     j->stack[j->depth++] = (uint8_t)c;
-    return 0;
 }
 
 /* A value (of kind) just ended at the current depth. */
@@ -635,9 +632,10 @@ static long start_value(tc_json *j, const char *p, size_t n, bool eof)
     if ((j->flags & TJ_OBJECT) && j->depth == 0 && c != '{')
         return -1;
     if (c == '{' || c == '[') {
+        if (j->depth >= CV_MAX_JSON_DEPTH)
+            return -1; /* refused before its separator, which would dangle: [1, ] */
         value_sep(j);
-        if (open_container(j, (char)c) < 0)
-            return -1;
+        open_container(j, (char)c);
         j->st = c == '{' ? J_KEY_OR_END : J_VALUE_OR_END;
         return 1;
     }

@@ -182,8 +182,51 @@ TEST(wrapper_objects_around_all_arguments_are_unwrapped)
                            "</｜DSML｜function_calls>",
           "{\"n\": 1, \"s\": \"a\"}" },
         { "qwen3_coder_xml", "<function=f>\n<parameter=input>\n{\"n\": 2}\n</parameter>\n</function>", "{\"n\": 2}" },
+        /* a wrapper's name with no value is an ordinary key, null (found by
+         * fuzzing: the key held back for unwrapping was lost, giving {null}) */
+        { "glm45", "<tool_call>f\n<arg_key>arguments</arg_key>\n</tool_call>", "{\"arguments\": null}" },
+        { "glm45", "<tool_call>f<arg_key>arguments</arg_key>", "{\"arguments\": null}" },
     };
     check_rows("wrappers", rows, CV_ARRAY_LEN(rows));
+}
+
+/* Nesting deeper than the reader's bound ends the arguments where the bound
+ * is, as JSON (found by fuzzing: the refused container's separator was
+ * already written, giving [1, ]): quoted JSON and bare words alike. */
+TEST(nesting_past_the_depth_bound_ends_the_arguments_as_json)
+{
+    static const struct {
+        const char *format, *head, *level;
+    } rows[] = {
+        { "hermes", "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ", "[1, " },
+        { "mistral_pre_v11", "[TOOL_CALLS]f[CALL_ID]abcdefghi {\"a\":", "[x" },
+    };
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    for (size_t i = 0; i < CV_ARRAY_LEN(rows); i++) {
+        cv_buf text = { 0 };
+        cv_buf_puts(&text, rows[i].head);
+        for (int d = 0; d < 2 * CV_MAX_JSON_DEPTH; d++)
+            cv_buf_puts(&text, rows[i].level);
+        cv_chat_parse_opts o = { .format = cv_tc_format_find(rows[i].format), .tools = tools, .id_seed = 1 };
+        tc_coll whole;
+        tc_run_chunked(&o, text.data, text.len, CH_WHOLE, 0, false, &whole, NULL);
+        CHECK_MSG(!whole.bad[0], "%s: %s", rows[i].format, whole.bad);
+        CHECK_MSG(whole.res.n_calls == 1, "%s: %d calls", rows[i].format, whole.res.n_calls);
+        if (whole.res.n_calls == 1) {
+            json_t *got = json_loads(whole.res.calls[0].arguments, 0, NULL);
+            CHECK_MSG(json_is_object(got), "%s: arguments are no JSON object: ...%s", rows[i].format,
+                      whole.res.calls[0].arguments + strlen(whole.res.calls[0].arguments) - 40);
+            json_decref(got);
+        }
+        tc_coll c;
+        tc_run_chunked(&o, text.data, text.len, CH_BYTES, 0, false, &c, NULL);
+        char why[512];
+        CHECK_MSG(tc_same_result(&whole.res, &c.res, why, sizeof why), "%s in bytes: %s", rows[i].format, why);
+        tc_coll_fini(&c);
+        tc_coll_fini(&whole);
+        cv_buf_free(&text);
+    }
+    json_decref(tools);
 }
 
 TEST(missing_close_tags_end_at_the_next_tag)
@@ -207,6 +250,7 @@ int main(void)
     RUN(code_fences_around_the_json_are_removed);
     RUN(values_are_typed_by_the_schema_and_strings_kept_exactly);
     RUN(wrapper_objects_around_all_arguments_are_unwrapped);
+    RUN(nesting_past_the_depth_bound_ends_the_arguments_as_json);
     RUN(missing_close_tags_end_at_the_next_tag);
     return test_report();
 }
