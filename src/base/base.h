@@ -96,6 +96,13 @@ void *cv_aligned_alloc(size_t n);
  * the model loads, not in its first request (docs/PERF.md "Several models
  * in one server"). Its bytes are unspecified, as cv_aligned_alloc's. */
 void *cv_aligned_alloc_committed(size_t n);
+/* Commits the pages under [p, p + n) now (the kernel maps them, a zeroed
+ * page each for fresh memory), so that the request that first writes them
+ * does not fault. Under a hypervisor that shadows page tables (this VM)
+ * each page's first write still traps, ~5 us a 4 KiB page, and that stays
+ * in the first request: paid at load it cost more than it saves there
+ * (docs/PERF.md "A model's first request"). */
+void cv_pages_commit(void *p, size_t n);
 void cv_aligned_free(void *p);
 
 /* ---- strings and buffers ---- */

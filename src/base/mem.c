@@ -52,18 +52,25 @@ void *cv_aligned_alloc(size_t n)
     return p;
 }
 
+void cv_pages_commit(void *p, size_t n)
+{
+    if (n == 0)
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p & ~(page - 1),
+                    hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    /* Every page [p, p + n) touches, its ends included (the kernel fills a
+     * page's table entry leaving its bytes as they are); without Linux
+     * 5.14's MADV_POPULATE_WRITE, a zero written into each page (inside
+     * [p, p + n), so neighbours keep theirs) does it, a fault each. */
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        for (uintptr_t a = lo; a < hi; a += page)
+            *(volatile char *)CV_MAX(a, (uintptr_t)p) = 0;
+}
+
 void *cv_aligned_alloc_committed(size_t n)
 {
     char *p = cv_aligned_alloc(n);
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p & ~(page - 1),
-                    hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
-    /* Every page the block touches, its ends included (they may be fresh
-     * too, and filling a page's table entry leaves what is in it as it
-     * is): the kernel fills the page tables (Linux 5.14 and later); else
-     * one write into the block a page does it. */
-    if (n > 0 && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
-        for (uintptr_t a = lo; a < hi; a += page)
-            *(volatile char *)CV_MAX(a, (uintptr_t)p) = 0;
+    cv_pages_commit(p, n);
     return p;
 }
 

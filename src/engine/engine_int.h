@@ -34,7 +34,7 @@ void kv_pool_fini(kv_pool *p);
  * huge pages all of it whatever the sequence's length): fresh memory's
  * first touch is slow (250-500 MB/s on a VM, docs/PERF.md "A model's first
  * request"), and done at load it is not in the first request's time.
- * Returns the bytes committed (0 when the OS declined). */
+ * Returns the bytes committed (0: no pool). */
 size_t kv_pool_commit_first_run(kv_pool *p);
 /* A free block with refs = 1, or -1 when none is left. */
 int32_t kv_pool_alloc(kv_pool *p);

@@ -12,7 +12,6 @@
  * seq_mem.c's. Invariant: refs[b] equals the number of holders of b in its
  * group (tables, prefix-cache spans, snapshots), and a block with refs 0 is
  * on its pool's free stack exactly once. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -77,11 +76,7 @@ size_t kv_pool_commit_first_run(kv_pool *p)
     if (!p->data || !p->run_shift)
         return 0;
     const size_t run = CV_MIN(p->block_bytes << p->run_shift, kv_pool_bytes(p));
-    if (madvise(p->data, run, MADV_POPULATE_WRITE) != 0) {
-        cv_debug("KV cache: its first run was not committed at load (%s): the first request commits it",
-                 strerror(errno));
-        return 0;
-    }
+    cv_pages_commit(p->data, run);
     return run;
 }
 

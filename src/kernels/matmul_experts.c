@@ -13,7 +13,6 @@
  * has; an expert with no rows is never touched. This file owns no tile:
  * the bits come from the dense path's implementations, which is why they
  * equal cv_matmul's (the run contract in kernels_int.h). */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -88,9 +87,7 @@ cv_mm_ws *cv_mm_ws_create(int64_t max_rows, int64_t max_n_in, int64_t max_n_out,
 void cv_mm_ws_commit(cv_mm_ws *ws, size_t row_bytes)
 {
     const size_t n = CV_MIN(ws->act_bytes, (size_t)ws->max_rows * CV_MIN(row_bytes, ws->act_row_cap));
-    if (n > 0 && madvise(ws->act, n, MADV_POPULATE_WRITE) != 0)
-        cv_debug("expert matmul workspace: %zu bytes not committed now (%s): the first call commits them", n,
-                 strerror(errno));
+    cv_pages_commit(ws->act, n);
 }
 
 void cv_mm_ws_destroy(cv_mm_ws *ws)

@@ -160,17 +160,33 @@ static void *runs_while_held(void *arg)
 /* A run never waits for a worker that has not started its part: the caller
  * computes that part itself, once, and the pool goes on using the worker
  * when it is back. Without it these runs would wait for the handler to end. */
+/* Runs p until its worker, not the caller, computes part 1 (the caller
+ * takes a part whose worker is slow to start, so on a busy machine that may
+ * take many runs): false if it never did within 20 seconds. */
+static bool run_until_the_worker_takes_part_1(cv_pool *p, parts_seen *s, int *wrong)
+{
+    const pthread_t me = pthread_self();
+    const uint64_t until = cv_now_ns() + 20 * (uint64_t)1000000000;
+    do {
+        memset(s, 0, sizeof *s);
+        cv_pool_run(p, note_part, s);
+        *wrong += s->count[0] != 1 || s->count[1] != 1;
+    } while (pthread_equal(s->on[1], me) && cv_now_ns() < until);
+    return !pthread_equal(s->on[1], me);
+}
+
 TEST(pool_run_computes_the_parts_of_workers_that_have_not_started)
 {
     cv_pool *p = cv_pool_create(2, NULL);
     CHECK(p != NULL);
-    const pthread_t me = pthread_self();
     parts_seen s = { 0 };
-    int tries = 0;
-    do /* a run whose part 1 the worker computed: its thread */
-        memset(&s, 0, sizeof s), cv_pool_run(p, note_part, &s);
-    while (pthread_equal(s.on[1], me) && ++tries < 100000);
-    CHECK(!pthread_equal(s.on[1], me));
+    int wrong = 0;
+    if (!run_until_the_worker_takes_part_1(p, &s, &wrong)) {
+        /* holding "the worker" would then hold this thread for good */
+        CHECK_MSG(false, "the pool's worker computed no part in 20 s of runs");
+        cv_pool_destroy(p);
+        return;
+    }
     const pthread_t worker = s.on[1];
     struct sigaction sa = { .sa_handler = hold_here }, old;
     sigemptyset(&sa.sa_mask);
@@ -193,13 +209,7 @@ TEST(pool_run_computes_the_parts_of_workers_that_have_not_started)
     if (waited)
         pthread_join(t, NULL);
     CHECK_EQ_INT(h.wrong, 0);
-    int wrong = 0;
-    tries = 0;
-    do {
-        memset(&s, 0, sizeof s);
-        cv_pool_run(p, note_part, &s);
-        wrong += s.count[0] != 1 || s.count[1] != 1;
-    } while (pthread_equal(s.on[1], me) && ++tries < 100000);
+    CHECK(run_until_the_worker_takes_part_1(p, &s, &wrong));
     CHECK_EQ_INT(wrong, 0);
     CHECK(pthread_equal(s.on[1], worker));
     cv_pool_destroy(p);
@@ -266,6 +276,28 @@ TEST(aligned_alloc_committed_commits_every_page)
     cv_aligned_free(p);
 }
 
+/* cv_pages_commit makes resident exactly the pages its range touches, and
+ * never writes outside the range, whose end pages hold other data. */
+TEST(pages_commit_commits_the_pages_of_its_range_and_nothing_else)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 4 * page;
+    const size_t from = page / 2, len = 2 * page; /* half a page in, to half a page into the third */
+    unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    cv_pages_commit(m + from, len);
+    unsigned char in[4];
+    CHECK(mincore(m, n, in) == 0);
+    CHECK((in[0] & 1) && (in[1] & 1) && (in[2] & 1));
+    CHECK(!(in[3] & 1));
+    memset(m, 0xAA, n);
+    cv_pages_commit(m + from, len);
+    size_t outside = 0;
+    for (size_t i = 0; i < n; i++)
+        outside += (i < from || i >= from + len) && m[i] != 0xAA;
+    CHECK_EQ_INT(outside, 0);
+    munmap(m, n);
+}
+
 TEST(split_range_covers_and_aligns)
 {
     int64_t prev = 0;
@@ -320,6 +352,7 @@ int main(void)
     RUN(pool_run_computes_the_parts_of_workers_that_have_not_started);
     RUN(pool_run_items_takes_every_item_exactly_once);
     RUN(aligned_alloc_committed_commits_every_page);
+    RUN(pages_commit_commits_the_pages_of_its_range_and_nothing_else);
     RUN(split_range_covers_and_aligns);
     RUN(err_prefix_keeps_the_original_message);
     RUN(json_parse_reports_position_and_rejects_nan);
