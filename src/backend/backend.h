@@ -653,10 +653,9 @@ static inline void cv_be_embed_rows(cv_bstream *s, uint32_t type, int64_t n, con
     s->be->ops->embed_rows(s, type, n, table, n_vocab, n_rows, tokens, scale, y, ldy);
 }
 
-/* The CPU stream's thread pool, for the parts of the forward pass that
- * have not moved behind the table yet (Gemma 4's per-layer inputs:
- * docs/BACKEND.md, "What is not behind the table yet"); NULL for a stream
- * of another backend. */
+/* The CPU stream's thread pool, for corvid bench's attention probe (a
+ * benchmark of the CPU's tiles, engine/attention_bench.c; nothing in the
+ * forward pass uses it); NULL for a stream of another backend. */
 cv_pool *cv_bstream_cpu_pool(cv_bstream *s);
 
 #endif

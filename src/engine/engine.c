@@ -89,7 +89,6 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     cv_engine *e = cv_xcalloc(1, sizeof *e);
     e->m = m;
     e->p = p;
-    e->vec = cv_vec_ops_for(cv_isa_active());
     e->act = act_of(hp);
     if ((rc = cv_bstream_create(m->be, p.n_threads, &e->st, err)))
         goto fail;
@@ -175,7 +174,7 @@ int cv_engine_create(const cv_model *m, const cv_engine_params *params, cv_engin
     for (int k = 0; k < CV_FFN_COUNT; k++)
         if ((e->kinds_used[1] >> k & 1) && (rc = eng_ffns[k]->init(e, err)))
             goto fail;
-    if (m->pl_model_proj && (rc = eng_pl_init(e)))
+    if (m->pl_model_proj && (rc = eng_pl_init(e, err)))
         goto fail;
     if ((rc = eng_state_init(e, err)))
         goto fail;

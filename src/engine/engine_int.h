@@ -205,9 +205,6 @@ void eng_add_bias(cv_engine *e, float *rows, int64_t ld, int32_t n_rows, const f
 void *eng_mem_alloc(cv_engine *e, size_t n_bytes, cv_err *err);
 float *eng_rows_alloc(cv_engine *e, int64_t n_rows, int64_t ld, cv_err *err);
 void eng_rows_free(cv_engine *e, void *rows);
-/* Runs fn(ctx, ith, nth) over n_rows rows of per-token work on the pool,
- * inline for a handful of rows (waking the pool costs more). */
-void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx);
 /* A matmul of the forward pass, timed when profiling. */
 void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy);
 /* An expert-routed matmul of the forward pass (cv_be_matmul_experts over
@@ -226,7 +223,7 @@ typedef struct eng_pl_scratch eng_pl_scratch;
 
 /* Scratch for steps of n_batch tokens (engine creation, when the model
  * has per-layer inputs); fini tolerates none. */
-int eng_pl_init(cv_engine *e);
+int eng_pl_init(cv_engine *e, cv_err *err);
 void eng_pl_fini(cv_engine *e);
 /* Every layer's input for the batch's tokens, from their ids and the
  * scaled embeddings in e->x (before layer 0). */
@@ -240,8 +237,7 @@ struct cv_engine {
     const cv_model *m;
     cv_engine_params p;
     cv_bstream *st;       /* every operation of the forward pass goes to it, on the model's backend */
-    cv_pool *pool;       /* the CPU stream's threads, for what has not moved behind the table yet */
-    const cv_vec_ops *vec;
+    cv_pool *pool;       /* the CPU stream's threads, for corvid bench's attention probe (cv_engine_pool) */
     cv_bact act;          /* the model's gated activation, as the table's glu takes it */
     kv_pool kv[CV_MEM_MAX_GROUPS]; /* per layer group (layer groups above): [0] the full layers (maybe
                                       none: ids and references only), [1] the window layers */

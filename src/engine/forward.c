@@ -28,16 +28,6 @@ const eng_kind *const eng_mixers[CV_MIXER_COUNT] = { [CV_MIXER_ATTN] = &eng_mix_
                                                      [CV_MIXER_MLA] = &eng_mix_mla };
 const eng_kind *const eng_ffns[CV_FFN_COUNT] = { [CV_FFN_DENSE] = &eng_ffn_dense, [CV_FFN_MOE] = &eng_ffn_moe };
 
-/* ---- per-row work on the pool ---- */
-
-void eng_run_rows(cv_engine *e, int32_t n_rows, cv_pool_fn fn, void *ctx)
-{
-    if (n_rows < 4 || e->n_threads == 1)
-        fn(ctx, 0, 1);
-    else
-        cv_pool_run(e->pool, fn, ctx);
-}
-
 void eng_matmul(cv_engine *e, const cv_bmat *w, int64_t n_tok, const float *x, int64_t ldx, float *y, int64_t ldy)
 {
     const uint64_t t0 = eng_tick(e);

@@ -22,15 +22,15 @@ struct eng_pl_scratch {
     float *gate;         /* [n_batch][n_pl] one layer's gate */
 };
 
-int eng_pl_init(cv_engine *e)
+int eng_pl_init(cv_engine *e, cv_err *err)
 {
     const cv_hparams *hp = &e->m->hp;
     eng_pl_scratch *s = e->pl = cv_xcalloc(1, sizeof *s);
     const size_t T = (size_t)e->p.n_batch;
     s->ld = (int64_t)hp->n_layer * hp->n_pl;
-    s->in = cv_aligned_alloc_committed(T * (size_t)s->ld * sizeof(float));
-    s->proj = cv_aligned_alloc_committed(T * (size_t)s->ld * sizeof(float));
-    s->gate = cv_aligned_alloc_committed(T * (size_t)hp->n_pl * sizeof(float));
+    if (!(s->in = eng_rows_alloc(e, (int64_t)T, s->ld, err)) || !(s->proj = eng_rows_alloc(e, (int64_t)T, s->ld, err)) ||
+        !(s->gate = eng_rows_alloc(e, (int64_t)T, hp->n_pl, err)))
+        return CV_ENOMEM;
     return 0;
 }
 
@@ -39,89 +39,42 @@ void eng_pl_fini(cv_engine *e)
     eng_pl_scratch *s = e->pl;
     if (!s)
         return;
-    cv_aligned_free(s->in);
-    cv_aligned_free(s->proj);
-    cv_aligned_free(s->gate);
+    eng_rows_free(e, s->in);
+    eng_rows_free(e, s->proj);
+    eng_rows_free(e, s->gate);
     free(s);
     e->pl = NULL;
 }
 
-typedef struct pl_job {
-    cv_engine *e;
-    const cv_batch *b;
-    int32_t n_rows;
-    int32_t layer;
-} pl_job;
-
-static void rows_inputs(void *ctx, int ith, int nth)
-{
-    pl_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_model *m = e->m;
-    const int32_t n_pl = m->hp.n_pl;
-    eng_pl_scratch *s = e->pl;
-    const float sq_pl = sqrtf((float)n_pl), inv_embd = 1.0f / sqrtf((float)m->hp.n_embd);
-    const float inv_sqrt2 = 1.0f / sqrtf(2.0f);
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *in = s->in + t * s->ld, *p = s->proj + t * s->ld;
-        cv_model_embed_per_layer(m, j->b->token[t], in);
-        e->vec->scale(in, sq_pl, s->ld);
-        e->vec->scale(p, inv_embd, s->ld);
-        for (int32_t il = 0; il < m->hp.n_layer; il++) {
-            float *pi = p + (int64_t)il * n_pl;
-            e->vec->rmsnorm(pi, pi, m->pl_proj_norm, n_pl, m->hp.rms_eps);
-        }
-        e->vec->add(in, in, p, s->ld);
-        e->vec->scale(in, inv_sqrt2, s->ld);
-    }
-}
-
 void eng_pl_prepare(cv_engine *e, const cv_batch *b)
 {
+    const cv_model *m = e->m;
+    const cv_hparams *hp = &m->hp;
+    eng_pl_scratch *s = e->pl;
     const int32_t T = b->n_tokens;
-    eng_matmul(e, e->m->pl_model_proj, T, e->x, e->ld_x, e->pl->proj, e->pl->ld);
-    pl_job j = { .e = e, .b = b, .n_rows = T };
-    eng_run_rows(e, T, rows_inputs, &j);
-}
-
-/* gate = gelu(gate) * the layer's input, per row. */
-static void rows_gate(void *ctx, int ith, int nth)
-{
-    pl_job *j = ctx;
-    const int32_t n_pl = j->e->m->hp.n_pl;
-    eng_pl_scratch *s = j->e->pl;
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *g = s->gate + t * n_pl;
-        j->e->vec->geglu(g, g, s->in + t * s->ld + (int64_t)j->layer * n_pl, n_pl);
-    }
-}
-
-/* x += RMSNorm(tmp; post_norm), per row. */
-static void rows_add(void *ctx, int ith, int nth)
-{
-    pl_job *j = ctx;
-    cv_engine *e = j->e;
-    const cv_layer *L = &e->m->layers[j->layer];
-    int64_t lo, hi;
-    cv_split_range(j->n_rows, ith, nth, 1, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        float *y = e->tmp + t * e->ld_x, *x = e->x + t * e->ld_x;
-        e->vec->rmsnorm(y, y, L->pl_post_norm, e->ld_x, e->m->hp.rms_eps);
-        e->vec->add(x, x, y, e->ld_x);
-    }
+    const cv_gguf_tensor *te = m->pl_embd;
+    eng_matmul(e, m->pl_model_proj, T, e->x, e->ld_x, s->proj, s->ld);
+    /* in = embd * sqrt(n_pl); proj = RMSNorm(proj / sqrt(n_embd)) per
+     * layer (T * n_layer rows of n_pl); in = (in + proj) / sqrt(2) */
+    cv_be_embed_rows(e->st, te->type, te->ne[0], te->data, te->ne[1], T, b->token, sqrtf((float)hp->n_pl), s->in,
+                     s->ld);
+    cv_be_scale(e->st, T, s->ld, s->proj, s->ld, 1.0f / sqrtf((float)hp->n_embd));
+    cv_be_rmsnorm(e->st, T * hp->n_layer, hp->n_pl, s->proj, hp->n_pl, NULL, m->pl_proj_norm, hp->rms_eps, s->proj,
+                  hp->n_pl);
+    cv_be_add(e->st, T, s->ld, s->in, s->ld, s->in, s->ld, s->proj, s->ld);
+    cv_be_scale(e->st, T, s->ld, s->in, s->ld, 1.0f / sqrtf(2.0f));
 }
 
 void eng_pl_layer(cv_engine *e, const cv_batch *b, int32_t il)
 {
     const cv_layer *L = &e->m->layers[il];
     const int32_t T = b->n_tokens, n_pl = e->m->hp.n_pl;
-    eng_matmul(e, L->pl_gate, T, e->x, e->ld_x, e->pl->gate, n_pl);
-    pl_job j = { .e = e, .b = b, .n_rows = T, .layer = il };
-    eng_run_rows(e, T, rows_gate, &j);
-    eng_matmul(e, L->pl_proj, T, e->pl->gate, n_pl, e->tmp, e->ld_x);
-    eng_run_rows(e, T, rows_add, &j);
+    eng_pl_scratch *s = e->pl;
+    static const cv_bact gelu = { .kind = CV_BGLU_GELU_TANH };
+    /* gate = gelu(W_gate x) * the layer's input; x += RMSNorm(W_proj gate) */
+    eng_matmul(e, L->pl_gate, T, e->x, e->ld_x, s->gate, n_pl);
+    cv_be_glu(e->st, &gelu, T, n_pl, s->gate, n_pl, s->gate, n_pl, s->in + (int64_t)il * n_pl, s->ld);
+    eng_matmul(e, L->pl_proj, T, s->gate, n_pl, e->tmp, e->ld_x);
+    cv_be_rmsnorm(e->st, T, e->ld_x, e->tmp, e->ld_x, NULL, L->pl_post_norm, e->m->hp.rms_eps, e->tmp, e->ld_x);
+    cv_be_add(e->st, T, e->ld_x, e->x, e->ld_x, e->x, e->ld_x, e->tmp, e->ld_x);
 }

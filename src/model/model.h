@@ -580,9 +580,6 @@ double cv_model_summary_ram_bytes(const cv_model_summary *s, int32_t n_ctx, int3
 /* Dequantizes the embedding row of `token` (0 <= token < n_vocab) into
  * out [n_embd]. */
 void cv_model_embed(const cv_model *m, int32_t token, float *out);
-/* The same for its per-layer embedding row, out [n_layer * n_pl] (the
- * model has per-layer inputs). */
-void cv_model_embed_per_layer(const cv_model *m, int32_t token, float *out);
 
 /* "llama: 2 layers, 256 hidden, 8 heads (4 kv) of 32, ..."; a hybrid's
  * line says which layers are Gated DeltaNet. */

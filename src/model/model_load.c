@@ -1506,7 +1506,6 @@ static void embed_row(const cv_gguf_tensor *t, int32_t token, float *out)
 }
 
 void cv_model_embed(const cv_model *m, int32_t token, float *out) { embed_row(m->tok_embd, token, out); }
-void cv_model_embed_per_layer(const cv_model *m, int32_t token, float *out) { embed_row(m->pl_embd, token, out); }
 
 int cv_model_summarize(const cv_gguf *g, cv_model_summary *out, cv_err *err)
 {
