@@ -26,10 +26,10 @@ int eng_pl_init(cv_engine *e, cv_err *err)
 {
     const cv_hparams *hp = &e->m->hp;
     eng_pl_scratch *s = e->pl = cv_xcalloc(1, sizeof *s);
-    const size_t T = (size_t)e->p.n_batch;
+    const int64_t T = e->p.n_batch;
     s->ld = (int64_t)hp->n_layer * hp->n_pl;
-    if (!(s->in = eng_rows_alloc(e, (int64_t)T, s->ld, err)) || !(s->proj = eng_rows_alloc(e, (int64_t)T, s->ld, err)) ||
-        !(s->gate = eng_rows_alloc(e, (int64_t)T, hp->n_pl, err)))
+    if (!(s->in = eng_rows_alloc(e, T, s->ld, err)) || !(s->proj = eng_rows_alloc(e, T, s->ld, err)) ||
+        !(s->gate = eng_rows_alloc(e, T, hp->n_pl, err)))
         return CV_ENOMEM;
     return 0;
 }
