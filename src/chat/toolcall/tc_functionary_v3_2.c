@@ -30,7 +30,9 @@ static int recipient(tc_run *r)
         return TC_MORE;
     cv_buf_reset(&r->os_hdr);
     cv_buf_append(&r->os_hdr, p, i);
-    tc_eat(r, i < n && p[i] == '\n' ? i + 1 : i); /* a line too long for a name stops short of its end */
+    /* a line too long for a name stops short of its end: the rest, its
+     * newline too, is text read on (whole or in pieces alike) */
+    tc_eat(r, i <= CV_TC_MAX_NAME && i < n && p[i] == '\n' ? i + 1 : i);
     const char *name = r->os_hdr.data;
     size_t len = r->os_hdr.len;
     while (len && (name[len - 1] == ' ' || name[len - 1] == '\r'))

@@ -611,18 +611,23 @@ TEST(an_empty_response_is_empty_in_every_format)
 }
 
 /* Functionary v3.2's output starts with a recipient line; one too long for
- * a name is text, every byte of it (found by fuzzing: read whole, the byte
- * where the name's bound stopped was dropped as if it were the newline). */
+ * a name is text, every byte of it and its newline, whole or in pieces
+ * (found by fuzzing twice: read whole, the byte where the name's bound
+ * stopped was dropped as if it were the newline; and a line one byte past
+ * the bound lost its newline whole but kept it in pieces). */
 TEST(a_recipient_line_too_long_for_a_name_is_kept_whole_as_text)
 {
-    char text[400];
-    memset(text, 'a', 300);
-    strcpy(text + 300, "bcdef\nmore");
-    tc_coll c;
-    parse(&(popt){ .format = "functionary_v3_2" }, text, &c);
-    CHECK_EQ_INT(c.res.n_calls, 0);
-    CHECK_EQ_STR(content(&c), text);
-    tc_coll_fini(&c);
+    static const size_t lens[] = { CV_TC_MAX_NAME + 1, CV_TC_MAX_NAME + 2, 300 };
+    for (size_t i = 0; i < CV_ARRAY_LEN(lens); i++) {
+        char text[400];
+        memset(text, 'a', lens[i]);
+        strcpy(text + lens[i], "\nmore");
+        tc_coll c;
+        parse(&(popt){ .format = "functionary_v3_2" }, text, &c);
+        CHECK_EQ_INT(c.res.n_calls, 0);
+        CHECK_MSG(!strcmp(content(&c), text), "a line of %zu bytes: content %s", lens[i], content(&c));
+        tc_coll_fini(&c);
+    }
 }
 
 /* An invoke tag's attributes after the name are read against one bound over
